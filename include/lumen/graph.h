@@ -1,0 +1,139 @@
+// Graph IR: a Graph owns Nodes and Values and refers to them by integer id.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "lumen/attribute.h"
+#include "lumen/tensor.h"
+
+namespace lumen {
+
+// The kind of an op. Its enumerators come from src/graph/op_kinds.def; from outside, ops are named
+// by string ("MatMul" or "matmul").
+enum class OpKind : uint16_t;
+
+class Executable;
+class Runtime;
+struct CompileOptions;
+
+struct TensorType {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  bool operator==(const TensorType& other) const = default;
+  std::string to_string() const;  // "float32[1, 10]"
+};
+
+// A tensor-valued edge of the graph: produced by one node (or a graph input or weight) and read by
+// any number of nodes.
+struct Value {
+  int id = -1;
+  std::string name;
+  TensorType type;
+  int producer = -1;           // node id, or -1 for inputs and weights
+  std::vector<int> consumers;  // node ids, one entry per use
+  std::optional<Tensor> data;  // weights, constants, and values folded at build time
+  bool is_input = false;
+  bool is_output = false;
+  bool user_weight = false;    // added by add_weight(): data may still change, so never folded
+                               // at build time
+  bool is_weight() const { return data.has_value() && producer < 0; }
+};
+
+// One operation. inputs may hold -1 for an omitted optional input.
+struct Node {
+  int id = -1;
+  OpKind op{};
+  std::string name;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  Attributes attrs;
+  std::string backend;  // set by the router: "cpu", "cuda"
+  bool removed = false; // dropped by a pass; ids stay stable
+};
+
+// A dataflow graph. Building it infers every output's type at once, so a wrong shape or an unknown
+// op fails at the call that adds it, with the node's name. Values and nodes are never moved in
+// memory (pointers returned here stay valid while the Graph lives).
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+
+  // A graph input the caller binds at execute time.
+  Value* add_input(const std::string& name, const Shape& shape, DType dtype = DType::kFloat32);
+  // A weight: constant data owned by the graph, zero-filled until set_data() fills it.
+  Value* add_weight(const std::string& name, const Shape& shape, DType dtype = DType::kFloat32);
+  // A constant with the given data (shared, not copied).
+  Value* add_constant(const std::string& name, Tensor data);
+  // Replaces a weight's data; throws ShapeError when the type differs.
+  void set_data(Value* weight, Tensor data);
+
+  // Adds a node with one output and returns that output. `op` is an ONNX name ("MatMul") or its
+  // lower-case form ("matmul"). Throws UnsupportedOp for an unknown op, InvalidModel for bad
+  // attributes, ShapeError for inputs that do not fit.
+  Value* add_op(std::string_view op, const std::vector<Value*>& inputs, const Attributes& attrs = {},
+                const std::string& name = "");
+  // The same for ops with several outputs (Split, ...); nullptr entries in inputs are omitted
+  // optional inputs.
+  std::vector<Value*> add_op(std::string_view op, const std::vector<Value*>& inputs,
+                             int num_outputs, const Attributes& attrs = {},
+                             const std::string& name = "");
+  void mark_output(Value* value);
+
+  // Rewrites the graph for speed (the optimizer). Safe to call more than once.
+  void optimize();
+  // Compiles for `runtime`'s devices; the Executable is owned by the runtime.
+  Executable* compile(Runtime* runtime);
+  Executable* compile(Runtime* runtime, const CompileOptions& options);
+
+  // Checks every structural invariant (ids, producers, consumers, types against the schemas, no
+  // cycles); throws InvalidModel naming the first problem.
+  void verify() const;
+  std::string to_text() const;  // one line per node
+  std::string to_dot() const;   // Graphviz
+
+  // --- access for passes, backends and tools ---
+  Value& value(int id);
+  const Value& value(int id) const;
+  Node& node(int id);
+  const Node& node(int id) const;
+  int num_values() const { return static_cast<int>(values_.size()); }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  const std::vector<int>& inputs() const { return inputs_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+  // Live nodes in an order where every node follows its producers; throws InvalidModel on a cycle.
+  std::vector<int> topological_order() const;
+  // Finds a value by name, or nullptr.
+  Value* find_value(std::string_view name);
+  // Adds a node by kind with explicit output types already inferred (for importers and passes);
+  // run infer_node() afterwards to check it against the schema.
+  Node& add_node(OpKind op, const std::vector<int>& inputs, int num_outputs, Attributes attrs,
+                 const std::string& name);
+  // Runs the schema of node `id`: checks its attributes and inputs, sets its output types, and
+  // folds it when every input is known and the result is small.
+  void infer_node(int id);
+  // Re-infers every live node in topological order.
+  void infer_all();
+  std::string unique_name(std::string_view base);
+
+ private:
+  Value& new_value(const std::string& name);
+  std::deque<Value> values_;
+  std::deque<Node> nodes_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+  std::unordered_set<std::string> names_;
+  int name_counter_ = 0;
+};
+
+}  // namespace lumen

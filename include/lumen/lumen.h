@@ -1,0 +1,12 @@
+// Lumen's public C++ API.
+#pragma once
+
+#include "lumen/allocator.h"
+#include "lumen/attribute.h"
+#include "lumen/device.h"
+#include "lumen/dtype.h"
+#include "lumen/error.h"
+#include "lumen/graph.h"
+#include "lumen/runtime.h"
+#include "lumen/shape.h"
+#include "lumen/tensor.h"

@@ -1,0 +1,74 @@
+// Runtime (devices, memory, compiled executables) and Executable (a compiled graph).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lumen/graph.h"
+#include "lumen/tensor.h"
+
+namespace lumen {
+
+struct CompileOptions {
+  // Backends to place nodes on, in order of preference ("cpu", "cuda"); empty means every
+  // available backend.
+  std::vector<std::string> backends;
+};
+
+// Name and type of an Executable's input or output.
+struct TensorInfo {
+  std::string name;
+  TensorType type;
+};
+
+// A compiled graph: kernels made once, constants bound, steps in order. execute() may be called
+// from several threads at once; each call uses its own intermediate buffers.
+class Executable {
+ public:
+  struct Impl;
+  explicit Executable(std::unique_ptr<Impl> impl);
+  ~Executable();
+
+  // Runs with inputs in the order of inputs(); returns outputs in the order of outputs().
+  // Throws InvalidArgument for a wrong count, ShapeError for a wrong shape or dtype.
+  std::vector<Tensor> execute(const std::vector<Tensor>& inputs);
+  // The same with inputs by name; every input must be given.
+  std::vector<Tensor> execute(const std::map<std::string, Tensor>& inputs);
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  // Steps, their kernels and backends, one line each.
+  std::string summary() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Entry point: owns the executables it compiles and hands out device memory.
+class Runtime {
+ public:
+  Runtime();
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // A zero-filled tensor from the device's caching pool.
+  Tensor alloc(const Shape& shape, DType dtype = DType::kFloat32, Device device = Device::cpu());
+  // Names of the backends this build can use on this machine ("cpu", and "cuda" with a GPU).
+  std::vector<std::string> backends() const;
+  MemoryStats memory_stats(Device device = Device::cpu()) const;
+  // Takes ownership of an executable; returns the same pointer.
+  Executable* adopt(std::unique_ptr<Executable> executable);
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Executable>> executables_;
+};
+
+// Version string, "0.1.0".
+const char* version();
+
+}  // namespace lumen

@@ -1,0 +1,33 @@
+// Backend: the contract between the graph and a device (CPU, CUDA).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/kernel.h"
+#include "lumen/allocator.h"
+#include "lumen/graph.h"
+#include "runtime/stream.h"
+
+namespace lumen {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  // Whether this backend can run `node` as typed; if not, *reason says why.
+  virtual bool supports(const Graph& graph, const Node& node, std::string* reason) const = 0;
+  // Builds the node's kernel (once, at compile time). Throws UnsupportedOp with the reason.
+  virtual std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node) const = 0;
+  virtual Allocator& allocator() const = 0;
+  virtual Stream& default_stream() = 0;
+};
+
+// Backends compiled in and usable on this machine, best first.
+std::vector<Backend*> available_backends();
+// A backend by name ("cpu"), or nullptr when it is not available.
+Backend* find_backend(const std::string& name);
+
+}  // namespace lumen

@@ -1,0 +1,31 @@
+// Kernel: the compiled form of one node on one backend.
+#pragma once
+
+#include <span>
+
+#include "lumen/tensor.h"
+#include "runtime/stream.h"
+
+namespace lumen {
+
+// What a kernel sees when it runs. Inputs that were omitted are undefined Tensors. Outputs come
+// allocated with their inferred shapes unless the kernel says it makes its own (views).
+struct KernelContext {
+  std::span<const Tensor> inputs;
+  std::span<Tensor> outputs;
+  Stream* stream = nullptr;
+};
+
+// Built once per node at compile time (where library primitives are chosen); run() is const and
+// may be called from several threads at once.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(KernelContext& ctx) const = 0;
+  // True when run() sets ctx.outputs itself, e.g. as a view of an input (Reshape).
+  virtual bool makes_outputs() const { return false; }
+  // The input whose memory output 0 may overwrite when that input dies at this node, or -1.
+  virtual int in_place_input() const { return -1; }
+};
+
+}  // namespace lumen

@@ -1,0 +1,110 @@
+// Graph::compile: verify, place every node on a backend, build kernels once, assign value slots.
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "graph/op_kind.h"
+#include "runtime/executable_impl.h"
+
+namespace lumen {
+namespace {
+
+std::vector<Backend*> candidate_backends(const CompileOptions& options) {
+  if (options.backends.empty()) return available_backends();
+  std::vector<Backend*> out;
+  for (const std::string& name : options.backends) {
+    Backend* b = find_backend(name);
+    if (b == nullptr) throw InvalidArgument("compile: backend '" + name + "' is not available");
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace
+
+Executable* Graph::compile(Runtime* runtime) { return compile(runtime, CompileOptions{}); }
+
+Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
+  if (runtime == nullptr) throw InvalidArgument("compile: runtime is null");
+  verify();
+  if (outputs_.empty()) throw InvalidModel("compile: the graph has no outputs (mark_output)");
+  std::vector<Backend*> backends = candidate_backends(options);
+
+  // Only nodes that lead to an output and are not already known run.
+  std::vector<bool> needed(nodes_.size(), false);
+  std::vector<int> stack(outputs_.begin(), outputs_.end());
+  std::vector<bool> seen(values_.size(), false);
+  while (!stack.empty()) {
+    int v = stack.back();
+    stack.pop_back();
+    if (seen[v]) continue;
+    seen[v] = true;
+    const Value& val = values_[v];
+    if (val.producer < 0 || (val.data && !val.user_weight)) continue;
+    needed[val.producer] = true;
+    for (int in : nodes_[val.producer].inputs)
+      if (in >= 0) stack.push_back(in);
+  }
+
+  auto impl = std::make_unique<Executable::Impl>();
+  std::unordered_map<int, int> slot_of;  // value id -> slot
+  auto slot = [&](int value_id) {
+    auto [it, inserted] = slot_of.emplace(value_id, static_cast<int>(impl->constants.size()));
+    if (inserted) {
+      const Value& v = values_[value_id];
+      impl->constants.push_back(v.data && !v.is_input ? *v.data : Tensor());
+    }
+    return it->second;
+  };
+  for (int in : inputs_) {
+    impl->input_slots.push_back(slot(in));
+    impl->inputs.push_back({values_[in].name, values_[in].type});
+  }
+  for (int id : topological_order()) {
+    if (!needed[id]) continue;
+    Node& n = nodes_[id];
+    Step step;
+    std::string reasons;
+    for (Backend* b : backends) {
+      std::string why;
+      if (b->supports(*this, n, &why)) {
+        step.backend = b;
+        break;
+      }
+      reasons += (reasons.empty() ? "" : "; ") + b->name() + ": " + why;
+    }
+    if (step.backend == nullptr)
+      throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
+    n.backend = step.backend->name();
+    step.kernel = step.backend->make_kernel(*this, n);
+    for (int in : n.inputs) step.inputs.push_back(in < 0 ? -1 : slot(in));
+    for (int out : n.outputs) {
+      step.outputs.push_back(slot(out));
+      step.output_types.push_back(values_[out].type);
+    }
+    step.label = n.name + " (" + op_name(n.op) + ") @" + n.backend;
+    impl->steps.push_back(std::move(step));
+  }
+  for (int out : outputs_) {
+    impl->output_slots.push_back(slot(out));
+    impl->outputs.push_back({values_[out].name, values_[out].type});
+  }
+
+  // Free each intermediate after its last reader, unless it is an output or a constant.
+  std::vector<int> last_use(impl->constants.size(), -1);
+  for (size_t s = 0; s < impl->steps.size(); ++s) {
+    for (int in : impl->steps[s].inputs)
+      if (in >= 0) last_use[in] = static_cast<int>(s);
+    for (int out : impl->steps[s].outputs)
+      if (last_use[out] < 0) last_use[out] = static_cast<int>(s);
+  }
+  std::vector<bool> keep(impl->constants.size(), false);
+  for (int o : impl->output_slots) keep[o] = true;
+  for (size_t k = 0; k < keep.size(); ++k)
+    if (impl->constants[k].defined()) keep[k] = true;
+  for (size_t k = 0; k < last_use.size(); ++k)
+    if (last_use[k] >= 0 && !keep[k]) impl->steps[last_use[k]].release.push_back(static_cast<int>(k));
+
+  return runtime->adopt(std::make_unique<Executable>(std::move(impl)));
+}
+
+}  // namespace lumen

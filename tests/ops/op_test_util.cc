@@ -1,0 +1,123 @@
+#include "ops/op_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace lumen::test {
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
+  Tensor t = Tensor::empty(shape, DType::kFloat32);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t v = dist(rng);
+    switch (dtype) {
+      case DType::kInt64: t.data<int64_t>()[i] = v; break;
+      case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;
+      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
+      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
+      case DType::kBool: t.data<bool>()[i] = (v & 1) != 0; break;
+      default: throw InvalidArgument("random_ints: not an integer dtype");
+    }
+  }
+  return t;
+}
+
+std::vector<double> to_doubles(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.item_as_double(i);
+  return out;
+}
+
+std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
+                           const Attributes& attrs, int num_outputs) {
+  Graph graph;
+  std::vector<Value*> values;
+  std::vector<Tensor> runtime_inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const OpInput& in = inputs[i];
+    std::string name = "in" + std::to_string(i);
+    if (!in.tensor.defined()) {
+      values.push_back(nullptr);
+    } else if (in.constant) {
+      values.push_back(graph.add_constant(name, in.tensor));
+    } else {
+      values.push_back(graph.add_input(name, in.tensor.shape(), in.tensor.dtype()));
+      runtime_inputs.push_back(in.tensor);
+    }
+  }
+  std::vector<Value*> outs = graph.add_op(op, values, num_outputs, attrs, "node");
+  for (Value* v : outs) graph.mark_output(v);
+  Runtime rt;
+  Executable* exe = graph.compile(&rt);
+  return exe->execute(runtime_inputs);
+}
+
+void expect_close(const Tensor& got, const Shape& want_shape, const std::vector<double>& want,
+                  double atol, double rtol) {
+  ASSERT_TRUE(got.defined());
+  ASSERT_EQ(got.shape(), want_shape) << got.shape().to_string() << " vs " << want_shape.to_string();
+  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size());
+  std::vector<double> g = to_doubles(got);
+  int reported = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    bool ok = std::isnan(want[i]) ? std::isnan(g[i])
+                                  : std::abs(g[i] - want[i]) <= atol + rtol * std::abs(want[i]);
+    if (!ok && reported++ < 10) ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want "
+                                               << want[i];
+  }
+  EXPECT_EQ(reported, 0) << "mismatching elements";
+}
+
+void expect_equal(const Tensor& got, DType want_dtype, const Shape& want_shape,
+                  const std::vector<double>& want) {
+  ASSERT_TRUE(got.defined());
+  ASSERT_EQ(got.dtype(), want_dtype) << dtype_name(got.dtype());
+  ASSERT_EQ(got.shape(), want_shape) << got.shape().to_string() << " vs " << want_shape.to_string();
+  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size());
+  std::vector<double> g = to_doubles(got);
+  int reported = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (g[i] != want[i] && reported++ < 10)
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << want[i];
+  EXPECT_EQ(reported, 0) << "mismatching elements";
+}
+
+std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(shape.rank());
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    int64_t d = shape.dims()[i];
+    idx[i] = d ? flat % d : 0;
+    flat = d ? flat / d : 0;
+  }
+  return idx;
+}
+
+int64_t ravel(const std::vector<int64_t>& index, const Shape& shape) {
+  int64_t flat = 0;
+  for (int i = 0; i < shape.rank(); ++i) flat = flat * shape.dims()[i] + index[i];
+  return flat;
+}
+
+int64_t broadcast_source(const std::vector<int64_t>& out_index, const Shape& in) {
+  int offset = static_cast<int>(out_index.size()) - in.rank();
+  int64_t flat = 0;
+  for (int i = 0; i < in.rank(); ++i) {
+    int64_t d = in.dims()[i];
+    flat = flat * d + (d == 1 ? 0 : out_index[i + offset]);
+  }
+  return flat;
+}
+
+}  // namespace lumen::test

@@ -1,0 +1,51 @@
+// Helpers for op tests: random inputs, one-op graphs, element-by-element comparison.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lumen/lumen.h"
+
+namespace lumen::test {
+
+// Uniform random float32 values in [lo, hi), reproducible from `seed`.
+Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// Uniform random integers in [lo, hi] of an integer dtype (or bool: 0/1).
+Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi,
+                   DType dtype = DType::kInt64);
+
+// Every element as double, row-major.
+std::vector<double> to_doubles(const Tensor& t);
+
+// An input of run_op: a tensor, and whether it is bound as a graph constant (for inputs that
+// must be known when the graph is built, such as Reshape's shape) or as a runtime input.
+struct OpInput {
+  Tensor tensor;
+  bool constant = false;
+  OpInput(Tensor t, bool c = false) : tensor(std::move(t)), constant(c) {}
+};
+inline OpInput constant(Tensor t) { return OpInput(std::move(t), true); }
+// An omitted optional input.
+inline OpInput omitted() { return OpInput(Tensor(), false); }
+
+// Builds a graph with one `op` node over `inputs`, compiles it for the CPU and runs it.
+std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
+                           const Attributes& attrs = {}, int num_outputs = 1);
+
+// Checks shape and every element: |got - want| <= atol + rtol * |want| (NaNs must match).
+void expect_close(const Tensor& got, const Shape& want_shape, const std::vector<double>& want,
+                  double atol = 1e-5, double rtol = 1e-4);
+// The same for exact dtypes (integers, bool) and a dtype check.
+void expect_equal(const Tensor& got, DType want_dtype, const Shape& want_shape,
+                  const std::vector<double>& want);
+
+// Row-major index helpers for naive references.
+std::vector<int64_t> unravel(int64_t flat, const Shape& shape);
+int64_t ravel(const std::vector<int64_t>& index, const Shape& shape);
+// Reads element `index` (of the broadcast output shape `out`) from a tensor of shape `in` under
+// NumPy broadcasting.
+int64_t broadcast_source(const std::vector<int64_t>& out_index, const Shape& in);
+
+}  // namespace lumen::test
