@@ -1,1 +1,44 @@
-int main() { return 0; }
+// The `lumen` command line: `lumen --version`, `lumen bench matmul N`.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "lumen/lumen.h"
+#include "tools/commands.h"
+
+namespace {
+
+void usage() {
+  std::puts(
+      "usage: lumen <command> [args]\n"
+      "  --version             print the version\n"
+      "  bench matmul N        N x N float32 matmul on every backend: median ms and GFLOP/s\n"
+      "        [--runs R]      timed runs (default: as many as fit in about 2 s, at least 5)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+      usage();
+      return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "--version" || args[0] == "version") {
+      lumen::Runtime rt;
+      std::string backends;
+      for (const std::string& b : rt.backends()) backends += (backends.empty() ? "" : ", ") + b;
+      std::printf("lumen %s (backends: %s)\n", lumen::version(), backends.c_str());
+      return 0;
+    }
+    if (args[0] == "bench" && args.size() >= 2 && args[1] == "matmul")
+      return lumen::cli::bench_matmul({args.begin() + 2, args.end()});
+    std::fprintf(stderr, "lumen: unknown command '%s'\n", args[0].c_str());
+    usage();
+    return 2;
+  } catch (const lumen::Error& e) {
+    std::fprintf(stderr, "lumen: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Lumen's two entry points on a fresh Debian 12 machine:
+#   ./run.sh        install build dependencies if missing, build Release, run the main job
+#   ./run.sh test   install, build, run every test
+set -euo pipefail
+cd "$(dirname "$0")"
+mode="${1:-run}"
+build_dir="${LUMEN_BUILD_DIR:-build}"
+jobs="$(nproc)"
+
+packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev)
+install_deps() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  echo "run.sh: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+build() {
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMEN_TESTS=ON >/dev/null
+  cmake --build "$build_dir" -j "$jobs"
+}
+
+# A project outside the tree finds the installed package and runs the API example.
+check_install() {
+  local prefix="$PWD/$build_dir/install"
+  cmake --install "$build_dir" --prefix "$prefix" >/dev/null
+  cmake -S tests/install -B "$build_dir/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$build_dir/consumer" >/dev/null
+  LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" "$build_dir/consumer/consumer"
+}
+
+install_deps
+build
+case "$mode" in
+  run)
+    "$build_dir/api_example"
+    "$build_dir/lumen" --version
+    "$build_dir/lumen" bench matmul 4096
+    ;;
+  test)
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    check_install
+    echo "run.sh: all tests passed"
+    ;;
+  *)
+    echo "usage: ./run.sh [test]" >&2
+    exit 2
+    ;;
+esac
