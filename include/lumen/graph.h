@@ -113,6 +113,8 @@ class Graph {
   const std::vector<int>& outputs() const { return outputs_; }
   // Live nodes in an order where every node follows its producers; throws InvalidModel on a cycle.
   std::vector<int> topological_order() const;
+  // Renames a value; throws InvalidModel when another value has that name.
+  void rename(Value* value, const std::string& name);
   // Finds a value by name, or nullptr.
   Value* find_value(std::string_view name);
   // Adds a node by kind with explicit output types already inferred (for importers and passes);

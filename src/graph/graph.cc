@@ -57,6 +57,17 @@ Value& Graph::new_value(const std::string& name) {
   return v;
 }
 
+void Graph::rename(Value* value, const std::string& name) {
+  if (value == nullptr || value->id < 0 || value->id >= num_values() ||
+      &values_[value->id] != value)
+    throw InvalidArgument("rename: not a value of this graph");
+  if (value->name == name) return;
+  if (name.empty()) throw InvalidArgument("rename: empty name");
+  if (!names_.insert(name).second) throw InvalidModel("duplicate value name '" + name + "'");
+  names_.erase(value->name);
+  value->name = name;
+}
+
 Value* Graph::find_value(std::string_view name) {
   for (Value& v : values_)
     if (v.name == name) return &v;

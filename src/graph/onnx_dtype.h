@@ -42,31 +42,50 @@ enum class OnnxDType : int32_t {
 // uint16, complex, float8, ...) or the code is unknown.
 inline std::optional<DType> dtype_from_onnx(int64_t code) {
   switch (code) {
-    case static_cast<int64_t>(OnnxDType::kFloat): return DType::kFloat32;
-    case static_cast<int64_t>(OnnxDType::kUInt8): return DType::kUInt8;
-    case static_cast<int64_t>(OnnxDType::kInt8): return DType::kInt8;
-    case static_cast<int64_t>(OnnxDType::kInt32): return DType::kInt32;
-    case static_cast<int64_t>(OnnxDType::kInt64): return DType::kInt64;
-    case static_cast<int64_t>(OnnxDType::kBool): return DType::kBool;
-    case static_cast<int64_t>(OnnxDType::kFloat16): return DType::kFloat16;
-    case static_cast<int64_t>(OnnxDType::kDouble): return DType::kFloat64;
-    case static_cast<int64_t>(OnnxDType::kBFloat16): return DType::kBFloat16;
-    default: return std::nullopt;
+    case static_cast<int64_t>(OnnxDType::kFloat):
+      return DType::kFloat32;
+    case static_cast<int64_t>(OnnxDType::kUInt8):
+      return DType::kUInt8;
+    case static_cast<int64_t>(OnnxDType::kInt8):
+      return DType::kInt8;
+    case static_cast<int64_t>(OnnxDType::kInt32):
+      return DType::kInt32;
+    case static_cast<int64_t>(OnnxDType::kInt64):
+      return DType::kInt64;
+    case static_cast<int64_t>(OnnxDType::kBool):
+      return DType::kBool;
+    case static_cast<int64_t>(OnnxDType::kFloat16):
+      return DType::kFloat16;
+    case static_cast<int64_t>(OnnxDType::kDouble):
+      return DType::kFloat64;
+    case static_cast<int64_t>(OnnxDType::kBFloat16):
+      return DType::kBFloat16;
+    default:
+      return std::nullopt;
   }
 }
 
 // The ONNX data type code of a lumen dtype.
 inline int32_t onnx_from_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return static_cast<int32_t>(OnnxDType::kFloat);
-    case DType::kFloat16: return static_cast<int32_t>(OnnxDType::kFloat16);
-    case DType::kBFloat16: return static_cast<int32_t>(OnnxDType::kBFloat16);
-    case DType::kFloat64: return static_cast<int32_t>(OnnxDType::kDouble);
-    case DType::kInt8: return static_cast<int32_t>(OnnxDType::kInt8);
-    case DType::kUInt8: return static_cast<int32_t>(OnnxDType::kUInt8);
-    case DType::kInt32: return static_cast<int32_t>(OnnxDType::kInt32);
-    case DType::kInt64: return static_cast<int32_t>(OnnxDType::kInt64);
-    case DType::kBool: return static_cast<int32_t>(OnnxDType::kBool);
+    case DType::kFloat32:
+      return static_cast<int32_t>(OnnxDType::kFloat);
+    case DType::kFloat16:
+      return static_cast<int32_t>(OnnxDType::kFloat16);
+    case DType::kBFloat16:
+      return static_cast<int32_t>(OnnxDType::kBFloat16);
+    case DType::kFloat64:
+      return static_cast<int32_t>(OnnxDType::kDouble);
+    case DType::kInt8:
+      return static_cast<int32_t>(OnnxDType::kInt8);
+    case DType::kUInt8:
+      return static_cast<int32_t>(OnnxDType::kUInt8);
+    case DType::kInt32:
+      return static_cast<int32_t>(OnnxDType::kInt32);
+    case DType::kInt64:
+      return static_cast<int32_t>(OnnxDType::kInt64);
+    case DType::kBool:
+      return static_cast<int32_t>(OnnxDType::kBool);
   }
   return static_cast<int32_t>(OnnxDType::kUndefined);
 }
@@ -74,10 +93,10 @@ inline int32_t onnx_from_dtype(DType dtype) {
 // The ONNX name of a data type code for messages: "FLOAT", "STRING", ... ("code 99" if unknown).
 inline std::string onnx_dtype_name(int64_t code) {
   static const char* const kNames[] = {
-      "UNDEFINED", "FLOAT",      "UINT8",       "INT8",          "UINT16",      "INT16",
-      "INT32",     "INT64",      "STRING",      "BOOL",          "FLOAT16",     "DOUBLE",
-      "UINT32",    "UINT64",     "COMPLEX64",   "COMPLEX128",    "BFLOAT16",    "FLOAT8E4M3FN",
-      "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4"};
+      "UNDEFINED",      "FLOAT",      "UINT8",          "INT8",       "UINT16",   "INT16",
+      "INT32",          "INT64",      "STRING",         "BOOL",       "FLOAT16",  "DOUBLE",
+      "UINT32",         "UINT64",     "COMPLEX64",      "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN",
+      "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4"};
   constexpr int64_t kCount = sizeof(kNames) / sizeof(kNames[0]);
   if (code >= 0 && code < kCount) return kNames[code];
   return "code " + std::to_string(code);

@@ -154,8 +154,7 @@ void parallel_chunks(int64_t n, F&& f) {
   }
   const int64_t tasks = (n + kParallelChunk - 1) / kParallelChunk;
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tasks; ++t)
-    f(t * kParallelChunk, std::min(n, (t + 1) * kParallelChunk));
+  for (int64_t t = 0; t < tasks; ++t) f(t * kParallelChunk, std::min(n, (t + 1) * kParallelChunk));
 }
 
 }  // namespace lumen::cpu

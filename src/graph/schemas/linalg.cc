@@ -1,4 +1,5 @@
 // Schemas of the dense linear-algebra ops: MatMul (numpy.matmul) and Gemm.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,7 @@ void infer_matmul(InferContext& ctx) {
                    b.to_string());
   int64_t ka = a[-1];
   int64_t kb = b.rank() == 1 ? b[0] : b[-2];
-  if (ka != kb)
-    ctx.fail_shape("inner dimensions differ: " + a.to_string() + " x " + b.to_string());
+  if (ka != kb) ctx.fail_shape("inner dimensions differ: " + a.to_string() + " x " + b.to_string());
   std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - std::min(a.rank(), 2));
   std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - std::min(b.rank(), 2));
   Shape batch;
@@ -90,15 +90,16 @@ void infer_gemm(InferContext& ctx) {
       ok = d == want || d == 1;
     }
     if (!ok)
-      ctx.fail_shape("C " + c.to_string() + " does not broadcast to [" + std::to_string(m) +
-                     ", " + std::to_string(n) + "]");
+      ctx.fail_shape("C " + c.to_string() + " does not broadcast to [" + std::to_string(m) + ", " +
+                     std::to_string(n) + "]");
   }
   ctx.set_output(0, t, Shape{m, n});
 }
 
 }  // namespace
 
-LUMEN_REGISTER_SCHEMA(MatMul, {.min_inputs = 2, .max_inputs = 2, .infer = &infer_matmul});
+LUMEN_REGISTER_SCHEMA(MatMul,
+                      {.min_inputs = 2, .max_inputs = 2, .attrs = {}, .infer = &infer_matmul});
 LUMEN_REGISTER_SCHEMA(Gemm, {.min_inputs = 2,
                              .max_inputs = 3,
                              .attrs = {{"alpha", AttrType::kFloat},

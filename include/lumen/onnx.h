@@ -1,0 +1,51 @@
+// Loading ONNX models into a lumen::Graph.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lumen/graph.h"
+
+namespace lumen {
+
+struct OnnxLoadOptions {
+  // Shapes of graph inputs by name. They fix symbolic or unknown dimensions (batch, sequence) and
+  // must agree with every fixed dimension the model declares.
+  std::map<std::string, Shape> input_shapes;
+  // The size given to a symbolic or unknown dimension the caller did not fix.
+  int64_t default_dim = 1;
+};
+
+// An input as the model declares it: dims of -1 are symbolic (their name in `symbols`).
+struct OnnxInputInfo {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;  // one per dim; empty for fixed dims
+};
+
+// What a model says about itself, for tools (`lumen inspect`).
+struct OnnxModelInfo {
+  int64_t ir_version = 0;
+  int64_t opset = 0;  // of the default (ai.onnx) domain
+  std::string producer;
+  std::vector<OnnxInputInfo> inputs;
+  std::vector<std::string> outputs;
+};
+
+// Loads an ONNX file. Throws IoError when the file cannot be read (or external data is outside the
+// model's folder), InvalidModel when it is malformed, UnsupportedOp naming the node, its op and the
+// opset when lumen cannot run a node, ShapeError when shapes do not fit. External data is read
+// relative to the model's folder.
+Graph load_onnx(const std::string& path, const OnnxLoadOptions& options = {},
+                OnnxModelInfo* info = nullptr);
+// The same from bytes in memory; external data, if any, is looked up under `base_dir`.
+Graph load_onnx_bytes(std::string_view bytes, const OnnxLoadOptions& options = {},
+                      const std::string& base_dir = "", OnnxModelInfo* info = nullptr);
+// Reads a serialized onnx.TensorProto (the conformance suite's input_0.pb files).
+Tensor load_onnx_tensor(const std::string& path);
+
+}  // namespace lumen

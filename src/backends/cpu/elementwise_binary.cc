@@ -1,0 +1,380 @@
+// CPU kernels of the broadcasting element-wise ops: Add, Sub, Mul, Div, Pow, Equal, Less,
+// Greater, And, Or, variadic Min/Max and Where. Each walks a BroadcastPlan made at compile time;
+// every row segment is one of four contiguous/repeated shapes, each a loop g++ vectorises.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/broadcast.h"
+#include "backends/cpu/kernel_registry.h"
+
+namespace lumen::cpu {
+namespace {
+
+// out[i] = op(a[i * sa], b[i * sb]) for i < n, where sa and sb are 0 or 1. `out` may be `a`
+// itself (in place), which gets its own loops so that no alias check blocks vectorisation.
+template <typename TA, typename TB, typename TO, typename Op>
+inline void binary_segment(const TA* a, int64_t sa, const TB* b, int64_t sb, TO* out, int64_t n,
+                           const Op& op) {
+  if constexpr (std::is_same_v<TA, TO>) {
+    if (sa && static_cast<const void*>(a) == static_cast<const void*>(out)) {
+      if (sb) {
+        for (int64_t i = 0; i < n; ++i) out[i] = op(out[i], b[i]);
+      } else {
+        const TB bv = *b;
+        for (int64_t i = 0; i < n; ++i) out[i] = op(out[i], bv);
+      }
+      return;
+    }
+  }
+  if (sa && sb) {
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+  } else if (sa) {
+    const TB bv = *b;
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], bv);
+  } else if (sb) {
+    const TA av = *a;
+    for (int64_t i = 0; i < n; ++i) out[i] = op(av, b[i]);
+  } else {
+    const TO v = op(*a, *b);
+    for (int64_t i = 0; i < n; ++i) out[i] = v;
+  }
+}
+
+// Applies op over a two-input plan.
+template <typename TA, typename TB, typename TO, typename Op>
+void run_binary(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, const Op& op) {
+  const int64_t sa = plan.inner_stride(0), sb = plan.inner_stride(1);
+  for_each_row(plan, [&](int64_t o, const int64_t* in, int64_t n) {
+    binary_segment(a + in[0], sa, b + in[1], sb, out + o, n, op);
+  });
+}
+
+// Integer arithmetic wraps around (two's complement) instead of overflowing.
+template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
+struct WideOf {
+  using type = T;
+};
+template <typename T>
+struct WideOf<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using Wide = typename WideOf<T>::type;
+
+struct AddOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(Wide<T>(a) + Wide<T>(b));
+  }
+};
+struct SubOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(Wide<T>(a) - Wide<T>(b));
+  }
+};
+struct MulOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(Wide<T>(a) * Wide<T>(b));
+  }
+};
+// Integer division truncates toward zero (C, ONNX); divisors are checked for zero before the
+// loop, and min / -1 wraps instead of trapping.
+struct DivOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return b == T(-1) ? static_cast<T>(Wide<T>(0) - Wide<T>(a)) : static_cast<T>(a / b);
+    } else {
+      return a / b;
+    }
+  }
+};
+// Min and Max propagate NaN from either side, like NumPy's minimum/maximum.
+struct MinOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return (b < a || b != b) ? b : a;
+  }
+};
+struct MaxOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return (b > a || b != b) ? b : a;
+  }
+};
+struct EqualOp {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LessOp {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct GreaterOp {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct AndOp {
+  bool operator()(bool a, bool b) const { return a & b; }
+};
+struct OrOp {
+  bool operator()(bool a, bool b) const { return a | b; }
+};
+
+// out = op(a, b) with a and b of dtype T broadcast together; the result is T, or bool for
+// comparisons (TO).
+template <typename T, typename TO, typename Op>
+class BinaryKernel final : public Kernel {
+ public:
+  explicit BinaryKernel(const NodeContext& ctx)
+      : where_(ctx.where()),
+        plan_(ctx.output(0).shape, {ctx.input_shape(0), ctx.input_shape(1)}),
+        in_place_(std::is_same_v<T, TO> && ctx.input_shape(0) == ctx.output(0).shape ? 0 : -1) {}
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& b = ctx.inputs[1];
+    if constexpr (std::is_same_v<Op, DivOp> && std::is_integral_v<T>) {
+      if (plan_.numel() > 0) {
+        const T* p = b.data<T>();
+        bool zero = false;
+        for (int64_t i = 0; i < b.numel(); ++i) zero |= p[i] == T(0);
+        if (zero) throw InvalidArgument(where_ + ": integer division by zero");
+      }
+    }
+    run_binary(plan_, ctx.inputs[0].data<T>(), b.data<T>(), ctx.outputs[0].data<TO>(), Op{});
+  }
+  int in_place_input() const override { return in_place_; }
+
+ private:
+  std::string where_;
+  BroadcastPlan plan_;
+  int in_place_;
+};
+
+// The kernel for input 0's dtype among float32, int32, int64 and (for Equal) bool.
+template <typename Op, bool kCompare>
+std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
+  auto make = [&]<typename T>(T) -> std::unique_ptr<Kernel> {
+    using TO = std::conditional_t<kCompare, bool, T>;
+    return std::make_unique<BinaryKernel<T, TO, Op>>(ctx);
+  };
+  switch (ctx.input_dtype(0)) {
+    case DType::kInt32:
+      return make(int32_t{});
+    case DType::kInt64:
+      return make(int64_t{});
+    case DType::kBool:
+      if constexpr (kCompare) return make(bool{});
+      [[fallthrough]];
+    default:
+      return make(float{});
+  }
+}
+
+std::unique_ptr<Kernel> make_logic_and(const NodeContext& ctx) {
+  return std::make_unique<BinaryKernel<bool, bool, AndOp>>(ctx);
+}
+std::unique_ptr<Kernel> make_logic_or(const NodeContext& ctx) {
+  return std::make_unique<BinaryKernel<bool, bool, OrOp>>(ctx);
+}
+
+std::string check_dtype(const NodeContext& ctx, bool allow_bool) {
+  DType t = ctx.input_dtype(0);
+  if (t == DType::kFloat32 || t == DType::kInt32 || t == DType::kInt64 ||
+      (allow_bool && t == DType::kBool))
+    return "";
+  return std::string("inputs are ") + dtype_name(t) + "; the CPU kernel takes float32, int32, " +
+         (allow_bool ? "int64, bool" : "int64");
+}
+std::string check_numeric(const NodeContext& ctx) {
+  return check_dtype(ctx, false);
+}
+std::string check_equal(const NodeContext& ctx) {
+  return check_dtype(ctx, true);
+}
+
+// Pow(base float32, exponent float32/int32/int64). A single-valued exponent (the common x^2,
+// x^0.5, ...) is read at run time and dispatched to plain arithmetic instead of powf.
+template <typename TE>
+class PowKernel final : public Kernel {
+ public:
+  explicit PowKernel(const NodeContext& ctx)
+      : plan_(ctx.output(0).shape, {ctx.input_shape(0), ctx.input_shape(1)}),
+        in_place_(ctx.input_shape(0) == ctx.output(0).shape ? 0 : -1) {}
+
+  void run(KernelContext& ctx) const override {
+    const float* a = ctx.inputs[0].data<float>();
+    const Tensor& e = ctx.inputs[1];
+    const TE* b = e.data<TE>();
+    float* out = ctx.outputs[0].data<float>();
+    if (e.numel() == 1) {
+      const double p = static_cast<double>(b[0]);
+      auto run = [&](auto op) { run_binary(plan_, a, b, out, op); };
+      if (p == 1.0) return run([](float x, TE) { return x; });
+      if (p == 2.0) return run([](float x, TE) { return x * x; });
+      if (p == 3.0) return run([](float x, TE) { return x * x * x; });
+      if (p == 0.5) return run([](float x, TE) { return std::sqrt(x); });
+      if (p == -1.0) return run([](float x, TE) { return 1.0f / x; });
+    }
+    run_binary(plan_, a, b, out, [](float x, TE y) { return std::pow(x, static_cast<float>(y)); });
+  }
+  int in_place_input() const override { return in_place_; }
+
+ private:
+  BroadcastPlan plan_;
+  int in_place_;
+};
+
+std::unique_ptr<Kernel> make_pow(const NodeContext& ctx) {
+  switch (ctx.input_dtype(1)) {
+    case DType::kInt32:
+      return std::make_unique<PowKernel<int32_t>>(ctx);
+    case DType::kInt64:
+      return std::make_unique<PowKernel<int64_t>>(ctx);
+    default:
+      return std::make_unique<PowKernel<float>>(ctx);
+  }
+}
+
+std::string check_pow(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32)
+    return std::string("base is ") + dtype_name(ctx.input_dtype(0)) +
+           "; the CPU kernel takes float32";
+  DType t = ctx.input_dtype(1);
+  if (t == DType::kFloat32 || t == DType::kInt32 || t == DType::kInt64) return "";
+  return std::string("exponent is ") + dtype_name(t) +
+         "; the CPU kernel takes float32, int32, int64";
+}
+
+// Min/Max over one or more inputs: out = op(in0, in1), then out = op(out, in_k) for each further
+// input, every step broadcasting to the output shape.
+template <typename T, typename Op>
+class VariadicKernel final : public Kernel {
+ public:
+  explicit VariadicKernel(const NodeContext& ctx) {
+    const Shape& out = ctx.output(0).shape;
+    in_place_ = ctx.input_shape(0) == out ? 0 : -1;
+    if (ctx.num_inputs() >= 2)
+      steps_.push_back(BroadcastPlan(out, {ctx.input_shape(0), ctx.input_shape(1)}));
+    for (int k = 2; k < ctx.num_inputs(); ++k)
+      steps_.push_back(BroadcastPlan(out, {out, ctx.input_shape(k)}));
+  }
+
+  void run(KernelContext& ctx) const override {
+    T* out = ctx.outputs[0].data<T>();
+    const T* in0 = ctx.inputs[0].data<T>();
+    if (steps_.empty()) {  // one input: a copy
+      if (in0 != out) std::memcpy(out, in0, ctx.outputs[0].nbytes());
+      return;
+    }
+    run_binary(steps_[0], in0, ctx.inputs[1].data<T>(), out, Op{});
+    for (size_t k = 1; k < steps_.size(); ++k)
+      run_binary(steps_[k], static_cast<const T*>(out), ctx.inputs[k + 1].data<T>(), out, Op{});
+  }
+  int in_place_input() const override { return in_place_; }
+
+ private:
+  std::vector<BroadcastPlan> steps_;
+  int in_place_ = -1;
+};
+
+template <typename Op>
+std::unique_ptr<Kernel> make_variadic(const NodeContext& ctx) {
+  switch (ctx.input_dtype(0)) {
+    case DType::kInt32:
+      return std::make_unique<VariadicKernel<int32_t, Op>>(ctx);
+    case DType::kInt64:
+      return std::make_unique<VariadicKernel<int64_t, Op>>(ctx);
+    default:
+      return std::make_unique<VariadicKernel<float, Op>>(ctx);
+  }
+}
+
+// Where(cond, x, y): out[i] = cond ? x : y. Elements are moved as raw bits of their size, so
+// every dtype is served by four instantiations. The three inputs' row steps (0 or 1 each) pick
+// one of eight loops.
+template <bool kC, bool kX, bool kY, typename T>
+void where_segment(const uint8_t* c, const T* x, const T* y, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T xv = x[kX ? i : 0], yv = y[kY ? i : 0];  // both read, so the choice is a blend
+    out[i] = c[kC ? i : 0] != 0 ? xv : yv;
+  }
+}
+
+template <typename T>
+class WhereKernel final : public Kernel {
+ public:
+  explicit WhereKernel(const NodeContext& ctx)
+      : plan_(ctx.output(0).shape, {ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)}),
+        in_place_(ctx.input_shape(1) == ctx.output(0).shape ? 1 : -1) {}
+
+  void run(KernelContext& ctx) const override {
+    using Segment = void (*)(const uint8_t*, const T*, const T*, T*, int64_t);
+    static constexpr Segment kSegments[8] = {
+        &where_segment<false, false, false, T>, &where_segment<false, false, true, T>,
+        &where_segment<false, true, false, T>,  &where_segment<false, true, true, T>,
+        &where_segment<true, false, false, T>,  &where_segment<true, false, true, T>,
+        &where_segment<true, true, false, T>,   &where_segment<true, true, true, T>};
+    const Segment segment =
+        kSegments[plan_.inner_stride(0) * 4 + plan_.inner_stride(1) * 2 + plan_.inner_stride(2)];
+    // The condition is read as bytes: g++ does not vectorise loads of bool mixed with wider types.
+    const uint8_t* c = static_cast<const uint8_t*>(ctx.inputs[0].raw_data());
+    const T* x = static_cast<const T*>(ctx.inputs[1].raw_data());
+    const T* y = static_cast<const T*>(ctx.inputs[2].raw_data());
+    T* out = static_cast<T*>(ctx.outputs[0].raw_data());
+    for_each_row(plan_, [&](int64_t o, const int64_t* in, int64_t n) {
+      segment(c + in[0], x + in[1], y + in[2], out + o, n);
+    });
+  }
+  // x may be overwritten: each output element is written after its own x element is read.
+  int in_place_input() const override { return in_place_; }
+
+ private:
+  BroadcastPlan plan_;
+  int in_place_;
+};
+
+std::unique_ptr<Kernel> make_where(const NodeContext& ctx) {
+  switch (dtype_size(ctx.input_dtype(1))) {
+    case 1:
+      return std::make_unique<WhereKernel<uint8_t>>(ctx);
+    case 2:
+      return std::make_unique<WhereKernel<uint16_t>>(ctx);
+    case 4:
+      return std::make_unique<WhereKernel<uint32_t>>(ctx);
+    case 8:
+      return std::make_unique<WhereKernel<uint64_t>>(ctx);
+    default:
+      ctx.fail_unsupported("no CPU kernel for this element size");
+  }
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CPU_KERNEL(Add, &make_binary<AddOp, false>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Sub, &make_binary<SubOp, false>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Mul, &make_binary<MulOp, false>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Div, &make_binary<DivOp, false>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Pow, &make_pow, &check_pow);
+LUMEN_REGISTER_CPU_KERNEL(Min, &make_variadic<MinOp>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Max, &make_variadic<MaxOp>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Equal, &make_binary<EqualOp, true>, &check_equal);
+LUMEN_REGISTER_CPU_KERNEL(Less, &make_binary<LessOp, true>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(Greater, &make_binary<GreaterOp, true>, &check_numeric);
+LUMEN_REGISTER_CPU_KERNEL(And, &make_logic_and, nullptr);
+LUMEN_REGISTER_CPU_KERNEL(Or, &make_logic_or, nullptr);
+LUMEN_REGISTER_CPU_KERNEL(Where, &make_where, nullptr);
+
+}  // namespace lumen::cpu

@@ -1,0 +1,314 @@
+// CPU kernels for MatMul and Gemm (float32), both on oneDNN's matmul primitive. Primitives are
+// created once per node at compile time for the node's exact shapes; constant weights are
+// reordered then into the layout the primitive prefers.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/kernel_registry.h"
+
+namespace lumen::cpu {
+namespace {
+
+using Dims = dnnl::memory::dims;
+using Md = dnnl::memory::desc;
+
+// Below this many output elements the Gemm C-broadcast loop stays on one thread.
+constexpr int64_t kParallelMin = 1 << 15;
+
+Md plain_md(const Dims& dims) {
+  Dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * std::max<int64_t>(dims[i + 1], 1);
+  return Md(dims, dnnl::memory::data_type::f32, strides);
+}
+
+// A 2-D [rows, cols] matrix stored transposed (as [cols, rows], row-major) when `transposed`.
+Md matrix_md(int64_t rows, int64_t cols, bool transposed) {
+  return Md({rows, cols}, dnnl::memory::data_type::f32, transposed ? Dims{1, rows} : Dims{cols, 1});
+}
+
+// One oneDNN matmul primitive with its descriptors. execute() is const and thread-safe: the
+// scratchpad is user-managed and allocated per call, and oneDNN primitives may be executed from
+// several threads at once when they own no scratchpad.
+class DnnlMatmul {
+ public:
+  // Creates the primitive; throws dnnl::error when oneDNN has no implementation. When
+  // `const_weights` is given (weights known at compile time), the weights are copied now into the
+  // primitive's preferred layout and execute() ignores its `wei` argument.
+  void init(const Md& src, const Md& wei, const Md* bias, const Md& dst, dnnl::primitive_attr attr,
+            const float* const_weights) {
+    dnnl::engine& eng = dnnl_engine();
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto make_pd = [&](const Md& w) {
+      dnnl::matmul::desc desc =
+          bias ? dnnl::matmul::desc(src, w, *bias, dst) : dnnl::matmul::desc(src, w, dst);
+      return dnnl::matmul::primitive_desc(desc, attr, eng);
+    };
+    dnnl::matmul::primitive_desc pd;
+    bool packed = false;
+    if (const_weights != nullptr) {
+      try {
+        pd = make_pd(Md(wei.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any));
+        packed = pd.weights_desc() != wei;
+      } catch (const dnnl::error&) {
+        packed = false;
+      }
+    }
+    if (!packed) pd = make_pd(wei);
+    src_md_ = src;
+    wei_md_ = pd.weights_desc();
+    dst_md_ = dst;
+    has_bias_ = bias != nullptr;
+    if (has_bias_) bias_md_ = *bias;
+    scratch_md_ = pd.scratchpad_desc();
+    prim_ = dnnl::matmul(pd);
+    if (packed) {
+      packed_ = Tensor::empty({static_cast<int64_t>(wei_md_.get_size())}, DType::kUInt8);
+      dnnl::memory from(wei, eng, const_cast<float*>(const_weights));
+      dnnl::memory to(wei_md_, eng, packed_.raw_data());
+      dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
+      dnnl_stream().wait();
+    }
+  }
+
+  void execute(const float* src, const float* wei, const float* bias, float* dst) const {
+    dnnl::engine& eng = dnnl_engine();
+    void* wei_ptr = packed_.defined() ? packed_.raw_data() : const_cast<float*>(wei);
+    std::unordered_map<int, dnnl::memory> args;
+    args.emplace(DNNL_ARG_SRC, dnnl::memory(src_md_, eng, const_cast<float*>(src)));
+    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(wei_md_, eng, wei_ptr));
+    args.emplace(DNNL_ARG_DST, dnnl::memory(dst_md_, eng, dst));
+    if (has_bias_)
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md_, eng, const_cast<float*>(bias)));
+    Tensor scratch;
+    size_t scratch_bytes = scratch_md_.get_size();
+    if (scratch_bytes > 0) {
+      scratch = Tensor::empty({static_cast<int64_t>(scratch_bytes)}, DType::kUInt8);
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, eng, scratch.raw_data()));
+    }
+    dnnl::stream& stream = dnnl_stream();
+    prim_.execute(stream, args);
+    stream.wait();
+  }
+
+ private:
+  Md src_md_, wei_md_, bias_md_, dst_md_, scratch_md_;
+  bool has_bias_ = false;
+  dnnl::matmul prim_;
+  Tensor packed_;  // the constant weights in prim_'s layout, when they were packed
+};
+
+// numpy.matmul on float32. Batch dimensions broadcast; the cases run as:
+//   B without batch (or all its batch dims 1): A's batch folds into M, one 2-D matmul;
+//   otherwise one batched oneDNN matmul whose size-1 batch dims broadcast;
+//   when oneDNN cannot (rank over 12, or no implementation): a loop of 2-D matmuls.
+class MatMulKernel final : public Kernel {
+ public:
+  explicit MatMulKernel(const NodeContext& ctx) : where_(ctx.where()) {
+    const Shape& as = ctx.input_shape(0);
+    const Shape& bs = ctx.input_shape(1);
+    int64_t m = as.rank() >= 2 ? as[-2] : 1;
+    int64_t k = as[-1];
+    int64_t n = bs.rank() >= 2 ? bs[-1] : 1;
+    Dims a_batch(as.dims().begin(), as.dims().end() - std::min(as.rank(), 2));
+    Dims b_batch(bs.dims().begin(), bs.dims().end() - std::min(bs.rank(), 2));
+    size_t r = std::max(a_batch.size(), b_batch.size());
+    a_batch.insert(a_batch.begin(), r - a_batch.size(), 1);
+    b_batch.insert(b_batch.begin(), r - b_batch.size(), 1);
+    Dims out_batch(r);
+    int64_t batch = 1;
+    for (size_t i = 0; i < r; ++i) {
+      out_batch[i] = a_batch[i] == 1 ? b_batch[i] : a_batch[i];
+      batch *= out_batch[i];
+    }
+    out_numel_ = batch * m * n;
+    if (out_numel_ == 0) {
+      mode_ = Mode::kEmpty;
+      return;
+    }
+    if (k == 0) {
+      mode_ = Mode::kZero;
+      return;
+    }
+    const Tensor* b_value = ctx.input_value(1);
+    const float* b_const = b_value ? b_value->data<float>() : nullptr;
+    mode_ = Mode::kDirect;
+    bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
+    if (b_flat) {
+      // Here A's batch equals the output's, so [batch, M, K] is simply [batch * M, K].
+      dnnl_call(where_, [&] {
+        mm_.init(plain_md({batch * m, k}), plain_md({k, n}), nullptr, plain_md({batch * m, n}), {},
+                 b_const);
+      });
+      return;
+    }
+    if (r + 2 <= DNNL_MAX_NDIMS) {
+      auto with = [&](Dims batch_dims, int64_t rows, int64_t cols) {
+        batch_dims.push_back(rows);
+        batch_dims.push_back(cols);
+        return plain_md(batch_dims);
+      };
+      try {
+        mm_.init(with(a_batch, m, k), with(b_batch, k, n), nullptr, with(out_batch, m, n), {},
+                 b_const);
+        return;
+      } catch (const dnnl::error&) {
+        // falls through to the loop of 2-D products
+      }
+    }
+    mode_ = Mode::kLoop;
+    a_step_ = m * k;
+    b_step_ = k * n;
+    y_step_ = m * n;
+    for (int64_t flat = 0; flat < batch; ++flat) {
+      int64_t rest = flat, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1;
+      for (int i = static_cast<int>(r) - 1; i >= 0; --i) {
+        int64_t idx = rest % out_batch[i];
+        rest /= out_batch[i];
+        a_index += (a_batch[i] == 1 ? 0 : idx) * a_scale;
+        b_index += (b_batch[i] == 1 ? 0 : idx) * b_scale;
+        a_scale *= a_batch[i];
+        b_scale *= b_batch[i];
+      }
+      a_index_.push_back(a_index);
+      b_index_.push_back(b_index);
+    }
+    dnnl_call(where_, [&] {
+      mm_.init(plain_md({m, k}), plain_md({k, n}), nullptr, plain_md({m, n}), {}, nullptr);
+    });
+  }
+
+  void run(KernelContext& ctx) const override {
+    float* y = ctx.outputs[0].data<float>();
+    if (mode_ == Mode::kEmpty) return;
+    if (mode_ == Mode::kZero) {
+      std::fill(y, y + out_numel_, 0.0f);
+      return;
+    }
+    const float* a = ctx.inputs[0].data<float>();
+    const float* b = ctx.inputs[1].data<float>();
+    dnnl_call(where_, [&] {
+      if (mode_ == Mode::kDirect) {
+        mm_.execute(a, b, nullptr, y);
+        return;
+      }
+      for (size_t i = 0; i < a_index_.size(); ++i)
+        mm_.execute(a + a_index_[i] * a_step_, b + b_index_[i] * b_step_, nullptr,
+                    y + static_cast<int64_t>(i) * y_step_);
+    });
+  }
+
+ private:
+  enum class Mode { kEmpty, kZero, kDirect, kLoop };
+  std::string where_;
+  Mode mode_ = Mode::kEmpty;
+  int64_t out_numel_ = 0;
+  // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
+  int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
+  std::vector<int64_t> a_index_, b_index_;
+  DnnlMatmul mm_;
+};
+
+// Gemm on float32: Y = alpha * op(A) * op(B) + beta * C as one oneDNN matmul. Transposes are
+// strides in the memory descriptors and alpha is the output scale. C goes in as:
+//   kBias: C is [N] or [1, N] and beta == alpha: oneDNN's bias (which it scales by alpha too);
+//   kSum: any other C with beta != 0: Y is first filled with beta * C broadcast, then the matmul
+//         adds onto it (a sum post-op).
+class GemmKernel final : public Kernel {
+ public:
+  explicit GemmKernel(const NodeContext& ctx) : where_(ctx.where()) {
+    const Shape& as = ctx.input_shape(0);
+    const Shape& bs = ctx.input_shape(1);
+    bool trans_a = ctx.attr_int("transA", 0) != 0;
+    bool trans_b = ctx.attr_int("transB", 0) != 0;
+    float alpha = ctx.attr_float("alpha", 1.0f);
+    beta_ = ctx.attr_float("beta", 1.0f);
+    m_ = trans_a ? as[1] : as[0];
+    k_ = trans_a ? as[0] : as[1];
+    n_ = trans_b ? bs[0] : bs[1];
+    c_mode_ = CMode::kNone;
+    if (ctx.has_input(2) && beta_ != 0.0f) {
+      const Shape& cs = ctx.input_shape(2);
+      c_rows_ = cs.rank() == 2 ? cs[0] : 1;
+      c_cols_ = cs.rank() >= 1 ? cs[-1] : 1;
+      bool row_vector = c_rows_ == 1 && c_cols_ == n_;
+      c_mode_ = row_vector && alpha == beta_ ? CMode::kBias : CMode::kSum;
+    }
+    if (m_ * n_ == 0 || k_ == 0) return;
+    const Tensor* b_value = ctx.input_value(1);
+    const float* b_const = b_value ? b_value->data<float>() : nullptr;
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (c_mode_ == CMode::kSum) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    Md bias_md = plain_md({1, n_});
+    dnnl_call(where_, [&] {
+      mm_.init(matrix_md(m_, k_, trans_a), matrix_md(k_, n_, trans_b),
+               c_mode_ == CMode::kBias ? &bias_md : nullptr, plain_md({m_, n_}), attr, b_const);
+    });
+  }
+
+  void run(KernelContext& ctx) const override {
+    float* y = ctx.outputs[0].data<float>();
+    if (m_ * n_ == 0) return;
+    const float* c = c_mode_ == CMode::kNone ? nullptr : ctx.inputs[2].data<float>();
+    if (k_ == 0 || c_mode_ == CMode::kSum) {
+      if (c_mode_ == CMode::kNone)
+        std::fill(y, y + m_ * n_, 0.0f);
+      else
+        fill_beta_c(c, y);
+      if (k_ == 0) return;
+    }
+    const float* a = ctx.inputs[0].data<float>();
+    const float* b = ctx.inputs[1].data<float>();
+    dnnl_call(where_, [&] { mm_.execute(a, b, c_mode_ == CMode::kBias ? c : nullptr, y); });
+  }
+
+ private:
+  // y[i, j] = beta * C[i or 0, j or 0], C seen as [c_rows_, c_cols_].
+  void fill_beta_c(const float* c, float* y) const {
+    const int64_t m = m_, n = n_, c_cols = c_cols_;
+    const bool row_bcast = c_rows_ == 1, col_bcast = c_cols_ == 1 && n_ != 1;
+    const float beta = beta_;
+#pragma omp parallel for if (m * n > kParallelMin)
+    for (int64_t i = 0; i < m; ++i) {
+      const float* src = c + (row_bcast ? 0 : i * c_cols);
+      float* dst = y + i * n;
+      if (col_bcast) {
+        const float v = beta * src[0];
+        for (int64_t j = 0; j < n; ++j) dst[j] = v;
+      } else {
+        for (int64_t j = 0; j < n; ++j) dst[j] = beta * src[j];
+      }
+    }
+  }
+
+  enum class CMode { kNone, kBias, kSum };
+  std::string where_;
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  float beta_ = 1.0f;
+  CMode c_mode_ = CMode::kNone;
+  int64_t c_rows_ = 1, c_cols_ = 1;
+  DnnlMatmul mm_;
+};
+
+std::unique_ptr<Kernel> make_matmul(const NodeContext& ctx) {
+  return std::make_unique<MatMulKernel>(ctx);
+}
+
+std::unique_ptr<Kernel> make_gemm(const NodeContext& ctx) {
+  return std::make_unique<GemmKernel>(ctx);
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CPU_KERNEL(MatMul, &make_matmul, &require_float32);
+LUMEN_REGISTER_CPU_KERNEL(Gemm, &make_gemm, &require_float32);
+
+}  // namespace lumen::cpu

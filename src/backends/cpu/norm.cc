@@ -1,0 +1,159 @@
+// CPU kernels of BatchNormalization (inference) and LayerNormalization (float32).
+// BatchNorm folds its four per-channel inputs into y = x * a[c] + b[c]; LayerNorm takes the mean
+// and variance of each row in two passes (blocked float sums added in double).
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/norm_math.h"
+
+namespace lumen::cpu {
+namespace {
+
+class BatchNormKernel final : public Kernel {
+ public:
+  explicit BatchNormKernel(const NodeContext& ctx) : epsilon_(ctx.attr_float("epsilon", 1e-5f)) {
+    const Shape& x = ctx.input_shape(0);
+    batch_ = x.dims()[0];
+    channels_ = x.dims()[1];
+    for (int d = 2; d < x.rank(); ++d) spatial_ *= x.dims()[d];
+  }
+
+  void run(KernelContext& ctx) const override {
+    const float* x = ctx.inputs[0].data<float>();
+    const float* scale = ctx.inputs[1].data<float>();
+    const float* bias = ctx.inputs[2].data<float>();
+    const float* mean = ctx.inputs[3].data<float>();
+    const float* var = ctx.inputs[4].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    const int64_t channels = channels_, spatial = spatial_;
+    std::vector<float> a(static_cast<size_t>(channels));
+    std::vector<float> b(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      a[c] = static_cast<float>(scale[c] / std::sqrt(static_cast<double>(var[c]) + epsilon_));
+      b[c] = bias[c] - mean[c] * a[c];
+    }
+    const int64_t planes = batch_ * channels;
+    const bool parallel = planes * spatial > kNormParallelWork;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < planes; ++p) {
+      const float ac = a[p % channels];
+      const float bc = b[p % channels];
+      const float* in = x + p * spatial;
+      float* out = y + p * spatial;
+#pragma omp simd
+      for (int64_t i = 0; i < spatial; ++i) out[i] = in[i] * ac + bc;
+    }
+  }
+
+  int in_place_input() const override { return 0; }
+
+ private:
+  float epsilon_;
+  int64_t batch_ = 1;
+  int64_t channels_ = 1;
+  int64_t spatial_ = 1;
+};
+
+// Expands a Scale or B tensor that broadcasts onto the normalised dims `norm` into a dense row.
+std::vector<float> expand_param(const Tensor& t, const Shape& norm) {
+  std::vector<float> out(static_cast<size_t>(norm.numel()));
+  const float* p = t.data<float>();
+  const Shape& s = t.shape();
+  std::vector<int64_t> strides(norm.rank(), 0);
+  int64_t acc = 1;
+  for (int k = 1; k <= s.rank(); ++k) {
+    int64_t d = s.dims()[s.rank() - k];
+    if (k <= norm.rank() && d != 1) strides[norm.rank() - k] = acc;
+    acc *= d;
+  }
+  std::vector<int64_t> idx(norm.rank(), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t src = 0;
+    for (int d = 0; d < norm.rank(); ++d) src += idx[d] * strides[d];
+    out[i] = p[src];
+    for (int d = norm.rank() - 1; d >= 0; --d) {
+      if (++idx[d] < norm.dims()[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+class LayerNormKernel final : public Kernel {
+ public:
+  explicit LayerNormKernel(const NodeContext& ctx) : epsilon_(ctx.attr_float("epsilon", 1e-5f)) {
+    const Shape& x = ctx.input_shape(0);
+    int axis = normalize_axis(ctx.attr_int("axis", -1), x.rank());
+    std::vector<int64_t> norm;
+    for (int d = 0; d < axis; ++d) rows_ *= x.dims()[d];
+    for (int d = axis; d < x.rank(); ++d) norm.push_back(x.dims()[d]);
+    norm_shape_ = Shape(std::move(norm));
+    n_ = norm_shape_.numel();
+  }
+
+  void run(KernelContext& ctx) const override {
+    const float* x = ctx.inputs[0].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    float* mean_out = ctx.outputs.size() > 1 ? ctx.outputs[1].data<float>() : nullptr;
+    float* inv_out = ctx.outputs.size() > 2 ? ctx.outputs[2].data<float>() : nullptr;
+    const int64_t rows = rows_, n = n_;
+    if (rows == 0) return;
+    std::vector<float> scale_dense, bias_dense;
+    const float* scale = ctx.inputs[1].data<float>();
+    if (ctx.inputs[1].numel() != n) {
+      scale_dense = expand_param(ctx.inputs[1], norm_shape_);
+      scale = scale_dense.data();
+    }
+    const float* bias = nullptr;
+    if (ctx.inputs.size() > 2 && ctx.inputs[2].defined()) {
+      bias = ctx.inputs[2].data<float>();
+      if (ctx.inputs[2].numel() != n) {
+        bias_dense = expand_param(ctx.inputs[2], norm_shape_);
+        bias = bias_dense.data();
+      }
+    }
+    const float eps = epsilon_;
+    const bool parallel = rows * n > kNormParallelWork;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* in = x + r * n;
+      float* out = y + r * n;
+      // n == 0 gives NaN statistics (0/0), as a mean over nothing should.
+      float mean = static_cast<float>(sum_floats(in, n) / static_cast<double>(n));
+      double var = sum_squared_deviation(in, n, mean) / static_cast<double>(n);
+      float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      if (bias != nullptr) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i];
+      }
+      if (mean_out) mean_out[r] = mean;
+      if (inv_out) inv_out[r] = inv;
+    }
+  }
+
+ private:
+  float epsilon_;
+  int64_t rows_ = 1;
+  int64_t n_ = 1;
+  Shape norm_shape_;
+};
+
+std::unique_ptr<Kernel> make_batch_norm(const NodeContext& ctx) {
+  return std::make_unique<BatchNormKernel>(ctx);
+}
+
+std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
+  return std::make_unique<LayerNormKernel>(ctx);
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CPU_KERNEL(BatchNormalization, &make_batch_norm, &require_float32);
+LUMEN_REGISTER_CPU_KERNEL(LayerNormalization, &make_layer_norm, &require_float32);
+
+}  // namespace lumen::cpu

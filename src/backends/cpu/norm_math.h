@@ -1,0 +1,108 @@
+// Small math helpers shared by the normalisation, softmax and reduction kernels: a vectorisable
+// exp and blocked, accurate float row sums.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace lumen::cpu {
+
+// Element counts above which the norm/softmax/reduce kernels go parallel with OpenMP.
+inline constexpr int64_t kNormParallelWork = 32768;
+
+// Arguments of exp_in_range: exp(-104) rounds to 0 and exp(88.72) is about FLT_MAX.
+inline constexpr float kExpMinArg = -104.0f;
+inline constexpr float kExpMaxArg = 88.7228390f;
+
+// Clamps an exp argument into [kExpMinArg, kExpMaxArg]; NaN stays NaN.
+inline float clamp_exp_arg(float x) {
+  float v = x < kExpMinArg ? kExpMinArg : x;
+  return v > kExpMaxArg ? kExpMaxArg : v;
+}
+
+// exp(x) for x in [kExpMinArg, kExpMaxArg] (or NaN, which stays NaN), as plain arithmetic so that
+// g++ vectorises loops that call it (glibc's expf is not vectorised without -ffast-math). Range
+// reduction x = n*ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r (the classic
+// single-precision minimax coefficients), and 2^n applied as two normal powers of two so that
+// results below FLT_MIN underflow gradually. Relative error about 2 ulp.
+//
+// Callers clamp in a separate loop (clamp_exp_arg): with the default -ftrapping-math, g++ turns a
+// clamp to constants followed by arithmetic into branches, and a loop with branches around
+// floating-point arithmetic is not vectorised. For the same reason there is no std::floor here.
+inline float exp_in_range(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: (v + kRound) - kRound rounds v to integer
+  float n = (x * kLog2e + kRound) - kRound;
+  float r = x - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // n is in [-150, 128]: split it into two halves that are each a normal exponent.
+  int32_t ni = static_cast<int32_t>(n);
+  int32_t half = ni >> 1;
+  float s1 = std::bit_cast<float>((half + 127) << 23);
+  float s2 = std::bit_cast<float>((ni - half + 127) << 23);
+  return p * s1 * s2;
+}
+
+// Elements per chunk of exp_shifted_sum.
+inline constexpr int64_t kExpChunk = 256;
+
+// out[i] = exp(x[i] - shift) for n elements (out may equal x); returns the sum of the outputs.
+inline float exp_shifted_sum(const float* x, float shift, float* out, int64_t n) {
+  float t[kExpChunk];
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n; b += kExpChunk) {
+    const int64_t len = n - b < kExpChunk ? n - b : kExpChunk;
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) t[j] = clamp_exp_arg(x[b + j] - shift);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < len; ++j) {
+      float e = exp_in_range(t[j]);
+      out[b + j] = e;
+      sum += e;
+    }
+  }
+  return sum;
+}
+
+// Sum of n contiguous floats: vectorised float partial sums over blocks, added up in double, so
+// long rows keep about float precision.
+inline double sum_floats(const float* p, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = b + kBlock < n ? b + kBlock : n;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = b; i < e; ++i) s += p[i];
+    total += s;
+  }
+  return total;
+}
+
+// Sum of (p[i] - mean)^2 over n contiguous floats, blocked like sum_floats.
+inline double sum_squared_deviation(const float* p, int64_t n, float mean) {
+  constexpr int64_t kBlock = 1024;
+  double total = 0.0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = b + kBlock < n ? b + kBlock : n;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = b; i < e; ++i) {
+      float d = p[i] - mean;
+      s += d * d;
+    }
+    total += s;
+  }
+  return total;
+}
+
+}  // namespace lumen::cpu

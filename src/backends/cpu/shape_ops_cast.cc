@@ -1,0 +1,179 @@
+// CPU kernel of Cast between every pair of lumen's nine dtypes. Float to integer truncates toward
+// zero, anything to bool is x != 0, float16 and bfloat16 round to nearest even (through float32,
+// rounded to odd from wider types), with an F16C fast path for float32 <-> float16.
+#include <omp.h>
+
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "backends/cpu/kernel_registry.h"
+#include "core/half.h"
+
+namespace lumen::cpu {
+namespace {
+
+// Storage types of the dtypes without a C++ arithmetic type of their own. Bool is read as a byte
+// so that a byte other than 0 or 1 (raw data from a file) still means true.
+struct F16 {
+  uint16_t bits;
+};
+struct BF16 {
+  uint16_t bits;
+};
+struct Bool8 {
+  uint8_t v;
+};
+
+// Narrows a double to float rounding to odd (truncate, then set the last bit when inexact). A
+// second rounding of that float to float16 or bfloat16 (nearest even) then equals rounding the
+// double directly, which plain double -> float -> half does not guarantee.
+inline float narrow_to_odd_float(double x) {
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) == x || std::isnan(x)) return f;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(x)) --bits;  // rounded up: step back
+  bits |= 1;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// float, and everything exactly representable in float, stays as it is; wider types (double,
+// int32, int64) round to odd first.
+template <typename S>
+inline float to_float_for_half(S x) {
+  if constexpr (std::is_same_v<S, double> || std::is_same_v<S, int32_t> ||
+                std::is_same_v<S, int64_t>) {
+    return narrow_to_odd_float(static_cast<double>(x));
+  } else {
+    return static_cast<float>(x);
+  }
+}
+
+template <typename D, typename S>
+inline D convert(S x) {
+  if constexpr (std::is_same_v<S, F16>) {
+    return convert<D>(half_to_float(x.bits));
+  } else if constexpr (std::is_same_v<S, BF16>) {
+    return convert<D>(bfloat16_to_float(x.bits));
+  } else if constexpr (std::is_same_v<S, Bool8>) {
+    return convert<D>(static_cast<uint8_t>(x.v != 0));
+  } else if constexpr (std::is_same_v<D, Bool8>) {
+    return Bool8{static_cast<uint8_t>(x != S(0))};
+  } else if constexpr (std::is_same_v<D, F16>) {
+    return F16{float_to_half(to_float_for_half(x))};
+  } else if constexpr (std::is_same_v<D, BF16>) {
+    return BF16{float_to_bfloat16(to_float_for_half(x))};
+  } else if constexpr (std::is_floating_point_v<S> &&
+                       (std::is_same_v<D, int8_t> || std::is_same_v<D, uint8_t>)) {
+    // Truncate toward zero through int32 (vectorisable), then wrap into the narrow type.
+    return static_cast<D>(static_cast<int32_t>(x));
+  } else {
+    return static_cast<D>(x);  // truncates toward zero for float -> int32/int64
+  }
+}
+
+template <typename D, typename S>
+void cast_range(const void* src, void* dst, int64_t begin, int64_t end) {
+  const S* s = static_cast<const S*>(src);
+  D* d = static_cast<D*>(dst);
+  int64_t i = begin;
+#ifdef __F16C__
+  if constexpr (std::is_same_v<D, F16> && std::is_same_v<S, float>) {
+    for (; i + 8 <= end; i += 8) {
+      __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+    }
+  } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, F16>) {
+    for (; i + 8 <= end; i += 8)
+      _mm256_storeu_ps(d + i,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  }
+#endif
+  for (; i < end; ++i) d[i] = convert<D>(s[i]);
+}
+
+using CastFn = void (*)(const void* src, void* dst, int64_t begin, int64_t end);
+
+// Calls f with a value of the storage type of `dtype`.
+template <typename F>
+CastFn visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return f(float{});
+    case DType::kFloat16:
+      return f(F16{});
+    case DType::kBFloat16:
+      return f(BF16{});
+    case DType::kFloat64:
+      return f(double{});
+    case DType::kInt8:
+      return f(int8_t{});
+    case DType::kUInt8:
+      return f(uint8_t{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kInt64:
+      return f(int64_t{});
+    case DType::kBool:
+      return f(Bool8{});
+  }
+  return nullptr;
+}
+
+class CastKernel final : public Kernel {
+ public:
+  explicit CastKernel(const NodeContext& ctx) {
+    DType from = ctx.input_dtype(0);
+    DType to = ctx.output(0).dtype;
+    elem_ = dtype_size(to);
+    if (from == to) return;  // a plain copy
+    fn_ = visit_dtype(from, [&](auto s) {
+      return visit_dtype(to,
+                         [&](auto d) -> CastFn { return &cast_range<decltype(d), decltype(s)>; });
+    });
+  }
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& in = ctx.inputs[0];
+    Tensor& out = ctx.outputs[0];
+    int64_t n = in.numel();
+    if (n == 0) return;
+    if (fn_ == nullptr) {
+      std::memcpy(out.raw_data(), in.raw_data(), static_cast<size_t>(n) * elem_);
+      return;
+    }
+    const void* src = in.raw_data();
+    void* dst = out.raw_data();
+    if (n < kParallelElements) {
+      fn_(src, dst, 0, n);
+      return;
+    }
+    // Contiguous chunks of 4K elements, so each thread's stores stay on whole cache lines.
+    constexpr int64_t kChunk = 4096;
+    int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) fn_(src, dst, c * kChunk, std::min(n, (c + 1) * kChunk));
+  }
+
+ private:
+  static constexpr int64_t kParallelElements = 32768;
+  CastFn fn_ = nullptr;
+  size_t elem_ = 0;
+};
+
+std::unique_ptr<Kernel> make_cast(const NodeContext& ctx) {
+  return std::make_unique<CastKernel>(ctx);
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CPU_KERNEL(Cast, &make_cast, nullptr);
+
+}  // namespace lumen::cpu

@@ -1,0 +1,107 @@
+// Schemas of Conv and ConvTranspose: attribute checks and output shapes per the ONNX spec.
+#include <string>
+
+#include "graph/schema.h"
+#include "graph/schemas/conv_geometry.h"
+
+namespace lumen {
+namespace {
+
+// Checks the weight against X (rank, dtype) and the optional bias against `out_channels`.
+void check_weight_and_bias(InferContext& ctx, int64_t out_channels) {
+  const TensorType& x = ctx.input(0);
+  const TensorType& w = ctx.input(1);
+  if (w.dtype != x.dtype)
+    ctx.fail_shape(std::string("W is ") + dtype_name(w.dtype) + " but X is " + dtype_name(x.dtype));
+  if (!ctx.has_input(2)) return;
+  const TensorType& b = ctx.input(2);
+  if (b.dtype != x.dtype)
+    ctx.fail_shape(std::string("B is ") + dtype_name(b.dtype) + " but X is " + dtype_name(x.dtype));
+  if (b.shape.rank() != 1 || b.shape[0] != out_channels)
+    ctx.fail_shape("B must have shape [" + std::to_string(out_channels) + "], got " +
+                   b.shape.to_string());
+}
+
+int64_t read_group(InferContext& ctx) {
+  int64_t group = ctx.attr_int("group", 1);
+  if (group < 1) ctx.fail_model("group must be positive, got " + std::to_string(group));
+  return group;
+}
+
+void check_weight_rank(InferContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  if (w.rank() != x.rank())
+    ctx.fail_shape("W " + w.to_string() + " must have the rank of X " + x.to_string());
+}
+
+void infer_conv(InferContext& ctx) {
+  check_window_input(ctx, 0);
+  check_weight_rank(ctx);
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  int64_t group = read_group(ctx);
+  int64_t channels = x[1], out_channels = w[0];
+  if (channels % group != 0)
+    ctx.fail_shape("group " + std::to_string(group) + " does not divide the " +
+                   std::to_string(channels) + " input channels");
+  if (out_channels % group != 0)
+    ctx.fail_shape("group " + std::to_string(group) + " does not divide the " +
+                   std::to_string(out_channels) + " output channels of W " + w.to_string());
+  if (w[1] * group != channels)
+    ctx.fail_shape("W " + w.to_string() + " expects " + std::to_string(w[1] * group) +
+                   " input channels (group " + std::to_string(group) + "), X " + x.to_string() +
+                   " has " + std::to_string(channels));
+  check_weight_and_bias(ctx, out_channels);
+  ConvGeometry g = window_geometry(ctx, x, conv_kernel_shape(ctx, w), false);
+  std::vector<int64_t> out = {x[0], out_channels};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+}
+
+void infer_conv_transpose(InferContext& ctx) {
+  check_window_input(ctx, 0);
+  check_weight_rank(ctx);
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  int64_t group = read_group(ctx);
+  int64_t channels = x[1];
+  if (channels % group != 0)
+    ctx.fail_shape("group " + std::to_string(group) + " does not divide the " +
+                   std::to_string(channels) + " input channels");
+  if (w[0] != channels)
+    ctx.fail_shape("W " + w.to_string() + " expects " + std::to_string(w[0]) +
+                   " input channels, X " + x.to_string() + " has " + std::to_string(channels));
+  int64_t out_channels = w[1] * group;
+  check_weight_and_bias(ctx, out_channels);
+  ConvGeometry g = conv_transpose_geometry(ctx, x, conv_kernel_shape(ctx, w));
+  std::vector<int64_t> out = {x[0], out_channels};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+}
+
+}  // namespace
+
+LUMEN_REGISTER_SCHEMA(Conv, {.min_inputs = 2,
+                             .max_inputs = 3,
+                             .attrs = {{"auto_pad", AttrType::kString},
+                                       {"dilations", AttrType::kInts},
+                                       {"group", AttrType::kInt},
+                                       {"kernel_shape", AttrType::kInts},
+                                       {"pads", AttrType::kInts},
+                                       {"strides", AttrType::kInts}},
+                             .infer = &infer_conv});
+
+LUMEN_REGISTER_SCHEMA(ConvTranspose, {.min_inputs = 2,
+                                      .max_inputs = 3,
+                                      .attrs = {{"auto_pad", AttrType::kString},
+                                                {"dilations", AttrType::kInts},
+                                                {"group", AttrType::kInt},
+                                                {"kernel_shape", AttrType::kInts},
+                                                {"output_padding", AttrType::kInts},
+                                                {"output_shape", AttrType::kInts},
+                                                {"pads", AttrType::kInts},
+                                                {"strides", AttrType::kInts}},
+                                      .infer = &infer_conv_transpose});
+
+}  // namespace lumen

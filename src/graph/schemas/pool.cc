@@ -1,0 +1,78 @@
+// Schemas of MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (ONNX output shapes,
+// including ceil_mode and SAME padding).
+#include <string>
+
+#include "graph/schema.h"
+#include "graph/schemas/conv_geometry.h"
+
+namespace lumen {
+namespace {
+
+int64_t read_flag(InferContext& ctx, const char* name) {
+  int64_t v = ctx.attr_int(name, 0);
+  if (v != 0 && v != 1)
+    ctx.fail_model(std::string(name) + " must be 0 or 1, got " + std::to_string(v));
+  return v;
+}
+
+Shape pooled_shape(InferContext& ctx) {
+  check_window_input(ctx, 0);
+  const Shape& x = ctx.input_shape(0);
+  bool ceil_mode = read_flag(ctx, "ceil_mode") != 0;
+  ConvGeometry g = window_geometry(ctx, x, ctx.attr_ints("kernel_shape"), ceil_mode);
+  std::vector<int64_t> out = {x[0], x[1]};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  return Shape(out);
+}
+
+void infer_max_pool(InferContext& ctx) {
+  read_flag(ctx, "storage_order");
+  Shape out = pooled_shape(ctx);
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  if (ctx.num_outputs() > 1) ctx.set_output(1, DType::kInt64, out);
+}
+
+void infer_average_pool(InferContext& ctx) {
+  read_flag(ctx, "count_include_pad");
+  ctx.set_output(0, ctx.input_dtype(0), pooled_shape(ctx));
+}
+
+void infer_global_pool(InferContext& ctx) {
+  check_window_input(ctx, 0, 8);
+  std::vector<int64_t> out = ctx.input_shape(0).dims();
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+}
+
+}  // namespace
+
+LUMEN_REGISTER_SCHEMA(MaxPool, {.min_inputs = 1,
+                                .max_inputs = 1,
+                                .min_outputs = 1,
+                                .max_outputs = 2,
+                                .attrs = {{"auto_pad", AttrType::kString},
+                                          {"ceil_mode", AttrType::kInt},
+                                          {"dilations", AttrType::kInts},
+                                          {"kernel_shape", AttrType::kInts, true},
+                                          {"pads", AttrType::kInts},
+                                          {"storage_order", AttrType::kInt},
+                                          {"strides", AttrType::kInts}},
+                                .infer = &infer_max_pool});
+
+LUMEN_REGISTER_SCHEMA(AveragePool, {.min_inputs = 1,
+                                    .max_inputs = 1,
+                                    .attrs = {{"auto_pad", AttrType::kString},
+                                              {"ceil_mode", AttrType::kInt},
+                                              {"count_include_pad", AttrType::kInt},
+                                              {"dilations", AttrType::kInts},
+                                              {"kernel_shape", AttrType::kInts, true},
+                                              {"pads", AttrType::kInts},
+                                              {"strides", AttrType::kInts}},
+                                    .infer = &infer_average_pool});
+
+LUMEN_REGISTER_SCHEMA(GlobalAveragePool,
+                      {.min_inputs = 1, .max_inputs = 1, .attrs = {}, .infer = &infer_global_pool});
+LUMEN_REGISTER_SCHEMA(GlobalMaxPool,
+                      {.min_inputs = 1, .max_inputs = 1, .attrs = {}, .infer = &infer_global_pool});
+
+}  // namespace lumen

@@ -1,0 +1,70 @@
+// Converters: how an ONNX node of a given op (and opset) becomes lumen nodes. Most ops map one to
+// one (same name, same attributes); the files ops_*.cc register converters for the rest.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "lumen/graph.h"
+
+namespace lumen::onnx_import {
+
+// One ONNX node being imported.
+class ImportContext {
+ public:
+  ImportContext(Graph& graph, const onnx::NodeProto& node, int64_t opset, std::string name,
+                std::vector<Value*> inputs, Attributes attrs, int num_outputs)
+      : graph_(graph), node_(node), opset_(opset), name_(std::move(name)),
+        inputs_(std::move(inputs)), attrs_(std::move(attrs)), num_outputs_(num_outputs) {}
+
+  Graph& graph() { return graph_; }
+  const onnx::NodeProto& proto() const { return node_; }
+  int64_t opset() const { return opset_; }
+  const std::string& name() const { return name_; }
+  // The node's inputs; nullptr for an omitted optional input.
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  Attributes& attrs() { return attrs_; }
+  // How many outputs the model reads (trailing omitted ones dropped).
+  int num_outputs() const { return num_outputs_; }
+  // "node 'x' (Softmax, opset 11)"
+  std::string where() const;
+
+  // Adds a lumen op named after this node (the first keeps the node's name).
+  std::vector<Value*> emit(std::string_view op, const std::vector<Value*>& inputs,
+                           const Attributes& attrs, int num_outputs = 1);
+  Value* emit1(std::string_view op, const std::vector<Value*>& inputs, const Attributes& attrs = {});
+  // Adds an int64 1-D constant.
+  Value* constant_ints(const std::vector<int64_t>& values);
+  Value* constant_scalar(float value);
+  // Removes and returns an attribute (nullptr if absent), so the default mapping does not see it.
+  std::optional<Attribute> take(const std::string& name);
+  [[noreturn]] void unsupported(const std::string& why) const;
+
+ private:
+  Graph& graph_;
+  const onnx::NodeProto& node_;
+  int64_t opset_;
+  std::string name_;
+  std::vector<Value*> inputs_;
+  Attributes attrs_;
+  int num_outputs_;
+  int emitted_ = 0;
+};
+
+// Returns the node's outputs, in order (as many as ctx.num_outputs()).
+using Converter = std::vector<Value*> (*)(ImportContext& ctx);
+
+// Registers a converter for op_type in the default domain, used for opsets in [min_opset,
+// max_opset].
+bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opset, Converter fn);
+// The converter for op_type at this opset, or nullptr (then the op maps by name).
+Converter find_converter(const std::string& op_type, int64_t opset);
+
+#define LUMEN_ONNX_CONVERTER(Tag, op_type, min_opset, max_opset, fn)                   \
+  static const bool lumen_onnx_converter_##Tag =                                      \
+      ::lumen::onnx_import::register_converter(op_type, min_opset, max_opset, fn)
+
+}  // namespace lumen::onnx_import

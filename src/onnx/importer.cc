@@ -1,0 +1,360 @@
+// The ONNX importer: ModelProto -> Graph. Initializers become constants, inputs are resolved to
+// concrete shapes, and every node is converted (by name, or by a registered converter) as it is
+// read, so a bad or unsupported node fails here, at load time, naming itself.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/onnx_dtype.h"
+#include "graph/op_kind.h"
+#include "lumen/onnx.h"
+#include "onnx/converter.h"
+#include "onnx/tensor_proto.h"
+
+namespace lumen {
+namespace onnx_import {
+namespace {
+
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 18;
+
+struct ConverterEntry {
+  std::string op_type;
+  int64_t min_opset;
+  int64_t max_opset;
+  Converter fn;
+};
+
+std::vector<ConverterEntry>& converters() {
+  static std::vector<ConverterEntry> list;
+  return list;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IoError("cannot read '" + path + "'");
+  return ss.str();
+}
+
+Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& where,
+                            const std::string& base_dir) {
+  std::string what = where + ": attribute '" + a.name() + "'";
+  if (!a.ref_attr_name().empty())
+    throw UnsupportedOp(what + " refers to a function attribute");
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: return a.f();
+    case onnx::AttributeProto::INT: return a.i();
+    case onnx::AttributeProto::STRING: return a.s();
+    case onnx::AttributeProto::TENSOR: return tensor_from_proto(a.t(), base_dir, what);
+    case onnx::AttributeProto::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
+    case onnx::AttributeProto::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case onnx::AttributeProto::STRINGS:
+      return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    case onnx::AttributeProto::GRAPH:
+    case onnx::AttributeProto::GRAPHS:
+      throw UnsupportedOp(what + ": subgraphs (If, Loop, Scan) are not supported yet");
+    case onnx::AttributeProto::UNDEFINED: {
+      // Old exporters leave the type unset; infer it from the one field that is filled.
+      if (a.has_f()) return a.f();
+      if (a.has_i()) return a.i();
+      if (a.has_s()) return a.s();
+      if (a.has_t()) return tensor_from_proto(a.t(), base_dir, what);
+      if (a.ints_size()) return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+      if (a.floats_size()) return std::vector<float>(a.floats().begin(), a.floats().end());
+      throw InvalidModel(what + " has no type and no value");
+    }
+    default: throw UnsupportedOp(what + " has an unsupported type");
+  }
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir)
+      : model_(model), options_(options), base_dir_(std::move(base_dir)) {}
+
+  Graph run(OnnxModelInfo* info) {
+    if (!model_.has_graph()) throw InvalidModel("the model has no graph");
+    read_opset();
+    const onnx::GraphProto& g = model_.graph();
+    if (g.sparse_initializer_size() > 0)
+      throw UnsupportedOp("sparse initializers are not supported");
+    for (const auto& init : g.initializer()) add_initializer(init);
+    OnnxModelInfo local;
+    OnnxModelInfo& out = info ? *info : local;
+    out = OnnxModelInfo{};
+    out.ir_version = model_.ir_version();
+    out.opset = opset_;
+    out.producer = model_.producer_name() + " " + model_.producer_version();
+    std::unordered_set<std::string> input_names;
+    for (const auto& in : g.input()) {
+      if (values_.count(in.name()) && initializer_names_.count(in.name())) continue;
+      out.inputs.push_back(add_input(in));
+      input_names.insert(in.name());
+    }
+    for (const auto& [name, shape] : options_.input_shapes)
+      if (!input_names.count(name))
+        throw InvalidArgument("input shape given for '" + name + "', which is not a model input");
+    for (const auto& node : g.node()) add_node(node);
+    for (const auto& o : g.output()) {
+      auto it = values_.find(o.name());
+      if (it == values_.end())
+        throw InvalidModel("graph output '" + o.name() + "' is produced by nothing");
+      graph_.mark_output(it->second);
+      out.outputs.push_back(o.name());
+    }
+    if (g.output_size() == 0) throw InvalidModel("the graph has no outputs");
+    graph_.verify();
+    return std::move(graph_);
+  }
+
+ private:
+  void read_opset() {
+    bool found = false;
+    for (const auto& op : model_.opset_import()) {
+      if (op.domain().empty() || op.domain() == "ai.onnx") {
+        opset_ = op.version();
+        found = true;
+      }
+    }
+    if (!found) throw InvalidModel("the model imports no opset of the default domain");
+    if (opset_ < kMinOpset || opset_ > kMaxOpset)
+      throw UnsupportedOp("opset " + std::to_string(opset_) + ": lumen reads opsets " +
+                          std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+  }
+
+  void add_initializer(const onnx::TensorProto& init) {
+    if (init.name().empty()) throw InvalidModel("an initializer has no name");
+    if (values_.count(init.name()))
+      throw InvalidModel("initializer '" + init.name() + "' is defined twice");
+    Tensor t = tensor_from_proto(init, base_dir_, "initializer '" + init.name() + "'");
+    values_[init.name()] = graph_.add_constant(init.name(), std::move(t));
+    initializer_names_.insert(init.name());
+  }
+
+  OnnxInputInfo add_input(const onnx::ValueInfoProto& in) {
+    std::string what = "input '" + in.name() + "'";
+    if (in.name().empty()) throw InvalidModel("a graph input has no name");
+    if (values_.count(in.name())) throw InvalidModel(what + " is defined twice");
+    if (!in.type().has_tensor_type())
+      throw UnsupportedOp(what + ": only tensor inputs are supported (not sequences or maps)");
+    const auto& tt = in.type().tensor_type();
+    auto dtype = dtype_from_onnx(tt.elem_type());
+    if (!dtype)
+      throw UnsupportedOp(what + ": data type " + onnx_dtype_name(tt.elem_type()) +
+                          " is not supported");
+    OnnxInputInfo info{in.name(), *dtype, {}, {}};
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) throw InvalidModel(what + ": negative dimension");
+        info.dims.push_back(d.dim_value());
+        info.symbols.emplace_back();
+      } else {
+        info.dims.push_back(-1);
+        info.symbols.push_back(d.has_dim_param() ? d.dim_param() : "?");
+      }
+    }
+    Shape shape;
+    auto given = options_.input_shapes.find(in.name());
+    if (given != options_.input_shapes.end()) {
+      shape = given->second;
+      bool ok = !tt.has_shape() || shape.rank() == static_cast<int>(info.dims.size());
+      for (int i = 0; ok && i < shape.rank() && tt.has_shape(); ++i)
+        ok = info.dims[i] < 0 || info.dims[i] == shape.dims()[i];
+      if (!ok) {
+        std::string declared = "[";
+        for (size_t i = 0; i < info.dims.size(); ++i)
+          declared += (i ? ", " : "") +
+                      (info.dims[i] < 0 ? info.symbols[i] : std::to_string(info.dims[i]));
+        throw ShapeError(what + ": shape " + shape.to_string() + " does not fit the declared " +
+                         declared + "]");
+      }
+    } else {
+      std::vector<int64_t> dims = info.dims;
+      for (int64_t& d : dims)
+        if (d < 0) d = options_.default_dim;
+      shape = Shape(dims);
+    }
+    values_[in.name()] = graph_.add_input(in.name(), shape, *dtype);
+    return info;
+  }
+
+  void add_node(const onnx::NodeProto& node) {
+    std::string op_type = node.op_type();
+    std::string label = node.name().empty() ? op_type : node.name();
+    std::string where = "node '" + label + "' (" + op_type + ", opset " + std::to_string(opset_) + ")";
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
+    std::vector<Value*> inputs;
+    for (const std::string& in : node.input()) {
+      if (in.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      auto it = values_.find(in);
+      if (it == values_.end())
+        throw InvalidModel(where + ": input '" + in + "' is produced by nothing before it");
+      inputs.push_back(it->second);
+    }
+    while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();
+    int num_outputs = 0;
+    for (int i = 0; i < node.output_size(); ++i)
+      if (!node.output(i).empty()) num_outputs = i + 1;
+    for (const std::string& out : node.output())
+      if (!out.empty() && values_.count(out))
+        throw InvalidModel(where + ": output '" + out + "' is already defined");
+    Attributes attrs;
+    for (const auto& a : node.attribute()) {
+      if (attrs.count(a.name())) throw InvalidModel(where + ": attribute '" + a.name() + "' repeats");
+      attrs[a.name()] = convert_attribute(a, where, base_dir_);
+    }
+    std::string name = label;
+    for (int k = 1; node_names_.count(name) || graph_.find_value(name + ":out"); ++k)
+      name = label + "_" + std::to_string(k);
+    node_names_.insert(name);
+
+    ImportContext ctx(graph_, node, opset_, name, inputs, std::move(attrs), num_outputs);
+    std::vector<Value*> outs;
+    if (Converter fn = find_converter(op_type, opset_)) {
+      outs = fn(ctx);
+    } else {
+      auto kind = op_kind_from_name(op_type);
+      if (!kind || op_type != op_name(*kind)) ctx.unsupported("lumen has no such op");
+      outs = ctx.emit(op_type, inputs, ctx.attrs(), num_outputs);
+    }
+    for (int i = 0; i < num_outputs; ++i) {
+      const std::string& out_name = node.output(i);
+      if (out_name.empty()) continue;
+      if (i >= static_cast<int>(outs.size()) || outs[i] == nullptr)
+        ctx.unsupported("output " + std::to_string(i) + " is not produced");
+      Value* v = outs[i];
+      if (v->producer < 0 || v->is_input) {
+        // The converter passed an existing value through (Identity-like): give the name an alias.
+        v = graph_.add_op("Identity", {v}, {}, graph_.unique_name(name + "_alias"));
+      }
+      graph_.rename(v, out_name);
+      values_[out_name] = v;
+    }
+  }
+
+  const onnx::ModelProto& model_;
+  const OnnxLoadOptions& options_;
+  std::string base_dir_;
+  int64_t opset_ = 0;
+  Graph graph_;
+  std::unordered_map<std::string, Value*> values_;
+  std::unordered_set<std::string> initializer_names_;
+  std::unordered_set<std::string> node_names_;
+};
+
+}  // namespace
+
+std::string ImportContext::where() const {
+  return "node '" + name_ + "' (" + node_.op_type() + ", opset " + std::to_string(opset_) + ")";
+}
+
+std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<Value*>& inputs,
+                                        const Attributes& attrs, int num_outputs) {
+  std::string node_name = emitted_++ == 0 ? name_ : graph_.unique_name(name_ + "/" + std::string(op));
+  try {
+    return graph_.add_op(op, inputs, num_outputs, attrs, node_name);
+  } catch (const Error& e) {
+    // Re-word so the message names the ONNX node and opset.
+    std::string msg = e.what();
+    auto colon = msg.find(": ");
+    std::string detail = colon == std::string::npos ? msg : msg.substr(colon + 2);
+    if (detail.rfind("node '", 0) == 0 && detail.find("): ") != std::string::npos)
+      detail = detail.substr(detail.find("): ") + 3);  // the lumen node is this ONNX node
+    switch (e.kind()) {
+      case ErrorKind::kShapeError: throw ShapeError(where() + ": " + detail);
+      case ErrorKind::kUnsupportedOp: throw UnsupportedOp(where() + ": " + detail);
+      case ErrorKind::kInvalidModel: throw InvalidModel(where() + ": " + detail);
+      default: throw;
+    }
+  }
+}
+
+Value* ImportContext::emit1(std::string_view op, const std::vector<Value*>& inputs,
+                            const Attributes& attrs) {
+  return emit(op, inputs, attrs, 1)[0];
+}
+
+Value* ImportContext::constant_ints(const std::vector<int64_t>& values) {
+  return graph_.add_constant(graph_.unique_name(name_ + "/const"),
+                             Tensor::from_vector<int64_t>({static_cast<int64_t>(values.size())},
+                                                          values));
+}
+
+Value* ImportContext::constant_scalar(float value) {
+  return graph_.add_constant(graph_.unique_name(name_ + "/const"), Tensor::scalar<float>(value));
+}
+
+std::optional<Attribute> ImportContext::take(const std::string& name) {
+  auto it = attrs_.find(name);
+  if (it == attrs_.end()) return std::nullopt;
+  Attribute a = it->second;
+  attrs_.erase(it);
+  return a;
+}
+
+void ImportContext::unsupported(const std::string& why) const {
+  throw UnsupportedOp(where() + ": " + why);
+}
+
+bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opset, Converter fn) {
+  converters().push_back({op_type, min_opset, max_opset, fn});
+  return true;
+}
+
+Converter find_converter(const std::string& op_type, int64_t opset) {
+  for (const ConverterEntry& e : converters())
+    if (e.op_type == op_type && opset >= e.min_opset && opset <= e.max_opset) return e.fn;
+  return nullptr;
+}
+
+}  // namespace onnx_import
+
+Graph load_onnx_bytes(std::string_view bytes, const OnnxLoadOptions& options,
+                      const std::string& base_dir, OnnxModelInfo* info) {
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX))
+    throw InvalidModel("the model is over 2 GB; keep large weights in external data");
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw InvalidModel("not a valid ONNX model (protobuf parsing failed; truncated or not ONNX?)");
+  return onnx_import::Importer(model, options, base_dir).run(info);
+}
+
+Graph load_onnx(const std::string& path, const OnnxLoadOptions& options, OnnxModelInfo* info) {
+  std::string bytes = onnx_import::read_file(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  try {
+    return load_onnx_bytes(bytes, options, dir.empty() ? "." : dir, info);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    auto colon = msg.find(": ");
+    std::string detail = path + ": " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
+    switch (e.kind()) {
+      case ErrorKind::kInvalidModel: throw InvalidModel(detail);
+      case ErrorKind::kUnsupportedOp: throw UnsupportedOp(detail);
+      case ErrorKind::kShapeError: throw ShapeError(detail);
+      case ErrorKind::kIoError: throw IoError(detail);
+      case ErrorKind::kInvalidArgument: throw InvalidArgument(detail);
+      default: throw;
+    }
+  }
+}
+
+Tensor load_onnx_tensor(const std::string& path) {
+  std::string bytes = onnx_import::read_file(path);
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) throw InvalidModel(path + ": not a valid TensorProto");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return onnx_import::tensor_from_proto(proto, dir.empty() ? "." : dir, path);
+}
+
+}  // namespace lumen

@@ -1,0 +1,117 @@
+// TensorProto decoding: raw bytes, typed repeated fields, or external data.
+#include "onnx/tensor_proto.h"
+
+#include <cstring>
+
+#include "core/half.h"
+#include "graph/onnx_dtype.h"
+
+namespace lumen::onnx_import {
+namespace {
+
+template <typename Dst, typename Field>
+void copy_field(const Field& field, Tensor& t) {
+  Dst* out = static_cast<Dst*>(t.raw_data());
+  for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                         const std::string& what) {
+  auto dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype)
+    throw UnsupportedOp(what + ": tensor data type " + onnx_dtype_name(proto.data_type()) +
+                        " is not supported");
+  std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) throw InvalidModel(what + ": negative dimension " + std::to_string(d));
+  Shape shape(dims);
+  int64_t numel = 0;
+  try {
+    numel = shape.numel();
+  } catch (const ShapeError& e) {
+    throw InvalidModel(what + ": " + e.what());
+  }
+  size_t elem = dtype_size(*dtype);
+  if (numel > static_cast<int64_t>((int64_t{1} << 62) / elem))
+    throw InvalidModel(what + ": " + shape.to_string() + " is too large");
+  size_t bytes = static_cast<size_t>(numel) * elem;
+
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : proto.external_data()) {
+      try {
+        if (kv.key() == "location") location = kv.value();
+        if (kv.key() == "offset") offset = std::stoll(kv.value());
+        if (kv.key() == "length") length = std::stoll(kv.value());
+      } catch (const std::exception&) {
+        throw InvalidModel(what + ": external data entry '" + kv.key() + "' is not a number");
+      }
+    }
+    if (length < 0) length = static_cast<int64_t>(bytes);
+    if (static_cast<size_t>(length) != bytes)
+      throw InvalidModel(what + ": external data holds " + std::to_string(length) +
+                         " bytes, the shape needs " + std::to_string(bytes));
+    auto buffer = map_external_data(base_dir, location, offset, length, what);
+    size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    size_t view_offset = static_cast<size_t>(offset) % page;
+    if (bytes == 0) return Tensor::empty(shape, *dtype);
+    return Tensor(buffer, view_offset, shape, *dtype);
+  }
+
+  Tensor t = Tensor::empty(shape, *dtype);
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes)
+      throw InvalidModel(what + ": raw data holds " + std::to_string(proto.raw_data().size()) +
+                         " bytes, " + dtype_name(*dtype) + shape.to_string() + " needs " +
+                         std::to_string(bytes));
+    if (bytes) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
+    return t;
+  }
+  auto check_count = [&](int64_t have) {
+    if (have != numel)
+      throw InvalidModel(what + ": holds " + std::to_string(have) + " values, shape " +
+                         shape.to_string() + " needs " + std::to_string(numel));
+  };
+  switch (*dtype) {
+    case DType::kFloat32:
+      check_count(proto.float_data_size());
+      copy_field<float>(proto.float_data(), t);
+      break;
+    case DType::kFloat64:
+      check_count(proto.double_data_size());
+      copy_field<double>(proto.double_data(), t);
+      break;
+    case DType::kInt64:
+      check_count(proto.int64_data_size());
+      copy_field<int64_t>(proto.int64_data(), t);
+      break;
+    case DType::kInt32:
+      check_count(proto.int32_data_size());
+      copy_field<int32_t>(proto.int32_data(), t);
+      break;
+    case DType::kInt8:
+      check_count(proto.int32_data_size());
+      copy_field<int8_t>(proto.int32_data(), t);
+      break;
+    case DType::kUInt8:
+      check_count(proto.int32_data_size());
+      copy_field<uint8_t>(proto.int32_data(), t);
+      break;
+    case DType::kBool:
+      check_count(proto.int32_data_size());
+      for (int64_t i = 0; i < numel; ++i)
+        static_cast<uint8_t*>(t.raw_data())[i] = proto.int32_data(static_cast<int>(i)) != 0;
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:  // stored as their 16-bit patterns in int32_data
+      check_count(proto.int32_data_size());
+      copy_field<uint16_t>(proto.int32_data(), t);
+      break;
+  }
+  return t;
+}
+
+}  // namespace lumen::onnx_import

@@ -1,0 +1,24 @@
+// onnx.TensorProto -> lumen::Tensor, with every length checked against the shape.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "lumen/tensor.h"
+
+namespace lumen::onnx_import {
+
+// Converts a TensorProto (inline, raw or external data). `base_dir` is the model's folder (external
+// data must stay inside it); `what` names the tensor in errors. Throws InvalidModel, UnsupportedOp
+// (string, complex and other dtypes lumen lacks), IoError (external data).
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                         const std::string& what);
+
+// Maps the part [offset, offset + length) of a file under `base_dir` named by the relative
+// `location` into memory; throws IoError for an absolute location, one that leaves base_dir (by
+// "..", or a symbolic link), or a range past the end of the file.
+std::shared_ptr<Buffer> map_external_data(const std::string& base_dir, const std::string& location,
+                                          int64_t offset, int64_t length, const std::string& what);
+
+}  // namespace lumen::onnx_import

@@ -1,0 +1,263 @@
+// ONNX conformance runner: loads each of ONNX's backend node test cases, feeds input_*.pb, compares
+// with output_*.pb (rtol 1e-3, atol 1e-7), and reports pass / fail / unsupported per case and per
+// op. Each case runs in its own child process, so a crash or a hang is a result, not the end.
+//
+//   lumen_conformance CASES_DIR [--report FILE.md] [--min-pass N] [--filter TEXT]
+//
+// Exits 1 when fewer than N cases pass (the ratchet in tests/onnx/min_pass.txt).
+#include <onnx/onnx_pb.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lumen/lumen.h"
+#include "lumen/onnx.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-7;
+constexpr int kTimeoutSeconds = 60;
+
+struct CaseResult {
+  std::string name;
+  std::string status;  // pass, fail, unsupported, crash, timeout
+  std::string reason;
+  std::set<std::string> ops;
+};
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (int k = 0;; ++k) {
+    fs::path p = dir / (prefix + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    files.push_back(p);
+  }
+  return files;
+}
+
+std::string compare(const lumen::Tensor& got, const lumen::Tensor& want, size_t k) {
+  std::string which = "output " + std::to_string(k);
+  if (got.dtype() != want.dtype())
+    return which + " dtype " + lumen::dtype_name(got.dtype()) + ", expected " +
+           lumen::dtype_name(want.dtype());
+  if (got.shape() != want.shape())
+    return which + " shape " + got.shape().to_string() + ", expected " + want.shape().to_string();
+  bool exact = !lumen::is_floating(want.dtype());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.item_as_double(i), w = want.item_as_double(i);
+    bool ok;
+    if (exact) {
+      ok = g == w;
+    } else if (std::isnan(w)) {
+      ok = std::isnan(g);
+    } else if (std::isinf(w)) {
+      ok = g == w;
+    } else {
+      ok = std::abs(g - w) <= kAtol + kRtol * std::abs(w);
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os << which << " element " << i << ": got " << g << ", expected " << w;
+      return os.str();
+    }
+  }
+  return "";
+}
+
+// Runs in the child: returns "status\treason".
+std::string run_case(const fs::path& dir) {
+  try {
+    onnx::ModelProto model;
+    {
+      std::ifstream in(dir / "model.onnx", std::ios::binary);
+      if (!model.ParseFromIstream(&in)) return "fail\tthe model does not parse";
+    }
+    std::set<std::string> initializers;
+    for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+    std::vector<std::string> input_names;
+    for (const auto& in : model.graph().input()) {
+      if (initializers.count(in.name())) continue;
+      if (!in.type().has_tensor_type())
+        return "unsupported\tinput '" + in.name() + "' is not a tensor (sequence, map or optional)";
+      input_names.push_back(in.name());
+    }
+    for (const auto& out : model.graph().output())
+      if (!out.type().has_tensor_type())
+        return "unsupported\toutput '" + out.name() + "' is not a tensor";
+    fs::path data = dir / "test_data_set_0";
+    std::vector<fs::path> in_files = numbered(data, "input_");
+    std::vector<fs::path> out_files = numbered(data, "output_");
+    if (in_files.size() != input_names.size())
+      return "fail\t" + std::to_string(in_files.size()) + " input files for " +
+             std::to_string(input_names.size()) + " inputs";
+    lumen::OnnxLoadOptions options;
+    std::vector<lumen::Tensor> inputs;
+    for (size_t k = 0; k < in_files.size(); ++k) {
+      inputs.push_back(lumen::load_onnx_tensor(in_files[k].string()));
+      options.input_shapes[input_names[k]] = inputs.back().shape();
+    }
+    lumen::Graph graph = lumen::load_onnx((dir / "model.onnx").string(), options);
+    lumen::Runtime rt;
+    lumen::Executable* exe = graph.compile(&rt);
+    std::vector<lumen::Tensor> outputs = exe->execute(inputs);
+    if (outputs.size() != out_files.size())
+      return "fail\t" + std::to_string(outputs.size()) + " outputs, expected " +
+             std::to_string(out_files.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      std::string diff = compare(outputs[k], lumen::load_onnx_tensor(out_files[k].string()), k);
+      if (!diff.empty()) return "fail\t" + diff;
+    }
+    return "pass\t";
+  } catch (const lumen::UnsupportedOp& e) {
+    return std::string("unsupported\t") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("fail\t") + e.what();
+  }
+}
+
+CaseResult run_isolated(const fs::path& dir) {
+  CaseResult r;
+  r.name = dir.filename().string();
+  onnx::ModelProto model;
+  std::ifstream in(dir / "model.onnx", std::ios::binary);
+  if (model.ParseFromIstream(&in))
+    for (const auto& n : model.graph().node()) r.ops.insert(n.op_type());
+  int fds[2];
+  if (pipe(fds) != 0) {
+    r.status = "fail";
+    r.reason = "pipe failed";
+    return r;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(kTimeoutSeconds);
+    std::string out = run_case(dir);
+    for (char& c : out)
+      if (c == '\n') c = ' ';
+    ssize_t written = write(fds[1], out.data(), out.size());
+    (void)written;
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    r.status = sig == SIGALRM ? "timeout" : "crash";
+    r.reason = sig == SIGALRM ? "over " + std::to_string(kTimeoutSeconds) + " s"
+                              : std::string("signal ") + strsignal(sig);
+    return r;
+  }
+  auto tab = out.find('\t');
+  r.status = out.substr(0, tab);
+  r.reason = tab == std::string::npos ? "" : out.substr(tab + 1);
+  if (r.status.empty()) {
+    r.status = "crash";
+    r.reason = "no result";
+  }
+  return r;
+}
+
+std::string escape_md(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else out += c;
+  }
+  if (out.size() > 300) out = out.substr(0, 300) + "...";
+  return out;
+}
+
+void write_report(const std::string& path, const std::vector<CaseResult>& results) {
+  std::map<std::string, int> counts;
+  for (const auto& r : results) ++counts[r.status];
+  std::map<std::string, std::pair<int, int>> per_op;  // op -> (pass, total)
+  for (const auto& r : results)
+    for (const auto& op : r.ops) {
+      per_op[op].second++;
+      if (r.status == "pass") per_op[op].first++;
+    }
+  std::ofstream os(path);
+  int total = static_cast<int>(results.size());
+  os << "# ONNX conformance\n\n"
+     << "ONNX's backend node test cases (Debian's python3-onnx, opsets up to 17), run on the CPU "
+        "backend by `tests/onnx/conformance.sh` (rtol 1e-3, atol 1e-7). This file is written by "
+        "that script.\n\n"
+     << "| result | cases |\n| --- | ---: |\n";
+  for (const char* s : {"pass", "fail", "unsupported", "crash", "timeout"})
+    os << "| " << s << " | " << counts[s] << " |\n";
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%.1f%%", total ? 100.0 * counts["pass"] / total : 0.0);
+  os << "| **pass rate** | **" << rate << "** of " << total << " |\n\n";
+  os << "## Per op\n\n| op | pass | cases |\n| --- | ---: | ---: |\n";
+  for (const auto& [op, pt] : per_op) os << "| " << op << " | " << pt.first << " | " << pt.second
+                                         << " |\n";
+  os << "\n## Cases that do not pass\n\n| case | result | reason |\n| --- | --- | --- |\n";
+  for (const auto& r : results)
+    if (r.status != "pass")
+      os << "| " << r.name << " | " << r.status << " | " << escape_md(r.reason) << " |\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: lumen_conformance CASES_DIR [--report FILE] [--min-pass N] "
+                         "[--filter TEXT]\n");
+    return 2;
+  }
+  fs::path root = argv[1];
+  std::string report, filter;
+  int min_pass = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--report") report = argv[i + 1];
+    else if (flag == "--min-pass") min_pass = std::stoi(argv[i + 1]);
+    else if (flag == "--filter") filter = argv[i + 1];
+  }
+  fs::path node_dir = fs::exists(root / "node") ? root / "node" : root;
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(node_dir))
+    if (e.is_directory() && e.path().filename().string().find(filter) != std::string::npos)
+      cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  std::vector<CaseResult> results;
+  int pass = 0;
+  for (const auto& c : cases) {
+    results.push_back(run_isolated(c));
+    if (results.back().status == "pass") ++pass;
+    else if (!filter.empty())
+      std::printf("%s: %s %s\n", results.back().name.c_str(), results.back().status.c_str(),
+                  results.back().reason.c_str());
+  }
+  std::printf("conformance: %d of %zu cases pass (%.1f%%); ratchet %d\n", pass, cases.size(),
+              cases.empty() ? 0.0 : 100.0 * pass / cases.size(), min_pass);
+  if (!report.empty()) write_report(report, results);
+  if (pass < min_pass) {
+    std::printf("conformance: FAILED: fewer passing cases than the ratchet\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,241 @@
+// The ONNX importer on models built here with the protobuf API: correct ones against a naive
+// reference, malformed ones against the error they must raise.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lumen/lumen.h"
+#include "lumen/onnx.h"
+#include "ops/op_test_util.h"
+
+namespace lumen {
+namespace {
+
+namespace fs = std::filesystem;
+
+void set_float_tensor(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& dims,
+                      const Tensor& data) {
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(static_cast<const char*>(data.raw_data()), data.nbytes()));
+}
+
+void add_io(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::string>& dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (const std::string& d : dims) {
+    auto* dim = tt->mutable_shape()->add_dim();
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+      dim->set_dim_value(std::stoll(d));
+    } else {
+      dim->set_dim_param(d);
+    }
+  }
+}
+
+// y = relu(x @ W + b) with x [batch, 4], W [4, 3], b [3].
+onnx::ModelProto mlp_model(const Tensor& w, const Tensor& b, int64_t opset = 13) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(opset);
+  auto* g = m.mutable_graph();
+  g->set_name("mlp");
+  add_io(g->add_input(), "x", {"batch", "4"});
+  add_io(g->add_output(), "y", {"batch", "3"});
+  set_float_tensor(g->add_initializer(), "W", {4, 3}, w);
+  set_float_tensor(g->add_initializer(), "b", {3}, b);
+  auto* mm = g->add_node();
+  mm->set_op_type("MatMul");
+  mm->set_name("mm");
+  mm->add_input("x");
+  mm->add_input("W");
+  mm->add_output("h");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->add_input("h");
+  add->add_input("b");
+  add->add_output("hb");
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("hb");
+  relu->add_output("y");
+  return m;
+}
+
+std::vector<double> mlp_reference(const Tensor& x, const Tensor& w, const Tensor& b) {
+  int64_t m = x.shape()[0];
+  std::vector<double> y(static_cast<size_t>(m * 3));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      double acc = b.item_as_double(j);
+      for (int64_t k = 0; k < 4; ++k) acc += x.item_as_double(i * 4 + k) * w.item_as_double(k * 3 + j);
+      y[i * 3 + j] = std::max(acc, 0.0);
+    }
+  return y;
+}
+
+class OnnxImport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lumen_onnx_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "model");
+    w_ = test::random_tensor({4, 3}, 1);
+    b_ = test::random_tensor({3}, 2);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string save(const onnx::ModelProto& m, const std::string& name = "model/m.onnx") {
+    std::string path = (dir_ / name).string();
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+    return path;
+  }
+  fs::path dir_;
+  Tensor w_, b_;
+};
+
+TEST_F(OnnxImport, RunsAModelWithASymbolicBatch) {
+  std::string path = save(mlp_model(w_, b_));
+  for (int64_t batch : {1, 5}) {
+    OnnxLoadOptions options;
+    options.input_shapes["x"] = Shape{batch, 4};
+    OnnxModelInfo info;
+    Graph g = load_onnx(path, options, &info);
+    EXPECT_EQ(info.opset, 13);
+    ASSERT_EQ(info.inputs.size(), 1u);
+    EXPECT_EQ(info.inputs[0].symbols[0], "batch");
+    Runtime rt;
+    Tensor x = test::random_tensor({batch, 4}, 10 + batch);
+    auto out = g.compile(&rt)->execute({x});
+    test::expect_close(out[0], {batch, 3}, mlp_reference(x, w_, b_));
+    EXPECT_NE(g.find_value("y"), nullptr);
+  }
+}
+
+TEST_F(OnnxImport, RejectsAShapeThatContradictsTheModel) {
+  std::string path = save(mlp_model(w_, b_));
+  OnnxLoadOptions options;
+  options.input_shapes["x"] = Shape{2, 5};
+  EXPECT_THROW(load_onnx(path, options), ShapeError);
+  options.input_shapes = {{"nope", Shape{1}}};
+  EXPECT_THROW(load_onnx(path, options), InvalidArgument);
+}
+
+TEST_F(OnnxImport, MissingAndTruncatedFiles) {
+  EXPECT_THROW(load_onnx((dir_ / "absent.onnx").string()), IoError);
+  std::string bytes = mlp_model(w_, b_).SerializeAsString();
+  for (size_t cut : {bytes.size() / 3, bytes.size() / 2, bytes.size() - 3}) {
+    EXPECT_THROW(load_onnx_bytes(std::string_view(bytes).substr(0, cut)), Error) << cut;
+  }
+  EXPECT_THROW(load_onnx_bytes("this is not a protobuf at all \xff\xff\xff"), InvalidModel);
+  EXPECT_THROW(load_onnx_bytes(""), InvalidModel);  // parses as an empty model: no graph
+}
+
+TEST_F(OnnxImport, WrongTensorSizes) {
+  onnx::ModelProto m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_initializer(0)->mutable_raw_data()->resize(20);
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
+  m = mlp_model(w_, b_);
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->add_float_data(1.0f);  // 1 value for 12 elements
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
+  m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_initializer(0)->set_dims(0, -4);
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
+  m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_initializer(0)->set_dims(0, int64_t{1} << 40);
+  m.mutable_graph()->mutable_initializer(0)->set_dims(1, int64_t{1} << 40);
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
+}
+
+TEST_F(OnnxImport, NodesWithMissingInputsOrUnknownOps) {
+  onnx::ModelProto m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_node(1)->set_input(0, "ghost");
+  try {
+    load_onnx_bytes(m.SerializeAsString());
+    FAIL();
+  } catch (const InvalidModel& e) {
+    EXPECT_NE(std::string(e.what()).find("ghost"), std::string::npos) << e.what();
+  }
+  m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_node(2)->set_op_type("FancyRelu");
+  try {
+    load_onnx_bytes(m.SerializeAsString());
+    FAIL();
+  } catch (const UnsupportedOp& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("FancyRelu"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("opset 13"), std::string::npos) << msg;
+  }
+  m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_node(2)->set_domain("com.example");
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);
+  m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_output(0)->set_name("nothing");
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
+  m = mlp_model(w_, b_, 3);
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);  // opset too old
+  m = mlp_model(w_, b_);
+  m.mutable_graph()->mutable_node(0)->set_output(0, "x");  // redefines the input
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
+}
+
+TEST_F(OnnxImport, ExternalDataInsideTheFolderLoads) {
+  {
+    std::ofstream bin(dir_ / "model" / "weights.bin", std::ios::binary);
+    std::string pad(100, '\0');
+    bin.write(pad.data(), 100);
+    bin.write(static_cast<const char*>(w_.raw_data()), static_cast<std::streamsize>(w_.nbytes()));
+  }
+  onnx::ModelProto m = mlp_model(w_, b_);
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add_kv = [w](const std::string& k, const std::string& v) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add_kv("location", "weights.bin");
+  add_kv("offset", "100");
+  add_kv("length", std::to_string(w_.nbytes()));
+  Graph g = load_onnx(save(m), {{{"x", Shape{2, 4}}}});
+  Runtime rt;
+  Tensor x = test::random_tensor({2, 4}, 3);
+  test::expect_close(g.compile(&rt)->execute({x})[0], {2, 3}, mlp_reference(x, w_, b_));
+}
+
+TEST_F(OnnxImport, ExternalDataThatEscapesIsRefused) {
+  { std::ofstream secret(dir_ / "secret.bin", std::ios::binary); secret << std::string(48, 'x'); }
+  fs::create_symlink(dir_ / "secret.bin", dir_ / "model" / "link.bin");
+  for (std::string location : {std::string("../secret.bin"), (dir_ / "secret.bin").string(),
+                               std::string("link.bin"), std::string("missing.bin"),
+                               std::string("sub/../../secret.bin")}) {
+    onnx::ModelProto m = mlp_model(w_, b_);
+    auto* w = m.mutable_graph()->mutable_initializer(0);
+    w->clear_raw_data();
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = w->add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+    EXPECT_THROW(load_onnx(save(m)), IoError) << location;
+  }
+  // A range past the end of the file.
+  { std::ofstream small(dir_ / "model" / "small.bin", std::ios::binary); small << std::string(8, 'x'); }
+  onnx::ModelProto m = mlp_model(w_, b_);
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = w->add_external_data();
+  e->set_key("location");
+  e->set_value("small.bin");
+  EXPECT_THROW(load_onnx(save(m)), IoError);
+}
+
+}  // namespace
+}  // namespace lumen
