@@ -8,7 +8,8 @@ mode="${1:-run}"
 build_dir="${LUMEN_BUILD_DIR:-build}"
 jobs="$(nproc)"
 
-packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev)
+packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev libprotobuf-dev
+  protobuf-compiler python3-onnx python3-numpy)
 install_deps() {
   local missing=()
   for p in "${packages[@]}"; do
@@ -40,6 +41,7 @@ install_deps
 build
 case "$mode" in
   run)
+    "$build_dir/classify_digits" models/digits
     "$build_dir/api_example"
     "$build_dir/lumen" --version
     "$build_dir/lumen" bench matmul 4096

@@ -13,7 +13,10 @@ void usage() {
       "usage: lumen <command> [args]\n"
       "  --version             print the version\n"
       "  bench matmul N        N x N float32 matmul on every backend: median ms and GFLOP/s\n"
-      "        [--runs R]      timed runs (default: as many as fit in about 2 s, at least 5)");
+      "        [--runs R]      timed runs (default: as many as fit in about 2 s, at least 5)\n"
+      "  run MODEL.onnx        run a model on given (--input NAME=FILE.npy) or random inputs\n"
+      "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|auto] [--repeat N]\n"
+      "  inspect MODEL.onnx    inputs, outputs, opset, parameters and op histogram [--dot FILE]");
 }
 
 }  // namespace
@@ -32,6 +35,8 @@ int main(int argc, char** argv) {
       std::printf("lumen %s (backends: %s)\n", lumen::version(), backends.c_str());
       return 0;
     }
+    if (args[0] == "run") return lumen::cli::run_model({args.begin() + 1, args.end()});
+    if (args[0] == "inspect") return lumen::cli::inspect_model({args.begin() + 1, args.end()});
     if (args[0] == "bench" && args.size() >= 2 && args[1] == "matmul")
       return lumen::cli::bench_matmul({args.begin() + 2, args.end()});
     std::fprintf(stderr, "lumen: unknown command '%s'\n", args[0].c_str());
@@ -39,6 +44,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const lumen::Error& e) {
     std::fprintf(stderr, "lumen: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lumen: internal error: %s\n", e.what());
     return 1;
   }
 }

@@ -7,6 +7,8 @@
 #include "lumen/dtype.h"
 #include "lumen/error.h"
 #include "lumen/graph.h"
+#include "lumen/npy.h"
+#include "lumen/onnx.h"
 #include "lumen/runtime.h"
 #include "lumen/shape.h"
 #include "lumen/tensor.h"

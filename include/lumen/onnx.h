@@ -17,6 +17,10 @@ struct OnnxLoadOptions {
   std::map<std::string, Shape> input_shapes;
   // The size given to a symbolic or unknown dimension the caller did not fix.
   int64_t default_dim = 1;
+  // Inputs whose values are fixed at load time: they become constants (and leave the graph's
+  // inputs), so shape inputs fed by the caller (Reshape's shape, Slice's starts) are known when the
+  // graph is built. Dtype and shape must fit the model's declaration.
+  std::map<std::string, Tensor> input_values;
 };
 
 // An input as the model declares it: dims of -1 are symbolic (their name in `symbols`).

@@ -100,6 +100,9 @@ class Importer {
     for (const auto& [name, shape] : options_.input_shapes)
       if (!input_names.count(name))
         throw InvalidArgument("input shape given for '" + name + "', which is not a model input");
+    for (const auto& [name, value] : options_.input_values)
+      if (!input_names.count(name))
+        throw InvalidArgument("input value given for '" + name + "', which is not a model input");
     for (const auto& node : g.node()) add_node(node);
     for (const auto& o : g.output()) {
       auto it = values_.find(o.name());
@@ -122,6 +125,9 @@ class Importer {
         found = true;
       }
     }
+    if (!found && model_.opset_import_size() > 0)
+      throw UnsupportedOp("the model uses only domain '" + model_.opset_import(0).domain() +
+                          "', which is not supported");
     if (!found) throw InvalidModel("the model imports no opset of the default domain");
     if (opset_ < kMinOpset || opset_ > kMaxOpset)
       throw UnsupportedOp("opset " + std::to_string(opset_) + ": lumen reads opsets " +
@@ -179,6 +185,15 @@ class Importer {
       for (int64_t& d : dims)
         if (d < 0) d = options_.default_dim;
       shape = Shape(dims);
+    }
+    auto fixed = options_.input_values.find(in.name());
+    if (fixed != options_.input_values.end()) {
+      const Tensor& t = fixed->second;
+      if (t.dtype() != *dtype || (given != options_.input_shapes.end() && t.shape() != shape))
+        throw ShapeError(what + ": the fixed value is " + dtype_name(t.dtype()) +
+                         t.shape().to_string() + ", the model declares " + dtype_name(*dtype));
+      values_[in.name()] = graph_.add_constant(in.name(), t);
+      return info;
     }
     values_[in.name()] = graph_.add_input(in.name(), shape, *dtype);
     return info;

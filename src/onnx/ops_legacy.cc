@@ -32,6 +32,11 @@ std::vector<Value*> convert_constant(ImportContext& ctx) {
 // Inference: Dropout is the identity; its mask output, if read, is all true.
 std::vector<Value*> convert_dropout(ImportContext& ctx) {
   if (ctx.num_outputs() > 1) ctx.unsupported("the mask output of Dropout is not supported");
+  if (Value* training = ctx.input(2)) {
+    bool off = training->data && !training->user_weight && training->data->numel() == 1 &&
+               training->data->item_as_double() == 0.0;
+    if (!off) ctx.unsupported("Dropout in training mode is not supported (inference only)");
+  }
   return {ctx.emit1("Identity", {ctx.input(0)})};
 }
 

@@ -144,6 +144,8 @@ TEST_P(ReduceTest, Float32Large) {
   check_reduce(op, random_tensor({3, 1 << 16}, 303), {1}, true, true);
   check_reduce(op, random_tensor({300, 3, 200}, 304), {0, 2}, true, false);
   check_reduce(op, random_tensor({40, 30, 50}, 305), {1}, false, false);
+  check_reduce(op, random_tensor({3, 5, 1100}, 307), {1}, true, false);
+  check_reduce(op, random_tensor({9, 7, 2, 1100}, 308), {0, 2}, false, false);
   check_reduce(op, random_tensor({20, 30, 40, 5}, 306), {0, 2}, false, true);
 }
 

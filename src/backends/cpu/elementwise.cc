@@ -8,66 +8,12 @@
 #include <string>
 #include <type_traits>
 
-#include "backends/cpu/broadcast.h"
+#include "backends/cpu/elementwise_kernels.h"
 #include "backends/cpu/elementwise_math.h"
 #include "backends/cpu/kernel_registry.h"
 
 namespace lumen::cpu {
 namespace {
-
-// y = op(x) over every element. The output may be the input itself (in_place_input() is 0); that
-// case gets its own loop over one pointer so the compiler vectorises it without alias checks.
-template <typename T, typename Op>
-class UnaryKernel final : public Kernel {
- public:
-  explicit UnaryKernel(Op op) : op_(op) {}
-
-  void run(KernelContext& ctx) const override {
-    const T* x = ctx.inputs[0].data<T>();
-    T* y = ctx.outputs[0].data<T>();
-    const Op op = op_;
-    parallel_chunks(ctx.outputs[0].numel(), [&](int64_t begin, int64_t end) {
-      if (x == y) {
-        for (int64_t i = begin; i < end; ++i) y[i] = op(y[i]);
-      } else {
-        for (int64_t i = begin; i < end; ++i) y[i] = op(x[i]);
-      }
-    });
-  }
-  int in_place_input() const override { return 0; }
-
- private:
-  Op op_;
-};
-
-template <typename T, typename Op>
-std::unique_ptr<Kernel> unary(Op op) {
-  return std::make_unique<UnaryKernel<T, Op>>(op);
-}
-
-// Builds the kernel of a functor with a templated call operator for x's dtype (float32, int32 or
-// int64; the check below has already refused the rest).
-template <typename Op>
-std::unique_ptr<Kernel> unary_typed(const NodeContext& ctx, Op op) {
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt32:
-      return unary<int32_t>(op);
-    case DType::kInt64:
-      return unary<int64_t>(op);
-    default:
-      return unary<float>(op);
-  }
-}
-
-std::string require_float_or_int(const NodeContext& ctx) {
-  DType t = ctx.input_dtype(0);
-  if (t == DType::kFloat32 || t == DType::kInt32 || t == DType::kInt64) return "";
-  return std::string("input is ") + dtype_name(t) + "; the CPU kernel takes float32, int32, int64";
-}
-
-std::string require_bool(const NodeContext& ctx) {
-  return ctx.input_dtype(0) == DType::kBool ? "" : "input must be bool";
-}
 
 // ---- functors (NaN in gives NaN out wherever ONNX's reference does) ----
 

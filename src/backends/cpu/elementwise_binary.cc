@@ -9,68 +9,12 @@
 #include <vector>
 
 #include "backends/cpu/broadcast.h"
+#include "backends/cpu/elementwise_kernels.h"
 #include "backends/cpu/kernel_registry.h"
 
 namespace lumen::cpu {
 namespace {
 
-// out[i] = op(a[i * sa], b[i * sb]) for i < n, where sa and sb are 0 or 1. `out` may be `a`
-// itself (in place), which gets its own loops so that no alias check blocks vectorisation.
-template <typename TA, typename TB, typename TO, typename Op>
-inline void binary_segment(const TA* a, int64_t sa, const TB* b, int64_t sb, TO* out, int64_t n,
-                           const Op& op) {
-  if constexpr (std::is_same_v<TA, TO>) {
-    if (sa && static_cast<const void*>(a) == static_cast<const void*>(out)) {
-      if (sb) {
-        for (int64_t i = 0; i < n; ++i) out[i] = op(out[i], b[i]);
-      } else {
-        const TB bv = *b;
-        for (int64_t i = 0; i < n; ++i) out[i] = op(out[i], bv);
-      }
-      return;
-    }
-  }
-  if (sa && sb) {
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
-  } else if (sa) {
-    const TB bv = *b;
-    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], bv);
-  } else if (sb) {
-    const TA av = *a;
-    for (int64_t i = 0; i < n; ++i) out[i] = op(av, b[i]);
-  } else {
-    const TO v = op(*a, *b);
-    for (int64_t i = 0; i < n; ++i) out[i] = v;
-  }
-}
-
-// Applies op over a two-input plan.
-template <typename TA, typename TB, typename TO, typename Op>
-void run_binary(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, const Op& op) {
-  const int64_t sa = plan.inner_stride(0), sb = plan.inner_stride(1);
-  for_each_row(plan, [&](int64_t o, const int64_t* in, int64_t n) {
-    binary_segment(a + in[0], sa, b + in[1], sb, out + o, n, op);
-  });
-}
-
-// Integer arithmetic wraps around (two's complement) instead of overflowing.
-template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
-struct WideOf {
-  using type = T;
-};
-template <typename T>
-struct WideOf<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-template <typename T>
-using Wide = typename WideOf<T>::type;
-
-struct AddOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return static_cast<T>(Wide<T>(a) + Wide<T>(b));
-  }
-};
 struct SubOp {
   template <typename T>
   T operator()(T a, T b) const {
@@ -86,6 +30,7 @@ struct MulOp {
 // Integer division truncates toward zero (C, ONNX); divisors are checked for zero before the
 // loop, and min / -1 wraps instead of trapping.
 struct DivOp {
+  static constexpr bool kIntegerDivisor = true;
   template <typename T>
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -132,56 +77,6 @@ struct AndOp {
 struct OrOp {
   bool operator()(bool a, bool b) const { return a | b; }
 };
-
-// out = op(a, b) with a and b of dtype T broadcast together; the result is T, or bool for
-// comparisons (TO).
-template <typename T, typename TO, typename Op>
-class BinaryKernel final : public Kernel {
- public:
-  explicit BinaryKernel(const NodeContext& ctx)
-      : where_(ctx.where()),
-        plan_(ctx.output(0).shape, {ctx.input_shape(0), ctx.input_shape(1)}),
-        in_place_(std::is_same_v<T, TO> && ctx.input_shape(0) == ctx.output(0).shape ? 0 : -1) {}
-
-  void run(KernelContext& ctx) const override {
-    const Tensor& b = ctx.inputs[1];
-    if constexpr (std::is_same_v<Op, DivOp> && std::is_integral_v<T>) {
-      if (plan_.numel() > 0) {
-        const T* p = b.data<T>();
-        bool zero = false;
-        for (int64_t i = 0; i < b.numel(); ++i) zero |= p[i] == T(0);
-        if (zero) throw InvalidArgument(where_ + ": integer division by zero");
-      }
-    }
-    run_binary(plan_, ctx.inputs[0].data<T>(), b.data<T>(), ctx.outputs[0].data<TO>(), Op{});
-  }
-  int in_place_input() const override { return in_place_; }
-
- private:
-  std::string where_;
-  BroadcastPlan plan_;
-  int in_place_;
-};
-
-// The kernel for input 0's dtype among float32, int32, int64 and (for Equal) bool.
-template <typename Op, bool kCompare>
-std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
-  auto make = [&]<typename T>(T) -> std::unique_ptr<Kernel> {
-    using TO = std::conditional_t<kCompare, bool, T>;
-    return std::make_unique<BinaryKernel<T, TO, Op>>(ctx);
-  };
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt32:
-      return make(int32_t{});
-    case DType::kInt64:
-      return make(int64_t{});
-    case DType::kBool:
-      if constexpr (kCompare) return make(bool{});
-      [[fallthrough]];
-    default:
-      return make(float{});
-  }
-}
 
 std::unique_ptr<Kernel> make_logic_and(const NodeContext& ctx) {
   return std::make_unique<BinaryKernel<bool, bool, AndOp>>(ctx);
@@ -256,50 +151,6 @@ std::string check_pow(const NodeContext& ctx) {
   if (t == DType::kFloat32 || t == DType::kInt32 || t == DType::kInt64) return "";
   return std::string("exponent is ") + dtype_name(t) +
          "; the CPU kernel takes float32, int32, int64";
-}
-
-// Min/Max over one or more inputs: out = op(in0, in1), then out = op(out, in_k) for each further
-// input, every step broadcasting to the output shape.
-template <typename T, typename Op>
-class VariadicKernel final : public Kernel {
- public:
-  explicit VariadicKernel(const NodeContext& ctx) {
-    const Shape& out = ctx.output(0).shape;
-    in_place_ = ctx.input_shape(0) == out ? 0 : -1;
-    if (ctx.num_inputs() >= 2)
-      steps_.push_back(BroadcastPlan(out, {ctx.input_shape(0), ctx.input_shape(1)}));
-    for (int k = 2; k < ctx.num_inputs(); ++k)
-      steps_.push_back(BroadcastPlan(out, {out, ctx.input_shape(k)}));
-  }
-
-  void run(KernelContext& ctx) const override {
-    T* out = ctx.outputs[0].data<T>();
-    const T* in0 = ctx.inputs[0].data<T>();
-    if (steps_.empty()) {  // one input: a copy
-      if (in0 != out) std::memcpy(out, in0, ctx.outputs[0].nbytes());
-      return;
-    }
-    run_binary(steps_[0], in0, ctx.inputs[1].data<T>(), out, Op{});
-    for (size_t k = 1; k < steps_.size(); ++k)
-      run_binary(steps_[k], static_cast<const T*>(out), ctx.inputs[k + 1].data<T>(), out, Op{});
-  }
-  int in_place_input() const override { return in_place_; }
-
- private:
-  std::vector<BroadcastPlan> steps_;
-  int in_place_ = -1;
-};
-
-template <typename Op>
-std::unique_ptr<Kernel> make_variadic(const NodeContext& ctx) {
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt32:
-      return std::make_unique<VariadicKernel<int32_t, Op>>(ctx);
-    case DType::kInt64:
-      return std::make_unique<VariadicKernel<int64_t, Op>>(ctx);
-    default:
-      return std::make_unique<VariadicKernel<float, Op>>(ctx);
-  }
 }
 
 // Where(cond, x, y): out[i] = cond ? x : y. Elements are moved as raw bits of their size, so

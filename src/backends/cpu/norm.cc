@@ -1,6 +1,7 @@
 // CPU kernels of BatchNormalization (inference) and LayerNormalization (float32).
 // BatchNorm folds its four per-channel inputs into y = x * a[c] + b[c]; LayerNorm takes the mean
-// and variance of each row in two passes (blocked float sums added in double).
+// and variance of each row with the corrected two-pass method (blocked float sums, added in
+// double).
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -121,9 +122,14 @@ class LayerNormKernel final : public Kernel {
       const float* in = x + r * n;
       float* out = y + r * n;
       // n == 0 gives NaN statistics (0/0), as a mean over nothing should.
-      float mean = static_cast<float>(sum_floats(in, n) / static_cast<double>(n));
-      double var = sum_squared_deviation(in, n, mean) / static_cast<double>(n);
-      float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      const double dn = static_cast<double>(n);
+      const float guess = static_cast<float>(sum_floats(in, n) / dn);
+      double sum_d = 0.0, sum_d2 = 0.0;
+      sum_deviations(in, n, guess, &sum_d, &sum_d2);
+      const float mean = static_cast<float>(guess + sum_d / dn);
+      double var = (sum_d2 - sum_d * sum_d / dn) / dn;
+      var = var < 0.0 ? 0.0 : var;  // rounding can leave a tiny negative; NaN (n == 0) stays
+      const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
       if (bias != nullptr) {
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];

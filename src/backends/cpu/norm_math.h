@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace lumen::cpu {
@@ -73,10 +74,27 @@ inline float exp_shifted_sum(const float* x, float shift, float* out, int64_t n)
   return sum;
 }
 
+// Largest of n contiguous floats (-inf when n is 0; NaNs are skipped), with 16 independent lanes
+// so that it vectorises (an OpenMP max reduction does not, for float, in g++ 12).
+inline float max_floats(const float* p, int64_t n) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes];
+  for (int j = 0; j < kLanes; ++j) lanes[j] = -INFINITY;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int j = 0; j < kLanes; ++j) lanes[j] = p[i + j] > lanes[j] ? p[i + j] : lanes[j];
+  }
+  for (int j = 0; i < n; ++i, ++j) lanes[j] = p[i] > lanes[j] ? p[i] : lanes[j];
+  float m = lanes[0];
+  for (int j = 1; j < kLanes; ++j) m = lanes[j] > m ? lanes[j] : m;
+  return m;
+}
+
 // Sum of n contiguous floats: vectorised float partial sums over blocks, added up in double, so
 // long rows keep about float precision.
 inline double sum_floats(const float* p, int64_t n) {
-  constexpr int64_t kBlock = 1024;
+  constexpr int64_t kBlock = 256;
   double total = 0.0;
   for (int64_t b = 0; b < n; b += kBlock) {
     int64_t e = b + kBlock < n ? b + kBlock : n;
@@ -88,21 +106,28 @@ inline double sum_floats(const float* p, int64_t n) {
   return total;
 }
 
-// Sum of (p[i] - mean)^2 over n contiguous floats, blocked like sum_floats.
-inline double sum_squared_deviation(const float* p, int64_t n, float mean) {
-  constexpr int64_t kBlock = 1024;
+// Sums of d = p[i] - mean and of d^2 over n contiguous floats, blocked like sum_floats. With
+// `mean` a first estimate, these give the corrected two-pass mean (mean + sum_d / n) and variance
+// ((sum_d2 - sum_d^2 / n) / n), which stay accurate when the values sit far from zero.
+inline void sum_deviations(const float* p, int64_t n, float mean, double* sum_d, double* sum_d2) {
+  constexpr int64_t kBlock = 256;
   double total = 0.0;
+  double total2 = 0.0;
   for (int64_t b = 0; b < n; b += kBlock) {
     int64_t e = b + kBlock < n ? b + kBlock : n;
     float s = 0.0f;
-#pragma omp simd reduction(+ : s)
+    float s2 = 0.0f;
+#pragma omp simd reduction(+ : s, s2)
     for (int64_t i = b; i < e; ++i) {
       float d = p[i] - mean;
-      s += d * d;
+      s += d;
+      s2 += d * d;
     }
     total += s;
+    total2 += s2;
   }
-  return total;
+  *sum_d = total;
+  *sum_d2 = total2;
 }
 
 }  // namespace lumen::cpu

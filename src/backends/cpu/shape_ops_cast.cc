@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/shape_ops_cast.h"
 #include "core/half.h"
 
 namespace lumen::cpu {
@@ -168,12 +169,12 @@ class CastKernel final : public Kernel {
   size_t elem_ = 0;
 };
 
-std::unique_ptr<Kernel> make_cast(const NodeContext& ctx) {
+}  // namespace
+
+std::unique_ptr<Kernel> make_cast_kernel(const NodeContext& ctx) {
   return std::make_unique<CastKernel>(ctx);
 }
 
-}  // namespace
-
-LUMEN_REGISTER_CPU_KERNEL(Cast, &make_cast, nullptr);
+LUMEN_REGISTER_CPU_KERNEL(Cast, &make_cast_kernel, nullptr);
 
 }  // namespace lumen::cpu

@@ -17,9 +17,7 @@ constexpr int64_t kInnerChunk = 256;
 
 template <bool kLog>
 void softmax_row(const float* x, float* y, int64_t n) {
-  float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  float m = max_floats(x, n);
   // An all -inf row (or inf max) has no finite shift; use 0 so the result follows IEEE rules.
   if (!std::isfinite(m)) m = std::isnan(m) ? m : 0.0f;
   const float s = exp_shifted_sum(x, m, y, n);
@@ -48,7 +46,7 @@ void softmax_columns(const float* x, float* y, int64_t n, int64_t inner, int64_t
   for (int64_t r = 0; r < n; ++r) {
     const float* row = x + r * inner;
 #pragma omp simd
-    for (int64_t j = 0; j < len; ++j) m[j] = std::max(m[j], row[j]);
+    for (int64_t j = 0; j < len; ++j) m[j] = row[j] > m[j] ? row[j] : m[j];
   }
   for (int64_t j = 0; j < len; ++j)
     if (!std::isfinite(m[j])) m[j] = std::isnan(m[j]) ? m[j] : 0.0f;

@@ -1,0 +1,157 @@
+// `lumen run MODEL.onnx`: load, compile, run (with given or random inputs), print and save outputs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "lumen/lumen.h"
+#include "lumen/onnx.h"
+#include "tools/commands.h"
+#include "lumen/npy.h"
+
+namespace lumen::cli {
+namespace {
+
+Tensor random_input(const TensorInfo& info, uint64_t seed) {
+  Tensor t = Tensor::empty(info.type.shape, info.type.dtype);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (t.dtype()) {
+      case DType::kFloat32: t.data<float>()[i] = real(rng); break;
+      case DType::kFloat64: t.data<double>()[i] = real(rng); break;
+      case DType::kInt64: t.data<int64_t>()[i] = small(rng); break;
+      case DType::kInt32: t.data<int32_t>()[i] = small(rng); break;
+      case DType::kBool: t.data<bool>()[i] = small(rng) & 1; break;
+      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
+      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
+      default: throw InvalidArgument(std::string("lumen run: cannot make random ") +
+                                     dtype_name(t.dtype()) + " input '" + info.name + "'");
+    }
+  }
+  return t;
+}
+
+std::string safe_file_name(const std::string& name) {
+  std::string out = name;
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+  return out;
+}
+
+int64_t parse_count(const std::string& s, const char* what) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used);
+    if (used == s.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgument(std::string(what) + " must be a positive integer, got '" + s + "'");
+}
+
+// "1x3x224x224" -> Shape
+Shape parse_shape(const std::string& text) {
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t x = text.find('x', start);
+    std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    if (part.empty()) throw InvalidArgument("bad shape '" + text + "' (use e.g. 1x3x224x224)");
+    dims.push_back(part == "0" ? 0 : parse_count(part, "a dimension"));
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return Shape(dims);
+}
+
+}  // namespace
+
+int run_model(const std::vector<std::string>& args) {
+  if (args.empty()) throw InvalidArgument("lumen run: give a model file");
+  std::string model = args[0];
+  std::map<std::string, std::string> input_files;
+  OnnxLoadOptions options;
+  std::string out_dir;
+  std::string device = "cpu";
+  int64_t repeat = 10;
+  for (size_t i = 1; i < args.size(); ++i) {
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= args.size()) throw InvalidArgument(std::string(flag) + " needs a value");
+      return args[++i];
+    };
+    const std::string& a = args[i];
+    if (a == "--input") {
+      std::string kv = value("--input");
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) throw InvalidArgument("--input takes NAME=FILE.npy");
+      input_files[kv.substr(0, eq)] = kv.substr(eq + 1);
+    } else if (a == "--shape") {
+      std::string kv = value("--shape");
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) throw InvalidArgument("--shape takes NAME=1x3x224x224");
+      options.input_shapes[kv.substr(0, eq)] = parse_shape(kv.substr(eq + 1));
+    } else if (a == "--output-dir") {
+      out_dir = value("--output-dir");
+    } else if (a == "--device") {
+      device = value("--device");
+    } else if (a == "--repeat") {
+      repeat = parse_count(value("--repeat"), "--repeat");
+    } else {
+      throw InvalidArgument("lumen run: unknown argument '" + a + "'");
+    }
+  }
+  if (device != "cpu" && device != "cuda" && device != "auto")
+    throw InvalidArgument("--device must be cpu, cuda or auto, not '" + device + "'");
+
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, file] : input_files) {
+    given[name] = read_npy(file);
+    options.input_shapes[name] = given[name].shape();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Graph graph = load_onnx(model, options);
+  Runtime rt;
+  CompileOptions compile;
+  if (device != "auto") compile.backends = {device};
+  Executable* exe = graph.compile(&rt, compile);
+  auto t1 = std::chrono::steady_clock::now();
+  std::vector<Tensor> inputs;
+  for (size_t k = 0; k < exe->inputs().size(); ++k) {
+    const TensorInfo& info = exe->inputs()[k];
+    auto it = given.find(info.name);
+    inputs.push_back(it != given.end() ? it->second : random_input(info, 1234 + k));
+    if (it != given.end()) given.erase(it);
+  }
+  if (!given.empty())
+    throw InvalidArgument("lumen run: the model has no input named '" + given.begin()->first + "'");
+
+  std::vector<Tensor> outputs = exe->execute(inputs);
+  std::vector<double> ms;
+  for (int64_t r = 0; r < repeat; ++r) {
+    auto a = std::chrono::steady_clock::now();
+    outputs = exe->execute(inputs);
+    auto b = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("%s: loaded and compiled in %.1f ms\n", model.c_str(),
+              std::chrono::duration<double, std::milli>(t1 - t0).count());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& t = outputs[k];
+    double sum = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) sum += t.item_as_double(i);
+    std::printf("output %-20s %-8s %-20s checksum %.6g\n", exe->outputs()[k].name.c_str(),
+                dtype_name(t.dtype()), t.shape().to_string().c_str(), sum);
+    if (!out_dir.empty()) {
+      std::filesystem::create_directories(out_dir);
+      write_npy(out_dir + "/" + safe_file_name(exe->outputs()[k].name) + ".npy", t);
+    }
+  }
+  std::printf("latency: median %.3f ms over %lld runs (min %.3f ms)\n", ms[ms.size() / 2],
+              static_cast<long long>(ms.size()), ms.front());
+  return 0;
+}
+
+}  // namespace lumen::cli
