@@ -22,9 +22,9 @@ using test::to_doubles;
 // --- references -------------------------------------------------------------------------------
 
 struct LossRef {
-  Shape shape;                  // of the loss
+  Shape shape;  // of the loss
   std::vector<double> loss;
-  std::vector<double> log_prob; // SoftmaxCrossEntropyLoss only
+  std::vector<double> log_prob;  // SoftmaxCrossEntropyLoss only
 };
 
 // Scores x [N, C, d...], targets t [N, d...], weights w [C] (or none).
@@ -108,8 +108,9 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  const std::vector<Shape> shapes = {{5, 4}, {1, 1}, {3, 7, 6}, {2, 3, 4, 5}, {2, 3, 1, 2, 3, 2},
-                                     {4, 1, 3}, {3, 300}, {2, 5, 300}};
+  const std::vector<Shape> shapes = {
+      {5, 4},    {1, 1},   {3, 7, 6},  {2, 3, 4, 5}, {2, 3, 1, 2, 3, 2},
+      {4, 1, 3}, {3, 300}, {2, 5, 300}};
   int i = 0;
   for (const Shape& s : shapes)
     for (bool w : {false, true})
@@ -127,9 +128,9 @@ Shape target_shape(const Shape& x) {
 
 void check_case(const Case& cs, const std::string& reduction, bool softmax, bool log_prob,
                 uint64_t seed) {
-  SCOPED_TRACE(cs.x.to_string() + " reduction=" + reduction + " weight=" +
-               std::to_string(cs.weight) + " ii=" +
-               (cs.ignore_index ? std::to_string(*cs.ignore_index) : "none"));
+  SCOPED_TRACE(cs.x.to_string() + " reduction=" + reduction +
+               " weight=" + std::to_string(cs.weight) +
+               " ii=" + (cs.ignore_index ? std::to_string(*cs.ignore_index) : "none"));
   const int64_t c = cs.x.dims()[1];
   Tensor x = random_tensor(cs.x, seed, softmax ? -4.0f : -1.0f, softmax ? 4.0f : 1.0f);
   Tensor t = make_targets(target_shape(cs.x), c, seed + 1, cs.target_dtype, cs.ignore_index);
@@ -177,8 +178,8 @@ TEST(NegativeLogLikelihoodLoss, ConstantInputsFold) {
 TEST(NegativeLogLikelihoodLoss, EmptyBatch) {
   Tensor x = random_tensor({0, 3, 2}, 41);
   Tensor t = Tensor::zeros({0, 2}, DType::kInt64);
-  expect_close(run_op("NegativeLogLikelihoodLoss", {x, t}, {{"reduction", "none"}})[0],
-               Shape{0, 2}, {});
+  expect_close(run_op("NegativeLogLikelihoodLoss", {x, t}, {{"reduction", "none"}})[0], Shape{0, 2},
+               {});
   expect_close(run_op("NegativeLogLikelihoodLoss", {x, t}, {{"reduction", "sum"}})[0], Shape{},
                {0.0});
   expect_close(run_op("NegativeLogLikelihoodLoss", {x, t}, {{"reduction", "mean"}})[0], Shape{},
@@ -220,8 +221,7 @@ TEST(SoftmaxCrossEntropyLoss, StableForLargeScores) {
                                                     -50, 2000, -51, 2001, -52, 1999});
   Tensor t = Tensor::from_vector<int64_t>({2, 2}, {0, 2, 1, 1});
   LossRef ref = ref_loss(x, t, nullptr, "none", std::nullopt, true);
-  std::vector<Tensor> out =
-      run_op("SoftmaxCrossEntropyLoss", {x, t}, {{"reduction", "none"}}, 2);
+  std::vector<Tensor> out = run_op("SoftmaxCrossEntropyLoss", {x, t}, {{"reduction", "none"}}, 2);
   expect_close(out[0], Shape{2, 2}, ref.loss);
   expect_close(out[1], Shape{2, 3, 2}, ref.log_prob);
 }

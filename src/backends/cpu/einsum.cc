@@ -1,4 +1,4 @@
-// CPU kernel of Einsum (float32). Two-operand contractions whose subscripts split cleanly into
+// CPU kernel of Einsum (float32; float64 through the direct loop). Two-operand contractions whose subscripts split cleanly into
 // batch, M, N and K groups (attention, batched matmul, outer products) run as one sgemm per batch
 // entry after at most a transposing copy of each operand; every other equation (traces,
 // diagonals, broadcast '...', labels summed out of a single operand, three or more operands) runs
@@ -64,7 +64,7 @@ class EinsumKernel final : public Kernel {
     const int num_ops = static_cast<int>(spec.operands.size());
     // Per operand, the element stride of each label (0 when absent or broadcast).
     std::vector<std::vector<int64_t>> label_strides(num_ops, std::vector<int64_t>(num_labels, 0));
-    bool simple = num_ops == 2;
+    bool simple = num_ops == 2 && ctx.input_dtype(0) == DType::kFloat32;
     for (int i = 0; i < num_ops; ++i) {
       const Shape& s = ctx.input_shape(i);
       std::vector<int64_t> st = s.strides();
@@ -108,15 +108,26 @@ class EinsumKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
-    float* y = ctx.outputs[0].data<float>();
     if (out_numel_ == 0) return;
     if (gemm_) {
-      run_gemm(ctx.inputs[0].data<float>(), ctx.inputs[1].data<float>(), y);
+      run_gemm(ctx.inputs[0].data<float>(), ctx.inputs[1].data<float>(),
+               ctx.outputs[0].data<float>());
       return;
     }
+    if (ctx.inputs[0].dtype() == DType::kFloat64) {
+      run_loop<double>(ctx);
+    } else {
+      run_loop<float>(ctx);
+    }
+  }
+
+ private:
+  template <typename T>
+  void run_loop(KernelContext& ctx) const {
+    T* y = ctx.outputs[0].data<T>();
     const int num_ops = static_cast<int>(op_out_strides_.size());
-    std::vector<const float*> ptrs(num_ops);
-    for (int i = 0; i < num_ops; ++i) ptrs[i] = ctx.inputs[i].data<float>();
+    std::vector<const T*> ptrs(num_ops);
+    for (int i = 0; i < num_ops; ++i) ptrs[i] = ctx.inputs[i].data<T>();
     const int out_rank = static_cast<int>(loop_dims_.size());
     const int sum_rank = static_cast<int>(sum_dims_.size());
     const int64_t sum_count = sum_count_;
@@ -142,11 +153,10 @@ class EinsumKernel final : public Kernel {
           idx[d] = 0;
         }
       }
-      y[o] = static_cast<float>(acc);
+      y[o] = static_cast<T>(acc);
     }
   }
 
- private:
   // Sets up the sgemm path; false when the equation does not fit it.
   bool init_gemm(const EinsumSpec& spec, const std::vector<std::vector<int64_t>>& strides,
                  const std::vector<bool>& in_out) {
@@ -275,8 +285,18 @@ std::unique_ptr<Kernel> make_einsum(const NodeContext& ctx) {
   return std::make_unique<EinsumKernel>(ctx);
 }
 
+std::string check_einsum(const NodeContext& ctx) {
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    DType t = ctx.input_dtype(i);
+    if (t != DType::kFloat32 && t != DType::kFloat64)
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(t) +
+             "; Einsum takes float32 or float64";
+  }
+  return "";
+}
+
 }  // namespace
 
-LUMEN_REGISTER_CPU_KERNEL(Einsum, &make_einsum, &require_float32);
+LUMEN_REGISTER_CPU_KERNEL(Einsum, &make_einsum, &check_einsum);
 
 }  // namespace lumen::cpu

@@ -1,6 +1,6 @@
 // CPU kernels of the further broadcasting element-wise ops: PRelu, Mod, Xor, LessOrEqual,
 // GreaterOrEqual, variadic Sum and Mean, plus CastLike (Cast's kernel) and Size. Built on the
-// shared BinaryKernel/VariadicKernel; float32, int32 and int64 except where noted.
+// shared BinaryKernel/VariadicKernel; float32, int32 and int64 (Mod also float64, int8, uint8).
 #include <cmath>
 #include <memory>
 #include <string>
@@ -32,9 +32,13 @@ struct FloorModOp {
   static constexpr bool kIntegerDivisor = true;
   template <typename T>
   T operator()(T a, T b) const {
-    if (b == T(-1)) return T(0);
-    const T r = static_cast<T>(a % b);
-    return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);
+      const T r = static_cast<T>(a % b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+    } else {
+      return static_cast<T>(a % b);
+    }
   }
 };
 
@@ -43,25 +47,55 @@ struct TruncModOp {
   static constexpr bool kIntegerDivisor = true;
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T> && std::is_integral_v<T>) {
       return b == T(-1) ? T(0) : static_cast<T>(a % b);
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(a % b);
     } else {
       return std::fmod(a, b);
     }
   }
 };
 
+template <typename T>
+std::unique_ptr<Kernel> make_mod_typed(const NodeContext& ctx, bool fmod) {
+  if constexpr (std::is_integral_v<T>) {
+    if (!fmod) return std::make_unique<BinaryKernel<T, T, FloorModOp>>(ctx);
+  }
+  return std::make_unique<BinaryKernel<T, T, TruncModOp>>(ctx);
+}
+
+// Floating-point inputs have fmod = 1 (the schema requires it).
 std::unique_ptr<Kernel> make_mod(const NodeContext& ctx) {
   const bool fmod = ctx.attr_int("fmod", 0) != 0;
   switch (ctx.input_dtype(0)) {
+    case DType::kInt8:
+      return make_mod_typed<int8_t>(ctx, fmod);
+    case DType::kUInt8:
+      return make_mod_typed<uint8_t>(ctx, fmod);
     case DType::kInt32:
-      if (fmod) return std::make_unique<BinaryKernel<int32_t, int32_t, TruncModOp>>(ctx);
-      return std::make_unique<BinaryKernel<int32_t, int32_t, FloorModOp>>(ctx);
+      return make_mod_typed<int32_t>(ctx, fmod);
     case DType::kInt64:
-      if (fmod) return std::make_unique<BinaryKernel<int64_t, int64_t, TruncModOp>>(ctx);
-      return std::make_unique<BinaryKernel<int64_t, int64_t, FloorModOp>>(ctx);
-    default:  // float32; the schema has required fmod = 1
-      return std::make_unique<BinaryKernel<float, float, TruncModOp>>(ctx);
+      return make_mod_typed<int64_t>(ctx, fmod);
+    case DType::kFloat64:
+      return make_mod_typed<double>(ctx, fmod);
+    default:
+      return make_mod_typed<float>(ctx, fmod);
+  }
+}
+
+std::string check_mod(const NodeContext& ctx) {
+  switch (ctx.input_dtype(0)) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt32:
+    case DType::kInt64:
+      return "";
+    default:
+      return std::string("input is ") + dtype_name(ctx.input_dtype(0)) +
+             "; the CPU kernel takes float32, float64, int8, uint8, int32, int64";
   }
 }
 
@@ -128,7 +162,7 @@ std::unique_ptr<Kernel> make_size(const NodeContext& ctx) {
 }  // namespace
 
 LUMEN_REGISTER_CPU_KERNEL(PRelu, &make_binary<PReluOp, false>, &require_float_or_int);
-LUMEN_REGISTER_CPU_KERNEL(Mod, &make_mod, &require_float_or_int);
+LUMEN_REGISTER_CPU_KERNEL(Mod, &make_mod, &check_mod);
 LUMEN_REGISTER_CPU_KERNEL(Xor, &make_xor, &require_bool);
 LUMEN_REGISTER_CPU_KERNEL(LessOrEqual, &make_binary<LessOrEqualOp, true, false>,
                           &require_float_or_int);

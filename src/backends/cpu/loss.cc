@@ -20,7 +20,9 @@ constexpr int64_t kInnerChunk = 256;
 
 // Shift for a log-softmax row maximum: a non-finite maximum (all -inf, or an inf) has no finite
 // shift, so 0 is used and the result follows IEEE rules; NaN stays NaN.
-inline float finite_shift(float m) { return std::isfinite(m) ? m : (std::isnan(m) ? m : 0.0f); }
+inline float finite_shift(float m) {
+  return std::isfinite(m) ? m : (std::isnan(m) ? m : 0.0f);
+}
 
 class LossKernel final : public Kernel {
  public:
@@ -105,8 +107,7 @@ class LossKernel final : public Kernel {
     for (int64_t n = 0; n < n_; ++n) {
       for (int64_t d = 0; d < inner; ++d) {
         const int64_t cls = k[n * inner + d];
-        loss[n * inner + d] =
-            cls < 0 ? 0.0f : -x[(n * c + cls) * inner + d] * (w ? w[cls] : 1.0f);
+        loss[n * inner + d] = cls < 0 ? 0.0f : -x[(n * c + cls) * inner + d] * (w ? w[cls] : 1.0f);
       }
     }
   }

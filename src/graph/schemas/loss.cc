@@ -32,8 +32,8 @@ void infer_loss_common(InferContext& ctx, const char* x_name, const char* t_name
                    " shape " + x.to_string() + " (expected " + Shape(want).to_string() + ")");
   if (ctx.has_input(2)) {
     if (ctx.input_dtype(2) != ctx.input_dtype(0))
-      ctx.fail_shape(std::string(w_name) + " must be " + dtype_name(ctx.input_dtype(0)) +
-                     ", not " + dtype_name(ctx.input_dtype(2)));
+      ctx.fail_shape(std::string(w_name) + " must be " + dtype_name(ctx.input_dtype(0)) + ", not " +
+                     dtype_name(ctx.input_dtype(2)));
     const Shape& w = ctx.input_shape(2);
     if (w.rank() != 1 || w.dims()[0] != x.dims()[1])
       ctx.fail_shape(std::string(w_name) + " must have shape [" + std::to_string(x.dims()[1]) +
@@ -42,7 +42,9 @@ void infer_loss_common(InferContext& ctx, const char* x_name, const char* t_name
   ctx.set_output(0, ctx.input_dtype(0), reduction == "none" ? t : Shape{});
 }
 
-void infer_nll_loss(InferContext& ctx) { infer_loss_common(ctx, "input", "target", "weight"); }
+void infer_nll_loss(InferContext& ctx) {
+  infer_loss_common(ctx, "input", "target", "weight");
+}
 
 void infer_softmax_cross_entropy(InferContext& ctx) {
   infer_loss_common(ctx, "scores", "labels", "weights");
