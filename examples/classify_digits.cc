@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < 50; ++r) {
       auto a = std::chrono::steady_clock::now();
       out = model->execute({images});
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a)
-                       .count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
     }
     std::sort(ms.begin(), ms.end());
 

@@ -27,8 +27,11 @@ int64_t parse_positive(const std::string& s, const char* what) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != s.size() || v <= 0) throw InvalidArgument(std::string(what) + " must be a positive "
-                                                        "integer, got '" + s + "'");
+  if (used != s.size() || v <= 0)
+    throw InvalidArgument(std::string(what) +
+                          " must be a positive "
+                          "integer, got '" +
+                          s + "'");
   return v;
 }
 

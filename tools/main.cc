@@ -15,7 +15,8 @@ void usage() {
       "  bench matmul N        N x N float32 matmul on every backend: median ms and GFLOP/s\n"
       "        [--runs R]      timed runs (default: as many as fit in about 2 s, at least 5)\n"
       "  run MODEL.onnx        run a model on given (--input NAME=FILE.npy) or random inputs\n"
-      "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|auto] [--repeat N]\n"
+      "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|auto] [--repeat "
+      "N]\n"
       "  inspect MODEL.onnx    inputs, outputs, opset, parameters and op histogram [--dot FILE]");
 }
 

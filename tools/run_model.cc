@@ -6,9 +6,9 @@
 #include <random>
 
 #include "lumen/lumen.h"
+#include "lumen/npy.h"
 #include "lumen/onnx.h"
 #include "tools/commands.h"
-#include "lumen/npy.h"
 
 namespace lumen::cli {
 namespace {
@@ -20,15 +20,30 @@ Tensor random_input(const TensorInfo& info, uint64_t seed) {
   std::uniform_int_distribution<int> small(0, 9);
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
-      case DType::kFloat32: t.data<float>()[i] = real(rng); break;
-      case DType::kFloat64: t.data<double>()[i] = real(rng); break;
-      case DType::kInt64: t.data<int64_t>()[i] = small(rng); break;
-      case DType::kInt32: t.data<int32_t>()[i] = small(rng); break;
-      case DType::kBool: t.data<bool>()[i] = small(rng) & 1; break;
-      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
-      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
-      default: throw InvalidArgument(std::string("lumen run: cannot make random ") +
-                                     dtype_name(t.dtype()) + " input '" + info.name + "'");
+      case DType::kFloat32:
+        t.data<float>()[i] = real(rng);
+        break;
+      case DType::kFloat64:
+        t.data<double>()[i] = real(rng);
+        break;
+      case DType::kInt64:
+        t.data<int64_t>()[i] = small(rng);
+        break;
+      case DType::kInt32:
+        t.data<int32_t>()[i] = small(rng);
+        break;
+      case DType::kBool:
+        t.data<bool>()[i] = small(rng) & 1;
+        break;
+      case DType::kUInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
+        break;
+      case DType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(small(rng));
+        break;
+      default:
+        throw InvalidArgument(std::string("lumen run: cannot make random ") +
+                              dtype_name(t.dtype()) + " input '" + info.name + "'");
     }
   }
   return t;

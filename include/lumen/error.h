@@ -8,13 +8,13 @@ namespace lumen {
 
 // What went wrong, coarsely; Python maps each kind to its own exception class.
 enum class ErrorKind {
-  kInvalidModel,    // the model or graph is malformed (bad attribute, dangling input, cycle)
-  kUnsupportedOp,   // a valid op, or op variant, that no backend can run
-  kShapeError,      // shapes or dtypes that do not fit together
-  kInvalidArgument, // a bad argument to an API call (wrong input count, unknown name)
-  kOutOfMemory,     // an allocation failed or would exceed a limit
-  kDeviceError,     // a device or library call failed
-  kIoError,         // a file could not be read or is not allowed
+  kInvalidModel,     // the model or graph is malformed (bad attribute, dangling input, cycle)
+  kUnsupportedOp,    // a valid op, or op variant, that no backend can run
+  kShapeError,       // shapes or dtypes that do not fit together
+  kInvalidArgument,  // a bad argument to an API call (wrong input count, unknown name)
+  kOutOfMemory,      // an allocation failed or would exceed a limit
+  kDeviceError,      // a device or library call failed
+  kIoError,          // a file could not be read or is not allowed
 };
 
 // Name of an error kind, e.g. "ShapeError".
@@ -31,9 +31,9 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-#define LUMEN_DEFINE_ERROR(Name)                                                     \
-  class Name : public Error {                                                        \
-   public:                                                                           \
+#define LUMEN_DEFINE_ERROR(Name)                                                      \
+  class Name : public Error {                                                         \
+   public:                                                                            \
     explicit Name(const std::string& message) : Error(ErrorKind::k##Name, message) {} \
   };
 LUMEN_DEFINE_ERROR(InvalidModel)

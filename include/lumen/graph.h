@@ -40,8 +40,8 @@ struct Value {
   std::optional<Tensor> data;  // weights, constants, and values folded at build time
   bool is_input = false;
   bool is_output = false;
-  bool user_weight = false;    // added by add_weight(): data may still change, so never folded
-                               // at build time
+  bool user_weight = false;  // added by add_weight(): data may still change, so never folded
+                             // at build time
   bool is_weight() const { return data.has_value() && producer < 0; }
 };
 
@@ -53,8 +53,8 @@ struct Node {
   std::vector<int> inputs;
   std::vector<int> outputs;
   Attributes attrs;
-  std::string backend;  // set by the router: "cpu", "cuda"
-  bool removed = false; // dropped by a pass; ids stay stable
+  std::string backend;   // set by the router: "cpu", "cuda"
+  bool removed = false;  // dropped by a pass; ids stay stable
 };
 
 // A dataflow graph. Building it infers every output's type at once, so a wrong shape or an unknown
@@ -81,8 +81,8 @@ class Graph {
   // Adds a node with one output and returns that output. `op` is an ONNX name ("MatMul") or its
   // lower-case form ("matmul"). Throws UnsupportedOp for an unknown op, InvalidModel for bad
   // attributes, ShapeError for inputs that do not fit.
-  Value* add_op(std::string_view op, const std::vector<Value*>& inputs, const Attributes& attrs = {},
-                const std::string& name = "");
+  Value* add_op(std::string_view op, const std::vector<Value*>& inputs,
+                const Attributes& attrs = {}, const std::string& name = "");
   // The same for ops with several outputs (Split, ...); nullptr entries in inputs are omitted
   // optional inputs.
   std::vector<Value*> add_op(std::string_view op, const std::vector<Value*>& inputs,

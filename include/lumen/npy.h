@@ -7,8 +7,8 @@
 
 namespace lumen {
 
-// Reads a NumPy .npy file into a host tensor; throws IoError (file) or InvalidArgument (a dtype lumen
-// lacks, Fortran order, big-endian data, a malformed header).
+// Reads a NumPy .npy file into a host tensor; throws IoError (file) or InvalidArgument (a dtype
+// lumen lacks, Fortran order, big-endian data, a malformed header).
 Tensor read_npy(const std::string& path);
 // Writes a host tensor as .npy; throws IoError.
 void write_npy(const std::string& path, const Tensor& tensor);

@@ -30,7 +30,9 @@ const bool kEvaluatorInstalled = (set_node_evaluator(&evaluate_on_cpu), true);
 
 }  // namespace
 
-std::vector<Backend*> available_backends() { return {&cpu::cpu_backend()}; }
+std::vector<Backend*> available_backends() {
+  return {&cpu::cpu_backend()};
+}
 
 Backend* find_backend(const std::string& name) {
   for (Backend* b : available_backends())

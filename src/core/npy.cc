@@ -47,7 +47,8 @@ Tensor read_npy(const std::string& path) {
   const NpyType* type = nullptr;
   for (const NpyType& t : kTypes)
     if (descr == t.descr) type = &t;
-  if (type == nullptr) throw InvalidArgument(path + ": .npy dtype '" + descr + "' is not supported");
+  if (type == nullptr)
+    throw InvalidArgument(path + ": .npy dtype '" + descr + "' is not supported");
   if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
     throw InvalidArgument(path + ": Fortran-ordered arrays are not supported");
   if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
@@ -59,7 +60,8 @@ Tensor read_npy(const std::string& path) {
        it != std::sregex_iterator(); ++it)
     dims.push_back(std::stoll(it->str()));
   Tensor t = Tensor::empty(Shape(dims), type->dtype);
-  if (t.nbytes() && !in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes())))
+  if (t.nbytes() &&
+      !in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes())))
     throw InvalidArgument(path + ": the data is shorter than shape " + t.shape().to_string());
   return t;
 }
@@ -69,13 +71,14 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   for (const NpyType& t : kTypes)
     if (t.dtype == tensor.dtype()) descr = t.descr;
   if (descr == nullptr)
-    throw InvalidArgument(std::string("write_npy: no .npy dtype for ") + dtype_name(tensor.dtype()));
+    throw InvalidArgument(std::string("write_npy: no .npy dtype for ") +
+                          dtype_name(tensor.dtype()));
   std::string shape = "(";
   for (int i = 0; i < tensor.rank(); ++i)
     shape += (i ? ", " : "") + std::to_string(tensor.shape().dims()[i]);
   shape += tensor.rank() == 1 ? ",)" : ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                       shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -86,7 +89,8 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(len_bytes, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
+  out.write(static_cast<const char*>(tensor.raw_data()),
+            static_cast<std::streamsize>(tensor.nbytes()));
   if (!out) throw IoError("cannot write '" + path + "'");
 }
 

@@ -56,7 +56,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   return t;
 }
 
-Device Tensor::device() const { return buffer_ ? buffer_->device() : Device::cpu(); }
+Device Tensor::device() const {
+  return buffer_ ? buffer_->device() : Device::cpu();
+}
 
 void* Tensor::raw_data() const {
   if (!buffer_) return nullptr;
@@ -88,7 +90,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
   }
   if (infer >= 0) {
     if (known == 0 || numel() % known != 0)
-      throw ShapeError("reshape: cannot reshape " + shape_.to_string() + " to " + shape.to_string());
+      throw ShapeError("reshape: cannot reshape " + shape_.to_string() + " to " +
+                       shape.to_string());
     dims[infer] = numel() / known;
   }
   Shape out(std::move(dims));
@@ -127,15 +130,24 @@ double Tensor::item_as_double(int64_t i) const {
   if (device().type != DeviceType::kCPU) throw InvalidArgument("item_as_double: not a host tensor");
   const char* p = static_cast<const char*>(raw_data()) + i * dtype_size(dtype_);
   switch (dtype_) {
-    case DType::kFloat32: return *reinterpret_cast<const float*>(p);
-    case DType::kFloat64: return *reinterpret_cast<const double*>(p);
-    case DType::kFloat16: return half_to_float(*reinterpret_cast<const uint16_t*>(p));
-    case DType::kBFloat16: return bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p));
-    case DType::kInt8: return *reinterpret_cast<const int8_t*>(p);
-    case DType::kUInt8: return *reinterpret_cast<const uint8_t*>(p);
-    case DType::kInt32: return *reinterpret_cast<const int32_t*>(p);
-    case DType::kInt64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case DType::kBool: return *reinterpret_cast<const uint8_t*>(p) ? 1.0 : 0.0;
+    case DType::kFloat32:
+      return *reinterpret_cast<const float*>(p);
+    case DType::kFloat64:
+      return *reinterpret_cast<const double*>(p);
+    case DType::kFloat16:
+      return half_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DType::kBFloat16:
+      return bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DType::kInt8:
+      return *reinterpret_cast<const int8_t*>(p);
+    case DType::kUInt8:
+      return *reinterpret_cast<const uint8_t*>(p);
+    case DType::kInt32:
+      return *reinterpret_cast<const int32_t*>(p);
+    case DType::kInt64:
+      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DType::kBool:
+      return *reinterpret_cast<const uint8_t*>(p) ? 1.0 : 0.0;
   }
   return 0;
 }

@@ -6,14 +6,22 @@ namespace lumen {
 
 const char* attr_type_name(AttrType type) {
   switch (type) {
-    case AttrType::kInt: return "int";
-    case AttrType::kFloat: return "float";
-    case AttrType::kString: return "string";
-    case AttrType::kInts: return "ints";
-    case AttrType::kFloats: return "floats";
-    case AttrType::kStrings: return "strings";
-    case AttrType::kTensor: return "tensor";
-    case AttrType::kGraph: return "graph";
+    case AttrType::kInt:
+      return "int";
+    case AttrType::kFloat:
+      return "float";
+    case AttrType::kString:
+      return "string";
+    case AttrType::kInts:
+      return "ints";
+    case AttrType::kFloats:
+      return "floats";
+    case AttrType::kStrings:
+      return "strings";
+    case AttrType::kTensor:
+      return "tensor";
+    case AttrType::kGraph:
+      return "graph";
   }
   return "unknown";
 }
@@ -67,17 +75,31 @@ std::string Attribute::to_string() const {
     os << "]";
   };
   switch (type()) {
-    case AttrType::kInt: os << as_int(); break;
-    case AttrType::kFloat: os << as_float(); break;
-    case AttrType::kString: os << '"' << as_string() << '"'; break;
-    case AttrType::kInts: list(as_ints()); break;
-    case AttrType::kFloats: list(as_floats()); break;
-    case AttrType::kStrings: list(as_strings()); break;
+    case AttrType::kInt:
+      os << as_int();
+      break;
+    case AttrType::kFloat:
+      os << as_float();
+      break;
+    case AttrType::kString:
+      os << '"' << as_string() << '"';
+      break;
+    case AttrType::kInts:
+      list(as_ints());
+      break;
+    case AttrType::kFloats:
+      list(as_floats());
+      break;
+    case AttrType::kStrings:
+      list(as_strings());
+      break;
     case AttrType::kTensor:
       os << "tensor(" << dtype_name(as_tensor().dtype()) << ", " << as_tensor().shape().to_string()
          << ")";
       break;
-    case AttrType::kGraph: os << "graph"; break;
+    case AttrType::kGraph:
+      os << "graph";
+      break;
   }
   return os.str();
 }

@@ -49,8 +49,7 @@ std::string Graph::unique_name(std::string_view base) {
 
 Value& Graph::new_value(const std::string& name) {
   if (name.empty()) throw InvalidArgument("a value needs a name");
-  if (!names_.insert(name).second)
-    throw InvalidModel("duplicate value name '" + name + "'");
+  if (!names_.insert(name).second) throw InvalidModel("duplicate value name '" + name + "'");
   Value& v = values_.emplace_back();
   v.id = num_values() - 1;
   v.name = name;
@@ -119,8 +118,8 @@ Node& Graph::add_node(OpKind op, const std::vector<int>& inputs, int num_outputs
   if (num_outputs < 0) throw InvalidArgument("add_node: negative output count");
   for (int in : inputs)
     if (in < -1 || in >= num_values())
-      throw InvalidModel(std::string("node '") + name + "' (" + op_name(op) +
-                         "): input id " + std::to_string(in) + " does not exist");
+      throw InvalidModel(std::string("node '") + name + "' (" + op_name(op) + "): input id " +
+                         std::to_string(in) + " does not exist");
   std::string node_name = name.empty() ? unique_name(op_name(op)) : name;
   int id = num_nodes();
   std::vector<int> outs;
@@ -196,10 +195,10 @@ void Graph::infer_node(int id) {
   const OpSchema& schema = op_schema(n.op);
   int num_in = static_cast<int>(n.inputs.size());
   if (num_in < schema.min_inputs || num_in > schema.max_inputs)
-    ctx.fail_model("takes " + std::to_string(schema.min_inputs) +
-                   (schema.max_inputs == kVariadic ? " or more"
-                                                   : " to " + std::to_string(schema.max_inputs)) +
-                   " inputs, got " + std::to_string(num_in));
+    ctx.fail_model(
+        "takes " + std::to_string(schema.min_inputs) +
+        (schema.max_inputs == kVariadic ? " or more" : " to " + std::to_string(schema.max_inputs)) +
+        " inputs, got " + std::to_string(num_in));
   int num_out = static_cast<int>(n.outputs.size());
   if (num_out < schema.min_outputs || num_out > schema.max_outputs)
     ctx.fail_model("has " + std::to_string(num_out) + " outputs, expected " +
@@ -246,8 +245,8 @@ void Graph::infer_node(int id) {
     Value& v = values_[n.outputs[k]];
     if (!(TensorType{outs[k].dtype(), outs[k].shape()} == v.type))
       ctx.fail_shape("evaluated output " + std::to_string(k) + " is " +
-                     TensorType{outs[k].dtype(), outs[k].shape()}.to_string() +
-                     ", inferred " + v.type.to_string());
+                     TensorType{outs[k].dtype(), outs[k].shape()}.to_string() + ", inferred " +
+                     v.type.to_string());
     v.data = outs[k];
   }
 }
@@ -284,8 +283,8 @@ std::vector<int> Graph::topological_order() const {
   if (order.size() != live) {
     for (const Node& n : nodes_)
       if (!n.removed && !done[n.id])
-        throw InvalidModel("the graph has a cycle through node '" + n.name + "' (" +
-                           op_name(n.op) + ")");
+        throw InvalidModel("the graph has a cycle through node '" + n.name + "' (" + op_name(n.op) +
+                           ")");
   }
   return order;
 }

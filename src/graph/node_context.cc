@@ -39,7 +39,9 @@ const TensorType& NodeContext::output(int i) const {
   return graph_.value(node_.outputs[i]).type;
 }
 
-bool NodeContext::has_attr(const std::string& name) const { return node_.attrs.count(name) > 0; }
+bool NodeContext::has_attr(const std::string& name) const {
+  return node_.attrs.count(name) > 0;
+}
 
 const Attribute* NodeContext::attr(const std::string& name) const {
   auto it = node_.attrs.find(name);

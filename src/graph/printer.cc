@@ -71,8 +71,8 @@ std::string Graph::to_dot() const {
        << "\"];\n";
   for (int id : topological_order()) {
     const Node& n = nodes_[id];
-    os << "  n" << id << " [shape=box, label=\"" << op_name(n.op) << "\\n" << dot_escape(n.name)
-       << (n.backend.empty() ? "" : "\\n@" + n.backend) << "\"];\n";
+    os << "  n" << id << " [shape=box, label=\"" << op_name(n.op) << "\\n"
+       << dot_escape(n.name) << (n.backend.empty() ? "" : "\\n@" + n.backend) << "\"];\n";
     for (int in : n.inputs) {
       if (in < 0) continue;
       const Value& v = values_[in];

@@ -24,14 +24,20 @@ const OpSchema& op_schema(OpKind kind) {
   return *entry;
 }
 
-bool has_schema(OpKind kind) { return schema_table()[static_cast<size_t>(kind)].has_value(); }
+bool has_schema(OpKind kind) {
+  return schema_table()[static_cast<size_t>(kind)].has_value();
+}
 
 bool register_schema(OpKind kind, OpSchema schema) {
   schema_table()[static_cast<size_t>(kind)] = std::move(schema);
   return true;
 }
 
-void set_node_evaluator(NodeEvaluator evaluator) { evaluator_slot() = evaluator; }
-NodeEvaluator node_evaluator() { return evaluator_slot(); }
+void set_node_evaluator(NodeEvaluator evaluator) {
+  evaluator_slot() = evaluator;
+}
+NodeEvaluator node_evaluator() {
+  return evaluator_slot();
+}
 
 }  // namespace lumen

@@ -37,9 +37,9 @@ bool register_schema(OpKind kind, OpSchema schema);
 
 // Registers the schema of op `Name` from the file that defines it:
 //   LUMEN_REGISTER_SCHEMA(Relu, {.infer = infer_unary});
-#define LUMEN_REGISTER_SCHEMA(Name, ...)                                              \
-  static const bool lumen_schema_registered_##Name = ::lumen::register_schema( \
-      ::lumen::OpKind::k##Name, ::lumen::OpSchema __VA_ARGS__)
+#define LUMEN_REGISTER_SCHEMA(Name, ...)             \
+  static const bool lumen_schema_registered_##Name = \
+      ::lumen::register_schema(::lumen::OpKind::k##Name, ::lumen::OpSchema __VA_ARGS__)
 
 // Evaluates a node on known inputs (installed by the CPU backend); the graph uses it to fold
 // small constant subgraphs (shape computations) at build time.

@@ -10,8 +10,8 @@ void Graph::verify() const {
   auto fail = [](const std::string& msg) { throw InvalidModel("verify: " + msg); };
   for (int i = 0; i < num_values(); ++i) {
     const Value& v = values_[i];
-    if (v.id != i) fail("value '" + v.name + "' has id " + std::to_string(v.id) + " at " +
-                        std::to_string(i));
+    if (v.id != i)
+      fail("value '" + v.name + "' has id " + std::to_string(v.id) + " at " + std::to_string(i));
     if (v.producer >= num_nodes()) fail("value '" + v.name + "' has a bad producer");
     if (v.producer >= 0) {
       const Node& p = nodes_[v.producer];

@@ -16,8 +16,13 @@ class ImportContext {
  public:
   ImportContext(Graph& graph, const onnx::NodeProto& node, int64_t opset, std::string name,
                 std::vector<Value*> inputs, Attributes attrs, int num_outputs)
-      : graph_(graph), node_(node), opset_(opset), name_(std::move(name)),
-        inputs_(std::move(inputs)), attrs_(std::move(attrs)), num_outputs_(num_outputs) {}
+      : graph_(graph),
+        node_(node),
+        opset_(opset),
+        name_(std::move(name)),
+        inputs_(std::move(inputs)),
+        attrs_(std::move(attrs)),
+        num_outputs_(num_outputs) {}
 
   Graph& graph() { return graph_; }
   const onnx::NodeProto& proto() const { return node_; }
@@ -35,7 +40,8 @@ class ImportContext {
   // Adds a lumen op named after this node (the first keeps the node's name).
   std::vector<Value*> emit(std::string_view op, const std::vector<Value*>& inputs,
                            const Attributes& attrs, int num_outputs = 1);
-  Value* emit1(std::string_view op, const std::vector<Value*>& inputs, const Attributes& attrs = {});
+  Value* emit1(std::string_view op, const std::vector<Value*>& inputs,
+               const Attributes& attrs = {});
   // Adds an int64 1-D constant.
   Value* constant_ints(const std::vector<int64_t>& values);
   Value* constant_scalar(float value);
@@ -63,8 +69,8 @@ bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opse
 // The converter for op_type at this opset, or nullptr (then the op maps by name).
 Converter find_converter(const std::string& op_type, int64_t opset);
 
-#define LUMEN_ONNX_CONVERTER(Tag, op_type, min_opset, max_opset, fn)                   \
-  static const bool lumen_onnx_converter_##Tag =                                      \
+#define LUMEN_ONNX_CONVERTER(Tag, op_type, min_opset, max_opset, fn) \
+  static const bool lumen_onnx_converter_##Tag =                     \
       ::lumen::onnx_import::register_converter(op_type, min_opset, max_opset, fn)
 
 }  // namespace lumen::onnx_import

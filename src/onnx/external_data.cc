@@ -19,7 +19,8 @@ std::shared_ptr<Buffer> map_external_data(const std::string& base_dir, const std
   };
   if (location.empty()) fail("empty location");
   fs::path rel(location);
-  if (rel.is_absolute() || location.find('\0') != std::string::npos) fail("absolute paths are refused");
+  if (rel.is_absolute() || location.find('\0') != std::string::npos)
+    fail("absolute paths are refused");
   for (const auto& part : rel)
     if (part == "..") fail("the path leaves the model's folder");
   std::error_code ec;

@@ -21,6 +21,22 @@ namespace {
 constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 18;
 
+// Models older than opset 7 are read when every node's op has kept its meaning since the version
+// listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
+int64_t stable_since(const std::string& op_type) {
+  static const std::unordered_map<std::string, int64_t> kSince = {
+      {"Abs", 6},           {"Ceil", 6},        {"Constant", 1}, {"Elu", 6},
+      {"Exp", 6},           {"Flatten", 1},     {"Floor", 6},    {"GlobalAveragePool", 1},
+      {"GlobalMaxPool", 1}, {"HardSigmoid", 6}, {"Identity", 1}, {"InstanceNormalization", 6},
+      {"LeakyRelu", 6},     {"Log", 6},         {"Neg", 6},      {"Not", 1},
+      {"Reciprocal", 6},    {"Relu", 6},        {"Selu", 6},     {"Sigmoid", 6},
+      {"Softplus", 1},      {"Softsign", 1},    {"Sqrt", 6},     {"Tanh", 6},
+      {"Transpose", 1},
+  };
+  auto it = kSince.find(op_type);
+  return it == kSince.end() ? kMinOpset : it->second;
+}
+
 struct ConverterEntry {
   std::string op_type;
   int64_t min_opset;
@@ -45,15 +61,20 @@ std::string read_file(const std::string& path) {
 Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& where,
                             const std::string& base_dir) {
   std::string what = where + ": attribute '" + a.name() + "'";
-  if (!a.ref_attr_name().empty())
-    throw UnsupportedOp(what + " refers to a function attribute");
+  if (!a.ref_attr_name().empty()) throw UnsupportedOp(what + " refers to a function attribute");
   switch (a.type()) {
-    case onnx::AttributeProto::FLOAT: return a.f();
-    case onnx::AttributeProto::INT: return a.i();
-    case onnx::AttributeProto::STRING: return a.s();
-    case onnx::AttributeProto::TENSOR: return tensor_from_proto(a.t(), base_dir, what);
-    case onnx::AttributeProto::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
-    case onnx::AttributeProto::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case onnx::AttributeProto::FLOAT:
+      return a.f();
+    case onnx::AttributeProto::INT:
+      return a.i();
+    case onnx::AttributeProto::STRING:
+      return a.s();
+    case onnx::AttributeProto::TENSOR:
+      return tensor_from_proto(a.t(), base_dir, what);
+    case onnx::AttributeProto::FLOATS:
+      return std::vector<float>(a.floats().begin(), a.floats().end());
+    case onnx::AttributeProto::INTS:
+      return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     case onnx::AttributeProto::STRINGS:
       return std::vector<std::string>(a.strings().begin(), a.strings().end());
     case onnx::AttributeProto::GRAPH:
@@ -69,7 +90,8 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
       if (a.floats_size()) return std::vector<float>(a.floats().begin(), a.floats().end());
       throw InvalidModel(what + " has no type and no value");
     }
-    default: throw UnsupportedOp(what + " has an unsupported type");
+    default:
+      throw UnsupportedOp(what + " has an unsupported type");
   }
 }
 
@@ -129,7 +151,7 @@ class Importer {
       throw UnsupportedOp("the model uses only domain '" + model_.opset_import(0).domain() +
                           "', which is not supported");
     if (!found) throw InvalidModel("the model imports no opset of the default domain");
-    if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    if (opset_ < 1 || opset_ > kMaxOpset)
       throw UnsupportedOp("opset " + std::to_string(opset_) + ": lumen reads opsets " +
                           std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
   }
@@ -175,8 +197,8 @@ class Importer {
       if (!ok) {
         std::string declared = "[";
         for (size_t i = 0; i < info.dims.size(); ++i)
-          declared += (i ? ", " : "") +
-                      (info.dims[i] < 0 ? info.symbols[i] : std::to_string(info.dims[i]));
+          declared +=
+              (i ? ", " : "") + (info.dims[i] < 0 ? info.symbols[i] : std::to_string(info.dims[i]));
         throw ShapeError(what + ": shape " + shape.to_string() + " does not fit the declared " +
                          declared + "]");
       }
@@ -202,9 +224,14 @@ class Importer {
   void add_node(const onnx::NodeProto& node) {
     std::string op_type = node.op_type();
     std::string label = node.name().empty() ? op_type : node.name();
-    std::string where = "node '" + label + "' (" + op_type + ", opset " + std::to_string(opset_) + ")";
+    std::string where =
+        "node '" + label + "' (" + op_type + ", opset " + std::to_string(opset_) + ")";
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
+    if (opset_ < stable_since(op_type))
+      throw UnsupportedOp(where + ": lumen reads opsets " + std::to_string(kMinOpset) + " to " +
+                          std::to_string(kMaxOpset) + ", and this op changed since opset " +
+                          std::to_string(opset_));
     std::vector<Value*> inputs;
     for (const std::string& in : node.input()) {
       if (in.empty()) {
@@ -225,7 +252,8 @@ class Importer {
         throw InvalidModel(where + ": output '" + out + "' is already defined");
     Attributes attrs;
     for (const auto& a : node.attribute()) {
-      if (attrs.count(a.name())) throw InvalidModel(where + ": attribute '" + a.name() + "' repeats");
+      if (attrs.count(a.name()))
+        throw InvalidModel(where + ": attribute '" + a.name() + "' repeats");
       attrs[a.name()] = convert_attribute(a, where, base_dir_);
     }
     std::string name = label;
@@ -275,7 +303,8 @@ std::string ImportContext::where() const {
 
 std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<Value*>& inputs,
                                         const Attributes& attrs, int num_outputs) {
-  std::string node_name = emitted_++ == 0 ? name_ : graph_.unique_name(name_ + "/" + std::string(op));
+  std::string node_name =
+      emitted_++ == 0 ? name_ : graph_.unique_name(name_ + "/" + std::string(op));
   try {
     return graph_.add_op(op, inputs, num_outputs, attrs, node_name);
   } catch (const Error& e) {
@@ -286,10 +315,14 @@ std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<V
     if (detail.rfind("node '", 0) == 0 && detail.find("): ") != std::string::npos)
       detail = detail.substr(detail.find("): ") + 3);  // the lumen node is this ONNX node
     switch (e.kind()) {
-      case ErrorKind::kShapeError: throw ShapeError(where() + ": " + detail);
-      case ErrorKind::kUnsupportedOp: throw UnsupportedOp(where() + ": " + detail);
-      case ErrorKind::kInvalidModel: throw InvalidModel(where() + ": " + detail);
-      default: throw;
+      case ErrorKind::kShapeError:
+        throw ShapeError(where() + ": " + detail);
+      case ErrorKind::kUnsupportedOp:
+        throw UnsupportedOp(where() + ": " + detail);
+      case ErrorKind::kInvalidModel:
+        throw InvalidModel(where() + ": " + detail);
+      default:
+        throw;
     }
   }
 }
@@ -300,9 +333,9 @@ Value* ImportContext::emit1(std::string_view op, const std::vector<Value*>& inpu
 }
 
 Value* ImportContext::constant_ints(const std::vector<int64_t>& values) {
-  return graph_.add_constant(graph_.unique_name(name_ + "/const"),
-                             Tensor::from_vector<int64_t>({static_cast<int64_t>(values.size())},
-                                                          values));
+  return graph_.add_constant(
+      graph_.unique_name(name_ + "/const"),
+      Tensor::from_vector<int64_t>({static_cast<int64_t>(values.size())}, values));
 }
 
 Value* ImportContext::constant_scalar(float value) {
@@ -354,12 +387,18 @@ Graph load_onnx(const std::string& path, const OnnxLoadOptions& options, OnnxMod
     auto colon = msg.find(": ");
     std::string detail = path + ": " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
     switch (e.kind()) {
-      case ErrorKind::kInvalidModel: throw InvalidModel(detail);
-      case ErrorKind::kUnsupportedOp: throw UnsupportedOp(detail);
-      case ErrorKind::kShapeError: throw ShapeError(detail);
-      case ErrorKind::kIoError: throw IoError(detail);
-      case ErrorKind::kInvalidArgument: throw InvalidArgument(detail);
-      default: throw;
+      case ErrorKind::kInvalidModel:
+        throw InvalidModel(detail);
+      case ErrorKind::kUnsupportedOp:
+        throw UnsupportedOp(detail);
+      case ErrorKind::kShapeError:
+        throw ShapeError(detail);
+      case ErrorKind::kIoError:
+        throw IoError(detail);
+      case ErrorKind::kInvalidArgument:
+        throw InvalidArgument(detail);
+      default:
+        throw;
     }
   }
 }

@@ -1,6 +1,8 @@
 // Converters for ONNX ops that are not one lumen op by the same name at every opset: Constant,
 // Dropout, the pre-opset-13 Softmax family, and the older attribute forms of Clip, Pad, Slice and
 // Upsample/Resize.
+#include <algorithm>
+
 #include "onnx/converter.h"
 
 namespace lumen::onnx_import {
@@ -31,13 +33,19 @@ std::vector<Value*> convert_constant(ImportContext& ctx) {
 
 // Inference: Dropout is the identity; its mask output, if read, is all true.
 std::vector<Value*> convert_dropout(ImportContext& ctx) {
-  if (ctx.num_outputs() > 1) ctx.unsupported("the mask output of Dropout is not supported");
   if (Value* training = ctx.input(2)) {
     bool off = training->data && !training->user_weight && training->data->numel() == 1 &&
                training->data->item_as_double() == 0.0;
     if (!off) ctx.unsupported("Dropout in training mode is not supported (inference only)");
   }
-  return {ctx.emit1("Identity", {ctx.input(0)})};
+  if (ctx.input(0) == nullptr) ctx.unsupported("input 0 is missing");
+  std::vector<Value*> outs = {ctx.emit1("Identity", {ctx.input(0)})};
+  if (ctx.num_outputs() > 1) {  // the mask keeps every element
+    Tensor mask = Tensor::empty(ctx.input(0)->type.shape, DType::kBool);
+    std::fill_n(mask.data<bool>(), mask.numel(), true);
+    outs.push_back(ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/mask"), mask));
+  }
+  return outs;
 }
 
 // Before opset 13, Softmax flattened its input to 2-D at `axis` (default 1) and normalised rows.
@@ -68,9 +76,8 @@ std::vector<Value*> convert_pad_v2(ImportContext& ctx) {
   if (!pads) ctx.unsupported("Pad needs pads");
   float value = ctx.take("value").value_or(Attribute(0.0f)).as_float();
   Attributes rest = ctx.attrs();
-  return {ctx.emit1("Pad", {ctx.input(0), ctx.constant_ints(pads->as_ints()),
-                            ctx.constant_scalar(value)},
-                    rest)};
+  return {ctx.emit1(
+      "Pad", {ctx.input(0), ctx.constant_ints(pads->as_ints()), ctx.constant_scalar(value)}, rest)};
 }
 
 // Slice before opset 10: starts, ends and axes are attributes.
@@ -91,8 +98,9 @@ std::vector<Value*> convert_upsample(ImportContext& ctx) {
   Value* scales = ctx.input(1);
   if (auto attr = ctx.take("scales")) {
     const auto& v = attr->as_floats();
-    scales = ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/scales"),
-                                      Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v));
+    scales =
+        ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/scales"),
+                                 Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v));
   }
   if (scales == nullptr) ctx.unsupported("no scales");
   if (mode == "bilinear") mode = "linear";

@@ -21,7 +21,9 @@ std::vector<Backend*> candidate_backends(const CompileOptions& options) {
 
 }  // namespace
 
-Executable* Graph::compile(Runtime* runtime) { return compile(runtime, CompileOptions{}); }
+Executable* Graph::compile(Runtime* runtime) {
+  return compile(runtime, CompileOptions{});
+}
 
 Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   if (runtime == nullptr) throw InvalidArgument("compile: runtime is null");
@@ -102,7 +104,8 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   for (size_t k = 0; k < keep.size(); ++k)
     if (impl->constants[k].defined()) keep[k] = true;
   for (size_t k = 0; k < last_use.size(); ++k)
-    if (last_use[k] >= 0 && !keep[k]) impl->steps[last_use[k]].release.push_back(static_cast<int>(k));
+    if (last_use[k] >= 0 && !keep[k])
+      impl->steps[last_use[k]].release.push_back(static_cast<int>(k));
 
   return runtime->adopt(std::make_unique<Executable>(std::move(impl)));
 }

@@ -8,8 +8,12 @@ namespace lumen {
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;
 
-const std::vector<TensorInfo>& Executable::inputs() const { return impl_->inputs; }
-const std::vector<TensorInfo>& Executable::outputs() const { return impl_->outputs; }
+const std::vector<TensorInfo>& Executable::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<TensorInfo>& Executable::outputs() const {
+  return impl_->outputs;
+}
 
 std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
   const Impl& impl = *impl_;
@@ -75,8 +79,8 @@ std::vector<Tensor> Executable::execute(const std::map<std::string, Tensor>& inp
 std::string Executable::summary() const {
   std::ostringstream os;
   os << impl_->steps.size() << " steps\n";
-  for (size_t i = 0; i < impl_->steps.size(); ++i) os << "  " << i << ": " << impl_->steps[i].label
-                                                      << "\n";
+  for (size_t i = 0; i < impl_->steps.size(); ++i)
+    os << "  " << i << ": " << impl_->steps[i].label << "\n";
   return os.str();
 }
 

@@ -6,7 +6,9 @@
 
 namespace lumen {
 
-const char* version() { return LUMEN_VERSION; }
+const char* version() {
+  return LUMEN_VERSION;
+}
 
 Runtime::Runtime() = default;
 Runtime::~Runtime() = default;

@@ -12,6 +12,8 @@ class CpuEvent final : public Event {
 
 }  // namespace
 
-std::unique_ptr<Event> CpuStream::create_event() { return std::make_unique<CpuEvent>(); }
+std::unique_ptr<Event> CpuStream::create_event() {
+  return std::make_unique<CpuEvent>();
+}
 
 }  // namespace lumen

@@ -122,7 +122,8 @@ std::string run_case(const fs::path& dir) {
         throw;
       frozen = true;
       for (size_t k = 0; k < inputs.size(); ++k)
-        if (!lumen::is_floating(inputs[k].dtype())) options.input_values[input_names[k]] = inputs[k];
+        if (!lumen::is_floating(inputs[k].dtype()))
+          options.input_values[input_names[k]] = inputs[k];
       try {
         graph = lumen::load_onnx((dir / "model.onnx").string(), options);
       } catch (const lumen::ShapeError& again) {
@@ -208,8 +209,10 @@ CaseResult run_isolated(const fs::path& dir) {
 std::string escape_md(std::string s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else
+      out += c;
   }
   if (out.size() > 300) out = out.substr(0, 300) + "...";
   return out;
@@ -238,12 +241,13 @@ void write_report(const std::string& path, const std::vector<CaseResult>& result
   os << "| **pass rate** | **" << rate << "** of " << total << " |\n\n";
   int frozen = 0;
   for (const auto& r : results) frozen += r.status == "pass" && !r.reason.empty();
-  os << frozen << " of the passing cases feed a shape-deciding input (Reshape's shape, Slice's "
+  os << frozen
+     << " of the passing cases feed a shape-deciding input (Reshape's shape, Slice's "
         "starts, Resize's scales, ...) as a graph input; Lumen compiles for known shapes, so the "
         "runner fixes those inputs' values at load (`OnnxLoadOptions::input_values`).\n\n";
   os << "## Per op\n\n| op | pass | cases |\n| --- | ---: | ---: |\n";
-  for (const auto& [op, pt] : per_op) os << "| " << op << " | " << pt.first << " | " << pt.second
-                                         << " |\n";
+  for (const auto& [op, pt] : per_op)
+    os << "| " << op << " | " << pt.first << " | " << pt.second << " |\n";
   os << "\n## Cases that do not pass\n\n| case | result | reason |\n| --- | --- | --- |\n";
   for (const auto& r : results)
     if (r.status != "pass")
@@ -254,8 +258,9 @@ void write_report(const std::string& path, const std::vector<CaseResult>& result
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: lumen_conformance CASES_DIR [--report FILE] [--min-pass N] "
-                         "[--filter TEXT]\n");
+    std::fprintf(stderr,
+                 "usage: lumen_conformance CASES_DIR [--report FILE] [--min-pass N] "
+                 "[--filter TEXT]\n");
     return 2;
   }
   fs::path root = argv[1];
@@ -263,9 +268,12 @@ int main(int argc, char** argv) {
   int min_pass = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--report") report = argv[i + 1];
-    else if (flag == "--min-pass") min_pass = std::stoi(argv[i + 1]);
-    else if (flag == "--filter") filter = argv[i + 1];
+    if (flag == "--report")
+      report = argv[i + 1];
+    else if (flag == "--min-pass")
+      min_pass = std::stoi(argv[i + 1]);
+    else if (flag == "--filter")
+      filter = argv[i + 1];
   }
   fs::path node_dir = fs::exists(root / "node") ? root / "node" : root;
   std::vector<fs::path> cases;
@@ -277,7 +285,8 @@ int main(int argc, char** argv) {
   int pass = 0;
   for (const auto& c : cases) {
     results.push_back(run_isolated(c));
-    if (results.back().status == "pass") ++pass;
+    if (results.back().status == "pass")
+      ++pass;
     else if (!filter.empty())
       std::printf("%s: %s %s\n", results.back().name.c_str(), results.back().status.c_str(),
                   results.back().reason.c_str());

@@ -16,15 +16,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void set_float_tensor(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& dims,
-                      const Tensor& data) {
+void set_float_tensor(onnx::TensorProto* t, const std::string& name,
+                      const std::vector<int64_t>& dims, const Tensor& data) {
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : dims) t->add_dims(d);
   t->set_raw_data(std::string(static_cast<const char*>(data.raw_data()), data.nbytes()));
 }
 
-void add_io(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::string>& dims) {
+void add_io(onnx::ValueInfoProto* v, const std::string& name,
+            const std::vector<std::string>& dims) {
   v->set_name(name);
   auto* tt = v->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(onnx::TensorProto::FLOAT);
@@ -73,7 +74,8 @@ std::vector<double> mlp_reference(const Tensor& x, const Tensor& w, const Tensor
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < 3; ++j) {
       double acc = b.item_as_double(j);
-      for (int64_t k = 0; k < 4; ++k) acc += x.item_as_double(i * 4 + k) * w.item_as_double(k * 3 + j);
+      for (int64_t k = 0; k < 4; ++k)
+        acc += x.item_as_double(i * 4 + k) * w.item_as_double(k * 3 + j);
       y[i * 3 + j] = std::max(acc, 0.0);
     }
   return y;
@@ -179,7 +181,9 @@ TEST_F(OnnxImport, NodesWithMissingInputsOrUnknownOps) {
   m.mutable_graph()->mutable_output(0)->set_name("nothing");
   EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
   m = mlp_model(w_, b_, 3);
-  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);  // opset too old
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);  // MatMul changed since 3
+  m = mlp_model(w_, b_, 19);
+  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);  // newer than lumen reads
   m = mlp_model(w_, b_);
   m.mutable_graph()->mutable_node(0)->set_output(0, "x");  // redefines the input
   EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
@@ -211,11 +215,14 @@ TEST_F(OnnxImport, ExternalDataInsideTheFolderLoads) {
 }
 
 TEST_F(OnnxImport, ExternalDataThatEscapesIsRefused) {
-  { std::ofstream secret(dir_ / "secret.bin", std::ios::binary); secret << std::string(48, 'x'); }
+  {
+    std::ofstream secret(dir_ / "secret.bin", std::ios::binary);
+    secret << std::string(48, 'x');
+  }
   fs::create_symlink(dir_ / "secret.bin", dir_ / "model" / "link.bin");
-  for (std::string location : {std::string("../secret.bin"), (dir_ / "secret.bin").string(),
-                               std::string("link.bin"), std::string("missing.bin"),
-                               std::string("sub/../../secret.bin")}) {
+  for (std::string location :
+       {std::string("../secret.bin"), (dir_ / "secret.bin").string(), std::string("link.bin"),
+        std::string("missing.bin"), std::string("sub/../../secret.bin")}) {
     onnx::ModelProto m = mlp_model(w_, b_);
     auto* w = m.mutable_graph()->mutable_initializer(0);
     w->clear_raw_data();
@@ -226,7 +233,10 @@ TEST_F(OnnxImport, ExternalDataThatEscapesIsRefused) {
     EXPECT_THROW(load_onnx(save(m)), IoError) << location;
   }
   // A range past the end of the file.
-  { std::ofstream small(dir_ / "model" / "small.bin", std::ios::binary); small << std::string(8, 'x'); }
+  {
+    std::ofstream small(dir_ / "model" / "small.bin", std::ios::binary);
+    small << std::string(8, 'x');
+  }
   onnx::ModelProto m = mlp_model(w_, b_);
   auto* w = m.mutable_graph()->mutable_initializer(0);
   w->clear_raw_data();

@@ -32,14 +32,15 @@ std::vector<double> ref_instance_norm(const Tensor& x, const Tensor& scale, cons
     for (int64_t i = 0; i < spatial; ++i) var += std::pow(xv[p * spatial + i] - mean, 2);
     var /= spatial;
     for (int64_t i = 0; i < spatial; ++i)
-      out[p * spatial + i] = (xv[p * spatial + i] - mean) / std::sqrt(var + eps) * s[p % c] + b[p % c];
+      out[p * spatial + i] =
+          (xv[p * spatial + i] - mean) / std::sqrt(var + eps) * s[p % c] + b[p % c];
   }
   return out;
 }
 
 TEST(InstanceNorm, MatchesReference) {
-  const std::vector<Shape> shapes = {{2, 3, 4, 5}, {1, 1, 7}, {3, 2, 1, 1}, {2, 4, 3, 2, 2},
-                                     {1, 2, 200, 200}};
+  const std::vector<Shape> shapes = {
+      {2, 3, 4, 5}, {1, 1, 7}, {3, 2, 1, 1}, {2, 4, 3, 2, 2}, {1, 2, 200, 200}};
   uint64_t seed = 1;
   for (const Shape& shape : shapes) {
     for (float eps : {1e-5f, 0.1f}) {
@@ -54,8 +55,7 @@ TEST(InstanceNorm, MatchesReference) {
 
 TEST(InstanceNorm, EmptyBatch) {
   Tensor x = Tensor::empty({0, 3, 4});
-  auto out = run_op("InstanceNormalization",
-                    {x, random_tensor({3}, 1), random_tensor({3}, 2)});
+  auto out = run_op("InstanceNormalization", {x, random_tensor({3}, 1), random_tensor({3}, 2)});
   EXPECT_EQ(out[0].shape(), (Shape{0, 3, 4}));
 }
 
@@ -66,9 +66,8 @@ TEST(InstanceNorm, BadInputs) {
   EXPECT_THROW(run_op("InstanceNormalization",
                       {random_tensor({2, 3}, 1), random_tensor({3}, 2), random_tensor({3}, 3)}),
                ShapeError);
-  EXPECT_THROW(run_op("InstanceNormalization",
-                      {test::random_ints({2, 3, 4}, 1, 0, 5), random_tensor({3}, 2),
-                       random_tensor({3}, 3)}),
+  EXPECT_THROW(run_op("InstanceNormalization", {test::random_ints({2, 3, 4}, 1, 0, 5),
+                                                random_tensor({3}, 2), random_tensor({3}, 3)}),
                ShapeError);
   EXPECT_THROW(run_op("InstanceNormalization", {x, random_tensor({3}, 2), random_tensor({3}, 3)},
                       {{"epsilon", -1.0f}}),
@@ -135,8 +134,11 @@ TEST(SpaceToDepth, MatchesReferenceAndInvertsDepthToSpace) {
     Shape shape;
     int64_t b;
   };
-  const std::vector<Case> cases = {{{2, 3, 4, 6}, 2}, {{1, 1, 6, 3}, 3}, {{2, 2, 3, 3}, 1},
-                                   {{1, 5, 0, 4}, 2}, {{2, 8, 64, 96}, 4}};
+  const std::vector<Case> cases = {{{2, 3, 4, 6}, 2},
+                                   {{1, 1, 6, 3}, 3},
+                                   {{2, 2, 3, 3}, 1},
+                                   {{1, 5, 0, 4}, 2},
+                                   {{2, 8, 64, 96}, 4}};
   uint64_t seed = 30;
   for (const Case& c : cases) {
     Tensor x = random_tensor(c.shape, seed++);
@@ -169,8 +171,9 @@ TEST(DepthToSpace, BadInputs) {
 
 // Reference over explicit subscripts without '...': sums the product of the operands over every
 // assignment of every letter. A size-1 operand dim broadcasts (stands for the ellipsis tests).
-std::vector<double> ref_einsum(const std::vector<Tensor>& ops, const std::vector<std::string>& terms,
-                               const std::string& out, Shape* out_shape) {
+std::vector<double> ref_einsum(const std::vector<Tensor>& ops,
+                               const std::vector<std::string>& terms, const std::string& out,
+                               Shape* out_shape) {
   std::map<char, int64_t> size;
   for (size_t i = 0; i < ops.size(); ++i)
     for (size_t a = 0; a < terms[i].size(); ++a) {
@@ -227,6 +230,9 @@ TEST(Einsum, MatchesReference) {
       {"ibj,bkj->bik", {{3, 2, 4}, {2, 5, 4}}, {"ibj", "bkj"}, "bik"},
       {"jik,kj->i", {{3, 2, 4}, {4, 3}}, {"jik", "kj"}, "i"},
       {"i,j->ij", {{3}, {4}}, {"i", "j"}, "ij"},
+      {"bji,bjk->bik", {{2, 4, 3}, {2, 4, 5}}, {"bji", "bjk"}, "bik"},
+      {"ji,kj->ik", {{4, 3}, {5, 4}}, {"ji", "kj"}, "ik"},
+      {"bn,anm,bm->ba", {{2, 3}, {4, 3, 5}, {2, 5}}, {"bn", "anm", "bm"}, "ba"},
       {"i,i", {{7}, {7}}, {"i", "i"}, ""},
       {"ij->ji", {{3, 4}}, {"ij"}, "ji"},
       {"ij->", {{3, 4}}, {"ij"}, ""},

@@ -113,19 +113,31 @@ void check_batch_norm(const Shape& shape, float eps, uint64_t seed) {
   expect_close(out[0], shape, ref_batch_norm(x, scale, bias, mean, var, eps));
 }
 
-TEST(BatchNormTest, Rank2) { check_batch_norm({6, 5}, 1e-5f, 1); }
-TEST(BatchNormTest, Rank3) { check_batch_norm({2, 3, 7}, 1e-3f, 2); }
-TEST(BatchNormTest, Rank4) { check_batch_norm({2, 3, 5, 7}, 1e-5f, 3); }
-TEST(BatchNormTest, Rank4Large) { check_batch_norm({4, 16, 32, 33}, 1e-5f, 4); }
-TEST(BatchNormTest, SizeOneDims) { check_batch_norm({1, 1, 1, 1}, 1e-5f, 5); }
-TEST(BatchNormTest, EmptyBatch) { check_batch_norm({0, 3, 2, 2}, 1e-5f, 6); }
+TEST(BatchNormTest, Rank2) {
+  check_batch_norm({6, 5}, 1e-5f, 1);
+}
+TEST(BatchNormTest, Rank3) {
+  check_batch_norm({2, 3, 7}, 1e-3f, 2);
+}
+TEST(BatchNormTest, Rank4) {
+  check_batch_norm({2, 3, 5, 7}, 1e-5f, 3);
+}
+TEST(BatchNormTest, Rank4Large) {
+  check_batch_norm({4, 16, 32, 33}, 1e-5f, 4);
+}
+TEST(BatchNormTest, SizeOneDims) {
+  check_batch_norm({1, 1, 1, 1}, 1e-5f, 5);
+}
+TEST(BatchNormTest, EmptyBatch) {
+  check_batch_norm({0, 3, 2, 2}, 1e-5f, 6);
+}
 
 TEST(BatchNormTest, MomentumIsIgnored) {
   Tensor x = random_tensor({2, 3, 4}, 7);
   Tensor s = random_tensor({3}, 8), b = random_tensor({3}, 9), m = random_tensor({3}, 10);
   Tensor v = random_tensor({3}, 11, 0.5f, 1.5f);
-  auto out = run_op("BatchNormalization", {x, s, b, m, v},
-                    {{"momentum", 0.5f}, {"training_mode", 0}});
+  auto out =
+      run_op("BatchNormalization", {x, s, b, m, v}, {{"momentum", 0.5f}, {"training_mode", 0}});
   expect_close(out[0], {2, 3, 4}, ref_batch_norm(x, s, b, m, v, 1e-5));
 }
 
@@ -137,14 +149,12 @@ TEST(BatchNormTest, BadInputs) {
                UnsupportedOp);
   EXPECT_THROW(run_op("BatchNormalization", {x, c4, c3, c3, c3}), ShapeError);
   EXPECT_THROW(run_op("BatchNormalization", {x, c3, c3, c3, c4}), ShapeError);
-  EXPECT_THROW(run_op("BatchNormalization", {random_tensor({3}, 15), c3, c3, c3, c3}),
-               ShapeError);
+  EXPECT_THROW(run_op("BatchNormalization", {random_tensor({3}, 15), c3, c3, c3, c3}), ShapeError);
   EXPECT_THROW(run_op("BatchNormalization", {x, c3, c3, c3, c3}, {}, 3), InvalidModel);
   EXPECT_THROW(run_op("BatchNormalization", {x, c3, c3, c3}), InvalidModel);
   EXPECT_THROW(run_op("BatchNormalization", {test::random_ints({2, 3}, 16, 0, 5), c3, c3, c3, c3}),
                ShapeError);
-  EXPECT_THROW(run_op("BatchNormalization", {x, c3, c3, c3, c3}, {{"epsilon", "x"}}),
-               InvalidModel);
+  EXPECT_THROW(run_op("BatchNormalization", {x, c3, c3, c3, c3}, {{"epsilon", "x"}}), InvalidModel);
 }
 
 // --- LayerNormalization ---------------------------------------------------------------------
@@ -166,25 +176,37 @@ void check_layer_norm(const Shape& shape, int64_t axis_attr, const Shape& param_
   if (num_outputs > 2) expect_close(out[2], stats_shape(shape, axis), ref.inv_std, 1e-5, 1e-4);
 }
 
-TEST(LayerNormTest, LastAxisRank3) { check_layer_norm({2, 3, 4}, -1, {4}, true, 1, 20); }
+TEST(LayerNormTest, LastAxisRank3) {
+  check_layer_norm({2, 3, 4}, -1, {4}, true, 1, 20);
+}
 TEST(LayerNormTest, LastAxisNoBiasAllOutputs) {
   check_layer_norm({2, 3, 4}, -1, {4}, false, 3, 21);
 }
-TEST(LayerNormTest, Axis1Rank3AllOutputs) { check_layer_norm({2, 3, 4}, 1, {3, 4}, true, 3, 22); }
+TEST(LayerNormTest, Axis1Rank3AllOutputs) {
+  check_layer_norm({2, 3, 4}, 1, {3, 4}, true, 3, 22);
+}
 TEST(LayerNormTest, Axis1NoBiasTwoOutputs) {
   check_layer_norm({2, 3, 4}, 1, {3, 4}, false, 2, 23);
 }
-TEST(LayerNormTest, Axis0ReducesEverything) { check_layer_norm({3, 5}, 0, {3, 5}, true, 3, 24); }
-TEST(LayerNormTest, BroadcastScale) { check_layer_norm({2, 3, 4}, 1, {4}, true, 3, 25); }
+TEST(LayerNormTest, Axis0ReducesEverything) {
+  check_layer_norm({3, 5}, 0, {3, 5}, true, 3, 24);
+}
+TEST(LayerNormTest, BroadcastScale) {
+  check_layer_norm({2, 3, 4}, 1, {4}, true, 3, 25);
+}
 TEST(LayerNormTest, BroadcastScaleSizeOne) {
   check_layer_norm({2, 3, 4}, -2, {3, 1}, true, 1, 26);
 }
-TEST(LayerNormTest, Rank1) { check_layer_norm({17}, -1, {17}, true, 3, 27); }
+TEST(LayerNormTest, Rank1) {
+  check_layer_norm({17}, -1, {17}, true, 3, 27);
+}
 TEST(LayerNormTest, LargeRowsWithOffset) {
   // Mean far from zero with a small spread: a one-pass E[x^2]-E[x]^2 would lose it.
   check_layer_norm({64, 1000}, -1, {1000}, true, 3, 28, 99.0f, 101.0f);
 }
-TEST(LayerNormTest, EmptyRows) { check_layer_norm({0, 4}, -1, {4}, true, 3, 29); }
+TEST(LayerNormTest, EmptyRows) {
+  check_layer_norm({0, 4}, -1, {4}, true, 3, 29);
+}
 
 TEST(LayerNormTest, Epsilon) {
   Tensor x = random_tensor({3, 8}, 30, -0.01f, 0.01f);
@@ -203,8 +225,7 @@ TEST(LayerNormTest, BadInputs) {
   EXPECT_THROW(run_op("LayerNormalization", {x, random_tensor({3, 4}, 36)}), ShapeError);
   EXPECT_THROW(run_op("LayerNormalization", {x, s4}, {{"stash_type", 0}}), UnsupportedOp);
   EXPECT_THROW(run_op("LayerNormalization", {x, s4}, {}, 4), InvalidModel);
-  EXPECT_THROW(run_op("LayerNormalization", {test::random_ints({2, 4}, 37, 0, 3), s4}),
-               ShapeError);
+  EXPECT_THROW(run_op("LayerNormalization", {test::random_ints({2, 4}, 37, 0, 3), s4}), ShapeError);
 }
 
 // --- Softmax / LogSoftmax -------------------------------------------------------------------
@@ -221,14 +242,30 @@ void check_softmax(const std::string& op, const Shape& shape, int64_t axis_attr,
 
 class SoftmaxTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(SoftmaxTest, DefaultAxisIsLast) { check_softmax(GetParam(), {3, 4, 5}, -1, 40, -3, 3, true); }
-TEST_P(SoftmaxTest, Axis0) { check_softmax(GetParam(), {3, 4, 5}, 0, 41); }
-TEST_P(SoftmaxTest, Axis1) { check_softmax(GetParam(), {3, 4, 5}, 1, 42); }
-TEST_P(SoftmaxTest, AxisMinus1) { check_softmax(GetParam(), {3, 4, 5}, -1, 43); }
-TEST_P(SoftmaxTest, AxisMinus2Rank4) { check_softmax(GetParam(), {2, 3, 4, 5}, -2, 44); }
-TEST_P(SoftmaxTest, Rank1) { check_softmax(GetParam(), {9}, 0, 45); }
-TEST_P(SoftmaxTest, SizeOneAxis) { check_softmax(GetParam(), {4, 1, 3}, 1, 46); }
-TEST_P(SoftmaxTest, EmptyDim) { check_softmax(GetParam(), {0, 5}, 1, 47); }
+TEST_P(SoftmaxTest, DefaultAxisIsLast) {
+  check_softmax(GetParam(), {3, 4, 5}, -1, 40, -3, 3, true);
+}
+TEST_P(SoftmaxTest, Axis0) {
+  check_softmax(GetParam(), {3, 4, 5}, 0, 41);
+}
+TEST_P(SoftmaxTest, Axis1) {
+  check_softmax(GetParam(), {3, 4, 5}, 1, 42);
+}
+TEST_P(SoftmaxTest, AxisMinus1) {
+  check_softmax(GetParam(), {3, 4, 5}, -1, 43);
+}
+TEST_P(SoftmaxTest, AxisMinus2Rank4) {
+  check_softmax(GetParam(), {2, 3, 4, 5}, -2, 44);
+}
+TEST_P(SoftmaxTest, Rank1) {
+  check_softmax(GetParam(), {9}, 0, 45);
+}
+TEST_P(SoftmaxTest, SizeOneAxis) {
+  check_softmax(GetParam(), {4, 1, 3}, 1, 46);
+}
+TEST_P(SoftmaxTest, EmptyDim) {
+  check_softmax(GetParam(), {0, 5}, 1, 47);
+}
 TEST_P(SoftmaxTest, LargeMagnitudeLastAxis) {
   check_softmax(GetParam(), {4, 33}, -1, 48, -5000.0f, 5000.0f);
 }
@@ -238,8 +275,12 @@ TEST_P(SoftmaxTest, LargeMagnitudeAxis0) {
 TEST_P(SoftmaxTest, LargeMagnitudeAxis1) {
   check_softmax(GetParam(), {3, 6, 5}, 1, 50, -1e4f, -0.9e4f);
 }
-TEST_P(SoftmaxTest, LargeParallelLastAxis) { check_softmax(GetParam(), {128, 1000}, -1, 51); }
-TEST_P(SoftmaxTest, LargeParallelMiddleAxis) { check_softmax(GetParam(), {3, 40, 700}, 1, 52); }
+TEST_P(SoftmaxTest, LargeParallelLastAxis) {
+  check_softmax(GetParam(), {128, 1000}, -1, 51);
+}
+TEST_P(SoftmaxTest, LargeParallelMiddleAxis) {
+  check_softmax(GetParam(), {3, 40, 700}, 1, 52);
+}
 
 TEST_P(SoftmaxTest, NegativeInfinityEntries) {
   std::string op = GetParam();

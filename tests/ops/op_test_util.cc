@@ -23,12 +23,23 @@ Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DT
   for (int64_t i = 0; i < t.numel(); ++i) {
     int64_t v = dist(rng);
     switch (dtype) {
-      case DType::kInt64: t.data<int64_t>()[i] = v; break;
-      case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;
-      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
-      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-      case DType::kBool: t.data<bool>()[i] = (v & 1) != 0; break;
-      default: throw InvalidArgument("random_ints: not an integer dtype");
+      case DType::kInt64:
+        t.data<int64_t>()[i] = v;
+        break;
+      case DType::kInt32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(v);
+        break;
+      case DType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(v);
+        break;
+      case DType::kUInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+        break;
+      case DType::kBool:
+        t.data<bool>()[i] = (v & 1) != 0;
+        break;
+      default:
+        throw InvalidArgument("random_ints: not an integer dtype");
     }
   }
   return t;
@@ -74,8 +85,8 @@ void expect_close(const Tensor& got, const Shape& want_shape, const std::vector<
   for (size_t i = 0; i < want.size(); ++i) {
     bool ok = std::isnan(want[i]) ? std::isnan(g[i])
                                   : std::abs(g[i] - want[i]) <= atol + rtol * std::abs(want[i]);
-    if (!ok && reported++ < 10) ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want "
-                                               << want[i];
+    if (!ok && reported++ < 10)
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << want[i];
   }
   EXPECT_EQ(reported, 0) << "mismatching elements";
 }

@@ -26,9 +26,13 @@ struct OpInput {
   bool constant = false;
   OpInput(Tensor t, bool c = false) : tensor(std::move(t)), constant(c) {}
 };
-inline OpInput constant(Tensor t) { return OpInput(std::move(t), true); }
+inline OpInput constant(Tensor t) {
+  return OpInput(std::move(t), true);
+}
 // An omitted optional input.
-inline OpInput omitted() { return OpInput(Tensor(), false); }
+inline OpInput omitted() {
+  return OpInput(Tensor(), false);
+}
 
 // Builds a graph with one `op` node over `inputs`, compiles it for the CPU and runs it.
 std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,

@@ -73,9 +73,7 @@ TEST(MemoryPool, ReusesBlocksAndCounts) {
   pool.release_cached();
   pool.reset_peak();
   MemoryStats before = pool.stats();
-  {
-    Tensor a = Tensor::empty({1000, 1000});
-  }
+  { Tensor a = Tensor::empty({1000, 1000}); }
   MemoryStats mid = pool.stats();
   EXPECT_EQ(mid.num_system_allocs, before.num_system_allocs + 1);
   EXPECT_GE(mid.peak_bytes_in_use, before.bytes_in_use + 4000000u);

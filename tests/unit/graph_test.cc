@@ -57,11 +57,11 @@ TEST(Graph, ErrorsNameTheNode) {
   EXPECT_EQ(g.num_nodes(), 0);
   g.verify();
   EXPECT_THROW(g.add_op("Frobnicate", {x}), UnsupportedOp);
-  EXPECT_THROW(g.add_op("Relu", {}), InvalidModel);                      // missing input
-  EXPECT_THROW(g.add_op("Relu", {x}, {{"bogus", 1}}), InvalidModel);     // unknown attribute
+  EXPECT_THROW(g.add_op("Relu", {}), InvalidModel);                         // missing input
+  EXPECT_THROW(g.add_op("Relu", {x}, {{"bogus", 1}}), InvalidModel);        // unknown attribute
   EXPECT_THROW(g.add_op("Softmax", {x}, {{"axis", "one"}}), InvalidModel);  // wrong attr type
   EXPECT_THROW(g.add_op("Softmax", {x}, {{"axis", 5}}), ShapeError);
-  EXPECT_THROW(g.add_input("x", {2}), InvalidModel);                     // duplicate name
+  EXPECT_THROW(g.add_input("x", {2}), InvalidModel);  // duplicate name
   EXPECT_THROW(g.add_input("neg", {-2}), ShapeError);
   Graph other;
   Value* foreign = other.add_input("f", {1, 10});

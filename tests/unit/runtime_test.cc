@@ -16,7 +16,8 @@ std::vector<double> reference_mlp(const Tensor& x, const Tensor& w, const Tensor
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double acc = b.item_as_double(j);
-      for (int64_t p = 0; p < k; ++p) acc += x.item_as_double(i * k + p) * w.item_as_double(p * n + j);
+      for (int64_t p = 0; p < k; ++p)
+        acc += x.item_as_double(i * k + p) * w.item_as_double(p * n + j);
       y[i * n + j] = acc > 0 ? acc : 0;
     }
   return y;

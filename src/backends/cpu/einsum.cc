@@ -1,8 +1,9 @@
-// CPU kernel of Einsum (float32; float64 through the direct loop). Two-operand contractions whose subscripts split cleanly into
-// batch, M, N and K groups (attention, batched matmul, outer products) run as one sgemm per batch
-// entry after at most a transposing copy of each operand; every other equation (traces,
-// diagonals, broadcast '...', labels summed out of a single operand, three or more operands) runs
-// a direct loop over the output and summed index spaces, accumulating in double.
+// CPU kernel of Einsum (float32; float64 through the direct loop). Two-operand contractions whose
+// subscripts split cleanly into batch, M, N and K groups (attention, batched matmul, outer
+// products) run as one sgemm per batch entry after at most a transposing copy of each operand;
+// every other equation (traces, diagonals, broadcast '...', labels summed out of a single operand,
+// three or more operands) runs a direct loop over the output and summed index spaces, accumulating
+// in double.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -131,29 +132,33 @@ class EinsumKernel final : public Kernel {
     const int out_rank = static_cast<int>(loop_dims_.size());
     const int sum_rank = static_cast<int>(sum_dims_.size());
     const int64_t sum_count = sum_count_;
-#pragma omp parallel for schedule(static) if (out_numel_ * sum_count > kParallelWork)
-    for (int64_t o = 0; o < out_numel_; ++o) {
-      std::vector<int64_t> base(num_ops, 0), off(num_ops), idx(sum_rank, 0);
-      int64_t rest = o;
-      for (int d = out_rank - 1; d >= 0; --d) {
-        int64_t v = rest % loop_dims_[d];
-        rest /= loop_dims_[d];
-        for (int i = 0; i < num_ops; ++i) base[i] += v * op_out_strides_[i][d];
-      }
-      off = base;
-      double acc = 0.0;
-      for (int64_t s = 0; s < sum_count; ++s) {
-        double prod = 1.0;
-        for (int i = 0; i < num_ops; ++i) prod *= ptrs[i][off[i]];
-        acc += prod;
-        for (int d = sum_rank - 1; d >= 0; --d) {
-          for (int i = 0; i < num_ops; ++i) off[i] += op_sum_strides_[i][d];
-          if (++idx[d] < sum_dims_[d]) break;
-          for (int i = 0; i < num_ops; ++i) off[i] -= op_sum_strides_[i][d] * sum_dims_[d];
-          idx[d] = 0;
+#pragma omp parallel if (out_numel_ * sum_count > kParallelWork)
+    {
+      std::vector<int64_t> off(num_ops), idx(sum_rank, 0);
+#pragma omp for schedule(static)
+      for (int64_t o = 0; o < out_numel_; ++o) {
+        std::fill(off.begin(), off.end(), 0);
+        int64_t rest = o;
+        for (int d = out_rank - 1; d >= 0; --d) {
+          const int64_t v = rest % loop_dims_[d];
+          rest /= loop_dims_[d];
+          for (int i = 0; i < num_ops; ++i) off[i] += v * op_out_strides_[i][d];
         }
+        double acc = 0.0;
+        for (int64_t s = 0; s < sum_count; ++s) {
+          double prod = 1.0;
+          for (int i = 0; i < num_ops; ++i) prod *= ptrs[i][off[i]];
+          acc += prod;
+          // Odometer step over the summed labels; it wraps back to all zeros at the end.
+          for (int d = sum_rank - 1; d >= 0; --d) {
+            for (int i = 0; i < num_ops; ++i) off[i] += op_sum_strides_[i][d];
+            if (++idx[d] < sum_dims_[d]) break;
+            for (int i = 0; i < num_ops; ++i) off[i] -= op_sum_strides_[i][d] * sum_dims_[d];
+            idx[d] = 0;
+          }
+        }
+        y[o] = static_cast<T>(acc);
       }
-      y[o] = static_cast<T>(acc);
     }
   }
 

@@ -15,9 +15,9 @@ namespace lumen::cpu {
 namespace {
 
 // A kernel of a float -> float function of the libm kind (no attributes).
-#define LUMEN_FLOAT_UNARY(name, expr)                                 \
-  std::unique_ptr<Kernel> make_##name(const NodeContext&) {            \
-    return unary<float>([](float x) { return expr; });                 \
+#define LUMEN_FLOAT_UNARY(name, expr)                       \
+  std::unique_ptr<Kernel> make_##name(const NodeContext&) { \
+    return unary<float>([](float x) { return expr; });      \
   }
 
 LUMEN_FLOAT_UNARY(sin, std::sin(x))
@@ -38,17 +38,50 @@ LUMEN_FLOAT_UNARY(round, std::nearbyint(x))
 LUMEN_FLOAT_UNARY(softsign, x / (1.0f + std::fabs(x)))
 #undef LUMEN_FLOAT_UNARY
 
+// log(1 + t) for t in [0, 1] (NaN stays NaN), vectorisable: Cephes' logf reduction and
+// polynomial for u = 1 + t, then the correction t / (u - 1) for the rounding of u, which keeps
+// the result accurate relative to t when t is small.
+inline float log1p_unit_f(float t) {
+  constexpr float kSqrt2 = 1.41421356237f;
+  const float u = 1.0f + t;
+  const bool halve = u > kSqrt2;
+  const float f = select(halve, 0.5f * u, u) - 1.0f;  // u = 2^e (1 + f), f in [-0.3, 0.42]
+  const float e = select(halve, 1.0f, 0.0f);
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = std::fma(p, f, -1.1514610310e-1f);
+  p = std::fma(p, f, 1.1676998740e-1f);
+  p = std::fma(p, f, -1.2420140846e-1f);
+  p = std::fma(p, f, 1.4249322787e-1f);
+  p = std::fma(p, f, -1.6668057665e-1f);
+  p = std::fma(p, f, 2.0000714765e-1f);
+  p = std::fma(p, f, -2.4999993993e-1f);
+  p = std::fma(p, f, 3.3333331174e-1f);
+  float y = p * f * z;
+  y = std::fma(e, -2.12194440e-4f, y);
+  y = std::fma(-0.5f, z, y);
+  const float log_u = std::fma(e, 0.693359375f, f + y);
+  const float d = u - 1.0f;
+  return select(d == 0.0f, t, log_u * (t / d));
+}
+
 // log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|).
 inline float softplus_f(float x) {
-  return select(x > 0.0f, x, 0.0f) + std::log1p(exp_f(-std::fabs(x)));
+  return select(x > 0.0f, x, 0.0f) + log1p_unit_f(exp_f(-std::fabs(x)));
 }
 
 std::unique_ptr<Kernel> make_softplus(const NodeContext&) {
   return unary<float>([](float x) { return softplus_f(x); });
 }
 
+// x tanh(softplus(x)) = x n (n + 2) / (n (n + 2) + 2) with n = e^x; beyond x = 20 the fraction
+// is 1 in float (and n^2 would overflow further on).
 std::unique_ptr<Kernel> make_mish(const NodeContext&) {
-  return unary<float>([](float x) { return x * tanh_f(softplus_f(x)); });
+  return unary<float>([](float x) {
+    const float n = exp_f(x);
+    const float q = n * (n + 2.0f);
+    return select(x > 20.0f, x, x * (q / (q + 2.0f)));
+  });
 }
 
 // Sign: -1, 0 or 1; NaN stays NaN.
@@ -92,9 +125,8 @@ std::unique_ptr<Kernel> make_elu(const NodeContext& ctx) {
 std::unique_ptr<Kernel> make_selu(const NodeContext& ctx) {
   const float alpha = ctx.attr_float("alpha", 1.67326319217681884765625f);
   const float gamma = ctx.attr_float("gamma", 1.05070102214813232421875f);
-  return unary<float>([alpha, gamma](float x) {
-    return gamma * select(x > 0.0f, x, alpha * exp_f(x) - alpha);
-  });
+  return unary<float>(
+      [alpha, gamma](float x) { return gamma * select(x > 0.0f, x, alpha * exp_f(x) - alpha); });
 }
 
 // max(0, x) + min(0, alpha (e^(x / alpha) - 1)); NaN stays NaN.

@@ -25,7 +25,7 @@ const KernelEntry* find_kernel(OpKind op);
 
 // Registers the CPU kernel of op `Name`:
 //   LUMEN_REGISTER_CPU_KERNEL(Relu, make_unary_kernel, check_float);
-#define LUMEN_REGISTER_CPU_KERNEL(Name, ...)                               \
+#define LUMEN_REGISTER_CPU_KERNEL(Name, ...)                                            \
   static const bool lumen_cpu_kernel_registered_##Name = ::lumen::cpu::register_kernel( \
       ::lumen::OpKind::k##Name, ::lumen::cpu::KernelEntry{__VA_ARGS__})
 

@@ -1,11 +1,13 @@
 // CPU kernels of InstanceNormalization, DepthToSpace and SpaceToDepth (float32).
-// InstanceNorm takes each (n, c) plane's mean and variance in double; DepthToSpace and
-// SpaceToDepth copy contiguous rows of W between the two layouts.
+// InstanceNorm takes each (n, c) plane's mean and variance with blocked float sums added in double;
+// DepthToSpace and SpaceToDepth copy contiguous rows of W between the two layouts.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/norm_math.h"
 
 namespace lumen::cpu {
 namespace {
@@ -14,8 +16,7 @@ constexpr int64_t kParallelWork = 32768;
 
 class InstanceNormKernel final : public Kernel {
  public:
-  explicit InstanceNormKernel(const NodeContext& ctx)
-      : epsilon_(ctx.attr_float("epsilon", 1e-5f)) {
+  explicit InstanceNormKernel(const NodeContext& ctx) : epsilon_(ctx.attr_float("epsilon", 1e-5f)) {
     const Shape& x = ctx.input_shape(0);
     batch_ = x.dims()[0];
     channels_ = x.dims()[1];
@@ -34,15 +35,13 @@ class InstanceNormKernel final : public Kernel {
     for (int64_t p = 0; p < planes; ++p) {
       const float* in = x + p * spatial;
       float* out = y + p * spatial;
-      double sum = 0.0;
-      for (int64_t i = 0; i < spatial; ++i) sum += in[i];
-      const double mean = sum / static_cast<double>(spatial);
-      double sq = 0.0;
-      for (int64_t i = 0; i < spatial; ++i) {
-        double d = in[i] - mean;
-        sq += d * d;
-      }
-      const double var = sq / static_cast<double>(spatial);
+      const float first =
+          static_cast<float>(sum_floats(in, spatial) / static_cast<double>(spatial));
+      double sum_d = 0.0, sum_d2 = 0.0;
+      sum_deviations(in, spatial, first, &sum_d, &sum_d2);
+      const double n = static_cast<double>(spatial);
+      const double mean = first + sum_d / n;
+      const double var = std::max(0.0, (sum_d2 - sum_d * sum_d / n) / n);
       const int64_t c = p % channels;
       const float a = static_cast<float>(scale[c] / std::sqrt(var + epsilon));
       const float b = static_cast<float>(bias[c] - mean * a);
@@ -51,7 +50,9 @@ class InstanceNormKernel final : public Kernel {
     }
   }
 
-  int in_place_input() const override { return 0; }
+  int in_place_input() const override {
+    return 0;
+  }
 
  private:
   float epsilon_;

@@ -48,7 +48,9 @@ class BatchNormKernel final : public Kernel {
     }
   }
 
-  int in_place_input() const override { return 0; }
+  int in_place_input() const override {
+    return 0;
+  }
 
  private:
   float epsilon_;

@@ -11,10 +11,43 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/norm_math.h"
 #include "graph/schemas/recurrent.h"
 
 namespace lumen::cpu {
 namespace {
+
+// Per-step gate work (batch * gates * hidden) above which the batch rows run in parallel.
+constexpr int64_t kParallelCells = 16384;
+
+// sigmoid(x) = 1 / (1 + exp(-x)), vectorised through exp_in_range (clamped in its own loop).
+void sigmoid_in_place(float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = clamp_exp_arg(-x[i]);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + exp_in_range(x[i]));
+}
+
+// tanh(x) = 1 - 2 / (exp(2x) + 1), with a short odd series near zero where that form cancels.
+void tanh_in_place(float* x, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  float t[kChunk];
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t len = std::min(kChunk, n - b);
+    float* p = x + b;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) t[i] = clamp_exp_arg(2.0f * p[i]);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      const float v = p[i];
+      const float v2 = v * v;
+      const float series =
+          v * (1.0f + v2 * (-1.0f / 3.0f + v2 * (2.0f / 15.0f + v2 * (-17.0f / 315.0f))));
+      const float wide = 1.0f - 2.0f / (exp_in_range(t[i]) + 1.0f);
+      p[i] = std::fabs(v) < 0.125f ? series : wide;
+    }
+  }
+}
 
 // Applies an activation to x[0, n) in place; the switch sits outside the element loops.
 void activate(const RnnActivation& act, float* x, int64_t n) {
@@ -24,10 +57,10 @@ void activate(const RnnActivation& act, float* x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
       break;
     case RnnActKind::kTanh:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+      tanh_in_place(x, n);
       break;
     case RnnActKind::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      sigmoid_in_place(x, n);
       break;
     case RnnActKind::kAffine:
       for (int64_t i = 0; i < n; ++i) x[i] = a * x[i] + b;
@@ -61,8 +94,8 @@ void clip_to(float* x, int64_t n, float c) {
 }
 
 // Row-major C[m, n] = A[m, k] * B^T (B stored [n, k], rows ldb apart) + beta * C.
-void gemm_bt(const std::string& where, int64_t m, int64_t n, int64_t k, const float* a,
-             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void gemm_bt(const std::string& where, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i) {
@@ -111,8 +144,7 @@ class RecurrentKernel final : public Kernel {
         int64_t v = t.dtype() == DType::kInt32 ? t.data<int32_t>()[b] : t.data<int64_t>()[b];
         if (v < 0 || v > seq)
           throw InvalidArgument(where_ + ": sequence_lens[" + std::to_string(b) + "] = " +
-                                std::to_string(v) + " is outside [0, " + std::to_string(seq) +
-                                "]");
+                                std::to_string(v) + " is outside [0, " + std::to_string(seq) + "]");
         lens[b] = v;
       }
     }
@@ -160,11 +192,13 @@ class RecurrentKernel final : public Kernel {
       }
       const RnnActivation* acts = &s.activations[d * s.activations_per_dir];
       const float* pd = peep ? peep + d * 3 * hid : nullptr;
+      const bool parallel_cells = batch * gh >= kParallelCells;
       for (int64_t step = 0; step < max_len; ++step) {
         const int64_t rec_cols = s.gates == 3 && !s.linear_before_reset ? 2 * hid : gh;
         gemm_bt(where_, batch, rec_cols, hid, h, hid, rd, hid, 0.0f, hr, gh);
         if (s.gates == 3 && !s.linear_before_reset) {
           // r first, then (r (.) H_prev) * Rh^T into hr's h-gate columns.
+#pragma omp parallel for schedule(static) if (parallel_cells)
           for (int64_t b = 0; b < batch; ++b) {
             if (step >= lens[b]) continue;
             float* g = hr + b * gh;
@@ -175,9 +209,10 @@ class RecurrentKernel final : public Kernel {
             activate(acts[0], rg, hid);
             for (int64_t j = 0; j < hid; ++j) tmp[b * hid + j] = rg[j] * h[b * hid + j];
           }
-          gemm_bt(where_, batch, hid, hid, tmp, hid, rd + 2 * hid * hid, hid, 0.0f,
-                  hr + 2 * hid, gh);
+          gemm_bt(where_, batch, hid, hid, tmp, hid, rd + 2 * hid * hid, hid, 0.0f, hr + 2 * hid,
+                  gh);
         }
+#pragma omp parallel for schedule(static) if (parallel_cells)
         for (int64_t b = 0; b < batch; ++b) {
           if (step >= lens[b]) continue;
           const int64_t t = reverse ? lens[b] - 1 - step : step;
@@ -258,7 +293,10 @@ class RecurrentKernel final : public Kernel {
         fg[j] += peep[2 * hid + j] * c[j];
       }
     }
-    if (spec_.has_clip) clip_to(g, gh, spec_.clip);
+    if (spec_.has_clip) {
+      clip_to(ig, hid, spec_.clip);
+      clip_to(fg, 2 * hid, spec_.clip);  // f and c
+    }
     activate(acts[0], ig, hid);
     if (spec_.input_forget) {
       for (int64_t j = 0; j < hid; ++j) fg[j] = 1.0f - ig[j];
@@ -269,8 +307,8 @@ class RecurrentKernel final : public Kernel {
     for (int64_t j = 0; j < hid; ++j) c[j] = fg[j] * c[j] + ig[j] * cg[j];
     if (peep != nullptr) {
       for (int64_t j = 0; j < hid; ++j) og[j] += peep[hid + j] * c[j];
-      if (spec_.has_clip) clip_to(og, hid, spec_.clip);
     }
+    if (spec_.has_clip) clip_to(og, hid, spec_.clip);
     activate(acts[0], og, hid);
     std::copy(c, c + hid, out);
     activate(acts[2], out, hid);

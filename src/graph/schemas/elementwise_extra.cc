@@ -50,8 +50,8 @@ void infer_mod(InferContext& ctx) {
   if (fmod != 0 && fmod != 1)
     ctx.fail_model("attribute 'fmod' must be 0 or 1, got " + std::to_string(fmod));
   if (fmod == 0 && is_floating(ctx.input_dtype(0)))
-    ctx.fail_model(std::string("attribute 'fmod' must be 1 for ") +
-                   dtype_name(ctx.input_dtype(0)) + " inputs");
+    ctx.fail_model(std::string("attribute 'fmod' must be 1 for ") + dtype_name(ctx.input_dtype(0)) +
+                   " inputs");
   infer_arith(ctx);
 }
 

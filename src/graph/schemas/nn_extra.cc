@@ -43,8 +43,8 @@ void infer_depth_to_space(InferContext& ctx) {
   if (mode != "DCR" && mode != "CRD") ctx.fail_model("mode must be DCR or CRD, got '" + mode + "'");
   if (x.rank() != 4) ctx.fail_shape("input must have rank 4, got " + x.to_string());
   if (x.dims()[1] % (b * b) != 0)
-    ctx.fail_shape("channels " + std::to_string(x.dims()[1]) + " are not divisible by blocksize^2 " +
-                   std::to_string(b * b));
+    ctx.fail_shape("channels " + std::to_string(x.dims()[1]) +
+                   " are not divisible by blocksize^2 " + std::to_string(b * b));
   ctx.set_output(0, ctx.input_dtype(0),
                  Shape{x.dims()[0], x.dims()[1] / (b * b), x.dims()[2] * b, x.dims()[3] * b});
 }
@@ -76,11 +76,11 @@ LUMEN_REGISTER_SCHEMA(InstanceNormalization, {.min_inputs = 3,
                                               .max_inputs = 3,
                                               .attrs = {{"epsilon", AttrType::kFloat}},
                                               .infer = &infer_instance_norm});
-LUMEN_REGISTER_SCHEMA(DepthToSpace, {.min_inputs = 1,
-                                     .max_inputs = 1,
-                                     .attrs = {{"blocksize", AttrType::kInt, true},
-                                               {"mode", AttrType::kString}},
-                                     .infer = &infer_depth_to_space});
+LUMEN_REGISTER_SCHEMA(DepthToSpace,
+                      {.min_inputs = 1,
+                       .max_inputs = 1,
+                       .attrs = {{"blocksize", AttrType::kInt, true}, {"mode", AttrType::kString}},
+                       .infer = &infer_depth_to_space});
 LUMEN_REGISTER_SCHEMA(SpaceToDepth, {.min_inputs = 1,
                                      .max_inputs = 1,
                                      .attrs = {{"blocksize", AttrType::kInt, true}},

@@ -17,7 +17,9 @@ int letter_id(char c) {
 }
 
 // ASCII order of a letter id, for the implicit output ('A' < 'Z' < 'a').
-int ascii_of(int id) { return id < 26 ? 'a' + id : 'A' + (id - 26); }
+int ascii_of(int id) {
+  return id < 26 ? 'a' + id : 'A' + (id - 26);
+}
 
 // One term of the equation: its letters, and where '...' sits among them (-1 if absent).
 struct Term {
@@ -63,8 +65,7 @@ EinsumSpec einsum_spec(const NodeContext& ctx) {
   }
   if (static_cast<int>(terms.size()) != ctx.num_inputs())
     ctx.fail_model("equation '" + eq + "' has " + std::to_string(terms.size()) +
-                   " input terms but the node has " + std::to_string(ctx.num_inputs()) +
-                   " inputs");
+                   " input terms but the node has " + std::to_string(ctx.num_inputs()) + " inputs");
   // Ellipsis ranks: each operand's, and the broadcast one.
   int ell_rank = 0;
   std::vector<int> ell_ranks(terms.size(), 0);
@@ -88,13 +89,15 @@ EinsumSpec einsum_spec(const NodeContext& ctx) {
     std::vector<int> labels;
     for (int k = 0; k < static_cast<int>(t.letters.size()); ++k) {
       if (k == t.ellipsis_at) {
-        for (int j = 0; j < ell_ranks[i]; ++j) labels.push_back(kLetters + ell_rank - ell_ranks[i] + j);
+        for (int j = 0; j < ell_ranks[i]; ++j)
+          labels.push_back(kLetters + ell_rank - ell_ranks[i] + j);
       }
       labels.push_back(t.letters[k]);
       ++counts[t.letters[k]];
     }
     if (t.ellipsis_at == static_cast<int>(t.letters.size())) {
-      for (int j = 0; j < ell_ranks[i]; ++j) labels.push_back(kLetters + ell_rank - ell_ranks[i] + j);
+      for (int j = 0; j < ell_ranks[i]; ++j)
+        labels.push_back(kLetters + ell_rank - ell_ranks[i] + j);
     }
     for (int a = 0; a < s.rank(); ++a) {
       int l = labels[a];
@@ -130,8 +133,8 @@ EinsumSpec einsum_spec(const NodeContext& ctx) {
       if (k == static_cast<int>(t.letters.size())) break;
       int l = t.letters[k];
       if (counts[l] == 0)
-        ctx.fail_model("einsum output subscript '" + std::string(1, static_cast<char>(ascii_of(l))) +
-                       "' appears in no input");
+        ctx.fail_model("einsum output subscript '" +
+                       std::string(1, static_cast<char>(ascii_of(l))) + "' appears in no input");
       if (seen[l]) ctx.fail_model("einsum output repeats a subscript");
       seen[l] = true;
       out.push_back(l);

@@ -11,9 +11,9 @@ namespace lumen {
 // Every subscript letter and every dimension covered by '...' becomes one label id in
 // [0, label_sizes.size()). Ellipsis dims are right-aligned across operands (NumPy broadcasting).
 struct EinsumSpec {
-  std::vector<int64_t> label_sizes;          // the broadcast size of each label
-  std::vector<std::vector<int>> operands;    // per operand: the label of each of its axes
-  std::vector<int> output;                   // the label of each output axis
+  std::vector<int64_t> label_sizes;        // the broadcast size of each label
+  std::vector<std::vector<int>> operands;  // per operand: the label of each of its axes
+  std::vector<int> output;                 // the label of each output axis
   Shape output_shape;
 };
 

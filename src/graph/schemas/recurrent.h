@@ -10,8 +10,17 @@
 namespace lumen {
 
 enum class RnnActKind {
-  kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid,
-  kElu, kSoftsign, kSoftplus,
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus,
 };
 
 // One activation with its alpha and beta (ONNX defaults filled in where not given).
@@ -22,7 +31,7 @@ struct RnnActivation {
 };
 
 struct RecurrentSpec {
-  int gates = 1;             // 1 (RNN), 3 (GRU: z, r, h) or 4 (LSTM: i, o, f, c)
+  int gates = 1;                // 1 (RNN), 3 (GRU: z, r, h) or 4 (LSTM: i, o, f, c)
   int activations_per_dir = 1;  // RNN: f; GRU: f, g; LSTM: f, g, h
   int num_directions = 1;
   bool reverse = false;      // direction == "reverse" (bidirectional runs forward then reverse)
@@ -30,8 +39,8 @@ struct RecurrentSpec {
   int64_t seq_length = 0, batch = 0, input_size = 0, hidden = 0;
   bool has_clip = false;
   float clip = 0.0f;
-  bool linear_before_reset = false;  // GRU
-  bool input_forget = false;         // LSTM
+  bool linear_before_reset = false;        // GRU
+  bool input_forget = false;               // LSTM
   std::vector<RnnActivation> activations;  // activations_per_dir per direction
 };
 

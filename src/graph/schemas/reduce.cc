@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/schema.h"
+#include "graph/schemas/reduce.h"
 
 namespace lumen {
 namespace {
@@ -14,6 +15,8 @@ std::string join(const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
+
+}  // namespace
 
 void infer_reduce(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
@@ -43,8 +46,8 @@ void infer_reduce(InferContext& ctx) {
       ctx.fail_shape("axis " + std::to_string(a) + " in axes " + join(axes) +
                      " is out of range for rank " + std::to_string(rank));
     int k = static_cast<int>(a < 0 ? a + rank : a);
-    if (reduced[k]) ctx.fail_model("axes " + join(axes) + " name dimension " +
-                                   std::to_string(k) + " twice");
+    if (reduced[k])
+      ctx.fail_model("axes " + join(axes) + " name dimension " + std::to_string(k) + " twice");
     reduced[k] = true;
   }
   std::vector<int64_t> out;
@@ -83,15 +86,15 @@ void infer_argmax(InferContext& ctx) {
   if (last != 0 && last != 1) ctx.fail_model("select_last_index must be 0 or 1");
   std::vector<int64_t> out;
   for (int d = 0; d < x.rank(); ++d)
-    if (d != axis) out.push_back(x.dims()[d]);
-    else if (keepdims) out.push_back(1);
+    if (d != axis)
+      out.push_back(x.dims()[d]);
+    else if (keepdims)
+      out.push_back(1);
   Shape out_shape(std::move(out));
   if (x.dims()[axis] == 0 && out_shape.numel() > 0)
     ctx.fail_shape("cannot take the argmax over an empty axis of " + x.to_string());
   ctx.set_output(0, DType::kInt64, out_shape);
 }
-
-}  // namespace
 
 #define LUMEN_REDUCE_SCHEMA(Name)                                                   \
   LUMEN_REGISTER_SCHEMA(Name, {.min_inputs = 1,                                     \
