@@ -1,6 +1,6 @@
 // Converters for ONNX ops that are not one lumen op by the same name at every opset: Constant,
-// Dropout, the pre-opset-13 Softmax family, and the older attribute forms of Clip, Pad, Slice and
-// Upsample/Resize.
+// Dropout, the pre-opset-13 Softmax family, Scatter, and the older attribute forms of Clip, Pad,
+// Slice and Upsample/Resize.
 #include <algorithm>
 
 #include "onnx/converter.h"
@@ -109,8 +109,14 @@ std::vector<Value*> convert_upsample(ImportContext& ctx) {
   return {ctx.emit1("Resize", {ctx.input(0), nullptr, scales}, attrs)};
 }
 
+// Scatter (opsets 9-10) is ScatterElements under its old name.
+std::vector<Value*> convert_scatter(ImportContext& ctx) {
+  return {ctx.emit1("ScatterElements", ctx.inputs(), ctx.attrs())};
+}
+
 }  // namespace
 
+LUMEN_ONNX_CONVERTER(Scatter, "Scatter", 1, 10, &convert_scatter);
 LUMEN_ONNX_CONVERTER(Constant, "Constant", 1, 1000, &convert_constant);
 LUMEN_ONNX_CONVERTER(Dropout, "Dropout", 1, 1000, &convert_dropout);
 LUMEN_ONNX_CONVERTER(SoftmaxV1, "Softmax", 1, 12, &convert_softmax_v1);

@@ -199,6 +199,9 @@ CaseResult run_isolated(const fs::path& dir) {
   auto tab = out.find('\t');
   r.status = out.substr(0, tab);
   r.reason = tab == std::string::npos ? "" : out.substr(tab + 1);
+  // Name files relative to the case, not by this machine's paths.
+  for (size_t at; (at = r.reason.find(dir.string() + "/")) != std::string::npos;)
+    r.reason.erase(at, dir.string().size() + 1);
   if (r.status.empty()) {
     r.status = "crash";
     r.reason = "no result";

@@ -24,8 +24,9 @@ Tensor ints1(const std::vector<int64_t>& v) {
   return Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v);
 }
 
-int64_t wrapped(double v, int64_t n) { return v < 0 ? static_cast<int64_t>(v) + n
-                                                    : static_cast<int64_t>(v); }
+int64_t wrapped(double v, int64_t n) {
+  return v < 0 ? static_cast<int64_t>(v) + n : static_cast<int64_t>(v);
+}
 
 // Data of any dtype for the copy-by-size kernels.
 Tensor data_of(DType dt, const Shape& s, uint64_t seed) {
@@ -34,8 +35,10 @@ Tensor data_of(DType dt, const Shape& s, uint64_t seed) {
 }
 
 void expect_same(const Tensor& got, DType dt, const Shape& s, const std::vector<double>& want) {
-  if (dt == DType::kFloat32) expect_close(got, s, want, 0, 0);
-  else expect_equal(got, dt, s, want);
+  if (dt == DType::kFloat32)
+    expect_close(got, s, want, 0, 0);
+  else
+    expect_equal(got, dt, s, want);
 }
 
 TEST(GatherElementsTest, AxesDtypesNegativeIndices) {
@@ -101,19 +104,23 @@ TEST(ScatterElementsTest, ReductionsAxes) {
           Tensor x = data_of(dt, s, seed++);
           Tensor idx = random_ints(is, seed++, -n, n - 1);
           Tensor upd = data_of(dt, is, seed++);
-          Tensor got = run_op("ScatterElements", {x, idx, upd},
-                              {{"axis", axis}, {"reduction", red}})[0];
+          Tensor got =
+              run_op("ScatterElements", {x, idx, upd}, {{"axis", axis}, {"reduction", red}})[0];
           std::vector<double> want = to_doubles(x), iv = to_doubles(idx), uv = to_doubles(upd);
           for (int64_t i = 0; i < is.numel(); ++i) {
             std::vector<int64_t> p = test::unravel(i, is);
             p[a] = wrapped(iv[i], n);
             double& o = want[test::ravel(p, s)];
-            if (red == "none") o = uv[i];
-            else if (red == "add") o += uv[i];
-            else if (red == "mul") o = dt == DType::kFloat32 ? static_cast<float>(o * uv[i])
-                                                             : o * uv[i];
-            else if (red == "max") o = std::max(o, uv[i]);
-            else o = std::min(o, uv[i]);
+            if (red == "none")
+              o = uv[i];
+            else if (red == "add")
+              o += uv[i];
+            else if (red == "mul")
+              o = dt == DType::kFloat32 ? static_cast<float>(o * uv[i]) : o * uv[i];
+            else if (red == "max")
+              o = std::max(o, uv[i]);
+            else
+              o = std::min(o, uv[i]);
             if (dt == DType::kFloat32) o = static_cast<float>(o);
           }
           expect_close(got, s, want, 1e-5, 1e-5);
@@ -130,9 +137,9 @@ TEST(ScatterElementsTest, Bad) {
   EXPECT_THROW(run_op("ScatterElements", {x, idx, random_ints({1, 2}, 1, 0, 1)}), ShapeError);
   Tensor xb = random_ints({3, 4}, 1, 0, 1, DType::kBool);
   Tensor ub = random_ints({1, 2}, 1, 0, 1, DType::kBool);
-  EXPECT_THROW(run_op("ScatterElements", {xb, ints1({0, 1}).reshape({1, 2}), ub},
-                      {{"reduction", "add"}}),
-               UnsupportedOp);
+  EXPECT_THROW(
+      run_op("ScatterElements", {xb, ints1({0, 1}).reshape({1, 2}), ub}, {{"reduction", "add"}}),
+      UnsupportedOp);
 }
 
 TEST(GatherNDTest, BatchDimsAndDtypes) {
@@ -141,10 +148,10 @@ TEST(GatherNDTest, BatchDimsAndDtypes) {
     Shape data, idx;
     int batch_dims;
   };
-  for (Case c : {Case{{5}, {3, 1}, 0}, Case{{3, 4}, {2, 2}, 0}, Case{{3, 4}, {5, 1}, 0},
-                 Case{{2, 3, 4}, {2, 2, 2}, 0}, Case{{2, 3, 4}, {2, 1}, 1},
-                 Case{{2, 3, 4}, {2, 5, 2}, 1}, Case{{2, 3, 4, 2}, {2, 3, 1}, 2},
-                 Case{{3, 4}, {0, 2}, 0}, Case{{40, 30, 40}, {100, 1}, 0}})
+  for (Case c :
+       {Case{{5}, {3, 1}, 0}, Case{{3, 4}, {2, 2}, 0}, Case{{3, 4}, {5, 1}, 0},
+        Case{{2, 3, 4}, {2, 2, 2}, 0}, Case{{2, 3, 4}, {2, 1}, 1}, Case{{2, 3, 4}, {2, 5, 2}, 1},
+        Case{{2, 3, 4, 2}, {2, 3, 1}, 2}, Case{{3, 4}, {0, 2}, 0}, Case{{40, 30, 40}, {100, 1}, 0}})
     for (DType dt : {DType::kFloat32, DType::kInt32, DType::kBool})
       for (DType it : {DType::kInt64, DType::kInt32}) {
         SCOPED_TRACE(c.data.to_string() + " " + c.idx.to_string());
@@ -178,8 +185,8 @@ TEST(GatherNDTest, BatchDimsAndDtypes) {
           ip.push_back(0);
           for (int64_t k = 0; k < q; ++k) {
             ip.back() = k;
-            p.push_back(wrapped(static_cast<double>(iv[test::ravel(ip, c.idx)]),
-                                c.data.dims()[b + k]));
+            p.push_back(
+                wrapped(static_cast<double>(iv[test::ravel(ip, c.idx)]), c.data.dims()[b + k]));
           }
           for (int d = lead; d < os.rank(); ++d) p.push_back(oi[d]);
           want.push_back(xv[test::ravel(p, c.data)]);
@@ -196,12 +203,12 @@ TEST(GatherNDTest, Bad) {
                InvalidArgument);
   EXPECT_THROW(run_op("GatherND", {x, Tensor::from_vector<int64_t>({1, 2}, {-4, 0})}),
                InvalidArgument);
-  EXPECT_THROW(run_op("GatherND", {x, Tensor::from_vector<int64_t>({2, 1}, {0, 1})},
-                      {{"batch_dims", 2}}),
-               InvalidModel);
-  EXPECT_THROW(run_op("GatherND", {x, Tensor::from_vector<int64_t>({2, 1}, {0, 1})},
-                      {{"batch_dims", 1}}),
-               ShapeError);  // batch dims 3 vs 2
+  EXPECT_THROW(
+      run_op("GatherND", {x, Tensor::from_vector<int64_t>({2, 1}, {0, 1})}, {{"batch_dims", 2}}),
+      InvalidModel);
+  EXPECT_THROW(
+      run_op("GatherND", {x, Tensor::from_vector<int64_t>({2, 1}, {0, 1})}, {{"batch_dims", 1}}),
+      ShapeError);  // batch dims 3 vs 2
 }
 
 TEST(ScatterNDTest, ReductionsAndSlices) {
@@ -263,11 +270,16 @@ TEST(ScatterNDTest, ReductionsAndSlices) {
           for (int64_t s = 0; s < slice; ++s) {
             double& o = want[base + s];
             double u = uv[t * slice + s];
-            if (red == "none") o = u;
-            else if (red == "add") o += u;
-            else if (red == "mul") o *= u;
-            else if (red == "max") o = std::max(o, u);
-            else o = std::min(o, u);
+            if (red == "none")
+              o = u;
+            else if (red == "add")
+              o += u;
+            else if (red == "mul")
+              o *= u;
+            else if (red == "max")
+              o = std::max(o, u);
+            else
+              o = std::min(o, u);
             if (dt == DType::kFloat32) o = static_cast<float>(o);
           }
         }
@@ -279,16 +291,16 @@ TEST(ScatterNDTest, Bad) {
   Tensor x = random_tensor({3, 4}, 1);
   Tensor idx = Tensor::from_vector<int64_t>({2, 1}, {0, 3});
   EXPECT_THROW(run_op("ScatterND", {x, idx, random_tensor({2, 4}, 2)}), InvalidArgument);
-  EXPECT_THROW(run_op("ScatterND", {x, Tensor::from_vector<int64_t>({1, 1}, {0}),
-                                    random_tensor({2, 4}, 2)}),
+  EXPECT_THROW(
+      run_op("ScatterND", {x, Tensor::from_vector<int64_t>({1, 1}, {0}), random_tensor({2, 4}, 2)}),
+      ShapeError);
+  EXPECT_THROW(run_op("ScatterND",
+                      {x, Tensor::from_vector<int64_t>({1, 3}, {0, 0, 0}), random_tensor({1}, 2)}),
                ShapeError);
-  EXPECT_THROW(run_op("ScatterND", {x, Tensor::from_vector<int64_t>({1, 3}, {0, 0, 0}),
-                                    random_tensor({1}, 2)}),
-               ShapeError);
-  EXPECT_THROW(run_op("ScatterND", {x, Tensor::from_vector<int64_t>({1, 1}, {0}),
-                                    random_tensor({1, 4}, 2)},
-                      {{"reduction", "avg"}}),
-               InvalidModel);
+  EXPECT_THROW(
+      run_op("ScatterND", {x, Tensor::from_vector<int64_t>({1, 1}, {0}), random_tensor({1, 4}, 2)},
+             {{"reduction", "avg"}}),
+      InvalidModel);
   // A bad index leaves the output unwritten and raises, even after good ones.
   Tensor mixed = Tensor::from_vector<int64_t>({2, 1}, {1, -4});
   EXPECT_THROW(run_op("ScatterND", {x, mixed, random_tensor({2, 4}, 2)}, {{"reduction", "add"}}),
@@ -310,8 +322,7 @@ TEST(OneHotTest, AxesDepthsAndIndexTypes) {
         if (it == DType::kFloat32)
           idx = Tensor::from_vector<float>(s, std::vector<float>(rv.begin(), rv.end()));
         Tensor values = Tensor::from_vector<float>({2}, {-0.5f, 3.0f});
-        Tensor got = run_op("OneHot", {idx, constant(ints1({depth})), values},
-                            {{"axis", axis}})[0];
+        Tensor got = run_op("OneHot", {idx, constant(ints1({depth})), values}, {{"axis", axis}})[0];
         const int a = axis < 0 ? axis + s.rank() + 1 : axis;
         std::vector<int64_t> od = s.dims();
         od.insert(od.begin() + a, depth);
@@ -331,6 +342,13 @@ TEST(OneHotTest, AxesDepthsAndIndexTypes) {
   Tensor got = run_op("OneHot", {ints1({1, -1}), constant(Tensor::scalar<float>(3.0f)),
                                  Tensor::from_vector<int64_t>({2}, {0, 7})})[0];
   expect_equal(got, DType::kInt64, {2, 3}, {0, 7, 0, 0, 0, 7});
+}
+
+TEST(OneHotTest, FloatIndicesTruncateAndNanIsOff) {
+  Tensor idx = Tensor::from_vector<float>({3}, {NAN, 1.7f, -1.2f});
+  Tensor values = Tensor::from_vector<float>({2}, {0, 1});
+  Tensor got = run_op("OneHot", {idx, constant(ints1({3})), values})[0];
+  expect_close(got, {3, 3}, {0, 0, 0, 0, 1, 0, 0, 0, 1});
 }
 
 TEST(OneHotTest, Bad) {

@@ -117,7 +117,10 @@ TEST(Resize, Linear1DAsymmetric) {
 double source_coord(const std::string& coord, int64_t x, double scale, int64_t in, int64_t out) {
   if (coord == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (coord == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-  if (coord == "align_corners") return out == 1 ? 0.0 : x * double(in - 1) / double(out - 1);
+  if (coord == "align_corners") {  // ONNX: the resized length is scale * in, not rounded
+    double resized = scale * double(in);
+    return out == 1 || resized <= 1.0 ? 0.0 : x * double(in - 1) / (resized - 1.0);
+  }
   return x / scale;  // asymmetric
 }
 

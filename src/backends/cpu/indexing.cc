@@ -31,10 +31,18 @@ Reduction reduction_of(const NodeContext& ctx) {
 template <typename F>
 void by_size(size_t size, F&& fn) {
   switch (size) {
-    case 1: fn(uint8_t{}); break;
-    case 2: fn(uint16_t{}); break;
-    case 4: fn(uint32_t{}); break;
-    default: fn(uint64_t{}); break;
+    case 1:
+      fn(uint8_t{});
+      break;
+    case 2:
+      fn(uint16_t{});
+      break;
+    case 4:
+      fn(uint32_t{});
+      break;
+    default:
+      fn(uint64_t{});
+      break;
   }
 }
 
@@ -52,21 +60,34 @@ void by_index(DType dt, F&& fn) {
 template <typename F>
 void by_numeric(DType dt, F&& fn) {
   switch (dt) {
-    case DType::kFloat32: fn(float{}); break;
-    case DType::kFloat64: fn(double{}); break;
-    case DType::kInt32: fn(int32_t{}); break;
-    default: fn(int64_t{}); break;
+    case DType::kFloat32:
+      fn(float{});
+      break;
+    case DType::kFloat64:
+      fn(double{});
+      break;
+    case DType::kInt32:
+      fn(int32_t{});
+      break;
+    default:
+      fn(int64_t{});
+      break;
   }
 }
 
 template <typename T>
 T reduce_one(Reduction r, T a, T b) {
   switch (r) {
-    case Reduction::kAdd: return a + b;
-    case Reduction::kMul: return a * b;
-    case Reduction::kMax: return std::max(a, b);
-    case Reduction::kMin: return std::min(a, b);
-    default: return b;
+    case Reduction::kAdd:
+      return a + b;
+    case Reduction::kMul:
+      return a * b;
+    case Reduction::kMax:
+      return std::max(a, b);
+    case Reduction::kMin:
+      return std::min(a, b);
+    default:
+      return b;
   }
 }
 
@@ -81,12 +102,14 @@ void check_indices(const std::string& where, const I* idx, int64_t count,
     const int64_t v = idx[i];
     if (v < -n || v >= n)
       throw InvalidArgument(where + ": index " + std::to_string(v) + " at position " +
-                            std::to_string(i) + " is out of range [" + std::to_string(-n) +
-                            ", " + std::to_string(n) + ")");
+                            std::to_string(i) + " is out of range [" + std::to_string(-n) + ", " +
+                            std::to_string(n) + ")");
   }
 }
 
-inline int64_t wrap(int64_t v, int64_t n) { return v < 0 ? v + n : v; }
+inline int64_t wrap(int64_t v, int64_t n) {
+  return v < 0 ? v + n : v;
+}
 
 // GatherElements / ScatterElements share the geometry: the element of `indices` at position p
 // addresses data at p with dimension `axis` replaced by the index.
@@ -195,8 +218,9 @@ class ScatterElementsKernel final : public Kernel {
         using T = decltype(t_tag);
         T* o = static_cast<T*>(out.raw_data());
         const T* u = static_cast<const T*>(ctx.inputs[2].raw_data());
-        geo_.for_each(idx, false,
-                      [&](int64_t p, int64_t off) { o[off] = reduce_one(reduction_, o[off], u[p]); });
+        geo_.for_each(idx, false, [&](int64_t p, int64_t off) {
+          o[off] = reduce_one(reduction_, o[off], u[p]);
+        });
       });
     });
   }
@@ -325,8 +349,7 @@ class ScatterNDKernel final : public Kernel {
 std::string check_reduction_dtype(const NodeContext& ctx) {
   if (reduction_of(ctx) == Reduction::kNone) return "";
   DType dt = ctx.input_dtype(0);
-  if (dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt64 ||
-      dt == DType::kInt32)
+  if (dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt64 || dt == DType::kInt32)
     return "";
   return std::string("data is ") + dtype_name(dt) +
          "; the CPU reductions take float32, float64, int64, int32";
@@ -352,12 +375,19 @@ class OneHotKernel final : public Kernel {
     std::vector<int64_t> idx(static_cast<size_t>(count));
     const Tensor& in = ctx.inputs[0];
     switch (idx_dtype_) {
-      case DType::kInt64: std::copy_n(in.data<int64_t>(), count, idx.begin()); break;
-      case DType::kInt32: std::copy_n(in.data<int32_t>(), count, idx.begin()); break;
-      case DType::kFloat32: std::copy_n(in.data<float>(), count, idx.begin()); break;
-      case DType::kFloat64: std::copy_n(in.data<double>(), count, idx.begin()); break;
+      case DType::kInt64:
+        std::copy_n(in.data<int64_t>(), count, idx.begin());
+        break;
+      case DType::kInt32:
+        std::copy_n(in.data<int32_t>(), count, idx.begin());
+        break;
       default:
-        for (int64_t i = 0; i < count; ++i) idx[i] = static_cast<int64_t>(in.item_as_double(i));
+        // Floating (or other) indices truncate toward zero; NaN and values beyond int64 become
+        // the out-of-range sentinel `depth_`, which leaves their column all off.
+        for (int64_t i = 0; i < count; ++i) {
+          const double v = in.item_as_double(i);
+          idx[i] = v > -9e18 && v < 9e18 ? static_cast<int64_t>(v) : depth_;
+        }
     }
     by_size(esize_, [&](auto e_tag) {
       using E = decltype(e_tag);
@@ -437,11 +467,31 @@ class EyeLikeKernel final : public Kernel {
     std::memset(out.raw_data(), 0, out.nbytes());
     unsigned char one[8] = {};
     switch (dtype_) {
-      case DType::kFloat32: { float v = 1.0f; std::memcpy(one, &v, 4); break; }
-      case DType::kFloat64: { double v = 1.0; std::memcpy(one, &v, 8); break; }
-      case DType::kFloat16: { uint16_t v = 0x3C00; std::memcpy(one, &v, 2); break; }
-      case DType::kBFloat16: { uint16_t v = 0x3F80; std::memcpy(one, &v, 2); break; }
-      default: { int64_t v = 1; std::memcpy(one, &v, 8); break; }  // little-endian integers
+      case DType::kFloat32: {
+        float v = 1.0f;
+        std::memcpy(one, &v, 4);
+        break;
+      }
+      case DType::kFloat64: {
+        double v = 1.0;
+        std::memcpy(one, &v, 8);
+        break;
+      }
+      case DType::kFloat16: {
+        uint16_t v = 0x3C00;
+        std::memcpy(one, &v, 2);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t v = 0x3F80;
+        std::memcpy(one, &v, 2);
+        break;
+      }
+      default: {
+        int64_t v = 1;
+        std::memcpy(one, &v, 8);
+        break;
+      }  // little-endian integers
     }
     const size_t esize = dtype_size(dtype_);
     char* y = static_cast<char*>(out.raw_data());

@@ -26,8 +26,10 @@ inline constexpr int64_t kMinPart = 8192;
 
 template <typename T>
 bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) return x != x;
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return x != x;
+  else
+    return false;
 }
 
 // Splits [0, count) into one contiguous range per OpenMP thread and calls fn(begin, end) on each.
@@ -55,9 +57,13 @@ struct SumOp {
   template <typename T>
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
   template <typename A>
-  static A init() { return A(0); }
+  static A init() {
+    return A(0);
+  }
   template <typename A, typename B>
-  static A apply(A a, B x) { return a + static_cast<A>(x); }
+  static A apply(A a, B x) {
+    return a + static_cast<A>(x);
+  }
 };
 
 struct MaxOp {
@@ -67,12 +73,16 @@ struct MaxOp {
   using Acc = T;
   template <typename A>
   static A init() {
-    if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
-    else return std::numeric_limits<A>::lowest();
+    if constexpr (std::is_floating_point_v<A>)
+      return -std::numeric_limits<A>::infinity();
+    else
+      return std::numeric_limits<A>::lowest();
   }
   // NaN wins, as in NumPy: once a NaN is taken nothing replaces it.
   template <typename A, typename B>
-  static A apply(A a, B x) { return ((x > a) | is_nan(x)) ? static_cast<A>(x) : a; }
+  static A apply(A a, B x) {
+    return ((x > a) | is_nan(x)) ? static_cast<A>(x) : a;
+  }
 };
 
 struct MinOp {
@@ -82,11 +92,15 @@ struct MinOp {
   using Acc = T;
   template <typename A>
   static A init() {
-    if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
-    else return std::numeric_limits<A>::max();
+    if constexpr (std::is_floating_point_v<A>)
+      return std::numeric_limits<A>::infinity();
+    else
+      return std::numeric_limits<A>::max();
   }
   template <typename A, typename B>
-  static A apply(A a, B x) { return ((x < a) | is_nan(x)) ? static_cast<A>(x) : a; }
+  static A apply(A a, B x) {
+    return ((x < a) | is_nan(x)) ? static_cast<A>(x) : a;
+  }
 };
 
 // Reduces n contiguous elements with kLanes independent accumulators (vectorises), in blocks

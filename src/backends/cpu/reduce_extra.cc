@@ -1,6 +1,7 @@
 // CPU kernels of ReduceProd, ReduceSumSquare, ReduceL1 (float32, float64, int64, int32),
-// ReduceLogSum, ReduceLogSumExp, ReduceL2 (float32, float64), ArgMin (float32, int64, int32 in; int64 out), CumSum
-// (float32, float64, int64, int32), Hardmax (float32) and TopK (float32, int64, int32).
+// ReduceLogSum, ReduceLogSumExp, ReduceL2 (float32, float64), ArgMin (float32, int64, int32 in;
+// int64 out), CumSum (float32, float64, int64, int32), Hardmax (float32) and TopK (float32, int64,
+// int32).
 //
 // The reductions use the plan of reduce_common.h: each element is mapped (square, abs, exp of
 // x minus the output's max), combined (sum or product) in a wide accumulator, then finished (log,
@@ -24,24 +25,36 @@ using WideAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>
 
 struct SumComb {
   template <typename A>
-  static A init() { return A(0); }
+  static A init() {
+    return A(0);
+  }
   template <typename A>
-  static A apply(A a, A b) { return a + b; }
+  static A apply(A a, A b) {
+    return a + b;
+  }
 };
 struct ProdComb {
   template <typename A>
-  static A init() { return A(1); }
+  static A init() {
+    return A(1);
+  }
   template <typename A>
-  static A apply(A a, A b) { return a * b; }
+  static A apply(A a, A b) {
+    return a * b;
+  }
 };
 
 struct MapId {
   template <typename A, typename T>
-  static A apply(T x, A) { return static_cast<A>(x); }
+  static A apply(T x, A) {
+    return static_cast<A>(x);
+  }
 };
 struct MapSquare {
   template <typename A, typename T>
-  static A apply(T x, A) { return static_cast<A>(x) * static_cast<A>(x); }
+  static A apply(T x, A) {
+    return static_cast<A>(x) * static_cast<A>(x);
+  }
 };
 struct MapAbs {
   template <typename A, typename T>
@@ -52,7 +65,9 @@ struct MapAbs {
 };
 struct MapExpShift {
   template <typename A, typename T>
-  static A apply(T x, A shift) { return std::exp(static_cast<A>(x) - shift); }
+  static A apply(T x, A shift) {
+    return std::exp(static_cast<A>(x) - shift);
+  }
 };
 
 enum class Finish { kNone, kLog, kSqrt, kLogShift };
@@ -63,28 +78,52 @@ void reduce_mapped(const ReducePlan& p, const T* x, const A* shift, A* out) {
   const bool parallel = p.in_count > kNormParallelWork;
   if (p.inner_reduced) {
     const int64_t row = p.inner;
-    parallel_ranges(p.out_count, parallel, [&](int64_t begin, int64_t end) {
-      Odometer kept(p.kept_sizes, p.kept_strides, begin);
+    // Comb over Map of elements [l0, l0 + len) of every reduced row of the output whose kept
+    // offset is `base`.
+    auto reduce_part = [&](int64_t base, A s, int64_t l0, int64_t len) {
       Odometer red(p.red_sizes, p.red_strides, 0);
-      for (int64_t o = begin; o < end; ++o, kept.next()) {
-        const A s = shift ? shift[o] : A(0);
-        A lanes[kLanes];
-        for (int j = 0; j < kLanes; ++j) lanes[j] = Comb::template init<A>();
-        A tail = Comb::template init<A>();
-        for (int64_t r = 0; r < p.red_rows; ++r, red.next()) {
-          const T* in = x + kept.offset + red.offset;
-          int64_t i = 0;
-          for (; i + kLanes <= row; i += kLanes) {
+      A lanes[kLanes];
+      for (int j = 0; j < kLanes; ++j) lanes[j] = Comb::template init<A>();
+      A tail = Comb::template init<A>();
+      for (int64_t r = 0; r < p.red_rows; ++r, red.next()) {
+        const T* in = x + base + red.offset + l0;
+        int64_t i = 0;
+        for (; i + kLanes <= len; i += kLanes) {
 #pragma omp simd
-            for (int j = 0; j < kLanes; ++j)
-              lanes[j] = Comb::apply(lanes[j], Map::template apply<A>(in[i + j], s));
-          }
-          for (; i < row; ++i) tail = Comb::apply(tail, Map::template apply<A>(in[i], s));
+          for (int j = 0; j < kLanes; ++j)
+            lanes[j] = Comb::apply(lanes[j], Map::template apply<A>(in[i + j], s));
         }
-        for (int j = 0; j < kLanes; ++j) tail = Comb::apply(tail, lanes[j]);
-        out[o] = tail;
+        for (; i < len; ++i) tail = Comb::apply(tail, Map::template apply<A>(in[i], s));
       }
-    });
+      for (int j = 0; j < kLanes; ++j) tail = Comb::apply(tail, lanes[j]);
+      return tail;
+    };
+    const int threads = parallel ? omp_get_max_threads() : 1;
+    if (p.out_count >= threads || row < 2 * kMinPart) {
+      parallel_ranges(p.out_count, parallel, [&](int64_t begin, int64_t end) {
+        Odometer kept(p.kept_sizes, p.kept_strides, begin);
+        for (int64_t o = begin; o < end; ++o, kept.next())
+          out[o] = reduce_part(kept.offset, shift ? shift[o] : A(0), 0, row);
+      });
+      return;
+    }
+    // Few outputs over long rows: reduce parts of the rows in parallel, then combine the parts.
+    const int64_t parts = std::min<int64_t>(static_cast<int64_t>(threads) * 2, row / kMinPart);
+    const int64_t part_len = (row + parts - 1) / parts;
+    std::vector<A> partial(static_cast<size_t>(p.out_count * parts));
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < p.out_count * parts; ++t) {
+      const int64_t o = t / parts;
+      const int64_t l0 = (t % parts) * part_len;
+      const int64_t len = std::max<int64_t>(0, std::min(row, l0 + part_len) - l0);
+      Odometer kept(p.kept_sizes, p.kept_strides, o);
+      partial[t] = reduce_part(kept.offset, shift ? shift[o] : A(0), l0, len);
+    }
+    for (int64_t o = 0; o < p.out_count; ++o) {
+      A acc = partial[o * parts];
+      for (int64_t k = 1; k < parts; ++k) acc = Comb::apply(acc, partial[o * parts + k]);
+      out[o] = acc;
+    }
     return;
   }
   const int64_t inner = p.inner;
@@ -116,9 +155,13 @@ void reduce_mapped(const ReducePlan& p, const T* x, const A* shift, A* out) {
 
 struct MaxComb {
   template <typename A>
-  static A init() { return -std::numeric_limits<A>::infinity(); }
+  static A init() {
+    return -std::numeric_limits<A>::infinity();
+  }
   template <typename A>
-  static A apply(A a, A b) { return ((b > a) | (b != b)) ? b : a; }
+  static A apply(A a, A b) {
+    return ((b > a) | (b != b)) ? b : a;
+  }
 };
 
 template <typename Comb, typename Map, Finish kFinish, typename T>
@@ -189,7 +232,8 @@ std::unique_ptr<Kernel> make_reduce_extra(const NodeContext& ctx) {
       if constexpr (kInts)
         return std::make_unique<ReduceExtraKernel<Comb, Map, kFinish, int32_t>>(plan);
       break;
-    default: break;
+    default:
+      break;
   }
   ctx.fail_unsupported(std::string("CPU: unsupported dtype ") + dtype_name(ctx.input_dtype(0)));
 }
@@ -202,8 +246,7 @@ std::string check_float_int(const NodeContext& ctx) {
 
 std::string check_reduce_float_int(const NodeContext& ctx) {
   DType dt = ctx.input_dtype(0);
-  if (dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt64 ||
-      dt == DType::kInt32)
+  if (dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt64 || dt == DType::kInt32)
     return "";
   return std::string("input is ") + dtype_name(dt) +
          "; the CPU kernel takes float32, float64, int64, int32";
@@ -239,8 +282,8 @@ class ArgMinKernel final : public Kernel {
  public:
   explicit ArgMinKernel(const NodeContext& ctx)
       : last_(ctx.attr_int("select_last_index", 0) == 1),
-        view_(ctx.input_shape(0), normalize_axis(ctx.attr_int("axis", 0),
-                                                 ctx.input_shape(0).rank())) {}
+        view_(ctx.input_shape(0),
+              normalize_axis(ctx.attr_int("axis", 0), ctx.input_shape(0).rank())) {}
 
   void run(KernelContext& ctx) const override {
     if (last_) {
@@ -302,10 +345,14 @@ class ArgMinKernel final : public Kernel {
 
 std::unique_ptr<Kernel> make_argmin(const NodeContext& ctx) {
   switch (ctx.input_dtype(0)) {
-    case DType::kFloat32: return std::make_unique<ArgMinKernel<float>>(ctx);
-    case DType::kInt64: return std::make_unique<ArgMinKernel<int64_t>>(ctx);
-    case DType::kInt32: return std::make_unique<ArgMinKernel<int32_t>>(ctx);
-    default: ctx.fail_unsupported("CPU: unsupported dtype");
+    case DType::kFloat32:
+      return std::make_unique<ArgMinKernel<float>>(ctx);
+    case DType::kInt64:
+      return std::make_unique<ArgMinKernel<int64_t>>(ctx);
+    case DType::kInt32:
+      return std::make_unique<ArgMinKernel<int32_t>>(ctx);
+    default:
+      ctx.fail_unsupported("CPU: unsupported dtype");
   }
 }
 
@@ -364,18 +411,22 @@ std::unique_ptr<Kernel> make_cumsum(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   int axis = normalize_axis(ctx.input_ints(1, "axis")[0], x.rank());
   switch (ctx.input_dtype(0)) {
-    case DType::kFloat32: return std::make_unique<CumSumKernel<float>>(ctx, axis);
-    case DType::kFloat64: return std::make_unique<CumSumKernel<double>>(ctx, axis);
-    case DType::kInt64: return std::make_unique<CumSumKernel<int64_t>>(ctx, axis);
-    case DType::kInt32: return std::make_unique<CumSumKernel<int32_t>>(ctx, axis);
-    default: ctx.fail_unsupported("CPU: unsupported dtype");
+    case DType::kFloat32:
+      return std::make_unique<CumSumKernel<float>>(ctx, axis);
+    case DType::kFloat64:
+      return std::make_unique<CumSumKernel<double>>(ctx, axis);
+    case DType::kInt64:
+      return std::make_unique<CumSumKernel<int64_t>>(ctx, axis);
+    case DType::kInt32:
+      return std::make_unique<CumSumKernel<int32_t>>(ctx, axis);
+    default:
+      ctx.fail_unsupported("CPU: unsupported dtype");
   }
 }
 
 std::string check_cumsum(const NodeContext& ctx) {
   DType dt = ctx.input_dtype(0);
-  if (dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt64 ||
-      dt == DType::kInt32)
+  if (dt == DType::kFloat32 || dt == DType::kFloat64 || dt == DType::kInt64 || dt == DType::kInt32)
     return "";
   return std::string("input is ") + dtype_name(dt) +
          "; the CPU kernel takes float32, float64, int64, int32";
@@ -473,10 +524,14 @@ std::unique_ptr<Kernel> make_topk(const NodeContext& ctx) {
   int axis = normalize_axis(ctx.attr_int("axis", -1), x.rank());
   int64_t k = ctx.input_ints(1, "K")[0];
   switch (ctx.input_dtype(0)) {
-    case DType::kFloat32: return std::make_unique<TopKKernel<float>>(ctx, axis, k);
-    case DType::kInt64: return std::make_unique<TopKKernel<int64_t>>(ctx, axis, k);
-    case DType::kInt32: return std::make_unique<TopKKernel<int32_t>>(ctx, axis, k);
-    default: ctx.fail_unsupported("CPU: unsupported dtype");
+    case DType::kFloat32:
+      return std::make_unique<TopKKernel<float>>(ctx, axis, k);
+    case DType::kInt64:
+      return std::make_unique<TopKKernel<int64_t>>(ctx, axis, k);
+    case DType::kInt32:
+      return std::make_unique<TopKKernel<int32_t>>(ctx, axis, k);
+    default:
+      ctx.fail_unsupported("CPU: unsupported dtype");
   }
 }
 

@@ -79,8 +79,8 @@ void infer_gather_nd(InferContext& ctx) {
     ctx.fail_model("batch_dims " + std::to_string(b) + " must be in [0, min(ranks))");
   for (int d = 0; d < b; ++d)
     if (data.dims()[d] != idx.dims()[d])
-      ctx.fail_shape("batch dims of data " + data.to_string() + " and indices " +
-                     idx.to_string() + " differ");
+      ctx.fail_shape("batch dims of data " + data.to_string() + " and indices " + idx.to_string() +
+                     " differ");
   const int64_t q = idx.dims().back();
   if (q < 1 || q > data.rank() - b)
     ctx.fail_shape("the last dim of indices " + idx.to_string() + " must be in [1, " +
@@ -163,11 +163,11 @@ LUMEN_REGISTER_SCHEMA(GatherElements, {.min_inputs = 2,
                                        .max_inputs = 2,
                                        .attrs = {{"axis", AttrType::kInt}},
                                        .infer = &infer_gather_elements});
-LUMEN_REGISTER_SCHEMA(ScatterElements, {.min_inputs = 3,
-                                        .max_inputs = 3,
-                                        .attrs = {{"axis", AttrType::kInt},
-                                                  {"reduction", AttrType::kString}},
-                                        .infer = &infer_scatter_elements});
+LUMEN_REGISTER_SCHEMA(ScatterElements,
+                      {.min_inputs = 3,
+                       .max_inputs = 3,
+                       .attrs = {{"axis", AttrType::kInt}, {"reduction", AttrType::kString}},
+                       .infer = &infer_scatter_elements});
 LUMEN_REGISTER_SCHEMA(GatherND, {.min_inputs = 2,
                                  .max_inputs = 2,
                                  .attrs = {{"batch_dims", AttrType::kInt}},

@@ -291,9 +291,14 @@ double resize_source_coord(ResizeCoord coord, int64_t x, double scale, int64_t i
       return (xr + 0.5) / scale - 0.5;
     case ResizeCoord::kPytorchHalfPixel:
       return out_len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::kAlignCorners:
-      return out_len == 1 ? 0.0
-                          : xr * static_cast<double>(in_len - 1) / static_cast<double>(out_len - 1);
+    case ResizeCoord::kAlignCorners: {
+      // ONNX measures the resized length as scale * in_len, unrounded (equal to out_len when the
+      // model gives sizes).
+      double resized = scale * static_cast<double>(in_len);
+      return out_len == 1 || resized <= 1.0
+                 ? 0.0
+                 : xr * static_cast<double>(in_len - 1) / (resized - 1.0);
+    }
     case ResizeCoord::kAsymmetric:
       return xr / scale;
     case ResizeCoord::kTfHalfPixel:

@@ -92,7 +92,8 @@ void infer_argmax(InferContext& ctx) {
       out.push_back(1);
   Shape out_shape(std::move(out));
   if (x.dims()[axis] == 0 && out_shape.numel() > 0)
-    ctx.fail_shape("cannot take the argmax over an empty axis of " + x.to_string());
+    ctx.fail_shape(std::string("cannot take the ") + op_name(ctx.op()) + " over an empty axis of " +
+                   x.to_string());
   ctx.set_output(0, DType::kInt64, out_shape);
 }
 

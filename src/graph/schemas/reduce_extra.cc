@@ -45,8 +45,8 @@ void infer_cumsum(InferContext& ctx) {
 void infer_hardmax(InferContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   DType dt = ctx.input_dtype(0);
-  if (!is_floating(dt)) ctx.fail_shape(std::string("the input must be floating, got ") +
-                                       dtype_name(dt));
+  if (!is_floating(dt))
+    ctx.fail_shape(std::string("the input must be floating, got ") + dtype_name(dt));
   if (x.rank() < 1) ctx.fail_shape("the input must have rank 1 or more");
   axis_of(ctx, ctx.attr_int("axis", -1), x.rank());
   ctx.set_output(0, dt, x);
@@ -97,11 +97,11 @@ LUMEN_REDUCE_EXTRA_SCHEMA(ReduceL1);
 LUMEN_REDUCE_EXTRA_SCHEMA(ReduceL2);
 #undef LUMEN_REDUCE_EXTRA_SCHEMA
 
-LUMEN_REGISTER_SCHEMA(CumSum, {.min_inputs = 2,
-                               .max_inputs = 2,
-                               .attrs = {{"exclusive", AttrType::kInt},
-                                         {"reverse", AttrType::kInt}},
-                               .infer = &infer_cumsum});
+LUMEN_REGISTER_SCHEMA(CumSum,
+                      {.min_inputs = 2,
+                       .max_inputs = 2,
+                       .attrs = {{"exclusive", AttrType::kInt}, {"reverse", AttrType::kInt}},
+                       .infer = &infer_cumsum});
 LUMEN_REGISTER_SCHEMA(Hardmax, {.attrs = {{"axis", AttrType::kInt}}, .infer = &infer_hardmax});
 LUMEN_REGISTER_SCHEMA(TopK, {.min_inputs = 2,
                              .max_inputs = 2,
