@@ -1,5 +1,5 @@
-// CPU kernels of ReduceSum/Mean/Max/Min (float32; Sum/Max/Min also int64 and int32) and ArgMax
-// (float32, int64, int32 in; int64 out).
+// CPU kernels of ReduceSum/Mean/Max/Min (float32; Sum/Max/Min also int64 and int32), ArgMax and
+// ArgMin (float32, int64, int32 in; int64 out).
 //
 // A reduction is planned once: size-1 dims are dropped and neighbouring dims that are both
 // reduced or both kept are merged, leaving groups. The innermost group is contiguous:
@@ -175,12 +175,14 @@ std::string check_reduce_mean(const NodeContext& ctx) {
   return std::string("input is ") + dtype_name(dt) + "; the CPU kernel takes float32";
 }
 
-// ArgMax over one axis of [outer, n, inner]. NaN counts as the largest value (NumPy); ties take
-// the first index, or the last with select_last_index=1.
-template <typename T>
-class ArgMaxKernel final : public Kernel {
+// ArgMax (kMin false) or ArgMin (kMin true) over one axis of [outer, n, inner]. NaN counts as the
+// largest value for ArgMax and the smallest for ArgMin (NumPy); ties take the first index, or the
+// last with select_last_index=1.
+template <typename T, bool kMin>
+class ArgExtremumKernel final : public Kernel {
  public:
-  explicit ArgMaxKernel(const NodeContext& ctx) : last_(ctx.attr_int("select_last_index", 0) == 1) {
+  explicit ArgExtremumKernel(const NodeContext& ctx)
+      : last_(ctx.attr_int("select_last_index", 0) == 1) {
     const Shape& x = ctx.input_shape(0);
     int axis = normalize_axis(ctx.attr_int("axis", 0), x.rank());
     for (int d = 0; d < axis; ++d) outer_ *= x.dims()[d];
@@ -201,13 +203,13 @@ class ArgMaxKernel final : public Kernel {
   // column loop vectorises.
   template <bool kLast>
   static bool better(T v, T b) {
-    const bool greater = kLast ? v >= b : v > b;
+    const bool wins = kMin ? (kLast ? v <= b : v < b) : (kLast ? v >= b : v > b);
     if constexpr (std::is_floating_point_v<T>) {
       const bool v_nan = is_nan(v);
       const bool b_nan = is_nan(b);
-      return (greater & !b_nan) | (v_nan & (!b_nan | kLast));
+      return (wins & !b_nan) | (v_nan & (!b_nan | kLast));
     } else {
-      return greater;
+      return wins;
     }
   }
 
@@ -219,11 +221,11 @@ class ArgMaxKernel final : public Kernel {
     if (outer * n * inner == 0) return;
     const bool parallel = outer * n * inner > kNormParallelWork;
     if (inner == 1) {
-      // Contiguous rows: a vectorised max, then the first (or last) position holding it.
+      // Contiguous rows: a vectorised max (min), then the first (or last) position holding it.
 #pragma omp parallel for schedule(static) if (parallel)
       for (int64_t o = 0; o < outer; ++o) {
         const T* row = x + o * n;
-        const T m = reduce_row<MaxOp, T>(row, n);
+        const T m = reduce_row<std::conditional_t<kMin, MinOp, MaxOp>, T>(row, n);
         // m is in the row (or is NaN and a NaN is), so these scans stop inside it.
         auto hit = [&](int64_t i) { return is_nan(m) ? is_nan(row[i]) : row[i] == m; };
         int64_t at = kLast ? n - 1 : 0;
@@ -264,14 +266,15 @@ class ArgMaxKernel final : public Kernel {
   int64_t inner_ = 1;
 };
 
-std::unique_ptr<Kernel> make_argmax(const NodeContext& ctx) {
+template <bool kMin>
+std::unique_ptr<Kernel> make_arg_extremum(const NodeContext& ctx) {
   switch (ctx.input_dtype(0)) {
     case DType::kFloat32:
-      return std::make_unique<ArgMaxKernel<float>>(ctx);
+      return std::make_unique<ArgExtremumKernel<float, kMin>>(ctx);
     case DType::kInt64:
-      return std::make_unique<ArgMaxKernel<int64_t>>(ctx);
+      return std::make_unique<ArgExtremumKernel<int64_t, kMin>>(ctx);
     case DType::kInt32:
-      return std::make_unique<ArgMaxKernel<int32_t>>(ctx);
+      return std::make_unique<ArgExtremumKernel<int32_t, kMin>>(ctx);
     default:
       ctx.fail_unsupported("CPU: unsupported dtype");
   }
@@ -283,6 +286,7 @@ LUMEN_REGISTER_CPU_KERNEL(ReduceSum, &make_reduce_sum, &check_reduce_ints);
 LUMEN_REGISTER_CPU_KERNEL(ReduceMean, &make_reduce_mean, &check_reduce_mean);
 LUMEN_REGISTER_CPU_KERNEL(ReduceMax, &make_reduce_max, &check_reduce_ints);
 LUMEN_REGISTER_CPU_KERNEL(ReduceMin, &make_reduce_min, &check_reduce_ints);
-LUMEN_REGISTER_CPU_KERNEL(ArgMax, &make_argmax, &check_reduce_ints);
+LUMEN_REGISTER_CPU_KERNEL(ArgMax, &make_arg_extremum<false>, &check_reduce_ints);
+LUMEN_REGISTER_CPU_KERNEL(ArgMin, &make_arg_extremum<true>, &check_reduce_ints);
 
 }  // namespace lumen::cpu

@@ -1,7 +1,7 @@
 // CPU kernels of ReduceProd, ReduceSumSquare, ReduceL1 (float32, float64, int64, int32),
-// ReduceLogSum, ReduceLogSumExp, ReduceL2 (float32, float64), ArgMin (float32, int64, int32 in;
-// int64 out), CumSum (float32, float64, int64, int32), Hardmax (float32) and TopK (float32, int64,
-// int32).
+// ReduceLogSum, ReduceLogSumExp, ReduceL2 (float32, float64), CumSum (float32, float64, int64,
+// int32), Hardmax (float32) and TopK (float32, int64, int32). ArgMin shares ArgMax's kernel in
+// reduce.cc.
 //
 // The reductions use the plan of reduce_common.h: each element is mapped (square, abs, exp of
 // x minus the output's max), combined (sum or product) in a wide accumulator, then finished (log,
@@ -275,87 +275,6 @@ struct AxisView {
   int64_t count() const { return outer * n * inner; }
 };
 
-// ArgMin over one axis. NaN counts as the smallest value (NumPy); ties take the first index, or
-// the last with select_last_index=1.
-template <typename T>
-class ArgMinKernel final : public Kernel {
- public:
-  explicit ArgMinKernel(const NodeContext& ctx)
-      : last_(ctx.attr_int("select_last_index", 0) == 1),
-        view_(ctx.input_shape(0),
-              normalize_axis(ctx.attr_int("axis", 0), ctx.input_shape(0).rank())) {}
-
-  void run(KernelContext& ctx) const override {
-    if (last_) {
-      run_impl<true>(ctx);
-    } else {
-      run_impl<false>(ctx);
-    }
-  }
-
- private:
-  template <bool kLast>
-  static bool better(T v, T b) {
-    const bool less = kLast ? v <= b : v < b;
-    if constexpr (std::is_floating_point_v<T>) {
-      const bool v_nan = is_nan(v);
-      const bool b_nan = is_nan(b);
-      return (less & !b_nan) | (v_nan & (!b_nan | kLast));
-    } else {
-      return less;
-    }
-  }
-
-  template <bool kLast>
-  void run_impl(KernelContext& ctx) const {
-    const T* x = ctx.inputs[0].data<T>();
-    int64_t* y = ctx.outputs[0].data<int64_t>();
-    const int64_t outer = view_.outer, n = view_.n, inner = view_.inner;
-    if (view_.count() == 0) return;
-    const bool parallel = view_.count() > kNormParallelWork;
-    const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t t = 0; t < outer * chunks; ++t) {
-      const int64_t o = t / chunks;
-      const int64_t j0 = (t % chunks) * kColumnChunk;
-      const int64_t len = std::min(kColumnChunk, inner - j0);
-      const T* base = x + o * n * inner + j0;
-      T best[kColumnChunk];
-      int64_t index[kColumnChunk];
-      for (int64_t j = 0; j < len; ++j) {
-        best[j] = base[j];
-        index[j] = 0;
-      }
-      for (int64_t r = 1; r < n; ++r) {
-        const T* row = base + r * inner;
-#pragma omp simd
-        for (int64_t j = 0; j < len; ++j) {
-          bool take = better<kLast>(row[j], best[j]);
-          best[j] = take ? row[j] : best[j];
-          index[j] = take ? r : index[j];
-        }
-      }
-      std::copy(index, index + len, y + o * inner + j0);
-    }
-  }
-
-  bool last_;
-  AxisView view_;
-};
-
-std::unique_ptr<Kernel> make_argmin(const NodeContext& ctx) {
-  switch (ctx.input_dtype(0)) {
-    case DType::kFloat32:
-      return std::make_unique<ArgMinKernel<float>>(ctx);
-    case DType::kInt64:
-      return std::make_unique<ArgMinKernel<int64_t>>(ctx);
-    case DType::kInt32:
-      return std::make_unique<ArgMinKernel<int32_t>>(ctx);
-    default:
-      ctx.fail_unsupported("CPU: unsupported dtype");
-  }
-}
-
 // CumSum along one axis: each [n, inner] slab is walked row by row (forward or reversed) with a
 // running sum vectorised along the contiguous inner dim.
 template <typename T>
@@ -551,7 +470,6 @@ LUMEN_REGISTER_CPU_KERNEL(ReduceLogSum, &make_reduce_extra<SumComb, MapId, Finis
 LUMEN_REGISTER_CPU_KERNEL(ReduceLogSumExp,
                           &make_reduce_extra<SumComb, MapExpShift, Finish::kLogShift, false>,
                           &check_reduce_float);
-LUMEN_REGISTER_CPU_KERNEL(ArgMin, &make_argmin, &check_float_int);
 LUMEN_REGISTER_CPU_KERNEL(CumSum, &make_cumsum, &check_cumsum);
 LUMEN_REGISTER_CPU_KERNEL(Hardmax, &make_hardmax, &check_float);
 LUMEN_REGISTER_CPU_KERNEL(TopK, &make_topk, &check_float_int);
