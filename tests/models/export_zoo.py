@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""Exports Lumen's model zoo: torchvision classifiers and a few small home-made models, with random
+weights, to ONNX (opset 13, dynamic batch axis), with one fixed input and PyTorch's output on it.
+
+    /usr/bin/python3 tests/models/export_zoo.py OUTDIR [--models a,b,...] [--force]
+
+writes OUTDIR/NAME.onnx, OUTDIR/NAME.input.npy (batch 1, or 64 for the MLP) and
+OUTDIR/NAME.expected.npy for each model; a model whose three files exist is skipped unless --force.
+Needs Debian's python3 with torch 1.13 and torchvision 0.14; no download (weights are random).
+"""
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torchvision.models as tvm
+
+warnings.filterwarnings("ignore")
+
+OPSET = 13
+
+
+class MLP(nn.Module):
+    """20 Linear layers of width 1024, ReLU between them."""
+
+    def __init__(self, width=1024, depth=20):
+        super().__init__()
+        layers = []
+        for i in range(depth):
+            layers.append(nn.Linear(width, width))
+            if i + 1 < depth:
+                layers.append(nn.ReLU())
+        self.net = nn.Sequential(*layers)
+        for m in self.net:
+            if isinstance(m, nn.Linear):  # He init, so the signal neither vanishes nor explodes
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+                nn.init.normal_(m.bias, 0, 0.1)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class TinyTransformer(nn.Module):
+    """BERT-like encoder (causal=False) or GPT-like decoder (causal=True): token and learned position
+    embeddings, nn.TransformerEncoder (batch_first), final LayerNorm; the GPT one adds a
+    language-model head."""
+
+    def __init__(self, causal, vocab=1000, seq=32, d=256, heads=4, layers=2):
+        super().__init__()
+        self.causal = causal
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(1, seq, d) * 0.02)
+        layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0,
+                                           activation="gelu", batch_first=True,
+                                           norm_first=causal)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab) if causal else None
+        mask = torch.triu(torch.full((seq, seq), float("-inf")), diagonal=1)
+        self.register_buffer("mask", mask if causal else None)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos
+        x = self.encoder(x, mask=self.mask) if self.causal else self.encoder(x)
+        x = self.norm(x)
+        return self.head(x) if self.head is not None else x
+
+
+def vit_b_16():
+    m = tvm.vit_b_16()
+    # torchvision zero-initialises the ViT head, which would make every output 0.
+    with torch.no_grad():
+        m.heads.head.weight.normal_(0, 0.02)
+        m.heads.head.bias.normal_(0, 0.02)
+    return m
+
+
+IMAGE = (1, 3, 224, 224)
+# name -> (constructor, input name, input shape, input dtype)
+MODELS = {
+    "resnet18": (lambda: tvm.resnet18(), "input", IMAGE, "float32"),
+    "mobilenet_v2": (lambda: tvm.mobilenet_v2(), "input", IMAGE, "float32"),
+    "squeezenet1_1": (lambda: tvm.squeezenet1_1(), "input", IMAGE, "float32"),
+    "shufflenet_v2_x1_0": (lambda: tvm.shufflenet_v2_x1_0(), "input", IMAGE, "float32"),
+    "mobilenet_v3_small": (lambda: tvm.mobilenet_v3_small(), "input", IMAGE, "float32"),
+    "efficientnet_b0": (lambda: tvm.efficientnet_b0(), "input", IMAGE, "float32"),
+    "googlenet": (lambda: tvm.googlenet(aux_logits=False, init_weights=True), "input", IMAGE,
+                  "float32"),
+    "regnet_y_400mf": (lambda: tvm.regnet_y_400mf(), "input", IMAGE, "float32"),
+    "densenet121": (lambda: tvm.densenet121(), "input", IMAGE, "float32"),
+    "resnet50": (lambda: tvm.resnet50(), "input", IMAGE, "float32"),
+    "convnext_tiny": (lambda: tvm.convnext_tiny(), "input", IMAGE, "float32"),
+    "vit_b_16": (vit_b_16, "input", IMAGE, "float32"),
+    "mlp20": (lambda: MLP(), "input", (64, 1024), "float32"),
+    "bert_tiny": (lambda: TinyTransformer(causal=False), "input_ids", (1, 32), "int64"),
+    "gpt_tiny": (lambda: TinyTransformer(causal=True), "input_ids", (1, 32), "int64"),
+}
+
+
+def calibrate_batchnorm(model, shape):
+    """Random init leaves BatchNorm's running statistics at mean 0, variance 1, whatever the
+    activations are; in several torchvision models (googlenet, shufflenet, mobilenet, efficientnet)
+    the signal then vanishes and the output is just the classifier's bias, which would test nothing.
+    One forward pass on a calibration image (not the test input), BatchNorm in training mode with
+    cumulative statistics, sets each layer's running mean and variance to what it actually sees;
+    the affine parameters are randomised too, so folding them into Conv is exercised."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None
+        with torch.no_grad():
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.normal_(0, 0.1)
+        bn.train()
+    with torch.no_grad():
+        model(torch.from_numpy(np.random.RandomState(99).standard_normal(shape).astype(np.float32)))
+    model.eval()
+
+
+def make_input(shape, dtype):
+    rng = np.random.RandomState(1234)
+    if dtype == "int64":
+        return rng.randint(0, 1000, size=shape).astype(np.int64)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def export(name, outdir, force):
+    onnx_path = os.path.join(outdir, name + ".onnx")
+    in_path = os.path.join(outdir, name + ".input.npy")
+    exp_path = os.path.join(outdir, name + ".expected.npy")
+    if not force and all(os.path.exists(p) for p in (onnx_path, in_path, exp_path)):
+        print(f"{name}: already exported")
+        return
+    ctor, input_name, shape, dtype = MODELS[name]
+    t0 = time.time()
+    torch.manual_seed(0)
+    model = ctor().eval()
+    if dtype == "float32":
+        calibrate_batchnorm(model, shape)
+    x = make_input(shape, dtype)
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        expected = model(xt)
+        # A model whose output hardly depends on its input (vanishing signal) tests nothing.
+        other = model(torch.from_numpy(x.ravel()[::-1].reshape(shape).copy()))
+        sensitivity = float((expected - other).abs().max() / expected.abs().max())
+        t1 = time.time()
+        reps = 3
+        for _ in range(reps):
+            model(xt)
+        torch_ms = (time.time() - t1) / reps * 1000
+    # Exported with autograd on: under no_grad, nn.TransformerEncoderLayer takes its fused "fast
+    # path" (aten::_transformer_encoder_layer_fwd), which has no ONNX export.
+    tmp = onnx_path + ".tmp"
+    torch.onnx.export(model, (xt,), tmp, opset_version=OPSET, input_names=[input_name],
+                      output_names=["output"],
+                      dynamic_axes={input_name: {0: "batch"}, "output": {0: "batch"}},
+                      do_constant_folding=True)
+    np.save(in_path, x)
+    np.save(exp_path, expected.numpy())
+    os.replace(tmp, onnx_path)  # last, so a half-done export is redone next time
+    print(f"{name}: exported in {time.time() - t0:.1f} s; output {tuple(expected.shape)}, "
+          f"max |output| {float(expected.abs().max()):.3g}, relative change on another input "
+          f"{sensitivity:.2g}; pytorch latency {torch_ms:.2f} ms")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("outdir")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--force", action="store_true")
+    args = ap.parse_args()
+    names = [m for m in args.models.split(",") if m]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        sys.exit(f"unknown models: {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    os.makedirs(args.outdir, exist_ok=True)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    for name in names:
+        export(name, args.outdir, args.force)
+
+
+if __name__ == "__main__":
+    main()
