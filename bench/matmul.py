@@ -15,8 +15,7 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN, END = "<!-- matmul:begin -->", "<!-- matmul:end -->"
+from bench_doc import ROOT, write_section
 
 
 def numpy_ms(n, runs):
@@ -92,8 +91,7 @@ def main():
     rows.append("")
     rows.append(f"Lumen: oneDNN matmul with the constant operand pre-packed at compile time. "
                 f"NumPy {np.__version__}: {blas_name()}.")
-    text = "\n".join([
-        BEGIN,
+    write_section("matmul", "\n".join([
         f"### float32 matmul {args.n} x {args.n}",
         "",
         f"Measured by `bench/matmul.py --n {args.n} --rounds {args.rounds} --runs {args.runs}` on "
@@ -104,16 +102,7 @@ def main():
         f"only.",
         "",
         *rows,
-        END,
-    ])
-    path = os.path.join(ROOT, "docs", "benchmarks.md")
-    doc = open(path).read() if os.path.exists(path) else "# Benchmarks\n\n"
-    if BEGIN in doc:
-        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    with open(path, "w") as f:
-        f.write(doc)
+    ]))
     print("\n".join(rows))
 
 

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "lumen/shape.h"
 
 namespace lumen::cli {
 
@@ -15,7 +18,13 @@ int bench_matmul(const std::vector<std::string>& args);
 // output's name, dtype, shape and checksum and the median latency, and saves outputs as .npy.
 int run_model(const std::vector<std::string>& args);
 
-// `lumen inspect MODEL.onnx [--dot FILE]`: inputs, outputs, opset, parameters, op histogram.
+// `lumen inspect MODEL.onnx [--dot FILE] [--memory] [--shape NAME=AxBxC]...`: inputs, outputs,
+// opset, parameters, op histogram; --memory adds the compiled arena plan.
 int inspect_model(const std::vector<std::string>& args);
+
+// "1x3x224x224" -> Shape; throws InvalidArgument naming the text.
+Shape parse_shape(const std::string& text);
+// "NAME=1x3x224x224" (a --shape argument) -> (NAME, Shape).
+std::pair<std::string, Shape> parse_shape_arg(const std::string& kv);
 
 }  // namespace lumen::cli

@@ -1,4 +1,5 @@
-// `lumen inspect MODEL.onnx [--dot FILE]`: what a model holds, without running it.
+// `lumen inspect MODEL.onnx [--dot FILE] [--memory] [--shape NAME=1x3x224x224]`: what a model
+// holds, without running it; --memory compiles it and prints the arena plan.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -9,19 +10,52 @@
 #include "tools/commands.h"
 
 namespace lumen::cli {
+namespace {
+
+double mb(size_t bytes) {
+  return static_cast<double>(bytes) / 1e6;
+}
+
+// The arena plan of the compiled model: no-reuse total, lower bound, arena, largest tensors.
+void print_memory_plan(Graph& graph) {
+  Runtime runtime;
+  Executable* executable = graph.compile(&runtime);
+  MemoryReport r = executable->memory_report();
+  std::printf("memory    intermediates %zu, %zu steps in place\n", r.tensors.size(),
+              r.in_place_steps);
+  std::printf("  no reuse (sum of all intermediates)   %10.2f MB\n", mb(r.no_reuse_bytes));
+  std::printf("  lower bound (most alive at one step)  %10.2f MB\n", mb(r.lower_bound_bytes));
+  std::printf("  planned arena                         %10.2f MB (%.1f%% of no reuse, %.1f%% "
+              "above the lower bound)\n",
+              mb(r.arena_bytes), r.no_reuse_bytes ? 100.0 * r.arena_bytes / r.no_reuse_bytes : 0.0,
+              r.lower_bound_bytes ? 100.0 * r.arena_bytes / r.lower_bound_bytes - 100.0 : 0.0);
+  std::printf("  largest intermediates:\n");
+  for (size_t i = 0; i < r.tensors.size() && i < 5; ++i)
+    std::printf("    %-40s %-24s %8.2f MB at %zu\n", r.tensors[i].name.c_str(),
+                r.tensors[i].type.to_string().c_str(), mb(r.tensors[i].bytes), r.tensors[i].offset);
+}
+
+}  // namespace
 
 int inspect_model(const std::vector<std::string>& args) {
   if (args.empty()) throw InvalidArgument("lumen inspect: give a model file");
   std::string dot;
+  bool memory = false;
+  OnnxLoadOptions options;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--dot" && i + 1 < args.size()) {
       dot = args[++i];
+    } else if (args[i] == "--memory") {
+      memory = true;
+    } else if (args[i] == "--shape" && i + 1 < args.size()) {
+      auto [name, shape] = parse_shape_arg(args[++i]);
+      options.input_shapes[name] = shape;
     } else {
       throw InvalidArgument("lumen inspect: unknown argument '" + args[i] + "'");
     }
   }
   OnnxModelInfo info;
-  Graph graph = load_onnx(args[0], {}, &info);
+  Graph graph = load_onnx(args[0], options, &info);
   std::printf("model     %s\nproducer  %s\nir        %lld\nopset     %lld\n", args[0].c_str(),
               info.producer.c_str(), static_cast<long long>(info.ir_version),
               static_cast<long long>(info.opset));
@@ -58,6 +92,7 @@ int inspect_model(const std::vector<std::string>& args) {
     if (!out) throw IoError("cannot write '" + dot + "'");
     std::printf("wrote %s\n", dot.c_str());
   }
+  if (memory) print_memory_plan(graph);
   return 0;
 }
 

@@ -66,6 +66,8 @@ int64_t parse_count(const std::string& s, const char* what) {
   throw InvalidArgument(std::string(what) + " must be a positive integer, got '" + s + "'");
 }
 
+}  // namespace
+
 // "1x3x224x224" -> Shape
 Shape parse_shape(const std::string& text) {
   std::vector<int64_t> dims;
@@ -81,7 +83,12 @@ Shape parse_shape(const std::string& text) {
   return Shape(dims);
 }
 
-}  // namespace
+
+std::pair<std::string, Shape> parse_shape_arg(const std::string& kv) {
+  size_t eq = kv.find('=');
+  if (eq == std::string::npos) throw InvalidArgument("--shape takes NAME=1x3x224x224");
+  return {kv.substr(0, eq), parse_shape(kv.substr(eq + 1))};
+}
 
 int run_model(const std::vector<std::string>& args) {
   if (args.empty()) throw InvalidArgument("lumen run: give a model file");
@@ -103,10 +110,8 @@ int run_model(const std::vector<std::string>& args) {
       if (eq == std::string::npos) throw InvalidArgument("--input takes NAME=FILE.npy");
       input_files[kv.substr(0, eq)] = kv.substr(eq + 1);
     } else if (a == "--shape") {
-      std::string kv = value("--shape");
-      auto eq = kv.find('=');
-      if (eq == std::string::npos) throw InvalidArgument("--shape takes NAME=1x3x224x224");
-      options.input_shapes[kv.substr(0, eq)] = parse_shape(kv.substr(eq + 1));
+      auto [name, shape] = parse_shape_arg(value("--shape"));
+      options.input_shapes[name] = shape;
     } else if (a == "--output-dir") {
       out_dir = value("--output-dir");
     } else if (a == "--device") {
@@ -142,7 +147,9 @@ int run_model(const std::vector<std::string>& args) {
   if (!given.empty())
     throw InvalidArgument("lumen run: the model has no input named '" + given.begin()->first + "'");
 
+  MemoryStats before = rt.memory_stats();
   std::vector<Tensor> outputs = exe->execute(inputs);
+  MemoryStats after_first = rt.memory_stats();
   std::vector<double> ms;
   for (int64_t r = 0; r < repeat; ++r) {
     auto a = std::chrono::steady_clock::now();
@@ -150,6 +157,7 @@ int run_model(const std::vector<std::string>& args) {
     auto b = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
   }
+  MemoryStats after_all = rt.memory_stats();
   std::sort(ms.begin(), ms.end());
   std::printf("%s: loaded and compiled in %.1f ms\n", model.c_str(),
               std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -166,6 +174,12 @@ int run_model(const std::vector<std::string>& args) {
   }
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms)\n", ms[ms.size() / 2],
               static_cast<long long>(ms.size()), ms.front());
+  std::printf("memory: arena %.2f MB; system allocations: %zu in the first run, %zu in the next "
+              "%lld; peak in use %.2f MB\n",
+              static_cast<double>(exe->memory_report().arena_bytes) / 1e6,
+              after_first.num_system_allocs - before.num_system_allocs,
+              after_all.num_system_allocs - after_first.num_system_allocs,
+              static_cast<long long>(repeat), static_cast<double>(after_all.peak_bytes_in_use) / 1e6);
   return 0;
 }
 

@@ -24,6 +24,22 @@ struct TensorInfo {
   TensorType type;
 };
 
+// How an Executable lays out its intermediate tensors (memory/liveness.h): one arena per run,
+// every intermediate at a fixed offset, planned at compile time.
+struct MemoryReport {
+  struct Entry {
+    std::string name;  // the value's name
+    TensorType type;
+    size_t offset = 0;  // in the arena
+    size_t bytes = 0;
+  };
+  size_t arena_bytes = 0;        // the planned arena
+  size_t no_reuse_bytes = 0;     // the sum of all intermediates, had each its own memory
+  size_t lower_bound_bytes = 0;  // the most intermediate bytes alive at one step
+  size_t in_place_steps = 0;     // steps that write their output over a dying input
+  std::vector<Entry> tensors;    // every intermediate in the arena, largest first
+};
+
 // A compiled graph: kernels made once, constants bound, steps in order. execute() may be called
 // from several threads at once; each call uses its own intermediate buffers.
 class Executable {
@@ -40,6 +56,8 @@ class Executable {
 
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
+  // The arena plan: its size next to the no-reuse total and the lower bound.
+  MemoryReport memory_report() const;
   // Steps, their kernels and backends, one line each.
   std::string summary() const;
 

@@ -19,6 +19,33 @@ std::vector<Backend*> candidate_backends(const CompileOptions& options) {
   return out;
 }
 
+// Lays every intermediate out in one host arena: not inputs, constants or graph outputs (the caller
+// keeps those), nor what kernels make themselves (views, data-dependent shapes).
+void plan_memory(Executable::Impl& impl, const std::unordered_map<int, int>& slot_of,
+                 const Graph& graph) {
+  const size_t num_slots = impl.constants.size();
+  std::vector<size_t> bytes(num_slots, 0);
+  std::vector<bool> in_arena(num_slots, false);
+  impl.slot_names.assign(num_slots, "");
+  for (const auto& [value_id, s] : slot_of) {
+    const Value& v = graph.value(value_id);
+    bytes[s] = static_cast<size_t>(v.type.shape.numel()) * dtype_size(v.type.dtype);
+    impl.slot_names[s] = v.name;
+  }
+  std::vector<StepUses> uses;
+  for (const Step& step : impl.steps) {
+    bool views = step.kernel->makes_outputs();
+    bool host = step.backend->device().type == DeviceType::kCPU;
+    for (int out : step.outputs) in_arena[out] = host && !views;
+    uses.push_back({step.inputs, step.outputs, views, step.kernel->in_place_input()});
+  }
+  for (int s : impl.input_slots) in_arena[s] = false;
+  for (int s : impl.output_slots) in_arena[s] = false;
+  for (size_t s = 0; s < num_slots; ++s)
+    if (impl.constants[s].defined()) in_arena[s] = false;
+  impl.layout = plan_steps(uses, bytes, in_arena, impl.output_slots, kAlignment);
+}
+
 }  // namespace
 
 Executable* Graph::compile(Runtime* runtime) {
@@ -107,6 +134,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (last_use[k] >= 0 && !keep[k])
       impl->steps[last_use[k]].release.push_back(static_cast<int>(k));
 
+  plan_memory(*impl, slot_of, *this);
   return runtime->adopt(std::make_unique<Executable>(std::move(impl)));
 }
 

@@ -1,9 +1,50 @@
 // Executable::execute: bind inputs, run the steps, hand back the outputs.
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/executable_impl.h"
 
 namespace lumen {
+namespace {
+
+// Holds one arena for the length of a run and gives it back to the executable's free list, also
+// when the run throws. A new arena is allocated only when every existing one is in use.
+class ArenaLease {
+ public:
+  explicit ArenaLease(Executable::Impl& impl) : impl_(impl) {
+    if (impl.layout.plan.arena_bytes == 0) return;
+    std::lock_guard<std::mutex> lock(impl.arena_mutex);
+    if (!impl.free_arenas.empty()) {
+      arena_ = std::move(impl.free_arenas.back());
+      impl.free_arenas.pop_back();
+    }
+  }
+  ~ArenaLease() {
+    if (!arena_) return;
+    std::lock_guard<std::mutex> lock(impl_.arena_mutex);
+    impl_.free_arenas.push_back(std::move(arena_));
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+
+  const std::shared_ptr<Buffer>& arena() {
+    if (!arena_ && impl_.layout.plan.arena_bytes > 0)
+      arena_ = Buffer::allocate(impl_.layout.plan.arena_bytes, cpu_allocator());
+    return arena_;
+  }
+  bool contains(const Tensor& t) const {
+    if (!arena_ || !t.defined() || t.nbytes() == 0) return false;
+    auto* base = static_cast<const char*>(arena_->data());
+    auto* p = static_cast<const char*>(t.raw_data());
+    return p >= base && p < base + arena_->size();
+  }
+
+ private:
+  Executable::Impl& impl_;
+  std::shared_ptr<Buffer> arena_;
+};
+
+}  // namespace
 
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;
@@ -16,7 +57,7 @@ const std::vector<TensorInfo>& Executable::outputs() const {
 }
 
 std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
-  const Impl& impl = *impl_;
+  Impl& impl = *impl_;
   if (inputs.size() != impl.inputs.size())
     throw InvalidArgument("execute: expected " + std::to_string(impl.inputs.size()) +
                           " inputs, got " + std::to_string(inputs.size()));
@@ -33,6 +74,8 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
                             "; pass a host tensor");
     slots[impl.input_slots[i]] = t;
   }
+  ArenaLease lease(impl);
+  const std::shared_ptr<Buffer>& arena = lease.arena();
   std::vector<Tensor> step_inputs;
   std::vector<Tensor> step_outputs;
   for (const Step& step : impl.steps) {
@@ -40,9 +83,13 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
     for (int s : step.inputs) step_inputs.push_back(s < 0 ? Tensor() : slots[s]);
     step_outputs.assign(step.outputs.size(), Tensor());
     if (!step.kernel->makes_outputs())
-      for (size_t k = 0; k < step_outputs.size(); ++k)
-        step_outputs[k] = Tensor::empty(step.output_types[k].shape, step.output_types[k].dtype,
-                                        step.backend->device());
+      for (size_t k = 0; k < step_outputs.size(); ++k) {
+        const TensorType& type = step.output_types[k];
+        size_t offset = impl.layout.slot_offset[step.outputs[k]];
+        step_outputs[k] = offset == ArenaLayout::kNotInArena
+                              ? Tensor::empty(type.shape, type.dtype, step.backend->device())
+                              : Tensor(arena, offset, type.shape, type.dtype);
+      }
     KernelContext ctx{step_inputs, step_outputs, &step.backend->default_stream()};
     step.kernel->run(ctx);
     for (size_t k = 0; k < step_outputs.size(); ++k) {
@@ -55,9 +102,12 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
     }
     for (int s : step.release) slots[s] = Tensor();
   }
+  // An output that is a constant, or a view into the arena (which the next run reuses), is copied.
   std::vector<Tensor> outputs;
-  for (int s : impl.output_slots)
-    outputs.push_back(impl.constants[s].defined() ? slots[s].clone() : slots[s]);
+  for (int s : impl.output_slots) {
+    bool copy = impl.constants[s].defined() || lease.contains(slots[s]);
+    outputs.push_back(copy ? slots[s].clone() : slots[s]);
+  }
   return outputs;
 }
 
@@ -74,6 +124,26 @@ std::vector<Tensor> Executable::execute(const std::map<std::string, Tensor>& inp
     if (!known) throw InvalidArgument("execute: the graph has no input named '" + name + "'");
   }
   return execute(ordered);
+}
+
+MemoryReport Executable::memory_report() const {
+  const ArenaLayout& layout = impl_->layout;
+  MemoryReport report;
+  report.arena_bytes = layout.plan.arena_bytes;
+  report.no_reuse_bytes = layout.intermediate_bytes;
+  report.lower_bound_bytes = layout.plan.lower_bound_bytes;
+  report.in_place_steps = layout.in_place_steps.size();
+  for (const Step& step : impl_->steps)
+    for (size_t k = 0; k < step.outputs.size(); ++k) {
+      size_t offset = layout.slot_offset[step.outputs[k]];
+      if (offset == ArenaLayout::kNotInArena) continue;
+      const TensorType& t = step.output_types[k];
+      report.tensors.push_back({impl_->slot_names[step.outputs[k]], t, offset,
+                                static_cast<size_t>(t.shape.numel()) * dtype_size(t.dtype)});
+    }
+  std::stable_sort(report.tensors.begin(), report.tensors.end(),
+                   [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  return report;
 }
 
 std::string Executable::summary() const {

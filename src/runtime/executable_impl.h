@@ -2,11 +2,13 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
 #include "lumen/runtime.h"
+#include "memory/liveness.h"
 
 namespace lumen {
 
@@ -27,6 +29,13 @@ struct Executable::Impl {
   std::vector<int> output_slots;
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;
+  // Every intermediate lives at a fixed offset of one host arena (memory/liveness.h); a run takes
+  // an arena from `free_arenas` (allocating one only when every arena is in use by another
+  // thread's run) and gives it back when it ends.
+  ArenaLayout layout;
+  std::vector<std::string> slot_names;  // for the memory report
+  std::mutex arena_mutex;
+  std::vector<std::shared_ptr<Buffer>> free_arenas;
 };
 
 }  // namespace lumen

@@ -44,12 +44,12 @@ class MLP(nn.Module):
         return self.net(x)
 
 
-class TinyTransformer(nn.Module):
-    """BERT-like encoder (causal=False) or GPT-like decoder (causal=True): token and learned position
-    embeddings, nn.TransformerEncoder (batch_first), final LayerNorm; the GPT one adds a
-    language-model head."""
+class Transformer(nn.Module):
+    """BERT-like encoder (causal=False: post-norm) or GPT-like decoder (causal=True: pre-norm, causal
+    mask): token and learned position embeddings, nn.TransformerEncoder (batch_first, GELU), final
+    LayerNorm; the GPT one adds a language-model head over the vocabulary."""
 
-    def __init__(self, causal, vocab=1000, seq=32, d=256, heads=4, layers=2):
+    def __init__(self, causal, vocab, seq, d, heads, layers):
         super().__init__()
         self.causal = causal
         self.tok = nn.Embedding(vocab, d)
@@ -58,6 +58,16 @@ class TinyTransformer(nn.Module):
                                            activation="gelu", batch_first=True,
                                            norm_first=causal)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        # TransformerEncoder deep-copies one layer, so every layer would start with the same
+        # weights (and the exporter would store them once): draw each layer's weights anew.
+        for name, p in self.encoder.named_parameters():
+            with torch.no_grad():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+                elif "norm" in name and name.endswith("weight"):
+                    p.uniform_(0.8, 1.2)
+                else:
+                    p.normal_(0, 0.02)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab) if causal else None
         mask = torch.triu(torch.full((seq, seq), float("-inf")), diagonal=1)
@@ -96,8 +106,17 @@ MODELS = {
     "convnext_tiny": (lambda: tvm.convnext_tiny(), "input", IMAGE, "float32"),
     "vit_b_16": (vit_b_16, "input", IMAGE, "float32"),
     "mlp20": (lambda: MLP(), "input", (64, 1024), "float32"),
-    "bert_tiny": (lambda: TinyTransformer(causal=False), "input_ids", (1, 32), "int64"),
-    "gpt_tiny": (lambda: TinyTransformer(causal=True), "input_ids", (1, 32), "int64"),
+    # BERT-base-like: 12 layers, d=768, 12 heads, seq 128, BERT's vocabulary size.
+    "bert_base": (lambda: Transformer(False, vocab=30522, seq=128, d=768, heads=12, layers=12),
+                  "input_ids", (1, 128), "int64"),
+    # GPT-2-small-like: 12 pre-norm causal layers, d=768, 12 heads, seq 128, GPT-2's vocabulary.
+    "gpt2_small": (lambda: Transformer(True, vocab=50257, seq=128, d=768, heads=12, layers=12),
+                   "input_ids", (1, 128), "int64"),
+    # Small versions of both, quick to debug with.
+    "bert_tiny": (lambda: Transformer(False, vocab=1000, seq=32, d=256, heads=4, layers=2),
+                  "input_ids", (1, 32), "int64"),
+    "gpt_tiny": (lambda: Transformer(True, vocab=1000, seq=32, d=256, heads=4, layers=2),
+                 "input_ids", (1, 32), "int64"),
 }
 
 
@@ -123,10 +142,10 @@ def calibrate_batchnorm(model, shape):
     model.eval()
 
 
-def make_input(shape, dtype):
+def make_input(shape, dtype, vocab=1000):
     rng = np.random.RandomState(1234)
     if dtype == "int64":
-        return rng.randint(0, 1000, size=shape).astype(np.int64)
+        return rng.randint(0, vocab, size=shape).astype(np.int64)
     return rng.standard_normal(shape).astype(np.float32)
 
 
@@ -143,7 +162,8 @@ def export(name, outdir, force):
     model = ctor().eval()
     if dtype == "float32":
         calibrate_batchnorm(model, shape)
-    x = make_input(shape, dtype)
+    vocab = model.tok.num_embeddings if isinstance(model, Transformer) else 1000
+    x = make_input(shape, dtype, vocab)
     xt = torch.from_numpy(x)
     with torch.no_grad():
         expected = model(xt)
