@@ -1,5 +1,5 @@
 // Converters for ONNX ops that are not one lumen op by the same name at every opset: Constant,
-// Dropout, the pre-opset-13 Softmax family, Scatter, and the older attribute forms of Clip, Pad,
+// the pre-opset-13 Softmax family, Scatter, and the older attribute forms of Clip, Pad,
 // Slice and Upsample/Resize.
 #include <algorithm>
 
@@ -29,23 +29,6 @@ std::vector<Value*> convert_constant(ImportContext& ctx) {
     ctx.unsupported("Constant attribute '" + key + "' is not supported");
   }
   return {ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/value"), t)};
-}
-
-// Inference: Dropout is the identity; its mask output, if read, is all true.
-std::vector<Value*> convert_dropout(ImportContext& ctx) {
-  if (Value* training = ctx.input(2)) {
-    bool off = training->data && !training->user_weight && training->data->numel() == 1 &&
-               training->data->item_as_double() == 0.0;
-    if (!off) ctx.unsupported("Dropout in training mode is not supported (inference only)");
-  }
-  if (ctx.input(0) == nullptr) ctx.unsupported("input 0 is missing");
-  std::vector<Value*> outs = {ctx.emit1("Identity", {ctx.input(0)})};
-  if (ctx.num_outputs() > 1) {  // the mask keeps every element
-    Tensor mask = Tensor::empty(ctx.input(0)->type.shape, DType::kBool);
-    std::fill_n(mask.data<bool>(), mask.numel(), true);
-    outs.push_back(ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/mask"), mask));
-  }
-  return outs;
 }
 
 // Before opset 13, Softmax flattened its input to 2-D at `axis` (default 1) and normalised rows.
@@ -118,7 +101,6 @@ std::vector<Value*> convert_scatter(ImportContext& ctx) {
 
 LUMEN_ONNX_CONVERTER(Scatter, "Scatter", 1, 10, &convert_scatter);
 LUMEN_ONNX_CONVERTER(Constant, "Constant", 1, 1000, &convert_constant);
-LUMEN_ONNX_CONVERTER(Dropout, "Dropout", 1, 1000, &convert_dropout);
 LUMEN_ONNX_CONVERTER(SoftmaxV1, "Softmax", 1, 12, &convert_softmax_v1);
 LUMEN_ONNX_CONVERTER(LogSoftmaxV1, "LogSoftmax", 1, 12, &convert_softmax_v1);
 LUMEN_ONNX_CONVERTER(ClipV6, "Clip", 1, 10, &convert_clip_v6);

@@ -1,0 +1,248 @@
+// Schemas of the quantization ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+// (8-bit linear quantization, per tensor or per axis) and the integer products MatMulInteger,
+// QLinearMatMul, ConvInteger and QLinearConv.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "graph/schema.h"
+#include "graph/schemas/conv_geometry.h"
+
+namespace lumen {
+namespace {
+
+bool is_8bit(DType t) {
+  return t == DType::kInt8 || t == DType::kUInt8;
+}
+
+void require_8bit(const InferContext& ctx, int i, const char* what) {
+  if (!is_8bit(ctx.input_dtype(i)))
+    ctx.fail_shape(std::string(what) + " must be int8 or uint8, not " +
+                   dtype_name(ctx.input_dtype(i)));
+}
+
+void require_float_scale(const InferContext& ctx, int i, const char* what) {
+  if (ctx.input_dtype(i) != DType::kFloat32)
+    ctx.fail_shape(std::string(what) + " must be float32, not " + dtype_name(ctx.input_dtype(i)));
+}
+
+// A scale or zero point: a scalar (or one element) for the whole tensor, or a 1-D tensor of
+// `per_axis` elements (when per_axis > 0).
+void check_param_shape(const InferContext& ctx, int i, const char* what, int64_t per_axis) {
+  const Shape& s = ctx.input_shape(i);
+  if (s.numel() == 1 && s.rank() <= 1) return;
+  if (per_axis > 0 && s.rank() == 1 && s[0] == per_axis) return;
+  ctx.fail_shape(std::string(what) + " must be a scalar" +
+                 (per_axis > 0 ? " or have shape [" + std::to_string(per_axis) + "]" : "") +
+                 ", got " + s.to_string());
+}
+
+// The quantization axis of QuantizeLinear/DequantizeLinear when the scale is 1-D with more than
+// one element; the length that axis must have, else 0.
+int64_t per_axis_length(const InferContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& s = ctx.input_shape(1);
+  if (s.numel() == 1 && s.rank() <= 1) return 0;
+  if (s.rank() != 1) ctx.fail_shape("the scale must be a scalar or 1-D, got " + s.to_string());
+  const int axis = normalize_axis(ctx.attr_int("axis", 1), x.rank());
+  if (s[0] != x[axis])
+    ctx.fail_shape("the scale " + s.to_string() + " must have one element per index of axis " +
+                   std::to_string(axis) + " of x " + x.to_string());
+  return x[axis];
+}
+
+void infer_quantize_linear(InferContext& ctx) {
+  const DType xt = ctx.input_dtype(0);
+  if (xt != DType::kFloat32 && xt != DType::kInt32)
+    ctx.fail_shape(std::string("x must be float32 or int32, not ") + dtype_name(xt));
+  require_float_scale(ctx, 1, "y_scale");
+  const int64_t n = per_axis_length(ctx);
+  DType out = DType::kUInt8;
+  if (ctx.has_input(2)) {
+    require_8bit(ctx, 2, "y_zero_point");
+    if (ctx.input_shape(2) != ctx.input_shape(1))
+      ctx.fail_shape("y_zero_point " + ctx.input_shape(2).to_string() +
+                     " must have the shape of y_scale " + ctx.input_shape(1).to_string());
+    out = ctx.input_dtype(2);
+  }
+  check_param_shape(ctx, 1, "y_scale", n);
+  ctx.set_output(0, out, ctx.input_shape(0));
+}
+
+void infer_dequantize_linear(InferContext& ctx) {
+  const DType xt = ctx.input_dtype(0);
+  if (!is_8bit(xt) && xt != DType::kInt32)
+    ctx.fail_shape(std::string("x must be int8, uint8 or int32, not ") + dtype_name(xt));
+  require_float_scale(ctx, 1, "x_scale");
+  const int64_t n = per_axis_length(ctx);
+  check_param_shape(ctx, 1, "x_scale", n);
+  if (ctx.has_input(2)) {
+    if (ctx.input_dtype(2) != xt)
+      ctx.fail_shape(std::string("x_zero_point is ") + dtype_name(ctx.input_dtype(2)) +
+                     " but x is " + dtype_name(xt));
+    if (ctx.input_shape(2) != ctx.input_shape(1))
+      ctx.fail_shape("x_zero_point " + ctx.input_shape(2).to_string() +
+                     " must have the shape of x_scale " + ctx.input_shape(1).to_string());
+  }
+  ctx.set_output(0, DType::kFloat32, ctx.input_shape(0));
+}
+
+void infer_dynamic_quantize_linear(InferContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32)
+    ctx.fail_shape(std::string("x must be float32, not ") + dtype_name(ctx.input_dtype(0)));
+  ctx.set_output(0, DType::kUInt8, ctx.input_shape(0));
+  if (ctx.num_outputs() > 1) ctx.set_output(1, DType::kFloat32, Shape{});
+  if (ctx.num_outputs() > 2) ctx.set_output(2, DType::kUInt8, Shape{});
+}
+
+// numpy.matmul shapes for A (input a) and B (input b): returns the output shape.
+Shape matmul_shape(const InferContext& ctx, int a_index, int b_index) {
+  const Shape& a = ctx.input_shape(a_index);
+  const Shape& b = ctx.input_shape(b_index);
+  if (a.rank() == 0 || b.rank() == 0)
+    ctx.fail_shape("operands must have rank 1 or more, got " + a.to_string() + " and " +
+                   b.to_string());
+  const int64_t ka = a[-1];
+  const int64_t kb = b.rank() == 1 ? b[0] : b[-2];
+  if (ka != kb) ctx.fail_shape("inner dimensions differ: " + a.to_string() + " x " + b.to_string());
+  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - std::min(a.rank(), 2));
+  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - std::min(b.rank(), 2));
+  Shape batch;
+  try {
+    batch = broadcast_shapes(Shape(a_batch), Shape(b_batch));
+  } catch (const ShapeError&) {
+    ctx.fail_shape("batch dimensions do not broadcast: " + a.to_string() + " x " + b.to_string());
+  }
+  std::vector<int64_t> out = batch.dims();
+  if (a.rank() >= 2) out.push_back(a[-2]);
+  if (b.rank() >= 2) out.push_back(b[-1]);
+  return Shape(out);
+}
+
+// Rows of A (per-row zero points and scales) and columns of B (per-column ones).
+int64_t rows_of(const Shape& a) {
+  return a.rank() >= 2 ? a[-2] : 1;
+}
+int64_t cols_of(const Shape& b) {
+  return b.rank() >= 2 ? b[-1] : 1;
+}
+
+void check_zero_point(const InferContext& ctx, int zp, int data, const char* what,
+                      int64_t per_axis) {
+  if (!ctx.has_input(zp)) return;
+  if (ctx.input_dtype(zp) != ctx.input_dtype(data))
+    ctx.fail_shape(std::string(what) + " is " + dtype_name(ctx.input_dtype(zp)) +
+                   " but its tensor is " + dtype_name(ctx.input_dtype(data)));
+  check_param_shape(ctx, zp, what, per_axis);
+}
+
+void infer_matmul_integer(InferContext& ctx) {
+  require_8bit(ctx, 0, "A");
+  require_8bit(ctx, 1, "B");
+  check_zero_point(ctx, 2, 0, "a_zero_point", rows_of(ctx.input_shape(0)));
+  check_zero_point(ctx, 3, 1, "b_zero_point", cols_of(ctx.input_shape(1)));
+  ctx.set_output(0, DType::kInt32, matmul_shape(ctx, 0, 1));
+}
+
+// Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+void infer_qlinear_matmul(InferContext& ctx) {
+  require_8bit(ctx, 0, "a");
+  require_8bit(ctx, 3, "b");
+  require_8bit(ctx, 7, "y_zero_point");
+  const int64_t rows = rows_of(ctx.input_shape(0)), cols = cols_of(ctx.input_shape(3));
+  require_float_scale(ctx, 1, "a_scale");
+  require_float_scale(ctx, 4, "b_scale");
+  require_float_scale(ctx, 6, "y_scale");
+  check_param_shape(ctx, 1, "a_scale", rows);
+  check_param_shape(ctx, 4, "b_scale", cols);
+  check_param_shape(ctx, 6, "y_scale", 0);
+  check_zero_point(ctx, 2, 0, "a_zero_point", rows);
+  check_zero_point(ctx, 5, 3, "b_zero_point", cols);
+  check_param_shape(ctx, 7, "y_zero_point", 0);
+  ctx.set_output(0, ctx.input_dtype(7), matmul_shape(ctx, 0, 3));
+}
+
+// Conv geometry for integer convolutions: x at input x_index and w at w_index; returns the
+// output shape.
+Shape integer_conv_shape(InferContext& ctx, int x_index, int w_index) {
+  const Shape& x = ctx.input_shape(x_index);
+  const Shape& w = ctx.input_shape(w_index);
+  if (x.rank() < 3) ctx.fail_shape("x must have rank 3 or more (N, C, ...), got " + x.to_string());
+  if (w.rank() != x.rank())
+    ctx.fail_shape("w " + w.to_string() + " must have the rank of x " + x.to_string());
+  const int64_t group = ctx.attr_int("group", 1);
+  if (group < 1) ctx.fail_model("group must be positive, got " + std::to_string(group));
+  if (x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1])
+    ctx.fail_shape("w " + w.to_string() + " does not fit x " + x.to_string() + " with group " +
+                   std::to_string(group));
+  ConvGeometry g = window_geometry(ctx, x, conv_kernel_shape(ctx, w), false);
+  std::vector<int64_t> out = {x[0], w[0]};
+  out.insert(out.end(), g.out.begin(), g.out.end());
+  return Shape(out);
+}
+
+void infer_conv_integer(InferContext& ctx) {
+  require_8bit(ctx, 0, "x");
+  require_8bit(ctx, 1, "w");
+  const Shape out = integer_conv_shape(ctx, 0, 1);
+  check_zero_point(ctx, 2, 0, "x_zero_point", 0);
+  check_zero_point(ctx, 3, 1, "w_zero_point", out[1]);
+  ctx.set_output(0, DType::kInt32, out);
+}
+
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+void infer_qlinear_conv(InferContext& ctx) {
+  require_8bit(ctx, 0, "x");
+  require_8bit(ctx, 3, "w");
+  require_8bit(ctx, 7, "y_zero_point");
+  const Shape out = integer_conv_shape(ctx, 0, 3);
+  require_float_scale(ctx, 1, "x_scale");
+  require_float_scale(ctx, 4, "w_scale");
+  require_float_scale(ctx, 6, "y_scale");
+  check_param_shape(ctx, 1, "x_scale", 0);
+  check_param_shape(ctx, 4, "w_scale", out[1]);
+  check_param_shape(ctx, 6, "y_scale", 0);
+  check_zero_point(ctx, 2, 0, "x_zero_point", 0);
+  check_zero_point(ctx, 5, 3, "w_zero_point", out[1]);
+  check_param_shape(ctx, 7, "y_zero_point", 0);
+  if (ctx.has_input(8)) {
+    if (ctx.input_dtype(8) != DType::kInt32)
+      ctx.fail_shape(std::string("B must be int32, not ") + dtype_name(ctx.input_dtype(8)));
+    const Shape& b = ctx.input_shape(8);
+    if (b.rank() != 1 || b[0] != out[1])
+      ctx.fail_shape("B must have shape [" + std::to_string(out[1]) + "], got " + b.to_string());
+  }
+  ctx.set_output(0, ctx.input_dtype(7), out);
+}
+
+const std::vector<AttrSpec> kConvAttrs = {
+    {"auto_pad", AttrType::kString}, {"dilations", AttrType::kInts},
+    {"group", AttrType::kInt},       {"kernel_shape", AttrType::kInts},
+    {"pads", AttrType::kInts},       {"strides", AttrType::kInts}};
+
+}  // namespace
+
+LUMEN_REGISTER_SCHEMA(QuantizeLinear, {.min_inputs = 2,
+                                       .max_inputs = 3,
+                                       .attrs = {{"axis", AttrType::kInt}},
+                                       .infer = &infer_quantize_linear});
+LUMEN_REGISTER_SCHEMA(DequantizeLinear, {.min_inputs = 2,
+                                         .max_inputs = 3,
+                                         .attrs = {{"axis", AttrType::kInt}},
+                                         .infer = &infer_dequantize_linear});
+LUMEN_REGISTER_SCHEMA(DynamicQuantizeLinear,
+                      {.max_outputs = 3, .attrs = {}, .infer = &infer_dynamic_quantize_linear});
+LUMEN_REGISTER_SCHEMA(
+    MatMulInteger, {.min_inputs = 2, .max_inputs = 4, .attrs = {}, .infer = &infer_matmul_integer});
+LUMEN_REGISTER_SCHEMA(
+    QLinearMatMul, {.min_inputs = 8, .max_inputs = 8, .attrs = {}, .infer = &infer_qlinear_matmul});
+LUMEN_REGISTER_SCHEMA(ConvInteger, {.min_inputs = 2,
+                                    .max_inputs = 4,
+                                    .attrs = kConvAttrs,
+                                    .infer = &infer_conv_integer});
+LUMEN_REGISTER_SCHEMA(QLinearConv, {.min_inputs = 8,
+                                    .max_inputs = 9,
+                                    .attrs = kConvAttrs,
+                                    .infer = &infer_qlinear_conv});
+
+}  // namespace lumen
