@@ -303,8 +303,15 @@ std::string ImportContext::where() const {
 
 std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<Value*>& inputs,
                                         const Attributes& attrs, int num_outputs) {
-  std::string node_name =
-      emitted_++ == 0 ? name_ : graph_.unique_name(name_ + "/" + std::string(op));
+  // Helper nodes are named "name/Op", "name/Op_1", ...: free both as a value name and as a node
+  // name (whose output value is "NAME:out").
+  std::string node_name = name_;
+  if (emitted_++ > 0) {
+    std::string base = name_ + "/" + std::string(op);
+    node_name = base;
+    for (int k = 1; graph_.find_value(node_name) || graph_.find_value(node_name + ":out"); ++k)
+      node_name = base + "_" + std::to_string(k);
+  }
   try {
     return graph_.add_op(op, inputs, num_outputs, attrs, node_name);
   } catch (const Error& e) {
