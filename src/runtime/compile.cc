@@ -3,6 +3,7 @@
 
 #include "backends/backend.h"
 #include "graph/op_kind.h"
+#include "runtime/control_flow.h"
 #include "runtime/executable_impl.h"
 
 namespace lumen {
@@ -66,7 +67,14 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     Node& n = nodes_[id];
     Step step;
     std::string reasons;
+    if (is_control_flow(n.op)) {
+      // The kernel runs compiled subgraphs, each placed on its own; the node itself only
+      // hands tensors over, on the host.
+      step.backend = find_backend("cpu");
+      step.kernel = make_control_flow_kernel(runtime, options, *this, n);
+    }
     for (Backend* b : backends) {
+      if (step.backend != nullptr) break;
       std::string why;
       if (b->supports(*this, n, &why)) {
         step.backend = b;
@@ -77,9 +85,15 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (step.backend == nullptr)
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
     n.backend = step.backend->name();
-    step.kernel = step.backend->make_kernel(*this, n);
+    if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n);
     for (int in : n.inputs) step.inputs.push_back(in < 0 ? -1 : slot(in));
     for (int out : n.outputs) {
+      // A shape known only at run time cannot be allocated ahead: the kernel must make it.
+      if (!values_[out].type.shape.is_static() && !step.kernel->makes_outputs())
+        throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): output '" +
+                            values_[out].name + "' has a shape known only at run time (" +
+                            values_[out].type.shape.to_string() + "), which its " +
+                            step.backend->name() + " kernel cannot produce");
       step.outputs.push_back(slot(out));
       step.output_types.push_back(values_[out].type);
     }
