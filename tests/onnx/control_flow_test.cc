@@ -137,6 +137,29 @@ TEST(ControlFlow, IfBranchesOfDifferentTypesAreRefusedAtLoad) {
   }
 }
 
+TEST(ControlFlow, IfBranchesOfDifferentShapesNeedAKnownCondition) {
+  onnx::ModelProto m = if_model();
+  auto* else_g = m.mutable_graph()->mutable_node(0)->mutable_attribute(1)->mutable_g();
+  auto* cat = else_g->add_node();  // the else branch gives [6]
+  cat->set_op_type("Concat");
+  cat->add_input("x");
+  cat->add_input("prod");
+  cat->add_output("both");
+  add_int_attr(cat, "axis", 0);
+  else_g->mutable_output(0)->set_name("both");
+  EXPECT_THROW(load(m), ShapeError);
+  OnnxLoadOptions options;
+  options.input_values["cond"] = Tensor::scalar<bool>(false);
+  Graph g = load(m, options);  // known: the else branch is inlined, with its own shape
+  Tensor x = test::random_tensor({3}, 9), y = test::random_tensor({3}, 10);
+  std::vector<double> want;
+  for (int i = 0; i < 3; ++i) want.push_back(x.data<float>()[i]);
+  for (int i = 0; i < 3; ++i)
+    want.push_back(double(x.data<float>()[i]) * double(y.data<float>()[i]));
+  Runtime rt;
+  test::expect_close(g.compile(&rt)->execute(std::vector<Tensor>{x, y})[0], {6}, want);
+}
+
 // A Loop of trip count M over y [2]: y <- y + x * i (x read from the main graph); scan output
 // [M, 2] stacks y after each iteration.
 onnx::ModelProto loop_model(const std::string& outer_name = "x") {
@@ -213,6 +236,25 @@ TEST(ControlFlow, ASubgraphReadingAnUnknownNameIsInvalid) {
 
 // Scan-9 of a running sum over axis 1 of x [2, 5, 3] read backwards, with the scan output stacked
 // on axis 1 too.
+TEST(ControlFlow, ALoopCarriedValueThatChangesShapeIsRefusedAtLoad) {
+  onnx::ModelProto m = loop_model();
+  auto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  auto* grow = body->add_node();  // y_out becomes [4]: concat(y_in, step)
+  grow->set_op_type("Concat");
+  grow->add_input("y_in");
+  grow->add_input("step");
+  grow->add_output("grown");
+  add_int_attr(grow, "axis", 0);
+  body->mutable_output(1)->set_name("grown");
+  try {
+    load(m);
+    FAIL() << "expected UnsupportedOp";
+  } catch (const UnsupportedOp& e) {
+    EXPECT_NE(std::string(e.what()).find("'loop' (Loop, opset 13)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("float32[4]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ControlFlow, ScanRunsTheBodyOverSlices) {
   onnx::ModelProto m = model(11);
   auto* g = m.mutable_graph();
