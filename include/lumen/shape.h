@@ -8,6 +8,11 @@
 
 namespace lumen {
 
+// A dimension known only when the graph runs: the outputs of ops whose shape depends on their
+// data (NonZero, Unique, Compress, NonMaxSuppression, a Loop's scan outputs). Such a value may be
+// a graph output or feed an op that accepts it; every other consumer is refused when it is added.
+inline constexpr int64_t kDynamicDim = -1;
+
 class Shape {
  public:
   Shape() = default;
@@ -23,9 +28,14 @@ class Shape {
   int64_t numel() const;
   const std::vector<int64_t>& dims() const { return dims_; }
   std::vector<int64_t>& dims() { return dims_; }
+  // True when no dimension is kDynamicDim.
+  bool is_static() const;
+  // True when `concrete` (a tensor's actual shape) fits this shape: the same rank and every
+  // dimension equal, or kDynamicDim here.
+  bool admits(const Shape& concrete) const;
   // Row-major element strides.
   std::vector<int64_t> strides() const;
-  // "[2, 3, 4]"
+  // "[2, 3, 4]"; a dynamic dimension prints as "?"
   std::string to_string() const;
   bool operator==(const Shape& other) const = default;
 

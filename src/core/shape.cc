@@ -32,6 +32,17 @@ int64_t Shape::numel() const {
   return n;
 }
 
+bool Shape::is_static() const {
+  return std::none_of(dims_.begin(), dims_.end(), [](int64_t d) { return d == kDynamicDim; });
+}
+
+bool Shape::admits(const Shape& concrete) const {
+  if (concrete.rank() != rank()) return false;
+  for (int i = 0; i < rank(); ++i)
+    if (dims_[i] != kDynamicDim && dims_[i] != concrete.dims_[i]) return false;
+  return true;
+}
+
 std::vector<int64_t> Shape::strides() const {
   std::vector<int64_t> s(dims_.size());
   int64_t acc = 1;
@@ -46,7 +57,7 @@ std::string Shape::to_string() const {
   std::string s = "[";
   for (size_t i = 0; i < dims_.size(); ++i) {
     if (i) s += ", ";
-    s += std::to_string(dims_[i]);
+    s += dims_[i] == kDynamicDim ? "?" : std::to_string(dims_[i]);
   }
   return s + "]";
 }

@@ -220,14 +220,28 @@ void Graph::infer_node(int id) {
   for (const AttrSpec& s : schema.attrs)
     if (s.required && !n.attrs.count(s.name))
       ctx.fail_model(std::string("required attribute '") + s.name + "' is missing");
+  if (!schema.dynamic_inputs) {
+    for (int k = 0; k < num_in; ++k) {
+      if (n.inputs[k] < 0 || values_[n.inputs[k]].type.shape.is_static()) continue;
+      const Value& v = values_[n.inputs[k]];
+      std::string from = v.producer >= 0 ? " (an output of node '" + nodes_[v.producer].name +
+                                               "' (" + op_name(nodes_[v.producer].op) + "))"
+                                         : "";
+      ctx.fail_unsupported("input " + std::to_string(k) + " '" + v.name + "'" + from +
+                           " has shape " + v.type.shape.to_string() +
+                           ", known only at run time; lumen compiles this op for static shapes");
+    }
+  }
   for (int out : n.outputs) values_[out].data.reset();
   schema.infer(ctx);
 
   // Fold small deterministic nodes whose inputs are all known (shape arithmetic).
   bool known = schema.foldable && node_evaluator() != nullptr;
   for (int k = 0; known && k < num_in; ++k) known = n.inputs[k] < 0 || ctx.input_value(k);
+  // An output whose shape depends on the data (kDynamicDim) is bounded by the inputs, which are
+  // known here; folding it gives it its concrete shape.
   for (int out : n.outputs) {
-    if (values_[out].data) continue;
+    if (values_[out].data || !values_[out].type.shape.is_static()) continue;
     if (!known || values_[out].type.shape.numel() > kMaxFoldElements) known = false;
   }
   bool all_set = true;
@@ -243,10 +257,11 @@ void Graph::infer_node(int id) {
   }
   for (int k = 0; k < num_out; ++k) {
     Value& v = values_[n.outputs[k]];
-    if (!(TensorType{outs[k].dtype(), outs[k].shape()} == v.type))
+    if (outs[k].dtype() != v.type.dtype || !v.type.shape.admits(outs[k].shape()))
       ctx.fail_shape("evaluated output " + std::to_string(k) + " is " +
                      TensorType{outs[k].dtype(), outs[k].shape()}.to_string() + ", inferred " +
                      v.type.to_string());
+    v.type.shape = outs[k].shape();
     v.data = outs[k];
   }
 }

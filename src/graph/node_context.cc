@@ -1,5 +1,7 @@
 #include "graph/node_context.h"
 
+#include "graph/schema.h"
+
 namespace lumen {
 
 std::string NodeContext::where() const {
@@ -110,9 +112,12 @@ void NodeContext::fail_unsupported(const std::string& message) const {
 
 void InferContext::set_output(int i, DType dtype, const Shape& shape) {
   if (i < 0 || i >= num_outputs()) fail_model("output " + std::to_string(i) + " does not exist");
+  // kDynamicDim is allowed only from ops that declare data-dependent output shapes.
+  const bool dynamic_ok = op_schema(op()).dynamic_outputs;
   for (int64_t d : shape.dims())
-    if (d < 0) fail_shape("inferred a negative dimension: " + shape.to_string());
-  shape.numel();  // throws on overflow
+    if (d < 0 && !(d == kDynamicDim && dynamic_ok))
+      fail_shape("inferred a negative dimension: " + shape.to_string());
+  if (shape.is_static()) shape.numel();  // throws on overflow
   Value& v = mutable_graph_.value(node().outputs[i]);
   v.type = TensorType{dtype, shape};
 }

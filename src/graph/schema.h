@@ -27,6 +27,11 @@ struct OpSchema {
   void (*infer)(InferContext& ctx) = nullptr;
   // Deterministic ops with all inputs known are evaluated at build time when small.
   bool foldable = true;
+  // Whether inputs may have kDynamicDim dimensions (shapes known only at run time). Most ops
+  // need static shapes, so a node over such an input is refused when it is added.
+  bool dynamic_inputs = false;
+  // Whether infer may give outputs kDynamicDim dimensions (shapes that depend on the data).
+  bool dynamic_outputs = false;
 };
 
 // The schema of an op; throws UnsupportedOp when none is registered.

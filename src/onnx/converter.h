@@ -4,12 +4,35 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lumen/graph.h"
 
 namespace lumen::onnx_import {
+
+// A subgraph imported as a Graph of its own. Its inputs are the subgraph's formal inputs, then one
+// input per non-constant value it reads from an enclosing graph; `captured` lists those outer
+// values (values of the importing graph) in the same order, to become extra inputs of the node.
+// Constant outer values are copied in as constants instead, so the subgraph can fold over them.
+struct Subgraph {
+  std::shared_ptr<Graph> graph;
+  std::vector<Value*> captured;
+};
+
+// Name lookup across nested graphs: a subgraph (If's branches, a Loop's or Scan's body) may read
+// any value an enclosing graph defined before the node that owns the subgraph.
+class Scope {
+ public:
+  virtual ~Scope() = default;
+  // The value called `name` as this graph sees it (capturing it from an enclosing graph when it
+  // is defined there), or nullptr when no enclosing graph defines it.
+  virtual Value* resolve(const std::string& name) = 0;
+  // Imports `proto` as a subgraph nested in this scope, its formal inputs typed input_types.
+  virtual Subgraph import_graph(const onnx::GraphProto& proto,
+                                const std::vector<TensorType>& input_types) = 0;
+};
 
 // One ONNX node being imported.
 class ImportContext {
@@ -48,6 +71,12 @@ class ImportContext {
   // Removes and returns an attribute (nullptr if absent), so the default mapping does not see it.
   std::optional<Attribute> take(const std::string& name);
   [[noreturn]] void unsupported(const std::string& why) const;
+  // Imports the graph attribute `attr` of this node. input_types gives the type of each formal
+  // input (lumen compiles subgraphs for these exact types; a declared element type must agree).
+  // Errors inside name this node and the attribute.
+  Subgraph import_subgraph(const std::string& attr, const std::vector<TensorType>& input_types);
+  // The scope the node's graph resolves names in (set by the importer).
+  void set_scope(Scope* scope) { scope_ = scope; }
 
  private:
   Graph& graph_;
@@ -58,6 +87,7 @@ class ImportContext {
   Attributes attrs_;
   int num_outputs_;
   int emitted_ = 0;
+  Scope* scope_ = nullptr;
 };
 
 // Returns the node's outputs, in order (as many as ctx.num_outputs()).

@@ -37,6 +37,12 @@ int64_t stable_since(const std::string& op_type) {
   return it == kSince.end() ? kMinOpset : it->second;
 }
 
+// Ops whose converters read their subgraph attributes themselves.
+const std::unordered_set<std::string>& subgraph_ops() {
+  static const std::unordered_set<std::string> kOps = {"If", "Loop", "Scan"};
+  return kOps;
+}
+
 struct ConverterEntry {
   std::string op_type;
   int64_t min_opset;
@@ -79,7 +85,8 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
       return std::vector<std::string>(a.strings().begin(), a.strings().end());
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
-      throw UnsupportedOp(what + ": subgraphs (If, Loop, Scan) are not supported yet");
+      // If, Loop and Scan read their subgraphs from the proto (ImportContext::import_subgraph).
+      throw UnsupportedOp(what + ": lumen reads subgraph attributes only on If, Loop and Scan");
     case onnx::AttributeProto::UNDEFINED: {
       // Old exporters leave the type unset; infer it from the one field that is filled.
       if (a.has_f()) return a.f();
@@ -95,10 +102,42 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
   }
 }
 
-class Importer {
+// Imports one graph: the model's main graph, or (with a parent scope) a subgraph of an If, Loop
+// or Scan node, which becomes a Graph of its own that reads outer values through its inputs.
+class Importer final : public Scope {
  public:
   Importer(const onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir)
       : model_(model), options_(options), base_dir_(std::move(base_dir)) {}
+  // A subgraph importer nested in `parent`.
+  Importer(Importer& parent, int64_t opset)
+      : model_(parent.model_),
+        options_(parent.options_),
+        base_dir_(parent.base_dir_),
+        opset_(opset),
+        parent_(&parent) {}
+
+  Value* resolve(const std::string& name) override {
+    auto it = values_.find(name);
+    if (it != values_.end()) return it->second;
+    if (parent_ == nullptr) return nullptr;
+    Value* outer = parent_->resolve(name);
+    if (outer == nullptr) return nullptr;
+    Value* inner;
+    if (outer->data && !outer->user_weight && !outer->is_input) {
+      inner = graph_.add_constant(graph_.unique_name(name), *outer->data);
+    } else {
+      inner = graph_.add_input(graph_.unique_name(name), outer->type.shape, outer->type.dtype);
+      captured_.push_back(outer);
+    }
+    values_[name] = inner;
+    return inner;
+  }
+
+  Subgraph import_graph(const onnx::GraphProto& proto,
+                        const std::vector<TensorType>& input_types) override {
+    Importer sub(*this, opset_);
+    return sub.run_subgraph(proto, input_types);
+  }
 
   Graph run(OnnxModelInfo* info) {
     if (!model_.has_graph()) throw InvalidModel("the model has no graph");
@@ -139,6 +178,43 @@ class Importer {
   }
 
  private:
+  Subgraph run_subgraph(const onnx::GraphProto& g, const std::vector<TensorType>& input_types) {
+    if (g.sparse_initializer_size() > 0)
+      throw UnsupportedOp("sparse initializers are not supported");
+    if (g.input_size() != static_cast<int>(input_types.size()))
+      throw InvalidModel("the subgraph has " + std::to_string(g.input_size()) +
+                         " inputs, expected " + std::to_string(input_types.size()));
+    for (int i = 0; i < g.input_size(); ++i) {
+      const onnx::ValueInfoProto& in = g.input(i);
+      std::string what = "input '" + in.name() + "'";
+      if (in.name().empty()) throw InvalidModel("a subgraph input has no name");
+      if (values_.count(in.name())) throw InvalidModel(what + " is defined twice");
+      if (in.type().has_tensor_type() && in.type().tensor_type().elem_type() != 0) {
+        auto declared = dtype_from_onnx(in.type().tensor_type().elem_type());
+        if (!declared || *declared != input_types[i].dtype)
+          throw InvalidModel(what + " is declared " +
+                             onnx_dtype_name(in.type().tensor_type().elem_type()) + ", but gets " +
+                             dtype_name(input_types[i].dtype));
+      } else if (in.type().value_case() != onnx::TypeProto::VALUE_NOT_SET &&
+                 !in.type().has_tensor_type()) {
+        throw UnsupportedOp(what + ": only tensor inputs are supported (not sequences or maps)");
+      }
+      values_[in.name()] = graph_.add_input(in.name(), input_types[i].shape, input_types[i].dtype);
+    }
+    for (const auto& init : g.initializer()) add_initializer(init);
+    for (const auto& node : g.node()) add_node(node);
+    if (g.output_size() == 0) throw InvalidModel("the subgraph has no outputs");
+    for (const auto& o : g.output()) {
+      Value* v = resolve(o.name());
+      if (v == nullptr) throw InvalidModel("output '" + o.name() + "' is produced by nothing");
+      // Each output gets a value of its own, so the compiled subgraph has one slot per output.
+      if (v->is_output) v = graph_.add_op("Identity", {v}, {}, graph_.unique_name(o.name()));
+      graph_.mark_output(v);
+    }
+    graph_.verify();
+    return Subgraph{std::make_shared<Graph>(std::move(graph_)), std::move(captured_)};
+  }
+
   void read_opset() {
     bool found = false;
     for (const auto& op : model_.opset_import()) {
@@ -238,10 +314,11 @@ class Importer {
         inputs.push_back(nullptr);
         continue;
       }
-      auto it = values_.find(in);
-      if (it == values_.end())
-        throw InvalidModel(where + ": input '" + in + "' is produced by nothing before it");
-      inputs.push_back(it->second);
+      Value* v = resolve(in);
+      if (v == nullptr)
+        throw InvalidModel(where + ": input '" + in + "' is produced by nothing before it" +
+                           (parent_ ? " (neither in the subgraph nor in an enclosing graph)" : ""));
+      inputs.push_back(v);
     }
     while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();
     int num_outputs = 0;
@@ -250,10 +327,14 @@ class Importer {
     for (const std::string& out : node.output())
       if (!out.empty() && values_.count(out))
         throw InvalidModel(where + ": output '" + out + "' is already defined");
+    Converter converter = find_converter(op_type, opset_);
     Attributes attrs;
     for (const auto& a : node.attribute()) {
       if (attrs.count(a.name()))
         throw InvalidModel(where + ": attribute '" + a.name() + "' repeats");
+      // A converter that takes subgraphs reads them from the proto itself.
+      bool graph = a.type() == onnx::AttributeProto::GRAPH || a.has_g();
+      if (graph && converter != nullptr && subgraph_ops().count(op_type)) continue;
       attrs[a.name()] = convert_attribute(a, where, base_dir_);
     }
     std::string name = label;
@@ -262,9 +343,10 @@ class Importer {
     node_names_.insert(name);
 
     ImportContext ctx(graph_, node, opset_, name, inputs, std::move(attrs), num_outputs);
+    ctx.set_scope(this);
     std::vector<Value*> outs;
-    if (Converter fn = find_converter(op_type, opset_)) {
-      outs = fn(ctx);
+    if (converter != nullptr) {
+      outs = converter(ctx);
     } else {
       auto kind = op_kind_from_name(op_type);
       if (!kind || op_type != op_name(*kind)) ctx.unsupported("lumen has no such op");
@@ -293,6 +375,8 @@ class Importer {
   std::unordered_map<std::string, Value*> values_;
   std::unordered_set<std::string> initializer_names_;
   std::unordered_set<std::string> node_names_;
+  Importer* parent_ = nullptr;    // the enclosing graph's importer, for subgraphs
+  std::vector<Value*> captured_;  // outer values read by this subgraph, in input order
 };
 
 }  // namespace
@@ -359,6 +443,33 @@ std::optional<Attribute> ImportContext::take(const std::string& name) {
 
 void ImportContext::unsupported(const std::string& why) const {
   throw UnsupportedOp(where() + ": " + why);
+}
+
+Subgraph ImportContext::import_subgraph(const std::string& attr,
+                                        const std::vector<TensorType>& input_types) {
+  const onnx::GraphProto* proto = nullptr;
+  for (const auto& a : node_.attribute())
+    if (a.name() == attr && (a.type() == onnx::AttributeProto::GRAPH || a.has_g())) proto = &a.g();
+  std::string what = where() + ": subgraph '" + attr + "'";
+  if (proto == nullptr) throw InvalidModel(what + " is missing");
+  try {
+    return scope_->import_graph(*proto, input_types);
+  } catch (const Error& e) {
+    // Prefix the error with this node, so a nested failure reads from the outside in.
+    std::string msg = e.what();
+    auto colon = msg.find(": ");
+    std::string detail = what + ": " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
+    switch (e.kind()) {
+      case ErrorKind::kShapeError:
+        throw ShapeError(detail);
+      case ErrorKind::kUnsupportedOp:
+        throw UnsupportedOp(detail);
+      case ErrorKind::kInvalidModel:
+        throw InvalidModel(detail);
+      default:
+        throw;
+    }
+  }
 }
 
 bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opset, Converter fn) {

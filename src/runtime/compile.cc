@@ -3,6 +3,7 @@
 
 #include "backends/backend.h"
 #include "graph/op_kind.h"
+#include "runtime/control_flow.h"
 #include "runtime/executable_impl.h"
 
 namespace lumen {
@@ -29,14 +30,15 @@ void plan_memory(Executable::Impl& impl, const std::unordered_map<int, int>& slo
   impl.slot_names.assign(num_slots, "");
   for (const auto& [value_id, s] : slot_of) {
     const Value& v = graph.value(value_id);
-    bytes[s] = static_cast<size_t>(v.type.shape.numel()) * dtype_size(v.type.dtype);
+    if (v.type.shape.is_static())  // run-time-sized values come from their kernels
+      bytes[s] = static_cast<size_t>(v.type.shape.numel()) * dtype_size(v.type.dtype);
     impl.slot_names[s] = v.name;
   }
   std::vector<StepUses> uses;
   for (const Step& step : impl.steps) {
     bool views = step.kernel->makes_outputs();
     bool host = step.backend->device().type == DeviceType::kCPU;
-    for (int out : step.outputs) in_arena[out] = host && !views;
+    for (int out : step.outputs) in_arena[out] = host && !views && bytes[out] > 0;
     uses.push_back({step.inputs, step.outputs, views, step.kernel->in_place_input()});
   }
   for (int s : impl.input_slots) in_arena[s] = false;
@@ -93,7 +95,14 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     Node& n = nodes_[id];
     Step step;
     std::string reasons;
+    if (is_control_flow(n.op)) {
+      // The kernel runs compiled subgraphs, each placed on its own; the node itself only
+      // hands tensors over, on the host.
+      step.backend = find_backend("cpu");
+      step.kernel = make_control_flow_kernel(runtime, options, *this, n);
+    }
     for (Backend* b : backends) {
+      if (step.backend != nullptr) break;
       std::string why;
       if (b->supports(*this, n, &why)) {
         step.backend = b;
@@ -104,9 +113,15 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (step.backend == nullptr)
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
     n.backend = step.backend->name();
-    step.kernel = step.backend->make_kernel(*this, n);
+    if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n);
     for (int in : n.inputs) step.inputs.push_back(in < 0 ? -1 : slot(in));
     for (int out : n.outputs) {
+      // A shape known only at run time cannot be allocated ahead: the kernel must make it.
+      if (!values_[out].type.shape.is_static() && !step.kernel->makes_outputs())
+        throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): output '" +
+                            values_[out].name + "' has a shape known only at run time (" +
+                            values_[out].type.shape.to_string() + "), which its " +
+                            step.backend->name() + " kernel cannot produce");
       step.outputs.push_back(slot(out));
       step.output_types.push_back(values_[out].type);
     }

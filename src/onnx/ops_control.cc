@@ -1,0 +1,191 @@
+// Converters for ONNX's control flow: If, Loop and Scan. Each subgraph is imported as a Graph of
+// its own, typed by the values the node passes in, and outer values it reads become extra inputs
+// of the node (see Subgraph). An If whose condition is known at import is replaced by the nodes of
+// the taken branch; otherwise If, Loop and Scan become lumen nodes whose kernels run the compiled
+// subgraphs (src/runtime/control_flow.cc). Scan-8's batch axis is unrolled into one Scan per batch
+// entry (the batch is static), so the runtime has one Scan form.
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/op_kind.h"
+#include "onnx/converter.h"
+
+namespace lumen::onnx_import {
+namespace {
+
+bool known_value(const Value* v) {
+  return v != nullptr && v->data && !v->user_weight && !v->is_input;
+}
+
+// Copies the nodes of `sub` into the node's graph, its inputs bound to `captured`; returns the
+// values standing for sub's outputs.
+std::vector<Value*> inline_subgraph(ImportContext& ctx, const Graph& sub,
+                                    const std::vector<Value*>& captured) {
+  Graph& g = ctx.graph();
+  std::unordered_map<int, Value*> mapped;
+  for (size_t i = 0; i < sub.inputs().size(); ++i) mapped[sub.inputs()[i]] = captured[i];
+  auto outer = [&](int id) -> Value* {
+    if (id < 0) return nullptr;
+    auto it = mapped.find(id);
+    if (it != mapped.end()) return it->second;
+    const Value& v = sub.value(id);  // a constant of the subgraph
+    Value* c = g.add_constant(g.unique_name(ctx.name() + "/" + v.name), *v.data);
+    mapped[id] = c;
+    return c;
+  };
+  for (int id : sub.topological_order()) {
+    const Node& n = sub.node(id);
+    std::vector<Value*> ins;
+    for (int in : n.inputs) ins.push_back(outer(in));
+    std::vector<Value*> outs = g.add_op(op_name(n.op), ins, static_cast<int>(n.outputs.size()),
+                                        n.attrs, g.unique_name(ctx.name() + "/" + n.name));
+    for (size_t k = 0; k < outs.size(); ++k) mapped[n.outputs[k]] = outs[k];
+  }
+  std::vector<Value*> result;
+  for (int out : sub.outputs()) result.push_back(outer(out));
+  return result;
+}
+
+std::vector<Value*> convert_if(ImportContext& ctx) {
+  Value* cond = ctx.input(0);
+  if (cond == nullptr) ctx.unsupported("cond is missing");
+  if (known_value(cond)) {
+    // The condition is a constant: only the taken branch exists, so it becomes ordinary nodes.
+    if (cond->data->numel() != 1) ctx.unsupported("cond must hold one value");
+    bool then = cond->data->item_as_double() != 0.0;
+    Subgraph sub = ctx.import_subgraph(then ? "then_branch" : "else_branch", {});
+    if (static_cast<int>(sub.graph->outputs().size()) < ctx.num_outputs())
+      throw InvalidModel(ctx.where() + ": the branch has fewer outputs than the node");
+    return inline_subgraph(ctx, *sub.graph, sub.captured);
+  }
+  Subgraph then_g = ctx.import_subgraph("then_branch", {});
+  Subgraph else_g = ctx.import_subgraph("else_branch", {});
+  std::vector<Value*> ins{cond};
+  ins.insert(ins.end(), then_g.captured.begin(), then_g.captured.end());
+  ins.insert(ins.end(), else_g.captured.begin(), else_g.captured.end());
+  Attributes attrs{{"then_branch", then_g.graph},
+                   {"else_branch", else_g.graph},
+                   {"then_inputs", static_cast<int64_t>(then_g.captured.size())}};
+  return ctx.emit("If", ins, attrs, static_cast<int>(then_g.graph->outputs().size()));
+}
+
+std::vector<Value*> convert_loop(ImportContext& ctx) {
+  std::vector<Value*> ins = ctx.inputs();
+  ins.resize(std::max<size_t>(ins.size(), 2), nullptr);
+  std::vector<TensorType> types{{DType::kInt64, Shape{}}, {DType::kBool, Shape{}}};
+  for (size_t k = 2; k < ins.size(); ++k) {
+    if (ins[k] == nullptr)
+      ctx.unsupported("loop-carried value " + std::to_string(k - 2) + " is omitted");
+    types.push_back(ins[k]->type);
+  }
+  Subgraph body = ctx.import_subgraph("body", types);
+  ins.insert(ins.end(), body.captured.begin(), body.captured.end());
+  Attributes attrs{{"body", body.graph}, {"captured", static_cast<int64_t>(body.captured.size())}};
+  int outputs = static_cast<int>(body.graph->outputs().size()) - 1;
+  if (outputs < ctx.num_outputs())
+    throw InvalidModel(ctx.where() + ": the body gives fewer outputs than the node has");
+  return ctx.emit("Loop", ins, attrs, outputs);
+}
+
+// The body's input types: the states as given, and each scan input without its scan axis.
+std::vector<TensorType> scan_body_types(ImportContext& ctx, const std::vector<Value*>& ins,
+                                        int states, const std::vector<int64_t>& axes) {
+  std::vector<TensorType> types;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (ins[k] == nullptr) ctx.unsupported("input " + std::to_string(k) + " is omitted");
+    TensorType t = ins[k]->type;
+    if (static_cast<int>(k) >= states) {
+      int64_t axis = axes[k - states];
+      if (axis < -t.shape.rank() || axis >= t.shape.rank())
+        throw InvalidModel(ctx.where() + ": scan axis " + std::to_string(axis) +
+                           " is out of range for " + t.to_string());
+      t.shape.dims().erase(t.shape.dims().begin() + (axis < 0 ? axis + t.shape.rank() : axis));
+    }
+    types.push_back(t);
+  }
+  return types;
+}
+
+std::vector<Value*> convert_scan(ImportContext& ctx) {
+  Attributes attrs = ctx.attrs();
+  auto m_attr = attrs.find("num_scan_inputs");
+  if (m_attr == attrs.end()) throw InvalidModel(ctx.where() + ": num_scan_inputs is missing");
+  int m = static_cast<int>(m_attr->second.as_int());
+  std::vector<Value*> ins = ctx.inputs();
+  int states = static_cast<int>(ins.size()) - m;
+  if (m < 1 || states < 0)
+    throw InvalidModel(ctx.where() + ": num_scan_inputs " + std::to_string(m) + " does not fit " +
+                       std::to_string(ins.size()) + " inputs");
+  std::vector<int64_t> axes(m, 0);
+  if (attrs.count("scan_input_axes")) axes = attrs.at("scan_input_axes").as_ints();
+  if (static_cast<int>(axes.size()) != m)
+    throw InvalidModel(ctx.where() + ": scan_input_axes needs one entry per scan input");
+  Subgraph body = ctx.import_subgraph("body", scan_body_types(ctx, ins, states, axes));
+  ins.insert(ins.end(), body.captured.begin(), body.captured.end());
+  attrs["body"] = body.graph;
+  attrs["captured"] = static_cast<int64_t>(body.captured.size());
+  return ctx.emit("Scan", ins, attrs, static_cast<int>(body.graph->outputs().size()));
+}
+
+// Scan-8: input 0 is sequence_lens, and every other input and output has a batch axis first. The
+// batch is static, so each batch entry becomes a Scan of the opset-9 form over its slice (scan
+// axis 0 once the batch axis is gone), and the results are stacked again.
+std::vector<Value*> convert_scan8(ImportContext& ctx) {
+  if (ctx.input(0) != nullptr) ctx.unsupported("sequence_lens is not supported");
+  Attributes attrs = ctx.attrs();
+  auto m_attr = attrs.find("num_scan_inputs");
+  if (m_attr == attrs.end()) throw InvalidModel(ctx.where() + ": num_scan_inputs is missing");
+  int m = static_cast<int>(m_attr->second.as_int());
+  std::vector<Value*> ins(ctx.inputs().begin() + 1, ctx.inputs().end());
+  int states = static_cast<int>(ins.size()) - m;
+  if (m < 1 || states < 0 || ins.empty())
+    throw InvalidModel(ctx.where() + ": num_scan_inputs " + std::to_string(m) + " does not fit " +
+                       std::to_string(ins.size()) + " inputs");
+  for (Value* v : ins)
+    if (v == nullptr || v->type.shape.rank() < 1)
+      throw InvalidModel(ctx.where() + ": every input needs a batch axis");
+  const int64_t batch = ins[0]->type.shape[0];
+  std::vector<int64_t> dirs(m, 0);
+  if (attrs.count("directions")) dirs = attrs.at("directions").as_ints();
+  Attributes scan_attrs{{"num_scan_inputs", static_cast<int64_t>(m)},
+                        {"scan_input_directions", dirs}};
+  std::vector<std::vector<Value*>> per_batch;
+  for (int64_t b = 0; b < batch; ++b) {
+    Value* index = ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/batch"),
+                                            Tensor::scalar<int64_t>(b));
+    std::vector<Value*> slices;
+    for (Value* v : ins) {
+      if (v->type.shape[0] != batch)
+        throw ShapeError(ctx.where() + ": inputs disagree on the batch size");
+      slices.push_back(ctx.emit1("Gather", {v, index}, {{"axis", int64_t{0}}}));
+    }
+    Subgraph body = ctx.import_subgraph(
+        "body", scan_body_types(ctx, slices, states, std::vector<int64_t>(m, 0)));
+    slices.insert(slices.end(), body.captured.begin(), body.captured.end());
+    Attributes a = scan_attrs;
+    a["body"] = body.graph;
+    a["captured"] = static_cast<int64_t>(body.captured.size());
+    per_batch.push_back(
+        ctx.emit("Scan", slices, a, static_cast<int>(body.graph->outputs().size())));
+  }
+  std::vector<Value*> result;
+  Value* zero = ctx.constant_ints({0});
+  for (size_t k = 0; batch > 0 && k < per_batch[0].size(); ++k) {
+    std::vector<Value*> parts;
+    for (const auto& outs : per_batch) parts.push_back(ctx.emit1("Unsqueeze", {outs[k], zero}));
+    result.push_back(parts.size() == 1 ? parts[0]
+                                       : ctx.emit1("Concat", parts, {{"axis", int64_t{0}}}));
+  }
+  if (batch == 0) ctx.unsupported("an empty batch is not supported");
+  return result;
+}
+
+}  // namespace
+
+LUMEN_ONNX_CONVERTER(If, "If", 1, 1000, &convert_if);
+LUMEN_ONNX_CONVERTER(Loop, "Loop", 1, 1000, &convert_loop);
+LUMEN_ONNX_CONVERTER(Scan8, "Scan", 8, 8, &convert_scan8);
+LUMEN_ONNX_CONVERTER(Scan, "Scan", 9, 1000, &convert_scan);
+
+}  // namespace lumen::onnx_import
