@@ -257,8 +257,10 @@ TEST(Pool, BadInput) {
                ShapeError);
   EXPECT_THROW(run_op("GlobalAveragePool", {random_tensor({5, 5}, 42)}), ShapeError);
   EXPECT_THROW(run_op("GlobalMaxPool", {test::random_ints({1, 2, 3}, 43, 0, 4)}), ShapeError);
-  // The Indices output is not implemented.
-  EXPECT_THROW(run_op("MaxPool", {x}, {{"kernel_shape", {2, 2}}}, 2), UnsupportedOp);
+  // MaxPool takes int8 and uint8 (max_pool_indices_test.cc), not int32.
+  EXPECT_THROW(run_op("MaxPool", {test::random_ints({1, 2, 5, 5}, 44, 0, 9, DType::kInt32)},
+                      {{"kernel_shape", {2, 2}}}),
+               ShapeError);
 }
 
 }  // namespace

@@ -273,11 +273,11 @@ TEST(Resize, BadInput) {
                       {x, omitted(), constant(scales({1, 1, 2, 2})), constant(ints({1, 1, 8, 8}))}),
                InvalidModel);                                    // both scales and sizes
   EXPECT_THROW(run_op("Resize", {x, omitted()}), InvalidModel);  // neither
-  EXPECT_THROW(resize_scales(x, {1, 1, 2, 2}, {{"mode", "cubic"}}), UnsupportedOp);
   EXPECT_THROW(resize_scales(x, {1, 1, 2, 2}, {{"mode", "area"}}), InvalidModel);
+  // tf_crop_and_resize without a roi.
   EXPECT_THROW(
       resize_scales(x, {1, 1, 2, 2}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}}),
-      UnsupportedOp);
+      InvalidModel);
   EXPECT_THROW(resize_scales(x, {1, 1, 2, 2}, {{"nearest_mode", "nearest"}}), InvalidModel);
   EXPECT_THROW(resize_scales(x, {1, 1, 2}), ShapeError);
   EXPECT_THROW(resize_scales(x, {1, 1, 0, 2}), InvalidModel);

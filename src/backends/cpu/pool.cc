@@ -1,4 +1,5 @@
-// CPU kernels of MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on plain NCHW.
+// CPU kernels of MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on plain NCHW
+// (MaxPool's Indices output and int8 / uint8 inputs run max_pool_direct.cc instead).
 // MaxPool and AveragePool run as a oneDNN pooling_v2 primitive made at compile time (its JIT is
 // 1.5-7x faster than a direct loop on one core), with the end padding stretched to cover
 // ceil_mode's overhang. oneDNN would count that overhang in count_include_pad's divisor, which
@@ -12,6 +13,7 @@
 
 #include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/max_pool_direct.h"
 #include "graph/schemas/conv_geometry.h"
 
 namespace lumen::cpu {
@@ -230,12 +232,17 @@ class GlobalPoolKernel final : public Kernel {
   int64_t size_ = 0;
 };
 
+// The Indices output and integer inputs run the direct kernel of max_pool_direct.cc.
+bool needs_direct_max_pool(const NodeContext& ctx) {
+  return ctx.num_outputs() > 1 || ctx.input_dtype(0) != DType::kFloat32;
+}
+
 std::string check_max_pool(const NodeContext& ctx) {
-  if (ctx.num_outputs() > 1) return "the Indices output of MaxPool is not supported";
-  return require_float32(ctx);
+  return needs_direct_max_pool(ctx) ? check_direct_max_pool(ctx) : require_float32(ctx);
 }
 
 std::unique_ptr<Kernel> make_max_pool(const NodeContext& ctx) {
+  if (needs_direct_max_pool(ctx)) return make_direct_max_pool(ctx);
   return std::make_unique<PoolKernel>(ctx, true);
 }
 std::unique_ptr<Kernel> make_average_pool(const NodeContext& ctx) {

@@ -1,7 +1,8 @@
-// CPU Resize for float32: nearest (every nearest_mode) and N-linear interpolation over any set of
-// resized axes (bilinear on NCHW is the common case), with every coordinate_transformation_mode
-// but tf_crop_and_resize. Per-axis source indices and weights are computed once at compile time;
-// a run walks output rows, combining the 2^k corner rows of the outer resized axes.
+// CPU Resize for float32: nearest (every nearest_mode), N-linear and N-cubic interpolation
+// (cubic_coeff_a, exclude_outside) over any set of resized axes, with every
+// coordinate_transformation_mode including tf_crop_and_resize (roi, extrapolation_value).
+// Per-axis source indices and weights are computed once at compile time; a run walks output rows,
+// combining the weighted source rows of the outer resized axes, then samples the last axis.
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@ namespace lumen::cpu {
 namespace {
 
 constexpr int64_t kParallelElements = 1 << 15;
+// Weights this close to 0 or 1 (rounding in the cubic polynomial) are taken as exact.
+constexpr double kWeightEps = 1e-12;
 
 int64_t nearest_index(ResizeNearest mode, double x) {
   double f = std::floor(x);
@@ -30,13 +33,144 @@ int64_t nearest_index(ResizeNearest mode, double x) {
   return static_cast<int64_t>(f);
 }
 
-// How one axis is sampled: output coordinate o reads input i0[o] (weight 1 - w[o]) and, when the
-// axis interpolates, i1[o] (weight w[o]).
+// Keys' cubic convolution weights of the 4 taps floor(x)-1 .. floor(x)+2 at fraction t of x.
+void cubic_weights(double t, double a, double* w) {
+  auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
+  w[0] = far(1 + t);
+  w[1] = near(t);
+  w[2] = near(1 - t);
+  w[3] = far(2 - t);
+}
+
+// How one axis is sampled: output coordinate o blends input idx[o * taps + j] with weight
+// wt[o * taps + j]; outside[o] (tf_crop_and_resize only) marks outputs set to the extrapolation
+// value instead.
 struct AxisMap {
-  bool interpolates = false;
-  std::vector<int64_t> i0, i1;
-  std::vector<float> w;
+  int taps = 1;
+  std::vector<int64_t> idx;
+  std::vector<float> wt;
+  std::vector<char> outside;
+  bool any_outside = false;
 };
+
+// The region of interest of tf_crop_and_resize as (start, end) per input axis.
+std::vector<std::pair<double, double>> read_roi(const NodeContext& ctx, int rank) {
+  std::vector<std::pair<double, double>> roi(rank, {0.0, 1.0});
+  const Tensor* t = ctx.has_input(1) ? ctx.input_value(1) : nullptr;
+  if (t == nullptr || t->numel() == 0)
+    ctx.fail_model("tf_crop_and_resize needs a roi input known when the graph is built");
+  if (t->dtype() != DType::kFloat32 && t->dtype() != DType::kFloat64)
+    ctx.fail_model(std::string("roi must be float32 or float64, not ") + dtype_name(t->dtype()));
+  std::vector<int> axes;
+  if (ctx.has_attr("axes")) {
+    for (int64_t a : ctx.attr_ints("axes")) axes.push_back(static_cast<int>(a < 0 ? a + rank : a));
+  } else {
+    for (int a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  int64_t n = static_cast<int64_t>(axes.size());
+  if (t->numel() != 2 * n)
+    ctx.fail_model("roi has " + std::to_string(t->numel()) + " values, expected " +
+                   std::to_string(2 * n) + " (start and end per resized axis)");
+  auto at = [t](int64_t i) {
+    return t->dtype() == DType::kFloat32 ? static_cast<double>(t->data<float>()[i])
+                                         : t->data<double>()[i];
+  };
+  for (int64_t i = 0; i < n; ++i) roi[axes[i]] = {at(i), at(i + n)};
+  return roi;
+}
+
+// Source coordinate of output o under tf_crop_and_resize (ONNX formula).
+double crop_coord(int64_t o, std::pair<double, double> roi, double scale, int64_t in, int64_t out) {
+  double span = static_cast<double>(in - 1);
+  if (out == 1) return 0.5 * (roi.first + roi.second) * span;
+  double resized = scale * static_cast<double>(in);
+  return roi.first * span +
+         static_cast<double>(o) * (roi.second - roi.first) * span / (resized - 1);
+}
+
+// Merges taps that read one index and, when every output reads one input with weight 1, turns
+// the axis into a plain index map.
+void simplify(AxisMap& m, int64_t out) {
+  if (m.taps == 1) return;
+  bool plain = true;
+  std::vector<int64_t> single(out);
+  for (int64_t o = 0; o < out && plain; ++o) {
+    int64_t* idx = &m.idx[o * m.taps];
+    float* wt = &m.wt[o * m.taps];
+    for (int j = 0; j < m.taps; ++j)
+      for (int k = j + 1; k < m.taps; ++k)
+        if (idx[k] == idx[j] && wt[k] != 0.0f) {
+          wt[j] += wt[k];
+          wt[k] = 0.0f;
+        }
+    int nonzero = 0;
+    for (int j = 0; j < m.taps; ++j)
+      if (wt[j] != 0.0f) {
+        ++nonzero;
+        single[o] = idx[j];
+        plain = plain && std::abs(wt[j] - 1.0f) <= 1e-7f;
+      }
+    plain = plain && nonzero == 1;
+  }
+  if (!plain) return;
+  m.taps = 1;
+  m.idx = std::move(single);
+  m.wt.assign(out, 1.0f);
+}
+
+AxisMap make_axis_map(const ResizeSpec& spec, const NodeContext& ctx, int64_t in, int64_t out,
+                      double scale, std::pair<double, double> roi) {
+  AxisMap m;
+  m.taps = spec.mode == ResizeMode::kNearest ? 1 : spec.mode == ResizeMode::kLinear ? 2 : 4;
+  double a = ctx.attr_float("cubic_coeff_a", -0.75f);
+  bool exclude = ctx.attr_int("exclude_outside", 0) != 0;
+  bool crop = spec.coord == ResizeCoord::kTfCropAndResize;
+  m.idx.assign(out * m.taps, 0);
+  m.wt.assign(out * m.taps, 0.0f);
+  if (crop) m.outside.assign(out, 0);
+  auto clamp = [in](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+  for (int64_t o = 0; o < out; ++o) {
+    double x = crop ? crop_coord(o, roi, scale, in, out)
+                    : resize_source_coord(spec.coord, o, scale, in, out);
+    if (crop && (x < 0 || x > static_cast<double>(in - 1))) {
+      m.outside[o] = 1;
+      m.any_outside = true;
+      m.wt[o * m.taps] = 1.0f;
+      continue;
+    }
+    int64_t* idx = &m.idx[o * m.taps];
+    float* wt = &m.wt[o * m.taps];
+    if (spec.mode == ResizeMode::kNearest) {
+      idx[0] = clamp(nearest_index(spec.nearest, x));
+      wt[0] = 1.0f;
+      continue;
+    }
+    double f = std::floor(x), t = x - f;
+    int64_t lo = static_cast<int64_t>(f);
+    double w[4] = {1 - t, t, 0, 0};
+    int64_t first = lo;
+    if (spec.mode == ResizeMode::kCubic) {
+      cubic_weights(t, a, w);
+      first = lo - 1;
+      if (exclude) {
+        double sum = 0;
+        for (int j = 0; j < 4; ++j) {
+          if (first + j < 0 || first + j >= in) w[j] = 0;
+          sum += w[j];
+        }
+        if (sum != 0)
+          for (int j = 0; j < 4; ++j) w[j] /= sum;
+      }
+    }
+    for (int j = 0; j < m.taps; ++j) {
+      idx[j] = clamp(first + j);
+      wt[j] = std::abs(w[j]) < kWeightEps ? 0.0f : static_cast<float>(w[j]);
+    }
+  }
+  if (!m.any_outside) simplify(m, out);
+  return m;
+}
 
 class ResizeKernel final : public Kernel {
  public:
@@ -45,29 +179,15 @@ class ResizeKernel final : public Kernel {
     in_dims_ = ctx.input_shape(0).dims();
     out_dims_ = spec.output.dims();
     int rank = static_cast<int>(in_dims_.size());
+    std::vector<std::pair<double, double>> roi(rank, {0.0, 1.0});
+    if (spec.coord == ResizeCoord::kTfCropAndResize) {
+      roi = read_roi(ctx, rank);
+      extrapolation_ = ctx.attr_float("extrapolation_value", 0.0f);
+    }
     in_strides_.assign(rank, 1);
     for (int a = rank - 2; a >= 0; --a) in_strides_[a] = in_strides_[a + 1] * in_dims_[a + 1];
-    maps_.resize(rank);
-    for (int a = 0; a < rank; ++a) {
-      int64_t in = in_dims_[a], out = out_dims_[a];
-      AxisMap& m = maps_[a];
-      for (int64_t o = 0; o < out; ++o) {
-        double x = resize_source_coord(spec.coord, o, spec.scales[a], in, out);
-        if (spec.mode == ResizeMode::kNearest) {
-          m.i0.push_back(std::clamp<int64_t>(nearest_index(spec.nearest, x), 0, in - 1));
-          continue;
-        }
-        double f = std::floor(x);
-        int64_t lo = static_cast<int64_t>(f);
-        m.i0.push_back(std::clamp<int64_t>(lo, 0, in - 1));
-        m.i1.push_back(std::clamp<int64_t>(lo + 1, 0, in - 1));
-        m.w.push_back(static_cast<float>(x - f));
-      }
-      // A linear axis that reads whole input coordinates only is a plain index map.
-      if (spec.mode == ResizeMode::kLinear)
-        for (int64_t o = 0; o < out; ++o)
-          m.interpolates = m.interpolates || (m.w[o] != 0.0f && m.i0[o] != m.i1[o]);
-    }
+    for (int a = 0; a < rank; ++a)
+      maps_.push_back(make_axis_map(spec, ctx, in_dims_[a], out_dims_[a], spec.scales[a], roi[a]));
   }
 
   void run(KernelContext& ctx) const override {
@@ -82,50 +202,59 @@ class ResizeKernel final : public Kernel {
     }
     int64_t inner = out_dims_.back();
     int64_t rows = y.numel() / inner;
-    const AxisMap& last = maps_.back();
     bool parallel = y.numel() >= kParallelElements;
 #pragma omp parallel if (parallel)
     {
-      // (input offset, weight) of each corner row the current output row blends.
-      std::vector<int64_t> off;
-      std::vector<float> wt;
+      // (input offset, weight) of each source row the current output row blends.
+      std::vector<int64_t> off, next_off;
+      std::vector<float> wt, next_wt;
       std::vector<float> tmp(static_cast<size_t>(in_dims_.back()));
 #pragma omp for schedule(static)
       for (int64_t row = 0; row < rows; ++row) {
         off.assign(1, 0);
         wt.assign(1, 1.0f);
+        bool outside = false;
         int64_t rest = row;
         for (int a = rank - 2; a >= 0; --a) {
           int64_t o = rest % out_dims_[a];
           rest /= out_dims_[a];
           const AxisMap& m = maps_[a];
+          outside = outside || (m.any_outside && m.outside[o]);
           int64_t s = in_strides_[a];
-          size_t n = off.size();
-          if (m.interpolates && m.w[o] != 0.0f) {
-            float w = m.w[o];
-            for (size_t c = 0; c < n; ++c) {
-              off.push_back(off[c] + m.i1[o] * s);
-              wt.push_back(wt[c] * w);
-              off[c] += m.i0[o] * s;
-              wt[c] *= 1.0f - w;
-            }
-          } else {
-            for (size_t c = 0; c < n; ++c) off[c] += m.i0[o] * s;
+          if (m.taps == 1) {
+            for (int64_t& v : off) v += m.idx[o] * s;
+            continue;
           }
+          next_off.clear();
+          next_wt.clear();
+          for (size_t c = 0; c < off.size(); ++c)
+            for (int j = 0; j < m.taps; ++j) {
+              float w = m.wt[o * m.taps + j];
+              if (w == 0.0f) continue;
+              next_off.push_back(off[c] + m.idx[o * m.taps + j] * s);
+              next_wt.push_back(wt[c] * w);
+            }
+          off.swap(next_off);
+          wt.swap(next_wt);
         }
-        blend_row(src, dst + row * inner, off, wt, last, tmp.data(), in_dims_.back());
+        float* out = dst + row * inner;
+        if (outside) {
+          std::fill(out, out + inner, extrapolation_);
+          continue;
+        }
+        blend_row(src, out, off, wt, maps_.back(), tmp.data(), in_dims_.back());
       }
     }
   }
 
  private:
-  // Blends the corner rows into one input-length row first (contiguous, so it vectorises), then
+  // Blends the source rows into one input-length row first (contiguous, so it vectorises), then
   // samples that row along the last axis.
-  static void blend_row(const float* src, float* out, const std::vector<int64_t>& off,
-                        const std::vector<float>& wt, const AxisMap& last, float* tmp,
-                        int64_t in_len) {
+  void blend_row(const float* src, float* out, const std::vector<int64_t>& off,
+                 const std::vector<float>& wt, const AxisMap& last, float* tmp,
+                 int64_t in_len) const {
     const float* p = src + off[0];
-    if (off.size() > 1) {
+    if (off.size() > 1 || wt[0] != 1.0f) {
       float w0 = wt[0];
       for (int64_t k = 0; k < in_len; ++k) tmp[k] = w0 * p[k];
       for (size_t c = 1; c < off.size(); ++c) {
@@ -135,22 +264,33 @@ class ResizeKernel final : public Kernel {
       }
       p = tmp;
     }
-    int64_t n = static_cast<int64_t>(last.i0.size());
-    const int64_t* i0 = last.i0.data();
-    if (!last.interpolates) {
-      for (int64_t j = 0; j < n; ++j) out[j] = p[i0[j]];
-      return;
+    int64_t n = static_cast<int64_t>(last.idx.size()) / last.taps;
+    const int64_t* idx = last.idx.data();
+    const float* w = last.wt.data();
+    switch (last.taps) {
+      case 1:
+        for (int64_t j = 0; j < n; ++j) out[j] = p[idx[j]];
+        break;
+      case 2:
+        for (int64_t j = 0; j < n; ++j)
+          out[j] = w[2 * j] * p[idx[2 * j]] + w[2 * j + 1] * p[idx[2 * j + 1]];
+        break;
+      default:
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t* i = idx + 4 * j;
+          const float* v = w + 4 * j;
+          out[j] = v[0] * p[i[0]] + v[1] * p[i[1]] + v[2] * p[i[2]] + v[3] * p[i[3]];
+        }
+        break;
     }
-    const int64_t* i1 = last.i1.data();
-    const float* w = last.w.data();
-    for (int64_t j = 0; j < n; ++j) {
-      float a = p[i0[j]], b = p[i1[j]];
-      out[j] = a + w[j] * (b - a);
-    }
+    if (last.any_outside)
+      for (int64_t j = 0; j < n; ++j)
+        if (last.outside[j]) out[j] = extrapolation_;
   }
 
   std::vector<int64_t> in_dims_, out_dims_, in_strides_;
   std::vector<AxisMap> maps_;
+  float extrapolation_ = 0.0f;
 };
 
 std::string check_resize(const NodeContext& ctx) {
@@ -158,9 +298,6 @@ std::string check_resize(const NodeContext& ctx) {
     return std::string("input X is ") + dtype_name(ctx.input_dtype(0)) +
            "; the CPU kernel takes float32";
   ResizeSpec spec = resize_spec(ctx);
-  if (spec.mode == ResizeMode::kCubic) return "mode 'cubic' is not supported";
-  if (spec.coord == ResizeCoord::kTfCropAndResize)
-    return "coordinate_transformation_mode 'tf_crop_and_resize' is not supported";
   if (spec.antialias) return "antialias is not supported";
   return "";
 }

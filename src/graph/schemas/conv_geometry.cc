@@ -117,12 +117,10 @@ ConvGeometry conv_transpose_geometry(const NodeContext& ctx, const Shape& x,
     int64_t full = g.strides[i] * (g.in[i] - 1) + g.output_padding[i] + g.extent(i);
     if (!shape.empty() || mode == AutoPad::kSameUpper || mode == AutoPad::kSameLower) {
       g.out[i] = shape.empty() ? g.in[i] * g.strides[i] : shape[i];
-      int64_t total = full - g.out[i];
-      if (total < 0 && !shape.empty())
-        ctx.fail_shape("output_shape " + list_string(shape) + " is larger than the " +
-                       std::to_string(full) + " positions the input reaches along spatial axis " +
-                       std::to_string(i));
-      total = std::max<int64_t>(total, 0);
+      if (g.out[i] < 1) ctx.fail_model("output_shape " + list_string(shape) + " must be positive");
+      // An output_shape beyond the positions the input reaches (as onnxruntime and ONNX's
+      // reference run it) adds trailing positions that receive only the bias.
+      int64_t total = std::max<int64_t>(full - g.out[i], 0);
       // ONNX: SAME_UPPER puts the smaller half first; otherwise the larger half goes first.
       g.pad_begin[i] = mode == AutoPad::kSameUpper ? total / 2 : total - total / 2;
       g.pad_end[i] = total - g.pad_begin[i];

@@ -142,6 +142,12 @@ void infer_pad(InferContext& ctx) {
 
 void infer_resize(InferContext& ctx) {
   ResizeSpec spec = resize_spec(ctx);
+  if (spec.coord == ResizeCoord::kTfCropAndResize) {
+    if (!ctx.has_input(1) || ctx.input_shape(1).numel() == 0)
+      ctx.fail_model("coordinate_transformation_mode 'tf_crop_and_resize' needs the roi input");
+    if (ctx.input_value(1) == nullptr)
+      ctx.fail_shape("the roi input must be known when the graph is built");
+  }
   ctx.set_output(0, ctx.input_dtype(0), spec.output);
 }
 

@@ -15,9 +15,16 @@ int64_t read_flag(InferContext& ctx, const char* name) {
   return v;
 }
 
-Shape pooled_shape(InferContext& ctx) {
-  check_window_input(ctx, 0);
+// MaxPool also takes int8 and uint8 inputs (`int8_ok`); the rank check is the same.
+Shape pooled_shape(InferContext& ctx, bool int8_ok = false) {
+  DType t = ctx.input_dtype(0);
   const Shape& x = ctx.input_shape(0);
+  if (int8_ok && (t == DType::kInt8 || t == DType::kUInt8)) {
+    if (x.rank() < 3 || x.rank() > 5)
+      ctx.fail_shape("input 0 must be (N, C, spatial...) of rank 3 to 5, got " + x.to_string());
+  } else {
+    check_window_input(ctx, 0);
+  }
   bool ceil_mode = read_flag(ctx, "ceil_mode") != 0;
   ConvGeometry g = window_geometry(ctx, x, ctx.attr_ints("kernel_shape"), ceil_mode);
   std::vector<int64_t> out = {x[0], x[1]};
@@ -27,7 +34,7 @@ Shape pooled_shape(InferContext& ctx) {
 
 void infer_max_pool(InferContext& ctx) {
   read_flag(ctx, "storage_order");
-  Shape out = pooled_shape(ctx);
+  Shape out = pooled_shape(ctx, true);
   ctx.set_output(0, ctx.input_dtype(0), out);
   if (ctx.num_outputs() > 1) ctx.set_output(1, DType::kInt64, out);
 }
