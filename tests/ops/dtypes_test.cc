@@ -272,6 +272,12 @@ TEST(FloatDtypes, Float64ArithmeticMinMaxAndMod) {
   check_op<double, double>("Mod", {a, b}, [](auto& v) { return std::fmod(v[0], v[1]); },
                            {{"fmod", 1}});
   check_op<double, double>("Clip", {a}, [](auto& v) { return v[0]; });
+  check_op<double, double>("Sub", {a, b}, [](auto& v) { return v[0] - v[1]; });
+  check_op<double, double>("Mul", {a, b}, [](auto& v) { return v[0] * v[1]; });
+  check_op<double, double>("Sum", {a, b, b}, [](auto& v) { return v[0] + v[1] + v[2]; });
+  check_op<double, bool>("Equal", {a, a}, [](auto& v) { return v[0] == v[1]; });
+  check_op<double, bool>("Greater", {a, b}, [](auto& v) { return v[0] > v[1]; });
+  check_op<double, bool>("LessOrEqual", {a, b}, [](auto& v) { return v[0] <= v[1]; });
 }
 
 // float16 results are the float32 result rounded to nearest even.
@@ -289,6 +295,12 @@ TEST(FloatDtypes, Float16ArithmeticMinMaxAndMod) {
   check_op<Half, Half>("Mod", {a, b}, [&](auto& v) { return h(std::fmod(f(v[0]), f(v[1]))); },
                        {{"fmod", 1}});
   check_op<Half, bool>("Less", {a, b}, [&](auto& v) { return f(v[0]) < f(v[1]); });
+  check_op<Half, bool>("Greater", {a, b}, [&](auto& v) { return f(v[0]) > f(v[1]); });
+  check_op<Half, bool>("GreaterOrEqual", {a, b}, [&](auto& v) { return f(v[0]) >= f(v[1]); });
+  check_op<Half, bool>("Equal", {a, a}, [&](auto& v) { return f(v[0]) == f(v[1]); });
+  // Sum rounds after each addition, as the float16 kernel does.
+  check_op<Half, Half>("Sum", {a, b, b},
+                       [&](auto& v) { return h(f(h(f(v[0]) + f(v[1]))) + f(v[2])); });
 }
 
 TEST(FloatDtypes, MinMaxPropagateNaN) {
