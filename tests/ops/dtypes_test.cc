@@ -330,6 +330,10 @@ TEST(PowDtypes, IntegerBaseWithIntegerExponent) {
   Tensor base64 = random_of<int64_t>({5}, 32, -40, 40);
   Tensor exp64 = random_of<int64_t>({2, 1}, 33, 0, 30);
   check_op<int64_t, int64_t>("Pow", {base64, exp64}, [&](auto& v) { return ipow(v[0], v[1]); });
+  // Negative exponents: the truncated reciprocal power.
+  Tensor b = Tensor::from_vector<int32_t>({6}, {1, -1, -1, 0, 2, -3});
+  Tensor e = Tensor::from_vector<int32_t>({6}, {-3, -3, -2, -1, -1, -2});
+  expect_elems<int32_t>(run_op("Pow", {b, e})[0], {6}, {1, -1, 1, 0, 0, 0});
 }
 
 TEST(PowDtypes, MixedBaseAndExponentTypes) {
