@@ -17,6 +17,10 @@ enum class DType : uint8_t {
   kInt32,
   kInt64,
   kBool,
+  kInt16,
+  kUInt16,
+  kUInt32,
+  kUInt64,
 };
 
 // Size of one element in bytes (bool is one byte).
@@ -54,6 +58,22 @@ struct DTypeOf<int32_t> {
 template <>
 struct DTypeOf<int64_t> {
   static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::kInt16;
+};
+template <>
+struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::kUInt16;
+};
+template <>
+struct DTypeOf<uint32_t> {
+  static constexpr DType value = DType::kUInt32;
+};
+template <>
+struct DTypeOf<uint64_t> {
+  static constexpr DType value = DType::kUInt64;
 };
 template <>
 struct DTypeOf<bool> {

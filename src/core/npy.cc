@@ -15,7 +15,8 @@ struct NpyType {
 constexpr NpyType kTypes[] = {
     {"<f4", DType::kFloat32}, {"<f2", DType::kFloat16}, {"<f8", DType::kFloat64},
     {"|i1", DType::kInt8},    {"|u1", DType::kUInt8},   {"<i4", DType::kInt32},
-    {"<i8", DType::kInt64},   {"|b1", DType::kBool},
+    {"<i8", DType::kInt64},   {"|b1", DType::kBool},    {"<i2", DType::kInt16},
+    {"<u2", DType::kUInt16},  {"<u4", DType::kUInt32},  {"<u8", DType::kUInt64},
 };
 
 }  // namespace

@@ -148,6 +148,14 @@ double Tensor::item_as_double(int64_t i) const {
       return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
     case DType::kBool:
       return *reinterpret_cast<const uint8_t*>(p) ? 1.0 : 0.0;
+    case DType::kInt16:
+      return *reinterpret_cast<const int16_t*>(p);
+    case DType::kUInt16:
+      return *reinterpret_cast<const uint16_t*>(p);
+    case DType::kUInt32:
+      return *reinterpret_cast<const uint32_t*>(p);
+    case DType::kUInt64:
+      return static_cast<double>(*reinterpret_cast<const uint64_t*>(p));
   }
   return 0;
 }

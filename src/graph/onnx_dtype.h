@@ -39,7 +39,7 @@ enum class OnnxDType : int32_t {
 };
 
 // The lumen dtype of an ONNX data type code, or nullopt when lumen has no such dtype (string,
-// uint16, complex, float8, ...) or the code is unknown.
+// complex, float8, ...) or the code is unknown.
 inline std::optional<DType> dtype_from_onnx(int64_t code) {
   switch (code) {
     case static_cast<int64_t>(OnnxDType::kFloat):
@@ -60,6 +60,14 @@ inline std::optional<DType> dtype_from_onnx(int64_t code) {
       return DType::kFloat64;
     case static_cast<int64_t>(OnnxDType::kBFloat16):
       return DType::kBFloat16;
+    case static_cast<int64_t>(OnnxDType::kInt16):
+      return DType::kInt16;
+    case static_cast<int64_t>(OnnxDType::kUInt16):
+      return DType::kUInt16;
+    case static_cast<int64_t>(OnnxDType::kUInt32):
+      return DType::kUInt32;
+    case static_cast<int64_t>(OnnxDType::kUInt64):
+      return DType::kUInt64;
     default:
       return std::nullopt;
   }
@@ -86,6 +94,14 @@ inline int32_t onnx_from_dtype(DType dtype) {
       return static_cast<int32_t>(OnnxDType::kInt64);
     case DType::kBool:
       return static_cast<int32_t>(OnnxDType::kBool);
+    case DType::kInt16:
+      return static_cast<int32_t>(OnnxDType::kInt16);
+    case DType::kUInt16:
+      return static_cast<int32_t>(OnnxDType::kUInt16);
+    case DType::kUInt32:
+      return static_cast<int32_t>(OnnxDType::kUInt32);
+    case DType::kUInt64:
+      return static_cast<int32_t>(OnnxDType::kUInt64);
   }
   return static_cast<int32_t>(OnnxDType::kUndefined);
 }

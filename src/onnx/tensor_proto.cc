@@ -100,6 +100,22 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
       check_count(proto.int32_data_size());
       copy_field<uint8_t>(proto.int32_data(), t);
       break;
+    case DType::kInt16:
+      check_count(proto.int32_data_size());
+      copy_field<int16_t>(proto.int32_data(), t);
+      break;
+    case DType::kUInt16:
+      check_count(proto.int32_data_size());
+      copy_field<uint16_t>(proto.int32_data(), t);
+      break;
+    case DType::kUInt32:
+      check_count(proto.uint64_data_size());
+      copy_field<uint32_t>(proto.uint64_data(), t);
+      break;
+    case DType::kUInt64:
+      check_count(proto.uint64_data_size());
+      copy_field<uint64_t>(proto.uint64_data(), t);
+      break;
     case DType::kBool:
       check_count(proto.int32_data_size());
       for (int64_t i = 0; i < numel; ++i)

@@ -189,6 +189,60 @@ TEST_F(OnnxImport, NodesWithMissingInputsOrUnknownOps) {
   EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
 }
 
+// INT16 and UINT16 come in int32_data, UINT32 and UINT64 in uint64_data (or any of them as raw
+// bytes); each reads back exactly, 64-bit values beyond double's precision included.
+TEST_F(OnnxImport, ReadsTheWiderIntegerDtypes) {
+  auto load = [&](const onnx::TensorProto& t) {
+    std::string path = (dir_ / "t.pb").string();
+    std::ofstream out(path, std::ios::binary);
+    t.SerializeToOstream(&out);
+    out.close();
+    return load_onnx_tensor(path);
+  };
+  auto proto = [](onnx::TensorProto::DataType type, int64_t n) {
+    onnx::TensorProto t;
+    t.set_data_type(type);
+    t.add_dims(n);
+    return t;
+  };
+  onnx::TensorProto i16 = proto(onnx::TensorProto::INT16, 3);
+  for (int v : {-32768, -5, 32767}) i16.add_int32_data(v);
+  Tensor t = load(i16);
+  ASSERT_EQ(t.dtype(), DType::kInt16);
+  EXPECT_EQ(test::to_doubles(t), (std::vector<double>{-32768, -5, 32767}));
+
+  onnx::TensorProto u16 = proto(onnx::TensorProto::UINT16, 2);
+  for (int v : {65535, 9}) u16.add_int32_data(v);
+  t = load(u16);
+  ASSERT_EQ(t.dtype(), DType::kUInt16);
+  EXPECT_EQ(test::to_doubles(t), (std::vector<double>{65535, 9}));
+
+  onnx::TensorProto u32 = proto(onnx::TensorProto::UINT32, 2);
+  for (uint64_t v : {uint64_t{4000000000}, uint64_t{1}}) u32.add_uint64_data(v);
+  t = load(u32);
+  ASSERT_EQ(t.dtype(), DType::kUInt32);
+  EXPECT_EQ(t.data<uint32_t>()[0], 4000000000u);
+  EXPECT_EQ(t.data<uint32_t>()[1], 1u);
+
+  const uint64_t big = (uint64_t{1} << 63) + 5;
+  onnx::TensorProto u64 = proto(onnx::TensorProto::UINT64, 2);
+  for (uint64_t v : {big, uint64_t{7}}) u64.add_uint64_data(v);
+  t = load(u64);
+  ASSERT_EQ(t.dtype(), DType::kUInt64);
+  EXPECT_EQ(t.data<uint64_t>()[0], big);
+  EXPECT_EQ(t.data<uint64_t>()[1], 7u);
+
+  onnx::TensorProto raw = proto(onnx::TensorProto::UINT64, 1);
+  raw.set_raw_data(std::string(reinterpret_cast<const char*>(&big), 8));
+  EXPECT_EQ(load(raw).data<uint64_t>()[0], big);
+
+  u64.add_uint64_data(1);  // 3 values for 2 elements
+  EXPECT_THROW(load(u64), InvalidModel);
+  onnx::TensorProto wrong_field = proto(onnx::TensorProto::UINT32, 1);
+  wrong_field.add_int32_data(1);  // UINT32 belongs in uint64_data
+  EXPECT_THROW(load(wrong_field), InvalidModel);
+}
+
 TEST_F(OnnxImport, ExternalDataInsideTheFolderLoads) {
   {
     std::ofstream bin(dir_ / "model" / "weights.bin", std::ios::binary);

@@ -365,7 +365,8 @@ TEST(BinaryErrors, BadInput) {
   EXPECT_THROW(run_op("Add", {f, f}, {{"axis", 1}}), InvalidModel);
   EXPECT_THROW(run_op("Min", {}), InvalidModel);
   EXPECT_THROW(run_op("Add", {f}), InvalidModel);
-  EXPECT_THROW(run_op("Pow", {i64, i64}), UnsupportedOp);
+  Tensor i8 = random_ints({3, 4}, 1, 0, 3, DType::kInt8);
+  EXPECT_THROW(run_op("Pow", {i8, i64}), UnsupportedOp);  // int8 base: no CPU kernel
 }
 
 TEST(BinaryErrors, IntDivisionByZero) {

@@ -333,8 +333,8 @@ TEST(ElementwiseExtra, Mod) {
   EXPECT_THROW(run_op("Mod", {x, y}, {{"fmod", 2}}), InvalidModel);
   EXPECT_THROW(run_op("Mod", {x, f}), ShapeError);
   EXPECT_THROW(run_op("Mod", {x, random_ints({3}, 1, 1, 5)}), ShapeError);
-  Tensor f16 = Tensor::zeros({3}, DType::kFloat16);
-  EXPECT_THROW(run_op("Mod", {f16, f16}, {{"fmod", 1}}), UnsupportedOp);
+  Tensor bf16 = Tensor::zeros({3}, DType::kBFloat16);
+  EXPECT_THROW(run_op("Mod", {bf16, bf16}, {{"fmod", 1}}), UnsupportedOp);
   // The narrow integers and float64 (ONNX's mixed-sign cases).
   Tensor i8a = Tensor::from_vector<int8_t>({4}, {-128, -7, 7, 100});
   Tensor i8b = Tensor::from_vector<int8_t>({4}, {-1, 3, -3, 7});

@@ -35,6 +35,18 @@ Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DT
       case DType::kUInt8:
         t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
         break;
+      case DType::kInt16:
+        t.data<int16_t>()[i] = static_cast<int16_t>(v);
+        break;
+      case DType::kUInt16:
+        t.data<uint16_t>()[i] = static_cast<uint16_t>(v);
+        break;
+      case DType::kUInt32:
+        t.data<uint32_t>()[i] = static_cast<uint32_t>(v);
+        break;
+      case DType::kUInt64:
+        t.data<uint64_t>()[i] = static_cast<uint64_t>(v);
+        break;
       case DType::kBool:
         t.data<bool>()[i] = (v & 1) != 0;
         break;

@@ -1,7 +1,9 @@
-// Core types: dtype, shape, tensor views, the caching pool, half conversions, errors.
+// Core types: dtype, shape, tensor views, the caching pool, half conversions, errors, .npy files.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "core/half.h"
@@ -16,9 +18,36 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(dtype_size(DType::kInt64), 8u);
   EXPECT_EQ(dtype_size(DType::kBool), 1u);
   for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,
-                  DType::kUInt8, DType::kInt32, DType::kInt64, DType::kBool})
+                  DType::kUInt8, DType::kInt32, DType::kInt64, DType::kBool, DType::kInt16,
+                  DType::kUInt16, DType::kUInt32, DType::kUInt64})
     EXPECT_EQ(dtype_from_name(dtype_name(d)), d);
   EXPECT_THROW(dtype_from_name("complex64"), InvalidArgument);
+  EXPECT_EQ(dtype_size(DType::kInt16), 2u);
+  EXPECT_EQ(dtype_size(DType::kUInt16), 2u);
+  EXPECT_EQ(dtype_size(DType::kUInt32), 4u);
+  EXPECT_EQ(dtype_size(DType::kUInt64), 8u);
+  for (DType d : {DType::kInt16, DType::kUInt16, DType::kUInt32, DType::kUInt64}) {
+    EXPECT_TRUE(is_integer(d)) << dtype_name(d);
+    EXPECT_FALSE(is_floating(d)) << dtype_name(d);
+  }
+}
+
+// The wider integer dtypes survive a .npy round trip bit for bit, and read back as themselves.
+TEST(Npy, RoundTripsTheWiderIntegerDtypes) {
+  const std::string path = ::testing::TempDir() + "lumen_npy_dtypes.npy";
+  Tensor u64 = Tensor::from_vector<uint64_t>({2, 2}, {0, 1, uint64_t{1} << 63, ~uint64_t{0}});
+  Tensor i16 = Tensor::from_vector<int16_t>({3}, {-32768, 7, 32767});
+  Tensor u16 = Tensor::from_vector<uint16_t>({2}, {65535, 3});
+  Tensor u32 = Tensor::from_vector<uint32_t>({2}, {4000000000u, 5});
+  for (const Tensor& t : {u64, i16, u16, u32}) {
+    write_npy(path, t);
+    Tensor back = read_npy(path);
+    ASSERT_EQ(back.dtype(), t.dtype()) << dtype_name(t.dtype());
+    ASSERT_EQ(back.shape(), t.shape());
+    EXPECT_EQ(std::memcmp(back.raw_data(), t.raw_data(), t.nbytes()), 0) << dtype_name(t.dtype());
+  }
+  EXPECT_EQ(read_npy(path).item_as_double(0), 4000000000.0);
+  std::remove(path.c_str());
 }
 
 TEST(Shape, NumelStridesBroadcast) {

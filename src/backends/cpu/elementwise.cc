@@ -1,6 +1,7 @@
 // CPU kernels of the unary element-wise ops (Relu ... HardSwish, Clip, Not): one templated
 // kernel applying an inlined functor over a contiguous tensor, split across OpenMP threads when
-// large. Float32 throughout; Relu, Neg, Abs and Clip also int32 and int64; Not on bool.
+// large. Float32 throughout; Relu, Neg and Abs also int32 and int64, Clip also float64 and every
+// integer dtype; Not on bool.
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -162,15 +163,12 @@ class ClipKernel final : public Kernel {
   std::optional<T> known_[2];
 };
 
+// Clip on float32, float64 and every integer dtype (the check refuses the rest).
 std::unique_ptr<Kernel> make_clip(const NodeContext& ctx) {
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt32:
-      return std::make_unique<ClipKernel<int32_t>>(ctx);
-    case DType::kInt64:
-      return std::make_unique<ClipKernel<int64_t>>(ctx);
-    default:
-      return std::make_unique<ClipKernel<float>>(ctx);
-  }
+  return visit_numeric<kNumericOnly>(ctx.input_dtype(0),
+                                     [&]<typename T>(T) -> std::unique_ptr<Kernel> {
+                                       return std::make_unique<ClipKernel<T>>(ctx);
+                                     });
 }
 
 }  // namespace
@@ -189,7 +187,7 @@ LUMEN_REGISTER_CPU_KERNEL(Abs, &make_abs, &require_float_or_int);
 LUMEN_REGISTER_CPU_KERNEL(Reciprocal, &make_reciprocal, &require_float32);
 LUMEN_REGISTER_CPU_KERNEL(HardSigmoid, &make_hard_sigmoid, &require_float32);
 LUMEN_REGISTER_CPU_KERNEL(HardSwish, &make_hard_swish, &require_float32);
-LUMEN_REGISTER_CPU_KERNEL(Clip, &make_clip, &require_float_or_int);
+LUMEN_REGISTER_CPU_KERNEL(Clip, &make_clip, &require_numeric<kNumericOnly>);
 LUMEN_REGISTER_CPU_KERNEL(Not, &make_not, &require_bool);
 
 }  // namespace lumen::cpu

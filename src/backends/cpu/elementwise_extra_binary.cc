@@ -1,6 +1,7 @@
 // CPU kernels of the further broadcasting element-wise ops: PRelu, Mod, Xor, LessOrEqual,
 // GreaterOrEqual, variadic Sum and Mean, plus CastLike (Cast's kernel) and Size. Built on the
-// shared BinaryKernel/VariadicKernel; float32, int32 and int64 (Mod also float64, int8, uint8).
+// shared BinaryKernel/VariadicKernel; Mod, the comparisons and Sum take float16, float32, float64
+// and every integer dtype, PRelu float32, int32 and int64, Mean float32.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -51,6 +52,8 @@ struct TruncModOp {
       return b == T(-1) ? T(0) : static_cast<T>(a % b);
     } else if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(a % b);
+    } else if constexpr (std::is_same_v<T, Float16>) {
+      return std::fmod(static_cast<float>(a), static_cast<float>(b));
     } else {
       return std::fmod(a, b);
     }
@@ -65,43 +68,31 @@ std::unique_ptr<Kernel> make_mod_typed(const NodeContext& ctx, bool fmod) {
   return std::make_unique<BinaryKernel<T, T, TruncModOp>>(ctx);
 }
 
+// The dtypes of Mod, the order comparisons and Sum.
+constexpr unsigned kArith = kWithFloat16;
+
 // Floating-point inputs have fmod = 1 (the schema requires it).
 std::unique_ptr<Kernel> make_mod(const NodeContext& ctx) {
   const bool fmod = ctx.attr_int("fmod", 0) != 0;
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt8:
-      return make_mod_typed<int8_t>(ctx, fmod);
-    case DType::kUInt8:
-      return make_mod_typed<uint8_t>(ctx, fmod);
-    case DType::kInt32:
-      return make_mod_typed<int32_t>(ctx, fmod);
-    case DType::kInt64:
-      return make_mod_typed<int64_t>(ctx, fmod);
-    case DType::kFloat64:
-      return make_mod_typed<double>(ctx, fmod);
-    default:
-      return make_mod_typed<float>(ctx, fmod);
-  }
-}
-
-std::string check_mod(const NodeContext& ctx) {
-  switch (ctx.input_dtype(0)) {
-    case DType::kFloat32:
-    case DType::kFloat64:
-    case DType::kInt8:
-    case DType::kUInt8:
-    case DType::kInt32:
-    case DType::kInt64:
-      return "";
-    default:
-      return std::string("input is ") + dtype_name(ctx.input_dtype(0)) +
-             "; the CPU kernel takes float32, float64, int8, uint8, int32, int64";
-  }
+  return visit_numeric<kArith>(ctx.input_dtype(0),
+                               [&]<typename T>(T) { return make_mod_typed<T>(ctx, fmod); });
 }
 
 struct XorOp {
   bool operator()(bool a, bool b) const { return a != b; }
 };
+
+// PRelu on float32, int32 and int64 (the check refuses the rest).
+std::unique_ptr<Kernel> make_prelu(const NodeContext& ctx) {
+  switch (ctx.input_dtype(0)) {
+    case DType::kInt32:
+      return std::make_unique<BinaryKernel<int32_t, int32_t, PReluOp>>(ctx);
+    case DType::kInt64:
+      return std::make_unique<BinaryKernel<int64_t, int64_t, PReluOp>>(ctx);
+    default:
+      return std::make_unique<BinaryKernel<float, float, PReluOp>>(ctx);
+  }
+}
 
 std::unique_ptr<Kernel> make_xor(const NodeContext& ctx) {
   return std::make_unique<BinaryKernel<bool, bool, XorOp>>(ctx);
@@ -161,14 +152,14 @@ std::unique_ptr<Kernel> make_size(const NodeContext& ctx) {
 
 }  // namespace
 
-LUMEN_REGISTER_CPU_KERNEL(PRelu, &make_binary<PReluOp, false>, &require_float_or_int);
-LUMEN_REGISTER_CPU_KERNEL(Mod, &make_mod, &check_mod);
+LUMEN_REGISTER_CPU_KERNEL(PRelu, &make_prelu, &require_float_or_int);
+LUMEN_REGISTER_CPU_KERNEL(Mod, &make_mod, &require_numeric<kArith>);
 LUMEN_REGISTER_CPU_KERNEL(Xor, &make_xor, &require_bool);
-LUMEN_REGISTER_CPU_KERNEL(LessOrEqual, &make_binary<LessOrEqualOp, true, false>,
-                          &require_float_or_int);
-LUMEN_REGISTER_CPU_KERNEL(GreaterOrEqual, &make_binary<GreaterOrEqualOp, true, false>,
-                          &require_float_or_int);
-LUMEN_REGISTER_CPU_KERNEL(Sum, &make_variadic<AddOp>, &require_float_or_int);
+LUMEN_REGISTER_CPU_KERNEL(LessOrEqual, &make_binary<LessOrEqualOp, true, kArith>,
+                          &require_numeric<kArith>);
+LUMEN_REGISTER_CPU_KERNEL(GreaterOrEqual, &make_binary<GreaterOrEqualOp, true, kArith>,
+                          &require_numeric<kArith>);
+LUMEN_REGISTER_CPU_KERNEL(Sum, &make_variadic<AddOp, kArith>, &require_numeric<kArith>);
 LUMEN_REGISTER_CPU_KERNEL(Mean, &make_mean, &require_float32);
 LUMEN_REGISTER_CPU_KERNEL(CastLike, &make_cast_kernel, nullptr);
 LUMEN_REGISTER_CPU_KERNEL(Size, &make_size, nullptr);

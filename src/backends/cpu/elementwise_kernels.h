@@ -12,6 +12,7 @@
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/numeric_types.h"
 
 namespace lumen::cpu {
 
@@ -105,14 +106,16 @@ void run_binary(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, co
   });
 }
 
-// Integer arithmetic wraps around (two's complement) instead of overflowing.
+// Integer arithmetic wraps around (two's complement) instead of overflowing: it is done in an
+// unsigned type at least as wide as unsigned int (narrower ones would promote to signed int).
 template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
 struct WideOf {
   using type = T;
 };
 template <typename T>
 struct WideOf<T, true> {
-  using type = std::make_unsigned_t<T>;
+  using type =
+      std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 };
 template <typename T>
 using Wide = typename WideOf<T>::type;
@@ -165,24 +168,14 @@ class BinaryKernel final : public Kernel {
   int in_place_;
 };
 
-// The kernel for input 0's dtype among float32, int32, int64 and (kAllowBool) bool.
-template <typename Op, bool kCompare, bool kAllowBool = kCompare>
+// The kernel for input 0's dtype among visit_numeric<kSet>'s (the caller's check has refused the
+// rest); comparisons (kCompare) output bool.
+template <typename Op, bool kCompare, unsigned kSet>
 std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
-  auto make = [&]<typename T>(T) -> std::unique_ptr<Kernel> {
+  return visit_numeric<kSet>(ctx.input_dtype(0), [&]<typename T>(T) -> std::unique_ptr<Kernel> {
     using TO = std::conditional_t<kCompare, bool, T>;
     return std::make_unique<BinaryKernel<T, TO, Op>>(ctx);
-  };
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt32:
-      return make(int32_t{});
-    case DType::kInt64:
-      return make(int64_t{});
-    case DType::kBool:
-      if constexpr (kAllowBool) return make(bool{});
-      [[fallthrough]];
-    default:
-      return make(float{});
-  }
+  });
 }
 
 // ---- variadic ----
@@ -219,16 +212,13 @@ class VariadicKernel final : public Kernel {
   int in_place_ = -1;
 };
 
-template <typename Op>
+// The kernel for input 0's dtype among visit_numeric<kSet>'s (the caller's check has refused the
+// rest).
+template <typename Op, unsigned kSet>
 std::unique_ptr<Kernel> make_variadic(const NodeContext& ctx) {
-  switch (ctx.input_dtype(0)) {
-    case DType::kInt32:
-      return std::make_unique<VariadicKernel<int32_t, Op>>(ctx);
-    case DType::kInt64:
-      return std::make_unique<VariadicKernel<int64_t, Op>>(ctx);
-    default:
-      return std::make_unique<VariadicKernel<float, Op>>(ctx);
-  }
+  return visit_numeric<kSet>(ctx.input_dtype(0), [&]<typename T>(T) -> std::unique_ptr<Kernel> {
+    return std::make_unique<VariadicKernel<T, Op>>(ctx);
+  });
 }
 
 // ---- dtype checks ----
@@ -238,6 +228,15 @@ inline std::string require_float_or_int(const NodeContext& ctx) {
   DType t = ctx.input_dtype(0);
   if (t == DType::kFloat32 || t == DType::kInt32 || t == DType::kInt64) return "";
   return std::string("input is ") + dtype_name(t) + "; the CPU kernel takes float32, int32, int64";
+}
+
+// For kernels over visit_numeric<kSet>'s dtypes (input 0's dtype).
+template <unsigned kSet>
+std::string require_numeric(const NodeContext& ctx) {
+  DType t = ctx.input_dtype(0);
+  if (in_numeric_set<kSet>(t)) return "";
+  return std::string("input is ") + dtype_name(t) + "; the CPU kernel takes " +
+         numeric_set_names<kSet>();
 }
 
 inline std::string require_bool(const NodeContext& ctx) {

@@ -1,5 +1,6 @@
-// CPU kernel of Cast between every pair of lumen's nine dtypes. Float to integer truncates toward
-// zero, anything to bool is x != 0, float16 and bfloat16 round to nearest even (through float32,
+// CPU kernel of Cast between every pair of lumen's dtypes. Float to integer truncates toward zero
+// (to narrow and unsigned targets through a wider signed integer, so negative values wrap),
+// anything to bool is x != 0, float16 and bfloat16 round to nearest even (through float32,
 // rounded to odd from wider types), with an F16C fast path for float32 <-> float16.
 #include <omp.h>
 
@@ -46,11 +47,10 @@ inline float narrow_to_odd_float(double x) {
 }
 
 // float, and everything exactly representable in float, stays as it is; wider types (double,
-// int32, int64) round to odd first.
+// 32- and 64-bit integers) round to odd first.
 template <typename S>
 inline float to_float_for_half(S x) {
-  if constexpr (std::is_same_v<S, double> || std::is_same_v<S, int32_t> ||
-                std::is_same_v<S, int64_t>) {
+  if constexpr (std::is_same_v<S, double> || (std::is_integral_v<S> && sizeof(S) >= 4)) {
     return narrow_to_odd_float(static_cast<double>(x));
   } else {
     return static_cast<float>(x);
@@ -71,10 +71,13 @@ inline D convert(S x) {
     return F16{float_to_half(to_float_for_half(x))};
   } else if constexpr (std::is_same_v<D, BF16>) {
     return BF16{float_to_bfloat16(to_float_for_half(x))};
-  } else if constexpr (std::is_floating_point_v<S> &&
-                       (std::is_same_v<D, int8_t> || std::is_same_v<D, uint8_t>)) {
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && sizeof(D) < 4) {
     // Truncate toward zero through int32 (vectorisable), then wrap into the narrow type.
     return static_cast<D>(static_cast<int32_t>(x));
+  } else if constexpr (std::is_floating_point_v<S> && std::is_same_v<D, uint32_t>) {
+    return static_cast<D>(static_cast<int64_t>(x));  // negative values wrap
+  } else if constexpr (std::is_floating_point_v<S> && std::is_same_v<D, uint64_t>) {
+    return x < S(0) ? static_cast<D>(static_cast<int64_t>(x)) : static_cast<D>(x);
   } else {
     return static_cast<D>(x);  // truncates toward zero for float -> int32/int64
   }
@@ -124,6 +127,14 @@ CastFn visit_dtype(DType dtype, F&& f) {
       return f(int64_t{});
     case DType::kBool:
       return f(Bool8{});
+    case DType::kInt16:
+      return f(int16_t{});
+    case DType::kUInt16:
+      return f(uint16_t{});
+    case DType::kUInt32:
+      return f(uint32_t{});
+    case DType::kUInt64:
+      return f(uint64_t{});
   }
   return nullptr;
 }
