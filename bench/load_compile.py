@@ -9,7 +9,8 @@ Each round starts one fresh process per runtime and model: Lumen's `lumen run MO
 (it prints "loaded and compiled in X ms" and the median latency) and `node session.js MODEL`
 (InferenceSession.create time, median latency; 2 intra-op threads, all graph optimizations).
 Peak resident memory is the child's ru_maxrss (os.wait4), which for node includes the V8 runtime
-(about 45 MB on its own; measured here by an empty node process and reported alongside). Both
+(measured by an empty node process and reported alongside). This script keeps itself small: on
+Linux a child's ru_maxrss starts from its parent's resident size at fork. Both
 runtimes get the same input file (ZOO/NAME.input.npy for Lumen; the same values for ORT are not
 needed for timing, so ORT gets random values of the same shape and range). Results go to the
 "load_compile" section of docs/benchmarks.md.
@@ -65,11 +66,12 @@ def ort_round(zoo, name, repeat):
     return {"compile": r["create_ms"], "latency": r["median_ms"], "rss": rss}
 
 
-def input_name(model):
-    import onnx
-    m = onnx.load(model, load_external_data=False)
-    inits = {t.name for t in m.graph.initializer}
-    return next(i.name for i in m.graph.input if i.name not in inits)
+def input_name(model, lumen=os.path.join(ROOT, "build", "lumen")):
+    """The model's first input, from `lumen inspect` (loading the model with python3-onnx here
+    would swell this process, and a child's peak RSS starts from its parent's at fork)."""
+    out = subprocess.run([lumen, "inspect", model], check=True, capture_output=True,
+                         text=True).stdout
+    return re.search(r"^input\s+(\S+):", out, re.M).group(1)
 
 
 def main():
