@@ -3,11 +3,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lumen/graph.h"
+#include "lumen/runtime.h"
 
 namespace lumen {
 
@@ -49,6 +52,41 @@ Graph load_onnx(const std::string& path, const OnnxLoadOptions& options = {},
 // The same from bytes in memory; external data, if any, is looked up under `base_dir`.
 Graph load_onnx_bytes(std::string_view bytes, const OnnxLoadOptions& options = {},
                       const std::string& base_dir = "", OnnxModelInfo* info = nullptr);
+// An ONNX model ready to run at any input shape. The file is read and checked once (at
+// construction, so a bad model fails there); the first run at a new set of input shapes builds,
+// optimizes and compiles a plan for those shapes, and later runs at the same shapes reuse it.
+// run() may be called from several threads at once.
+class OnnxSession {
+ public:
+  // Throws what load_onnx throws. `options.input_shapes` is ignored (shapes come from the
+  // inputs at each run); input_values and default_dim apply to every plan.
+  explicit OnnxSession(const std::string& path, OnnxLoadOptions options = {},
+                       CompileOptions compile = {});
+  ~OnnxSession();
+  OnnxSession(const OnnxSession&) = delete;
+  OnnxSession& operator=(const OnnxSession&) = delete;
+
+  // Runs with inputs by name (every input of the model must be given, and no other).
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // The compiled plan for these input shapes (compiled now if it is new); owned by the session.
+  Executable* plan_for(const std::map<std::string, Shape>& shapes);
+  // How many plans are cached (one per distinct set of input shapes seen).
+  size_t num_plans() const;
+  // The inputs and outputs as the model declares them.
+  const OnnxModelInfo& info() const { return info_; }
+
+ private:
+  struct Plan;
+  std::string bytes_;
+  std::string base_dir_;
+  OnnxLoadOptions options_;
+  CompileOptions compile_;
+  OnnxModelInfo info_;
+  Runtime runtime_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<Plan>> plans_;  // key: the input shapes as text
+};
+
 // Reads a serialized onnx.TensorProto (the conformance suite's input_0.pb files).
 Tensor load_onnx_tensor(const std::string& path);
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "lumen/lumen.h"
 #include "lumen/onnx.h"
@@ -116,6 +117,47 @@ TEST_F(OnnxImport, RunsAModelWithASymbolicBatch) {
     test::expect_close(out[0], {batch, 3}, mlp_reference(x, w_, b_));
     EXPECT_NE(g.find_value("y"), nullptr);
   }
+}
+
+TEST_F(OnnxImport, SessionCompilesOncePerInputShape) {
+  OnnxSession session(save(mlp_model(w_, b_)));
+  ASSERT_EQ(session.info().inputs.size(), 1u);
+  EXPECT_EQ(session.num_plans(), 0u);
+  for (int64_t batch : {3, 7, 3, 7, 1}) {
+    Tensor x = test::random_tensor({batch, 4}, 20 + batch);
+    auto out = session.run({{"x", x}});
+    test::expect_close(out[0], {batch, 3}, mlp_reference(x, w_, b_));
+  }
+  EXPECT_EQ(session.num_plans(), 3u);
+  EXPECT_EQ(session.plan_for({{"x", Shape{3, 4}}}), session.plan_for({{"x", Shape{3, 4}}}));
+  EXPECT_EQ(session.num_plans(), 3u);
+  // Concurrent runs at two shapes share the cache and stay correct.
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      int64_t batch = 2 + t % 2;
+      Tensor x = test::random_tensor({batch, 4}, 40 + t);
+      std::vector<double> want = mlp_reference(x, w_, b_);
+      for (int r = 0; r < 10; ++r) {
+        std::vector<double> got = test::to_doubles(session.run({{"x", x}})[0]);
+        for (size_t i = 0; i < got.size(); ++i) wrong[t] += std::abs(got[i] - want[i]) > 1e-4;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(wrong[t], 0);
+  EXPECT_EQ(session.num_plans(), 4u);  // batch 2 is new, batch 3 was cached
+}
+
+TEST_F(OnnxImport, SessionRejectsBadInputsAndBadFiles) {
+  OnnxSession session(save(mlp_model(w_, b_)));
+  EXPECT_THROW(session.run({}), InvalidArgument);
+  EXPECT_THROW(session.run({{"x", test::random_tensor({2, 4}, 1)}, {"z", Tensor()}}),
+               InvalidArgument);
+  EXPECT_THROW(session.run({{"x", test::random_tensor({2, 5}, 1)}}), ShapeError);
+  EXPECT_THROW(OnnxSession((dir_ / "missing.onnx").string()), IoError);
+  std::ofstream((dir_ / "garbage.onnx").string()) << "not a model";
+  EXPECT_THROW(OnnxSession((dir_ / "garbage.onnx").string()), InvalidModel);
 }
 
 TEST_F(OnnxImport, RejectsAShapeThatContradictsTheModel) {
