@@ -1,0 +1,44 @@
+// libFuzzer target: arbitrary bytes as an ONNX model. Loading, verifying and compiling must end in
+// a model or a lumen::Error, never a crash, a hang or a huge allocation; a model that compiles
+// with small shapes is also run once on deterministic inputs.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "lumen/lumen.h"
+#include "lumen/onnx.h"
+
+namespace {
+
+// Inputs larger than this are not run (the fuzzer looks for crashes, not for slow models).
+constexpr int64_t kMaxRunElements = 1 << 16;
+
+lumen::Tensor fill(const lumen::TensorInfo& info) {
+  lumen::Tensor t = lumen::Tensor::zeros(info.type.shape, info.type.dtype);
+  auto* bytes = static_cast<unsigned char*>(t.raw_data());
+  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 % 5);
+  return t;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  lumen::OnnxLoadOptions options;
+  options.default_dim = 2;
+  try {
+    lumen::Graph graph = lumen::load_onnx_bytes(
+        std::string_view(reinterpret_cast<const char*>(data), size), options, "/nonexistent");
+    graph.optimize();
+    lumen::Runtime runtime;
+    lumen::Executable* exe = graph.compile(&runtime);
+    std::vector<lumen::Tensor> inputs;
+    for (const lumen::TensorInfo& info : exe->inputs()) {
+      if (!info.type.shape.is_static() || info.type.shape.numel() > kMaxRunElements) return 0;
+      inputs.push_back(fill(info));
+    }
+    exe->execute(inputs);
+  } catch (const lumen::Error&) {
+    // The expected outcome for almost every input.
+  }
+  return 0;
+}
