@@ -61,7 +61,10 @@ class ConstantFoldPass : public Pass {
       for (size_t k = 0; k < outs.size(); ++k) graph.value(n.outputs[k]).data = outs[k];
     }
     for (int out : n.outputs) graph.value(out).producer = -1;
+    std::vector<int> inputs = n.inputs;
     remove_node(graph, id);
+    for (int in : inputs)
+      if (in >= 0) release_if_unused(graph, in);
     return true;
   }
 };

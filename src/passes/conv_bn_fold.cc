@@ -18,13 +18,6 @@ bool is_float_constant(const Graph& graph, int id, int64_t numel) {
   return is_constant(v) && v.data->dtype() == DType::kFloat32 && v.data->numel() == numel;
 }
 
-// Drops the data of a constant nothing reads any more, so the old weights do not stay in memory.
-void release_if_unused(Graph& graph, int id) {
-  Value& v = graph.value(id);
-  if (v.consumers.empty() && !v.is_output && !v.is_input && v.producer < 0 && !v.user_weight)
-    v.data.reset();
-}
-
 class ConvBnFoldPass : public Pass {
  public:
   const char* name() const override { return "conv-bn-fold"; }

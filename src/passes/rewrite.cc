@@ -67,6 +67,14 @@ void remove_node(Graph& graph, int id) {
   n.removed = true;
 }
 
+bool release_if_unused(Graph& graph, int id) {
+  Value& v = graph.value(id);
+  if (!v.consumers.empty() || v.is_output || v.is_input || v.producer >= 0 || !is_constant(v))
+    return false;
+  v.data.reset();
+  return true;
+}
+
 void set_input(Graph& graph, int id, int k, int to) {
   Node& n = graph.node(id);
   int from = n.inputs.at(k);

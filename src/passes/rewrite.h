@@ -27,6 +27,10 @@ void replace_uses(Graph& graph, int from, int to);
 // live consumers left and not be graph outputs (checked; InvalidArgument otherwise).
 void remove_node(Graph& graph, int id);
 
+// Drops the data of constant `id` (not a user weight, graph input or output) once no node reads
+// it, so replaced tensors do not stay in memory; returns whether it did.
+bool release_if_unused(Graph& graph, int id);
+
 // Sets input `k` of node `id` to value `to` (-1 for omitted), keeping consumer lists right.
 void set_input(Graph& graph, int id, int k, int to);
 

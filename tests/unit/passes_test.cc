@@ -194,6 +194,7 @@ TEST(ConvBnFoldPass, FoldsWithAndWithoutBias) {
     EXPECT_EQ(count(t.graph, "BatchNormalization"), 0);
     EXPECT_EQ(count(t.graph, "Conv"), 1);
     EXPECT_EQ(t.graph.value(t.graph.outputs()[0]).name, "y");
+    EXPECT_FALSE(t.graph.find_value("w")->data.has_value());  // the old weights are released
     Tensor in = test::random_tensor({2, 3, 5, 5}, 16);
     test::expect_close(run(t.graph, {in})[0], {2, 4, 5, 5},
                        conv_bn_reference(in, t.w, bias ? &t.b : nullptr, t.bn, 1e-3), 1e-4, 1e-4);
