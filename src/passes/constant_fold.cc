@@ -1,5 +1,6 @@
 // Constant folding: evaluates deterministic nodes whose inputs are all constants (not user
-// weights) with the CPU node evaluator, and turns their outputs into constants.
+// weights) with the CPU node evaluator, and turns their outputs into constants; nodes whose outputs
+// were already computed when the graph was built become constants as they are.
 #include "graph/schema.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -27,11 +28,6 @@ class ConstantFoldPass : public Pass {
     if (!op_schema(n.op).foldable) return false;
     for (const auto& [key, attr] : n.attrs)
       if (attr.type() == AttrType::kGraph) return false;
-    std::vector<Tensor> ins;
-    for (int in : n.inputs) {
-      if (in >= 0 && !is_constant(graph.value(in))) return false;
-      ins.push_back(in < 0 ? Tensor() : *graph.value(in).data);
-    }
     bool known = true;
     int64_t elements = 0;
     for (int out : n.outputs) {
@@ -40,7 +36,15 @@ class ConstantFoldPass : public Pass {
       elements += v.type.shape.numel();
       known = known && v.data.has_value();
     }
-    if (elements > kMaxFoldElements) return false;
+    // Outputs already known at build time (Shape of an activation, small folded arithmetic) need
+    // no evaluation and no constant inputs.
+    if (!known && elements > kMaxFoldElements) return false;
+    std::vector<Tensor> ins;
+    for (int in : n.inputs) {
+      if (known) break;
+      if (in >= 0 && !is_constant(graph.value(in))) return false;
+      ins.push_back(in < 0 ? Tensor() : *graph.value(in).data);
+    }
     if (!known) {
       if (node_evaluator() == nullptr) return false;
       std::vector<Tensor> outs;

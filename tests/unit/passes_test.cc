@@ -236,6 +236,21 @@ TEST(ConstantFoldPass, FoldsLargeConstantSubgraphs) {
   test::expect_close(run(g, {in})[0], {80, 80}, want);
 }
 
+TEST(ConstantFoldPass, TurnsOutputsKnownAtBuildTimeIntoConstants) {
+  Graph g;
+  Value* x = g.add_input("x", {2, 7, 3});
+  Value* shape = g.add_op("Shape", {x});
+  g.rename(shape, "shape");
+  g.mark_output(shape);
+  EXPECT_TRUE(run_pass(g, make_constant_fold_pass()));
+  EXPECT_EQ(count(g, "Shape"), 0);
+  Runtime rt;
+  Executable* exe = g.compile(&rt);
+  EXPECT_EQ(exe->outputs()[0].name, "shape");
+  test::expect_equal(exe->execute({test::random_tensor({2, 7, 3}, 25)})[0], DType::kInt64, {3},
+                     {2, 7, 3});
+}
+
 TEST(ConstantFoldPass, LeavesUserWeightsAndInputs) {
   Graph g;
   Value* x = g.add_input("x", {80, 80});
