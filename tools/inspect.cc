@@ -1,5 +1,6 @@
-// `lumen inspect MODEL.onnx [--dot FILE] [--memory] [--shape NAME=1x3x224x224]`: what a model
-// holds, without running it; --memory compiles it and prints the arena plan.
+// `lumen inspect MODEL.onnx [--dot FILE] [--memory] [--passes] [--shape NAME=1x3x224x224]`: what
+// a model holds, without running it; --passes runs the optimizer and prints what each pass did;
+// --memory compiles it and prints the arena plan.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -16,6 +17,24 @@ double mb(size_t bytes) {
   return static_cast<double>(bytes) / 1e6;
 }
 
+// Runs the optimizer and prints, for each pass and round that changed the graph, the live node
+// count and every op whose count changed, then the op histogram after optimization.
+void print_passes(Graph& graph) {
+  std::vector<PassStats> stats = graph.optimize();
+  std::printf("passes\n");
+  for (const PassStats& s : stats) {
+    if (!s.changed) continue;
+    std::printf("  round %d %-14s nodes %d -> %d\n", s.round, s.pass.c_str(), s.nodes_before,
+                s.nodes_after);
+    std::map<std::string, std::pair<int, int>> diff;
+    for (const auto& [op, count] : s.ops_before) diff[op].first = count;
+    for (const auto& [op, count] : s.ops_after) diff[op].second = count;
+    for (const auto& [op, counts] : diff)
+      if (counts.first != counts.second)
+        std::printf("    %-28s %d -> %d\n", op.c_str(), counts.first, counts.second);
+  }
+}
+
 // The arena plan of the compiled model: no-reuse total, lower bound, arena, largest tensors.
 void print_memory_plan(Graph& graph) {
   Runtime runtime;
@@ -25,10 +44,11 @@ void print_memory_plan(Graph& graph) {
               r.in_place_steps);
   std::printf("  no reuse (sum of all intermediates)   %10.2f MB\n", mb(r.no_reuse_bytes));
   std::printf("  lower bound (most alive at one step)  %10.2f MB\n", mb(r.lower_bound_bytes));
-  std::printf("  planned arena                         %10.2f MB (%.1f%% of no reuse, %.1f%% "
-              "above the lower bound)\n",
-              mb(r.arena_bytes), r.no_reuse_bytes ? 100.0 * r.arena_bytes / r.no_reuse_bytes : 0.0,
-              r.lower_bound_bytes ? 100.0 * r.arena_bytes / r.lower_bound_bytes - 100.0 : 0.0);
+  std::printf(
+      "  planned arena                         %10.2f MB (%.1f%% of no reuse, %.1f%% "
+      "above the lower bound)\n",
+      mb(r.arena_bytes), r.no_reuse_bytes ? 100.0 * r.arena_bytes / r.no_reuse_bytes : 0.0,
+      r.lower_bound_bytes ? 100.0 * r.arena_bytes / r.lower_bound_bytes - 100.0 : 0.0);
   std::printf("  largest intermediates:\n");
   for (size_t i = 0; i < r.tensors.size() && i < 5; ++i)
     std::printf("    %-40s %-24s %8.2f MB at %zu\n", r.tensors[i].name.c_str(),
@@ -41,10 +61,13 @@ int inspect_model(const std::vector<std::string>& args) {
   if (args.empty()) throw InvalidArgument("lumen inspect: give a model file");
   std::string dot;
   bool memory = false;
+  bool passes = false;
   OnnxLoadOptions options;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--dot" && i + 1 < args.size()) {
       dot = args[++i];
+    } else if (args[i] == "--passes") {
+      passes = true;
     } else if (args[i] == "--memory") {
       memory = true;
     } else if (args[i] == "--shape" && i + 1 < args.size()) {
@@ -86,6 +109,17 @@ int inspect_model(const std::vector<std::string>& args) {
   }
   std::printf("nodes     %d\n", nodes);
   for (const auto& [op, count] : histogram) std::printf("  %-28s %d\n", op.c_str(), count);
+  if (passes) {
+    print_passes(graph);
+    std::map<std::string, int> optimized;
+    int live = 0;
+    for (int id : graph.topological_order()) {
+      ++optimized[op_name(graph.node(id).op)];
+      ++live;
+    }
+    std::printf("nodes     %d after optimization\n", live);
+    for (const auto& [op, count] : optimized) std::printf("  %-28s %d\n", op.c_str(), count);
+  }
   if (!dot.empty()) {
     std::ofstream out(dot);
     out << graph.to_dot();

@@ -17,7 +17,10 @@ void usage() {
       "  run MODEL.onnx        run a model on given (--input NAME=FILE.npy) or random inputs\n"
       "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|auto] [--repeat "
       "N]\n"
-      "  inspect MODEL.onnx    inputs, outputs, opset, parameters and op histogram [--dot FILE]");
+      "        [--no-optimize] run the graph as imported, without the optimizer passes\n"
+      "  inspect MODEL.onnx    inputs, outputs, opset, parameters and op histogram [--dot FILE]\n"
+      "        [--passes]      run the optimizer and print op counts around each pass that "
+      "changed something");
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// `lumen run MODEL.onnx`: load, compile, run (with given or random inputs), print and save outputs.
+// `lumen run MODEL.onnx`: load, optimize (unless --no-optimize), compile, run (with given or random
+// inputs), print and save outputs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,7 +84,6 @@ Shape parse_shape(const std::string& text) {
   return Shape(dims);
 }
 
-
 std::pair<std::string, Shape> parse_shape_arg(const std::string& kv) {
   size_t eq = kv.find('=');
   if (eq == std::string::npos) throw InvalidArgument("--shape takes NAME=1x3x224x224");
@@ -98,6 +98,7 @@ int run_model(const std::vector<std::string>& args) {
   std::string out_dir;
   std::string device = "cpu";
   int64_t repeat = 10;
+  bool optimize = true;
   for (size_t i = 1; i < args.size(); ++i) {
     auto value = [&](const char* flag) -> std::string {
       if (i + 1 >= args.size()) throw InvalidArgument(std::string(flag) + " needs a value");
@@ -116,6 +117,8 @@ int run_model(const std::vector<std::string>& args) {
       out_dir = value("--output-dir");
     } else if (a == "--device") {
       device = value("--device");
+    } else if (a == "--no-optimize") {
+      optimize = false;
     } else if (a == "--repeat") {
       repeat = parse_count(value("--repeat"), "--repeat");
     } else {
@@ -132,6 +135,7 @@ int run_model(const std::vector<std::string>& args) {
   }
   auto t0 = std::chrono::steady_clock::now();
   Graph graph = load_onnx(model, options);
+  if (optimize) graph.optimize();
   Runtime rt;
   CompileOptions compile;
   if (device != "auto") compile.backends = {device};
@@ -174,12 +178,13 @@ int run_model(const std::vector<std::string>& args) {
   }
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms)\n", ms[ms.size() / 2],
               static_cast<long long>(ms.size()), ms.front());
-  std::printf("memory: arena %.2f MB; system allocations: %zu in the first run, %zu in the next "
-              "%lld; peak in use %.2f MB\n",
-              static_cast<double>(exe->memory_report().arena_bytes) / 1e6,
-              after_first.num_system_allocs - before.num_system_allocs,
-              after_all.num_system_allocs - after_first.num_system_allocs,
-              static_cast<long long>(repeat), static_cast<double>(after_all.peak_bytes_in_use) / 1e6);
+  std::printf(
+      "memory: arena %.2f MB; system allocations: %zu in the first run, %zu in the next "
+      "%lld; peak in use %.2f MB\n",
+      static_cast<double>(exe->memory_report().arena_bytes) / 1e6,
+      after_first.num_system_allocs - before.num_system_allocs,
+      after_all.num_system_allocs - after_first.num_system_allocs, static_cast<long long>(repeat),
+      static_cast<double>(after_all.peak_bytes_in_use) / 1e6);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,19 @@ namespace lumen {
 enum class OpKind : uint16_t;
 
 class Executable;
+
+// What one optimizer pass did in one round of Graph::optimize(): the live node count and the op
+// histogram (op name -> number of live nodes) before and after it ran, and whether it changed the
+// graph. Rounds count from 1.
+struct PassStats {
+  std::string pass;
+  int round = 0;
+  bool changed = false;
+  int nodes_before = 0;
+  int nodes_after = 0;
+  std::map<std::string, int> ops_before;
+  std::map<std::string, int> ops_after;
+};
 class Runtime;
 struct CompileOptions;
 
@@ -90,8 +104,11 @@ class Graph {
                              const std::string& name = "");
   void mark_output(Value* value);
 
-  // Rewrites the graph for speed (the optimizer). Safe to call more than once.
-  void optimize();
+  // Rewrites the graph for speed (the optimizer: dead code, no-op nodes, common subexpressions,
+  // Conv+BatchNormalization, constant folding), running its passes until none changes anything.
+  // Outputs keep their names and values. Returns one entry per pass and round; callers may ignore
+  // it. Safe to call more than once.
+  std::vector<PassStats> optimize();
   // Compiles for `runtime`'s devices; the Executable is owned by the runtime.
   Executable* compile(Runtime* runtime);
   Executable* compile(Runtime* runtime, const CompileOptions& options);
@@ -115,6 +132,9 @@ class Graph {
   std::vector<int> topological_order() const;
   // Renames a value; throws InvalidModel when another value has that name.
   void rename(Value* value, const std::string& name);
+  // Makes `new_id` the graph output in `old_id`'s place (same position); `old_id` stops being an
+  // output. Throws InvalidArgument when `old_id` is not an output or `new_id` already is one.
+  void replace_output(int old_id, int new_id);
   // Finds a value by name, or nullptr.
   Value* find_value(std::string_view name);
   // Adds a node by kind with explicit output types already inferred (for importers and passes);

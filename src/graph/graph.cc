@@ -189,6 +189,19 @@ void Graph::mark_output(Value* value) {
   }
 }
 
+void Graph::replace_output(int old_id, int new_id) {
+  Value& old_value = value(old_id);
+  Value& new_value = value(new_id);
+  if (!old_value.is_output)
+    throw InvalidArgument("replace_output: '" + old_value.name + "' is not a graph output");
+  if (new_value.is_output)
+    throw InvalidArgument("replace_output: '" + new_value.name + "' is a graph output already");
+  for (int& out : outputs_)
+    if (out == old_id) out = new_id;
+  old_value.is_output = false;
+  new_value.is_output = true;
+}
+
 void Graph::infer_node(int id) {
   Node& n = node(id);
   InferContext ctx(*this, n);

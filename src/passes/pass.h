@@ -1,0 +1,44 @@
+// Optimizer passes and the PassManager that runs them to a fixed point.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "lumen/graph.h"
+
+namespace lumen {
+
+// One graph rewrite. run() edits the graph in place and returns whether it changed anything; it
+// leaves the graph valid (Graph::verify passes) and every graph output's name and value unchanged.
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  // A short stable name for reports ("dead-code").
+  virtual const char* name() const = 0;
+  // Rewrites `graph`; true when something changed.
+  virtual bool run(Graph& graph) = 0;
+};
+
+// Runs its passes in order, round after round, until a round changes nothing or kMaxRounds is
+// reached; verifies the graph after each pass in debug builds and records PassStats per pass and
+// round.
+class PassManager {
+ public:
+  static constexpr int kMaxRounds = 8;
+  // Appends a pass to the pipeline.
+  void add(std::unique_ptr<Pass> pass);
+  // Runs the pipeline on `graph`; returns one entry per pass run.
+  std::vector<PassStats> run(Graph& graph);
+
+ private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+};
+
+// The passes, one per file in src/passes.
+std::unique_ptr<Pass> make_dead_code_pass();
+std::unique_ptr<Pass> make_identity_pass();
+std::unique_ptr<Pass> make_cse_pass();
+std::unique_ptr<Pass> make_conv_bn_fold_pass();
+std::unique_ptr<Pass> make_constant_fold_pass();
+
+}  // namespace lumen

@@ -1,0 +1,133 @@
+// Graph-editing helpers shared by the optimizer passes.
+#include "passes/rewrite.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "graph/op_kind.h"
+
+namespace lumen {
+
+bool is_constant(const Value& value) {
+  return value.data.has_value() && !value.user_weight;
+}
+
+bool can_replace_uses(const Graph& graph, int from, int to) {
+  if (from == to) return false;
+  const Value& f = graph.value(from);
+  const Value& t = graph.value(to);
+  if (!(f.type == t.type)) return false;
+  if (!f.is_output) return true;
+  return t.producer >= 0 && !t.is_input && !t.is_output && !f.is_input;
+}
+
+void replace_uses(Graph& graph, int from, int to) {
+  if (!can_replace_uses(graph, from, to))
+    throw InvalidArgument("replace_uses: cannot move the uses of '" + graph.value(from).name +
+                          "' to '" + graph.value(to).name + "'");
+  Value& f = graph.value(from);
+  Value& t = graph.value(to);
+  std::vector<int> readers = f.consumers;
+  std::sort(readers.begin(), readers.end());
+  readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+  for (int c : readers) {
+    for (int& in : graph.node(c).inputs) {
+      if (in != from) continue;
+      in = to;
+      t.consumers.push_back(c);  // one entry per use
+    }
+  }
+  f.consumers.clear();
+  if (f.is_output) {
+    std::string output_name = f.name;
+    std::string inner_name = t.name;
+    graph.rename(&f, graph.unique_name(output_name + "_replaced"));
+    graph.rename(&t, output_name);
+    graph.rename(&f, inner_name);
+    graph.replace_output(from, to);
+  }
+}
+
+void remove_node(Graph& graph, int id) {
+  Node& n = graph.node(id);
+  for (int out : n.outputs) {
+    const Value& v = graph.value(out);
+    bool used = v.is_output;
+    for (int c : v.consumers) used = used || !graph.node(c).removed;
+    if (used && v.producer == id)
+      throw InvalidArgument("remove_node: output '" + v.name + "' of node '" + n.name + "' (" +
+                            op_name(n.op) + ") is still used");
+  }
+  for (int in : n.inputs) {
+    if (in < 0) continue;
+    auto& cons = graph.value(in).consumers;
+    auto it = std::find(cons.begin(), cons.end(), id);
+    if (it != cons.end()) cons.erase(it);
+  }
+  n.removed = true;
+}
+
+bool release_if_unused(Graph& graph, int id) {
+  Value& v = graph.value(id);
+  if (!v.consumers.empty() || v.is_output || v.is_input || v.producer >= 0 || !is_constant(v))
+    return false;
+  v.data.reset();
+  return true;
+}
+
+void set_input(Graph& graph, int id, int k, int to) {
+  Node& n = graph.node(id);
+  int from = n.inputs.at(k);
+  if (from >= 0) {
+    auto& cons = graph.value(from).consumers;
+    auto it = std::find(cons.begin(), cons.end(), id);
+    if (it != cons.end()) cons.erase(it);
+  }
+  n.inputs[k] = to;
+  if (to >= 0) graph.value(to).consumers.push_back(id);
+}
+
+bool attributes_equal(const Attribute& a, const Attribute& b) {
+  if (a.type() != b.type()) return false;
+  switch (a.type()) {
+    case AttrType::kInt:
+      return a.as_int() == b.as_int();
+    case AttrType::kFloat:
+      return a.as_float() == b.as_float();
+    case AttrType::kString:
+      return a.as_string() == b.as_string();
+    case AttrType::kInts:
+      return a.as_ints() == b.as_ints();
+    case AttrType::kFloats:
+      return a.as_floats() == b.as_floats();
+    case AttrType::kStrings:
+      return a.as_strings() == b.as_strings();
+    case AttrType::kTensor: {
+      const Tensor& x = a.as_tensor();
+      const Tensor& y = b.as_tensor();
+      if (x.defined() != y.defined()) return false;
+      if (!x.defined()) return true;
+      return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+             std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+    }
+    case AttrType::kGraph:
+      return a.as_graph() == b.as_graph();
+  }
+  return false;
+}
+
+bool attributes_equal(const Attributes& a, const Attributes& b) {
+  if (a.size() != b.size()) return false;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib)
+    if (ia->first != ib->first || !attributes_equal(ia->second, ib->second)) return false;
+  return true;
+}
+
+std::map<std::string, int> op_histogram(const Graph& graph) {
+  std::map<std::string, int> histogram;
+  for (int id = 0; id < graph.num_nodes(); ++id)
+    if (!graph.node(id).removed) ++histogram[op_name(graph.node(id).op)];
+  return histogram;
+}
+
+}  // namespace lumen

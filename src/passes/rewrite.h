@@ -1,0 +1,45 @@
+// Graph-editing helpers shared by every optimizer pass: use replacement, node removal, input
+// rewiring, and the small queries passes ask about values and attributes.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "lumen/graph.h"
+
+namespace lumen {
+
+// Whether the value is a constant the optimizer may rely on: it holds data and is not a user
+// weight (whose data may still change).
+bool is_constant(const Value& value);
+
+// Whether every use of `from` can move to `to`: always for values read only by nodes; when `from`
+// is a graph output, only if `to` is produced by a node and is neither a graph input nor a graph
+// output itself (the output then keeps its name by a rename).
+bool can_replace_uses(const Graph& graph, int from, int to);
+
+// Moves every use of `from` (node inputs and the graph-output slot) to `to`. When `from` is a graph
+// output, `to` takes over its name so the model's outputs keep their names. Requires
+// can_replace_uses(graph, from, to); throws InvalidArgument otherwise.
+void replace_uses(Graph& graph, int from, int to);
+
+// Marks node `id` removed and unlinks it from its inputs' consumer lists. Its outputs must have no
+// live consumers left and not be graph outputs (checked; InvalidArgument otherwise).
+void remove_node(Graph& graph, int id);
+
+// Drops the data of constant `id` (not a user weight, graph input or output) once no node reads
+// it, so replaced tensors do not stay in memory; returns whether it did.
+bool release_if_unused(Graph& graph, int id);
+
+// Sets input `k` of node `id` to value `to` (-1 for omitted), keeping consumer lists right.
+void set_input(Graph& graph, int id, int k, int to);
+
+// Whether two attributes hold the same value (tensor attributes compare dtype, shape and bytes;
+// subgraph attributes compare by identity).
+bool attributes_equal(const Attribute& a, const Attribute& b);
+bool attributes_equal(const Attributes& a, const Attributes& b);
+
+// Op name -> number of live nodes.
+std::map<std::string, int> op_histogram(const Graph& graph);
+
+}  // namespace lumen
