@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lumen's two entry points on a fresh Debian 12 machine:
 #   ./run.sh        install build dependencies if missing, build Release, run the main job
-#   ./run.sh test   install, build, run every test
+#   ./run.sh test   install, build, run every test, then again under ASan + UBSan (no zoo)
 set -euo pipefail
 cd "$(dirname "$0")"
 mode="${1:-run}"
@@ -28,6 +28,20 @@ build() {
   cmake --build "$build_dir" -j "$jobs"
 }
 
+# A second build with AddressSanitizer and UndefinedBehaviorSanitizer runs every test but the model
+# zoo (the unit and op tests and ONNX's conformance cases); any report fails the run.
+sanitize_tests() {
+  local dir="$build_dir-asan" flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+    -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  # The conformance cases are generated once, by the main build's test run.
+  [ -e "$dir/onnx_cases" ] || ln -s "$PWD/$build_dir/onnx_cases" "$dir/onnx_cases"
+  # Leak checking is off: the host pool and oneDNN's primitive cache live as long as the process.
+  ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$dir" --output-on-failure -j "$jobs" -LE zoo
+}
+
 # A project outside the tree finds the installed package and runs the API example.
 check_install() {
   local prefix="$PWD/$build_dir/install"
@@ -49,6 +63,7 @@ case "$mode" in
   test)
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
     check_install
+    sanitize_tests
     echo "run.sh: all tests passed"
     ;;
   *)
