@@ -11,11 +11,11 @@ namespace lumen {
 
 // What the planner needs to know about one step of an Executable.
 struct StepUses {
-  std::vector<int> inputs;      // value slots read; -1 for an omitted input
-  std::vector<int> outputs;     // value slots written
+  std::vector<int> inputs;         // value slots read; -1 for an omitted input
+  std::vector<int> outputs;        // value slots written
   bool outputs_are_views = false;  // the kernel sets its outputs itself (views of its inputs, or
                                    // memory of its own): they are not placed in the arena
-  int in_place_input = -1;      // input the kernel may overwrite with output 0, or -1
+  int in_place_input = -1;         // input the kernel may overwrite with output 0, or -1
 };
 
 // The layout of one arena.

@@ -47,7 +47,7 @@ ArenaPlan plan_arena(const std::vector<TensorLifetime>& tensors, size_t alignmen
     if (tensors[a].bytes != tensors[b].bytes) return tensors[a].bytes > tensors[b].bytes;
     return tensors[a].first < tensors[b].first;
   });
-  std::vector<size_t> placed;  // indices of placed tensors
+  std::vector<size_t> placed;                   // indices of placed tensors
   std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of conflicting placed tensors
   for (size_t i : order) {
     size_t need = round_up(tensors[i].bytes, alignment);

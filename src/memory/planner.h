@@ -16,10 +16,10 @@ struct TensorLifetime {
 
 // Where each tensor goes, and how good that is.
 struct ArenaPlan {
-  std::vector<size_t> offsets;  // one per tensor, each a multiple of the alignment
-  size_t arena_bytes = 0;       // the arena's size: the end of the highest placed tensor
-  size_t no_reuse_bytes = 0;    // the sum of all tensors (every tensor its own memory)
-  size_t lower_bound_bytes = 0; // the most bytes alive at one step: no plan can do better
+  std::vector<size_t> offsets;   // one per tensor, each a multiple of the alignment
+  size_t arena_bytes = 0;        // the arena's size: the end of the highest placed tensor
+  size_t no_reuse_bytes = 0;     // the sum of all tensors (every tensor its own memory)
+  size_t lower_bound_bytes = 0;  // the most bytes alive at one step: no plan can do better
 };
 
 // Greedy by size with best fit (as TensorFlow Lite's arena planner and ONNX Runtime's memory

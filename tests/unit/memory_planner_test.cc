@@ -120,20 +120,20 @@ TEST(Liveness, NoInPlaceWhileTheInputIsStillRead) {
 
 TEST(Liveness, NoInPlaceWhenAnotherInputSharesTheMemory) {
   // Step 1 makes 2, a view of 1; step 2 reads 1 and 2 and may overwrite input 0 (slot 1).
-  std::vector<StepUses> steps = {unary(0, 1, -1), {{1}, {2}, true, -1}, {{1, 2}, {3}, false, 0},
-                                 unary(3, 4, -1)};
-  ArenaLayout l = plan_steps(steps, {400, 400, 400, 400, 400}, {false, true, true, true, false},
-                             {4}, kAlign);
+  std::vector<StepUses> steps = {
+      unary(0, 1, -1), {{1}, {2}, true, -1}, {{1, 2}, {3}, false, 0}, unary(3, 4, -1)};
+  ArenaLayout l =
+      plan_steps(steps, {400, 400, 400, 400, 400}, {false, true, true, true, false}, {4}, kAlign);
   EXPECT_NE(l.slot_offset[1], l.slot_offset[3]);
   EXPECT_EQ(l.slot_offset[2], ArenaLayout::kNotInArena);  // a view is not placed
 }
 
 TEST(Liveness, ViewsKeepTheirSourceAlive) {
   // 2 is a view of 1 read at step 3; 3 (made at step 2) must not take 1's place.
-  std::vector<StepUses> steps = {unary(0, 1, -1), {{1}, {2}, true, -1}, unary(0, 3, -1),
-                                 {{2, 3}, {4}, false, -1}};
-  ArenaLayout l = plan_steps(steps, {400, 400, 400, 400, 400}, {false, true, true, true, false},
-                             {4}, kAlign);
+  std::vector<StepUses> steps = {
+      unary(0, 1, -1), {{1}, {2}, true, -1}, unary(0, 3, -1), {{2, 3}, {4}, false, -1}};
+  ArenaLayout l =
+      plan_steps(steps, {400, 400, 400, 400, 400}, {false, true, true, true, false}, {4}, kAlign);
   EXPECT_NE(l.slot_offset[1], l.slot_offset[3]);
 }
 
