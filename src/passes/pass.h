@@ -40,5 +40,9 @@ std::unique_ptr<Pass> make_identity_pass();
 std::unique_ptr<Pass> make_cse_pass();
 std::unique_ptr<Pass> make_conv_bn_fold_pass();
 std::unique_ptr<Pass> make_constant_fold_pass();
+// Conv followed by an activation (Relu, LeakyRelu, Clip with constant bounds, Sigmoid, Tanh,
+// HardSwish) that is its only reader becomes one FusedConv: one kernel call, no extra pass over
+// the output.
+std::unique_ptr<Pass> make_fuse_activation_pass();
 
 }  // namespace lumen

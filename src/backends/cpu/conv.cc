@@ -57,6 +57,30 @@ Tensor scratch(size_t bytes) {
   return Tensor::empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::kFloat32);
 }
 
+// A FusedConv's activation as a oneDNN eltwise post-op, applied to each output as it is written.
+dnnl::post_ops activation_post_ops(const NodeContext& ctx) {
+  dnnl::post_ops ops;
+  std::string act = ctx.attr_string("activation", "");
+  float alpha = ctx.attr_float("activation_alpha", 0.0f);
+  float beta = ctx.attr_float("activation_beta", 0.0f);
+  if (act == "Relu") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  } else if (act == "LeakyRelu") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, alpha, 0.0f);
+  } else if (act == "Clip") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, alpha, beta);
+  } else if (act == "Sigmoid") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+  } else if (act == "Tanh") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+  } else if (act == "HardSwish") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  } else if (!act.empty()) {
+    ctx.fail_unsupported("activation '" + act + "' has no oneDNN post-op");
+  }
+  return ops;
+}
+
 // Everything a (de)convolution node needs at run time. Weights given at build time are packed
 // once; otherwise they are reordered per run when the primitive wants another layout.
 class ConvKernel final : public Kernel {
@@ -134,6 +158,7 @@ class ConvKernel final : public Kernel {
 
     dnnl_call(where_, [&] {
       dnnl::primitive_attr attr = user_scratchpad_attr();
+      if (!transposed) attr.set_post_ops(activation_post_ops(ctx));
       if (transposed) {
         dnnl::deconvolution_forward::desc desc(
             dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src_req,
@@ -300,6 +325,7 @@ std::unique_ptr<Kernel> make_conv_transpose(const NodeContext& ctx) {
 }  // namespace
 
 LUMEN_REGISTER_CPU_KERNEL(Conv, &make_conv, &require_float32);
+LUMEN_REGISTER_CPU_KERNEL(FusedConv, &make_conv, &require_float32);
 LUMEN_REGISTER_CPU_KERNEL(ConvTranspose, &make_conv_transpose, &require_float32);
 
 }  // namespace lumen::cpu

@@ -80,6 +80,19 @@ void infer_conv_transpose(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), Shape(out));
 }
 
+// FusedConv: a Conv whose output goes through an activation in the same kernel call (made by the
+// optimizer's fuse-activation pass). `activation` names the ONNX op; alpha and beta are its
+// parameters (LeakyRelu's slope; Clip's min and max).
+void infer_fused_conv(InferContext& ctx) {
+  static const char* const kActivations[] = {"Relu",    "LeakyRelu", "Clip",
+                                             "Sigmoid", "Tanh",      "HardSwish"};
+  std::string act = ctx.attr_string("activation", "");
+  bool known = false;
+  for (const char* a : kActivations) known = known || act == a;
+  if (!known) ctx.fail_model("activation '" + act + "' cannot be fused into a Conv");
+  infer_conv(ctx);
+}
+
 }  // namespace
 
 LUMEN_REGISTER_SCHEMA(Conv, {.min_inputs = 2,
@@ -91,6 +104,19 @@ LUMEN_REGISTER_SCHEMA(Conv, {.min_inputs = 2,
                                        {"pads", AttrType::kInts},
                                        {"strides", AttrType::kInts}},
                              .infer = &infer_conv});
+
+LUMEN_REGISTER_SCHEMA(FusedConv, {.min_inputs = 2,
+                                  .max_inputs = 3,
+                                  .attrs = {{"auto_pad", AttrType::kString},
+                                            {"dilations", AttrType::kInts},
+                                            {"group", AttrType::kInt},
+                                            {"kernel_shape", AttrType::kInts},
+                                            {"pads", AttrType::kInts},
+                                            {"strides", AttrType::kInts},
+                                            {"activation", AttrType::kString, true},
+                                            {"activation_alpha", AttrType::kFloat},
+                                            {"activation_beta", AttrType::kFloat}},
+                                  .infer = &infer_fused_conv});
 
 LUMEN_REGISTER_SCHEMA(ConvTranspose, {.min_inputs = 2,
                                       .max_inputs = 3,

@@ -1,0 +1,127 @@
+// The fuse-activation pass: Conv -> activation becomes one FusedConv whose oneDNN post-op gives
+// the same numbers as a naive convolution followed by the activation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "graph/op_kind.h"
+#include "lumen/lumen.h"
+#include "ops/op_test_util.h"
+
+namespace lumen {
+namespace {
+
+// 3x3 convolution, stride 1, padding 1, NCHW, in double.
+std::vector<double> conv3x3(const Tensor& x, const Tensor& w, const Tensor& b) {
+  int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  int64_t o = w.shape()[0];
+  std::vector<double> xv = test::to_doubles(x), wv = test::to_doubles(w), bv = test::to_doubles(b);
+  std::vector<double> y(static_cast<size_t>(n * o * h * wd));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t r = 0; r < h; ++r)
+        for (int64_t q = 0; q < wd; ++q) {
+          double acc = bv[oc];
+          for (int64_t ic = 0; ic < c; ++ic)
+            for (int64_t kr = 0; kr < 3; ++kr)
+              for (int64_t kq = 0; kq < 3; ++kq) {
+                int64_t rr = r + kr - 1, qq = q + kq - 1;
+                if (rr < 0 || rr >= h || qq < 0 || qq >= wd) continue;
+                acc +=
+                    xv[((i * c + ic) * h + rr) * wd + qq] * wv[((oc * c + ic) * 3 + kr) * 3 + kq];
+              }
+          y[((i * o + oc) * h + r) * wd + q] = acc;
+        }
+  return y;
+}
+
+std::string op_name_of(const Graph& graph, int id) {
+  return op_name(graph.node(id).op);
+}
+
+struct Case {
+  const char* op;
+  Attributes attrs;
+  std::vector<float> bounds;  // Clip's min and max inputs
+  std::function<double(double)> f;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"Relu", {}, {}, [](double v) { return std::max(v, 0.0); }},
+      {"LeakyRelu", {{"alpha", 0.2f}}, {}, [](double v) { return v > 0 ? v : 0.2 * v; }},
+      {"Clip", {}, {0.0f, 6.0f}, [](double v) { return std::min(std::max(v, 0.0), 6.0); }},
+      {"Sigmoid", {}, {}, [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"Tanh", {}, {}, [](double v) { return std::tanh(v); }},
+      {"HardSwish", {}, {}, [](double v) { return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0); }},
+  };
+}
+
+TEST(FuseActivation, ConvWithEachActivationIsOneFusedConv) {
+  Tensor x = test::random_tensor({2, 3, 7, 6}, 1, -2, 2);
+  Tensor w = test::random_tensor({4, 3, 3, 3}, 2, -1, 1);
+  Tensor b = test::random_tensor({4}, 3, -1, 1);
+  std::vector<double> conv = conv3x3(x, w, b);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.op);
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* y = graph.add_op("Conv", {in, graph.add_constant("w", w), graph.add_constant("b", b)},
+                            {{"pads", {1, 1, 1, 1}}});
+    std::vector<Value*> act_in = {y};
+    for (size_t k = 0; k < c.bounds.size(); ++k)
+      act_in.push_back(
+          graph.add_constant("bound" + std::to_string(k), Tensor::scalar<float>(c.bounds[k])));
+    graph.mark_output(graph.add_op(c.op, act_in, c.attrs, "act"));
+    graph.optimize();
+    int fused = 0, others = 0;
+    for (int id : graph.topological_order())
+      (op_name_of(graph, id) == "FusedConv" ? fused : others) += 1;
+    EXPECT_EQ(fused, 1);
+    EXPECT_EQ(others, 0);
+    Runtime rt;
+    Tensor got = graph.compile(&rt)->execute({x})[0];
+    std::vector<double> want;
+    for (double v : conv) want.push_back(c.f(v));
+    test::expect_close(got, {2, 4, 7, 6}, want, 1e-5, 1e-4);
+  }
+}
+
+TEST(FuseActivation, ConvReadTwiceIsNotFused) {
+  Graph graph;
+  Value* in = graph.add_input("x", {1, 2, 5, 5});
+  Value* y =
+      graph.add_op("Conv", {in, graph.add_constant("w", test::random_tensor({2, 2, 3, 3}, 5))},
+                   {{"pads", {1, 1, 1, 1}}});
+  graph.mark_output(graph.add_op("Relu", {y}));
+  graph.mark_output(graph.add_op("Neg", {y}));
+  graph.optimize();
+  int fused = 0;
+  for (int id : graph.topological_order()) fused += op_name_of(graph, id) == "FusedConv";
+  EXPECT_EQ(fused, 0);
+}
+
+TEST(FuseActivation, ClipWithRuntimeBoundsIsNotFused) {
+  Graph graph;
+  Value* in = graph.add_input("x", {1, 2, 5, 5});
+  Value* lo = graph.add_input("lo", {});
+  Value* y =
+      graph.add_op("Conv", {in, graph.add_constant("w", test::random_tensor({2, 2, 3, 3}, 6))});
+  graph.mark_output(graph.add_op("Clip", {y, lo}));
+  graph.optimize();
+  int fused = 0;
+  for (int id : graph.topological_order()) fused += op_name_of(graph, id) == "FusedConv";
+  EXPECT_EQ(fused, 0);
+}
+
+TEST(FuseActivation, UnknownActivationIsRejected) {
+  Graph graph;
+  Value* in = graph.add_input("x", {1, 2, 5, 5});
+  Value* w = graph.add_constant("w", test::random_tensor({2, 2, 3, 3}, 7));
+  EXPECT_THROW(graph.add_op("FusedConv", {in, w}, {{"activation", "Softmax"}}), InvalidModel);
+  EXPECT_THROW(graph.add_op("FusedConv", {in, w}), InvalidModel);  // activation is required
+}
+
+}  // namespace
+}  // namespace lumen
