@@ -18,6 +18,7 @@ needed for timing, so ORT gets random values of the same shape and range). Resul
 ONNX Runtime: `cd bench/ort && npm install --ignore-scripts` (onnxruntime-node 1.30, CPU).
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -66,6 +67,7 @@ def ort_round(zoo, name, repeat):
     return {"compile": r["create_ms"], "latency": r["median_ms"], "rss": rss}
 
 
+@functools.lru_cache(maxsize=None)  # one `lumen inspect` per model, not per round
 def input_name(model, lumen=os.path.join(ROOT, "build", "lumen")):
     """The model's first input, from `lumen inspect` (loading the model with python3-onnx here
     would swell this process, and a child's peak RSS starts from its parent's at fork)."""

@@ -18,16 +18,7 @@ using test::random_tensor;
 using test::run_op;
 using test::to_doubles;
 
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::string& op) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error for " << op;
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'node' (" + op + ")"), std::string::npos)
-        << e.what();
-  }
-}
+using test::expect_error;
 
 double ref_shrink(double v, double lambd, double bias) {
   return v < -lambd ? v + bias : v > lambd ? v - bias : 0.0;

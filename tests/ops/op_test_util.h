@@ -1,6 +1,8 @@
 // Helpers for op tests: random inputs, one-op graphs, element-by-element comparison.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -44,6 +46,18 @@ void expect_close(const Tensor& got, const Shape& want_shape, const std::vector<
 // The same for exact dtypes (integers, bool) and a dtype check.
 void expect_equal(const Tensor& got, DType want_dtype, const Shape& want_shape,
                   const std::vector<double>& want);
+
+// Checks that `fn` throws E whose message names run_op's node and `op`: "node 'node' (OP)".
+template <typename E, typename Fn>
+void expect_error(Fn fn, const std::string& op) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error for " << op;
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'node' (" + op + ")"), std::string::npos)
+        << e.what();
+  }
+}
 
 // Row-major index helpers for naive references.
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape);

@@ -29,17 +29,7 @@ double ref_quantize(double v, double zp, DType t) {
   return std::clamp(r, lo, hi);
 }
 
-// Checks that `fn` throws E and that the message names the test node and op.
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::string& op) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error for " << op;
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'node' (" + op + ")"), std::string::npos)
-        << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(QuantizeLinear, PerTensorAndPerAxisBothDtypes) {
   for (DType qt : {DType::kUInt8, DType::kInt8}) {

@@ -24,16 +24,7 @@ using test::to_doubles;
 
 constexpr double kPi = std::numbers::pi;
 
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::string& op) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error for " << op;
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'node' (" + op + ")"), std::string::npos)
-        << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(Windows, HannHammingBlackmanPeriodicAndSymmetric) {
   struct Case {

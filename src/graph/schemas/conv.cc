@@ -1,5 +1,6 @@
 // Schemas of Conv and ConvTranspose: attribute checks and output shapes per the ONNX spec.
 #include <string>
+#include <vector>
 
 #include "graph/schema.h"
 #include "graph/schemas/conv_geometry.h"
@@ -93,29 +94,29 @@ void infer_fused_conv(InferContext& ctx) {
   infer_conv(ctx);
 }
 
+// Conv's attributes; FusedConv takes the same plus its activation.
+std::vector<AttrSpec> conv_attrs() {
+  return {{"auto_pad", AttrType::kString}, {"dilations", AttrType::kInts},
+          {"group", AttrType::kInt},       {"kernel_shape", AttrType::kInts},
+          {"pads", AttrType::kInts},       {"strides", AttrType::kInts}};
+}
+
+std::vector<AttrSpec> fused_conv_attrs() {
+  std::vector<AttrSpec> attrs = conv_attrs();
+  attrs.push_back({"activation", AttrType::kString, true});
+  attrs.push_back({"activation_alpha", AttrType::kFloat});
+  attrs.push_back({"activation_beta", AttrType::kFloat});
+  return attrs;
+}
+
 }  // namespace
 
-LUMEN_REGISTER_SCHEMA(Conv, {.min_inputs = 2,
-                             .max_inputs = 3,
-                             .attrs = {{"auto_pad", AttrType::kString},
-                                       {"dilations", AttrType::kInts},
-                                       {"group", AttrType::kInt},
-                                       {"kernel_shape", AttrType::kInts},
-                                       {"pads", AttrType::kInts},
-                                       {"strides", AttrType::kInts}},
-                             .infer = &infer_conv});
+LUMEN_REGISTER_SCHEMA(
+    Conv, {.min_inputs = 2, .max_inputs = 3, .attrs = conv_attrs(), .infer = &infer_conv});
 
 LUMEN_REGISTER_SCHEMA(FusedConv, {.min_inputs = 2,
                                   .max_inputs = 3,
-                                  .attrs = {{"auto_pad", AttrType::kString},
-                                            {"dilations", AttrType::kInts},
-                                            {"group", AttrType::kInt},
-                                            {"kernel_shape", AttrType::kInts},
-                                            {"pads", AttrType::kInts},
-                                            {"strides", AttrType::kInts},
-                                            {"activation", AttrType::kString, true},
-                                            {"activation_alpha", AttrType::kFloat},
-                                            {"activation_beta", AttrType::kFloat}},
+                                  .attrs = fused_conv_attrs(),
                                   .infer = &infer_fused_conv});
 
 LUMEN_REGISTER_SCHEMA(ConvTranspose, {.min_inputs = 2,

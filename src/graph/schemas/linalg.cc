@@ -4,8 +4,33 @@
 #include <vector>
 
 #include "graph/schema.h"
+#include "graph/schemas/linalg.h"
 
 namespace lumen {
+
+Shape matmul_shape(const InferContext& ctx, int a_index, int b_index) {
+  const Shape& a = ctx.input_shape(a_index);
+  const Shape& b = ctx.input_shape(b_index);
+  if (a.rank() == 0 || b.rank() == 0)
+    ctx.fail_shape("operands must have rank 1 or more, got " + a.to_string() + " and " +
+                   b.to_string());
+  int64_t ka = a[-1];
+  int64_t kb = b.rank() == 1 ? b[0] : b[-2];
+  if (ka != kb) ctx.fail_shape("inner dimensions differ: " + a.to_string() + " x " + b.to_string());
+  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - std::min(a.rank(), 2));
+  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - std::min(b.rank(), 2));
+  Shape batch;
+  try {
+    batch = broadcast_shapes(Shape(a_batch), Shape(b_batch));
+  } catch (const ShapeError&) {
+    ctx.fail_shape("batch dimensions do not broadcast: " + a.to_string() + " x " + b.to_string());
+  }
+  std::vector<int64_t> out = batch.dims();
+  if (a.rank() >= 2) out.push_back(a[-2]);
+  if (b.rank() >= 2) out.push_back(b[-1]);
+  return Shape(out);
+}
+
 namespace {
 
 // The element types ONNX defines MatMul and Gemm for (that lumen has). The schema accepts all of
@@ -36,30 +61,10 @@ DType check_dtypes(const InferContext& ctx) {
   return t;
 }
 
-// numpy.matmul: a 1-D operand gets a 1 prepended (A) or appended (B) that the output drops; the
-// batch dimensions (all but the last two) broadcast.
+// numpy.matmul: see linalg.h.
 void infer_matmul(InferContext& ctx) {
   DType t = check_dtypes(ctx);
-  const Shape& a = ctx.input_shape(0);
-  const Shape& b = ctx.input_shape(1);
-  if (a.rank() == 0 || b.rank() == 0)
-    ctx.fail_shape("operands must have rank 1 or more, got " + a.to_string() + " and " +
-                   b.to_string());
-  int64_t ka = a[-1];
-  int64_t kb = b.rank() == 1 ? b[0] : b[-2];
-  if (ka != kb) ctx.fail_shape("inner dimensions differ: " + a.to_string() + " x " + b.to_string());
-  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - std::min(a.rank(), 2));
-  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - std::min(b.rank(), 2));
-  Shape batch;
-  try {
-    batch = broadcast_shapes(Shape(a_batch), Shape(b_batch));
-  } catch (const ShapeError&) {
-    ctx.fail_shape("batch dimensions do not broadcast: " + a.to_string() + " x " + b.to_string());
-  }
-  std::vector<int64_t> out = batch.dims();
-  if (a.rank() >= 2) out.push_back(a[-2]);
-  if (b.rank() >= 2) out.push_back(b[-1]);
-  ctx.set_output(0, t, Shape(out));
+  ctx.set_output(0, t, matmul_shape(ctx, 0, 1));
 }
 
 // Y = alpha * op(A) * op(B) + beta * C with A, B 2-D and C unidirectionally broadcastable to

@@ -7,6 +7,7 @@
 
 #include "graph/schema.h"
 #include "graph/schemas/conv_geometry.h"
+#include "graph/schemas/linalg.h"
 
 namespace lumen {
 namespace {
@@ -93,30 +94,6 @@ void infer_dynamic_quantize_linear(InferContext& ctx) {
   ctx.set_output(0, DType::kUInt8, ctx.input_shape(0));
   if (ctx.num_outputs() > 1) ctx.set_output(1, DType::kFloat32, Shape{});
   if (ctx.num_outputs() > 2) ctx.set_output(2, DType::kUInt8, Shape{});
-}
-
-// numpy.matmul shapes for A (input a) and B (input b): returns the output shape.
-Shape matmul_shape(const InferContext& ctx, int a_index, int b_index) {
-  const Shape& a = ctx.input_shape(a_index);
-  const Shape& b = ctx.input_shape(b_index);
-  if (a.rank() == 0 || b.rank() == 0)
-    ctx.fail_shape("operands must have rank 1 or more, got " + a.to_string() + " and " +
-                   b.to_string());
-  const int64_t ka = a[-1];
-  const int64_t kb = b.rank() == 1 ? b[0] : b[-2];
-  if (ka != kb) ctx.fail_shape("inner dimensions differ: " + a.to_string() + " x " + b.to_string());
-  std::vector<int64_t> a_batch(a.dims().begin(), a.dims().end() - std::min(a.rank(), 2));
-  std::vector<int64_t> b_batch(b.dims().begin(), b.dims().end() - std::min(b.rank(), 2));
-  Shape batch;
-  try {
-    batch = broadcast_shapes(Shape(a_batch), Shape(b_batch));
-  } catch (const ShapeError&) {
-    ctx.fail_shape("batch dimensions do not broadcast: " + a.to_string() + " x " + b.to_string());
-  }
-  std::vector<int64_t> out = batch.dims();
-  if (a.rank() >= 2) out.push_back(a[-2]);
-  if (b.rank() >= 2) out.push_back(b[-1]);
-  return Shape(out);
 }
 
 // Rows of A (per-row zero points and scales) and columns of B (per-column ones).
