@@ -9,7 +9,8 @@ build_dir="${LUMEN_BUILD_DIR:-build}"
 jobs="$(nproc)"
 
 packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev libprotobuf-dev
-  protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp)
+  protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp
+  graphviz)
 install_deps() {
   local missing=()
   for p in "${packages[@]}"; do

@@ -14,12 +14,14 @@ namespace lumen::cli {
 int bench_matmul(const std::vector<std::string>& args);
 
 // `lumen run MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=AxBxC]... [--output-dir DIR]
-// [--device cpu|cuda|auto] [--repeat N]`: runs a model on given or random inputs, prints each
-// output's name, dtype, shape and checksum and the median latency, and saves outputs as .npy.
+// [--device cpu|cuda|auto] [--repeat N] [--no-optimize] [--profile] [--trace FILE.json]`: runs a
+// model on given or random inputs, prints each output's name, dtype, shape and checksum, the median
+// and p90 latency, and saves outputs as .npy; --profile times each step, --trace writes a trace.
 int run_model(const std::vector<std::string>& args);
 
-// `lumen inspect MODEL.onnx [--dot FILE] [--memory] [--shape NAME=AxBxC]...`: inputs, outputs,
-// opset, parameters, op histogram; --memory adds the compiled arena plan.
+// `lumen inspect MODEL.onnx [--optimized] [--passes] [--dot FILE] [--svg FILE] [--memory]
+// [--shape NAME=AxBxC]...`: inputs, outputs, opset, parameters, FLOPs, op histogram; --passes and
+// --optimized optimize first; --memory adds the compiled arena plan; --svg renders with Graphviz.
 int inspect_model(const std::vector<std::string>& args);
 
 // "1x3x224x224" -> Shape; throws InvalidArgument naming the text.

@@ -1,9 +1,11 @@
-// `lumen inspect MODEL.onnx [--dot FILE] [--memory] [--passes] [--shape NAME=1x3x224x224]`: what
-// a model holds, without running it; --passes runs the optimizer and prints what each pass did;
-// --memory compiles it and prints the arena plan.
+// `lumen inspect MODEL.onnx [--optimized] [--passes] [--dot FILE] [--svg FILE] [--memory]
+// [--shape NAME=1x3x224x224]`: what a model holds, without running it; --optimized runs the
+// optimizer first (--passes also prints what each pass did), so --dot/--svg draw and --memory
+// plans the optimized graph; --memory compiles it and prints the arena plan.
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include "graph/op_kind.h"
 #include "lumen/lumen.h"
@@ -55,19 +57,64 @@ void print_memory_plan(Graph& graph) {
                 r.tensors[i].type.to_string().c_str(), mb(r.tensors[i].bytes), r.tensors[i].offset);
 }
 
+// Multiply-adds times two of the ops that dominate a model's arithmetic (convolutions and matrix
+// products; everything else is memory-bound and left out), as is usual for a model's FLOP count.
+int64_t count_flops(const Graph& graph) {
+  int64_t flops = 0;
+  for (int id : graph.topological_order()) {
+    const Node& n = graph.node(id);
+    std::string op = op_name(n.op);
+    const Shape& out = graph.value(n.outputs[0]).type.shape;
+    if ((op == "Conv" || op == "FusedConv") && n.inputs.size() >= 2) {
+      const Shape& w = graph.value(n.inputs[1]).type.shape;  // [Cout, Cin/group, k...]
+      if (w.rank() >= 1 && w[0] > 0) flops += 2 * out.numel() * (w.numel() / w[0]);
+    } else if ((op == "MatMul" || op == "FusedMatMul") && n.inputs.size() >= 2) {
+      const Shape& a = graph.value(n.inputs[0]).type.shape;
+      int64_t k = a.rank() >= 2 ? a[a.rank() - 1] : a.numel();
+      auto trans_a = n.attrs.find("trans_a");  // FusedMatMul may read A transposed
+      if (trans_a != n.attrs.end() && trans_a->second.as_int() != 0 && a.rank() >= 2)
+        k = a[a.rank() - 2];
+      flops += 2 * out.numel() * k;
+    } else if (op == "Gemm" && out.rank() == 2 && out[0] > 0) {
+      flops += 2 * out.numel() * (graph.value(n.inputs[0]).type.shape.numel() / out[0]);
+    }
+  }
+  return flops;
+}
+
+// Renders DOT text to an SVG file with Graphviz's `dot` (Debian's graphviz package).
+void write_svg(const std::string& dot_text, const std::string& path) {
+  std::string command = "dot -Tsvg -o '" + path + "'";
+  if (path.find('\'') != std::string::npos)
+    throw InvalidArgument("lumen inspect: --svg path must not contain a quote");
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "w"), pclose);
+  if (!pipe) throw IoError("lumen inspect: cannot start Graphviz's dot");
+  std::fwrite(dot_text.data(), 1, dot_text.size(), pipe.get());
+  int status = pclose(pipe.release());
+  if (status != 0)
+    throw IoError("lumen inspect: Graphviz's `dot -Tsvg` failed (status " + std::to_string(status) +
+                  "); install the graphviz package");
+}
+
 }  // namespace
 
 int inspect_model(const std::vector<std::string>& args) {
   if (args.empty()) throw InvalidArgument("lumen inspect: give a model file");
   std::string dot;
+  std::string svg;
   bool memory = false;
   bool passes = false;
+  bool optimized = false;
   OnnxLoadOptions options;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--dot" && i + 1 < args.size()) {
       dot = args[++i];
+    } else if (args[i] == "--svg" && i + 1 < args.size()) {
+      svg = args[++i];
     } else if (args[i] == "--passes") {
       passes = true;
+    } else if (args[i] == "--optimized") {
+      optimized = true;
     } else if (args[i] == "--memory") {
       memory = true;
     } else if (args[i] == "--shape" && i + 1 < args.size()) {
@@ -108,9 +155,16 @@ int inspect_model(const std::vector<std::string>& args) {
     ++nodes;
   }
   std::printf("nodes     %d\n", nodes);
+  int64_t flops = count_flops(graph);
+  std::printf("flops     %lld (%.3f GFLOP in convolutions and matrix products)\n",
+              static_cast<long long>(flops), static_cast<double>(flops) / 1e9);
   for (const auto& [op, count] : histogram) std::printf("  %-28s %d\n", op.c_str(), count);
-  if (passes) {
-    print_passes(graph);
+  if (passes || optimized) {
+    if (passes) {
+      print_passes(graph);
+    } else {
+      graph.optimize();
+    }
     std::map<std::string, int> optimized;
     int live = 0;
     for (int id : graph.topological_order()) {
@@ -125,6 +179,10 @@ int inspect_model(const std::vector<std::string>& args) {
     out << graph.to_dot();
     if (!out) throw IoError("cannot write '" + dot + "'");
     std::printf("wrote %s\n", dot.c_str());
+  }
+  if (!svg.empty()) {
+    write_svg(graph.to_dot(), svg);
+    std::printf("wrote %s\n", svg.c_str());
   }
   if (memory) print_memory_plan(graph);
   return 0;

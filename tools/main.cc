@@ -18,9 +18,14 @@ void usage() {
       "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|auto] [--repeat "
       "N]\n"
       "        [--no-optimize] run the graph as imported, without the optimizer passes\n"
-      "  inspect MODEL.onnx    inputs, outputs, opset, parameters and op histogram [--dot FILE]\n"
-      "        [--passes]      run the optimizer and print op counts around each pass that "
-      "changed something");
+      "        [--profile]     time every step: per op kind and the slowest nodes\n"
+      "        [--trace FILE]  --profile, and write one run as a Chrome trace (Perfetto)\n"
+      "  inspect MODEL.onnx    inputs, outputs, opset, parameters, FLOPs and op histogram\n"
+      "        [--optimized]   optimize first, so --dot/--svg/--memory show the optimized graph\n"
+      "        [--passes]      optimize and print op counts around each pass that changed "
+      "something\n"
+      "        [--dot FILE] [--svg FILE]  draw the graph (--svg renders it with Graphviz's dot)\n"
+      "        [--memory]      compile and print the arena plan [--shape NAME=1x3x224x224]");
 }
 
 }  // namespace

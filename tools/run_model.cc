@@ -10,6 +10,7 @@
 #include "lumen/npy.h"
 #include "lumen/onnx.h"
 #include "tools/commands.h"
+#include "tools/profile.h"
 
 namespace lumen::cli {
 namespace {
@@ -99,6 +100,8 @@ int run_model(const std::vector<std::string>& args) {
   std::string device = "cpu";
   int64_t repeat = 10;
   bool optimize = true;
+  bool profile = false;
+  std::string trace;
   for (size_t i = 1; i < args.size(); ++i) {
     auto value = [&](const char* flag) -> std::string {
       if (i + 1 >= args.size()) throw InvalidArgument(std::string(flag) + " needs a value");
@@ -119,6 +122,11 @@ int run_model(const std::vector<std::string>& args) {
       device = value("--device");
     } else if (a == "--no-optimize") {
       optimize = false;
+    } else if (a == "--profile") {
+      profile = true;
+    } else if (a == "--trace") {
+      trace = value("--trace");
+      profile = true;
     } else if (a == "--repeat") {
       repeat = parse_count(value("--repeat"), "--repeat");
     } else {
@@ -161,6 +169,9 @@ int run_model(const std::vector<std::string>& args) {
     auto b = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
   }
+  // Profiled runs come after the timed ones, so timing every step does not disturb the latency.
+  std::vector<RunProfile> profiles(profile ? static_cast<size_t>(repeat) : 0);
+  for (RunProfile& p : profiles) exe->execute(inputs, &p);
   MemoryStats after_all = rt.memory_stats();
   std::sort(ms.begin(), ms.end());
   std::printf("%s: loaded and compiled in %.1f ms\n", model.c_str(),
@@ -176,8 +187,9 @@ int run_model(const std::vector<std::string>& args) {
       write_npy(out_dir + "/" + safe_file_name(exe->outputs()[k].name) + ".npy", t);
     }
   }
-  std::printf("latency: median %.3f ms over %lld runs (min %.3f ms)\n", ms[ms.size() / 2],
-              static_cast<long long>(ms.size()), ms.front());
+  std::printf("latency: median %.3f ms over %lld runs (min %.3f ms, p90 %.3f ms)\n",
+              ms[ms.size() / 2], static_cast<long long>(ms.size()), ms.front(),
+              ms[std::min(ms.size() - 1, ms.size() * 9 / 10)]);
   std::printf(
       "memory: arena %.2f MB; system allocations: %zu in the first run, %zu in the next "
       "%lld; peak in use %.2f MB\n",
@@ -185,6 +197,12 @@ int run_model(const std::vector<std::string>& args) {
       after_first.num_system_allocs - before.num_system_allocs,
       after_all.num_system_allocs - after_first.num_system_allocs, static_cast<long long>(repeat),
       static_cast<double>(after_all.peak_bytes_in_use) / 1e6);
+  if (profile) print_profile(profiles);
+  if (!trace.empty()) {
+    write_chrome_trace(profiles.back(), trace);
+    std::printf("wrote the trace of one run to %s (open it in chrome://tracing or Perfetto)\n",
+                trace.c_str());
+  }
   return 0;
 }
 

@@ -40,6 +40,21 @@ struct MemoryReport {
   std::vector<Entry> tensors;    // every intermediate in the arena, largest first
 };
 
+// Where the time of one run went (Executable::execute with a profile): every step with its start
+// and duration. With a profile, each step's stream is synchronized after the step, so device
+// steps are timed honestly at the cost of their overlap.
+struct RunProfile {
+  struct Step {
+    std::string node;     // the node's name
+    std::string op;       // its op kind, "Conv"
+    std::string backend;  // "cpu", "cuda"
+    double start_us = 0;  // from the start of the run
+    double duration_us = 0;
+  };
+  std::vector<Step> steps;  // in execution order
+  double total_us = 0;      // the whole run, input checks and output copies included
+};
+
 // A compiled graph: kernels made once, constants bound, steps in order. execute() may be called
 // from several threads at once; each call uses its own intermediate buffers.
 class Executable {
@@ -53,6 +68,8 @@ class Executable {
   std::vector<Tensor> execute(const std::vector<Tensor>& inputs);
   // The same with inputs by name; every input must be given.
   std::vector<Tensor> execute(const std::map<std::string, Tensor>& inputs);
+  // The same, recording the time of every step into *profile (replacing what it held).
+  std::vector<Tensor> execute(const std::vector<Tensor>& inputs, RunProfile* profile);
 
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;

@@ -1,6 +1,11 @@
 // The ONNX importer: ModelProto -> Graph. Initializers become constants, inputs are resolved to
 // concrete shapes, and every node is converted (by name, or by a registered converter) as it is
 // read, so a bad or unsupported node fails here, at load time, naming itself.
+#include <fcntl.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,6 +60,23 @@ std::vector<ConverterEntry>& converters() {
   return list;
 }
 
+void parse_model_file(const std::string& path, onnx::ModelProto* model) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw IoError("cannot open '" + path + "': " + ec.message());
+  if (size > static_cast<uintmax_t>(INT32_MAX))
+    throw InvalidModel("the model is over 2 GB; keep large weights in external data");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
+  google::protobuf::io::FileInputStream stream(fd);
+  stream.SetCloseOnDelete(true);
+  if (!model->ParseFromZeroCopyStream(&stream)) {
+    if (stream.GetErrno() != 0)
+      throw IoError("cannot read '" + path + "': " + std::strerror(stream.GetErrno()));
+    throw InvalidModel("not a valid ONNX model (protobuf parsing failed; truncated or not ONNX?)");
+  }
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open '" + path + "'");
@@ -106,7 +128,8 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
 // or Scan node, which becomes a Graph of its own that reads outer values through its inputs.
 class Importer final : public Scope {
  public:
-  Importer(const onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir)
+  // `model` is the importer's own: the main graph's large initializers are moved out of it.
+  Importer(onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir)
       : model_(model), options_(options), base_dir_(std::move(base_dir)) {}
   // A subgraph importer nested in `parent`.
   Importer(Importer& parent, int64_t opset)
@@ -142,10 +165,11 @@ class Importer final : public Scope {
   Graph run(OnnxModelInfo* info) {
     if (!model_.has_graph()) throw InvalidModel("the model has no graph");
     read_opset();
-    const onnx::GraphProto& g = model_.graph();
+    onnx::GraphProto& g = *model_.mutable_graph();
     if (g.sparse_initializer_size() > 0)
       throw UnsupportedOp("sparse initializers are not supported");
-    for (const auto& init : g.initializer()) add_initializer(init);
+    for (auto& init : *g.mutable_initializer())
+      add_initializer(init, take_tensor_from_proto(init, base_dir_, initializer_what(init)));
     OnnxModelInfo local;
     OnnxModelInfo& out = info ? *info : local;
     out = OnnxModelInfo{};
@@ -201,7 +225,8 @@ class Importer final : public Scope {
       }
       values_[in.name()] = graph_.add_input(in.name(), input_types[i].shape, input_types[i].dtype);
     }
-    for (const auto& init : g.initializer()) add_initializer(init);
+    for (const auto& init : g.initializer())
+      add_initializer(init, tensor_from_proto(init, base_dir_, initializer_what(init)));
     for (const auto& node : g.node()) add_node(node);
     if (g.output_size() == 0) throw InvalidModel("the subgraph has no outputs");
     for (const auto& o : g.output()) {
@@ -232,11 +257,14 @@ class Importer final : public Scope {
                           std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
   }
 
-  void add_initializer(const onnx::TensorProto& init) {
+  static std::string initializer_what(const onnx::TensorProto& init) {
+    return "initializer '" + init.name() + "'";
+  }
+
+  void add_initializer(const onnx::TensorProto& init, Tensor t) {
     if (init.name().empty()) throw InvalidModel("an initializer has no name");
     if (values_.count(init.name()))
       throw InvalidModel("initializer '" + init.name() + "' is defined twice");
-    Tensor t = tensor_from_proto(init, base_dir_, "initializer '" + init.name() + "'");
     values_[init.name()] = graph_.add_constant(init.name(), std::move(t));
     initializer_names_.insert(init.name());
   }
@@ -367,7 +395,7 @@ class Importer final : public Scope {
     }
   }
 
-  const onnx::ModelProto& model_;
+  onnx::ModelProto& model_;
   const OnnxLoadOptions& options_;
   std::string base_dir_;
   int64_t opset_ = 0;
@@ -496,10 +524,12 @@ Graph load_onnx_bytes(std::string_view bytes, const OnnxLoadOptions& options,
 }
 
 Graph load_onnx(const std::string& path, const OnnxLoadOptions& options, OnnxModelInfo* info) {
-  std::string bytes = onnx_import::read_file(path);
   std::string dir = std::filesystem::path(path).parent_path().string();
   try {
-    return load_onnx_bytes(bytes, options, dir.empty() ? "." : dir, info);
+    // Parsed straight from the file, so its bytes are never held next to the parsed model.
+    onnx::ModelProto model;
+    onnx_import::parse_model_file(path, &model);
+    return onnx_import::Importer(model, options, dir.empty() ? "." : dir).run(info);
   } catch (const Error& e) {
     std::string msg = e.what();
     auto colon = msg.find(": ");

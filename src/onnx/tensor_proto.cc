@@ -9,16 +9,25 @@
 namespace lumen::onnx_import {
 namespace {
 
+// Smaller raw tensors are copied into the pool (64-byte aligned); larger ones keep the parsed
+// bytes, so a model's weights are never held twice while it loads.
+constexpr size_t kTakeAtLeast = 4096;
+
 template <typename Dst, typename Field>
 void copy_field(const Field& field, Tensor& t) {
   Dst* out = static_cast<Dst*>(t.raw_data());
   for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
 }
 
-}  // namespace
+// A TensorProto's dtype, shape and byte size, each checked.
+struct ProtoType {
+  DType dtype;
+  Shape shape;
+  int64_t numel;
+  size_t bytes;
+};
 
-Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
-                         const std::string& what) {
+ProtoType proto_type(const onnx::TensorProto& proto, const std::string& what) {
   auto dtype = dtype_from_onnx(proto.data_type());
   if (!dtype)
     throw UnsupportedOp(what + ": tensor data type " + onnx_dtype_name(proto.data_type()) +
@@ -36,8 +45,18 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
   size_t elem = dtype_size(*dtype);
   if (numel > static_cast<int64_t>((int64_t{1} << 62) / elem))
     throw InvalidModel(what + ": " + shape.to_string() + " is too large");
-  size_t bytes = static_cast<size_t>(numel) * elem;
+  return {*dtype, shape, numel, static_cast<size_t>(numel) * elem};
+}
 
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                         const std::string& what) {
+  const ProtoType type = proto_type(proto, what);
+  const DType dtype = type.dtype;
+  const Shape& shape = type.shape;
+  const int64_t numel = type.numel;
+  const size_t bytes = type.bytes;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
@@ -57,15 +76,15 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
     auto buffer = map_external_data(base_dir, location, offset, length, what);
     size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     size_t view_offset = static_cast<size_t>(offset) % page;
-    if (bytes == 0) return Tensor::empty(shape, *dtype);
-    return Tensor(buffer, view_offset, shape, *dtype);
+    if (bytes == 0) return Tensor::empty(shape, dtype);
+    return Tensor(buffer, view_offset, shape, dtype);
   }
 
-  Tensor t = Tensor::empty(shape, *dtype);
+  Tensor t = Tensor::empty(shape, dtype);
   if (proto.has_raw_data()) {
     if (proto.raw_data().size() != bytes)
       throw InvalidModel(what + ": raw data holds " + std::to_string(proto.raw_data().size()) +
-                         " bytes, " + dtype_name(*dtype) + shape.to_string() + " needs " +
+                         " bytes, " + dtype_name(dtype) + shape.to_string() + " needs " +
                          std::to_string(bytes));
     if (bytes) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
     return t;
@@ -75,7 +94,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
       throw InvalidModel(what + ": holds " + std::to_string(have) + " values, shape " +
                          shape.to_string() + " needs " + std::to_string(numel));
   };
-  switch (*dtype) {
+  switch (dtype) {
     case DType::kFloat32:
       check_count(proto.float_data_size());
       copy_field<float>(proto.float_data(), t);
@@ -128,6 +147,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
       break;
   }
   return t;
+}
+
+Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir,
+                              const std::string& what) {
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL || !proto.has_raw_data())
+    return tensor_from_proto(proto, base_dir, what);
+  ProtoType type = proto_type(proto, what);
+  if (proto.raw_data().size() != type.bytes || type.bytes < kTakeAtLeast)
+    return tensor_from_proto(proto, base_dir, what);
+  auto owner = std::make_shared<std::string>(std::move(*proto.mutable_raw_data()));
+  proto.clear_raw_data();
+  auto buffer = Buffer::wrap(owner->data(), owner->size(), Device::cpu(), [owner] {});
+  return Tensor(buffer, 0, type.shape, type.dtype);
 }
 
 }  // namespace lumen::onnx_import

@@ -15,6 +15,11 @@ namespace lumen::onnx_import {
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
                          const std::string& what);
 
+// The same, but a large raw buffer is moved out of `proto` (left without raw data) into the tensor
+// instead of being copied: for the importer, which owns the model it parsed.
+Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir,
+                              const std::string& what);
+
 // Maps the part [offset, offset + length) of a file under `base_dir` named by the relative
 // `location` into memory; throws IoError for an absolute location, one that leaves base_dir (by
 // "..", or a symbolic link), or a range past the end of the file.

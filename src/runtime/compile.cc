@@ -125,7 +125,9 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
       step.outputs.push_back(slot(out));
       step.output_types.push_back(values_[out].type);
     }
-    step.label = n.name + " (" + op_name(n.op) + ") @" + n.backend;
+    step.node = n.name;
+    step.op = op_name(n.op);
+    step.label = n.name + " (" + step.op + ") @" + n.backend;
     impl->steps.push_back(std::move(step));
   }
   for (int out : outputs_) {

@@ -1,5 +1,6 @@
 // Executable::execute: bind inputs, run the steps, hand back the outputs.
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "runtime/executable_impl.h"
@@ -57,6 +58,16 @@ const std::vector<TensorInfo>& Executable::outputs() const {
 }
 
 std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
+  return execute(inputs, nullptr);
+}
+
+std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunProfile* profile) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point run_start = Clock::now();
+  auto since_start = [&run_start](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - run_start).count();
+  };
+  if (profile != nullptr) profile->steps.clear();
   Impl& impl = *impl_;
   if (inputs.size() != impl.inputs.size())
     throw InvalidArgument("execute: expected " + std::to_string(impl.inputs.size()) +
@@ -91,7 +102,14 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
                               : Tensor(arena, offset, type.shape, type.dtype);
       }
     KernelContext ctx{step_inputs, step_outputs, &step.backend->default_stream()};
+    const Clock::time_point step_start = Clock::now();
     step.kernel->run(ctx);
+    if (profile != nullptr) {
+      ctx.stream->synchronize();
+      double start = since_start(step_start);
+      profile->steps.push_back(
+          {step.node, step.op, step.backend->name(), start, since_start(Clock::now()) - start});
+    }
     for (size_t k = 0; k < step_outputs.size(); ++k) {
       const TensorType& want = step.output_types[k];
       if (step_outputs[k].dtype() != want.dtype || !want.shape.admits(step_outputs[k].shape()))
@@ -108,6 +126,7 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
     bool copy = impl.constants[s].defined() || lease.contains(slots[s]);
     outputs.push_back(copy ? slots[s].clone() : slots[s]);
   }
+  if (profile != nullptr) profile->total_us = since_start(Clock::now());
   return outputs;
 }
 

@@ -20,6 +20,8 @@ struct Step {
   std::vector<TensorType> output_types;
   std::vector<int> release;  // slots whose last reader is this step (freed after it)
   std::string label;         // "conv1 (Conv) @cpu"
+  std::string node;          // "conv1"
+  std::string op;            // "Conv"
 };
 
 struct Executable::Impl {
