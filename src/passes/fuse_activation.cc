@@ -77,6 +77,18 @@ bool runs_as_gemm(const Graph& graph, const Node& conv) {
   return !grouped && !auto_pad && all("strides", 1) && all("pads", 0);
 }
 
+// A Conv, or a channels-last FusedConv without an activation yet (the channels-last pass makes
+// those; in (N, H, W, C) oneDNN runs 1x1 convolutions as brgemm kernels that apply post-ops as
+// they write, so pointwise ones fuse too).
+bool fusion_target(const Graph& graph, const Node& conv) {
+  if (conv.op == OpKind::kConv) return !runs_as_gemm(graph, conv);
+  if (conv.op != OpKind::kFusedConv) return false;
+  auto layout = conv.attrs.find("channels_last");
+  auto act = conv.attrs.find("activation");
+  return layout != conv.attrs.end() && layout->second.as_int() == 1 &&
+         (act == conv.attrs.end() || act->second.as_string().empty());
+}
+
 class FuseActivationPass : public Pass {
  public:
   const char* name() const override { return "fuse-activation"; }
@@ -95,8 +107,7 @@ class FuseActivationPass : public Pass {
     if (x.producer < 0 || x.is_output || x.consumers.size() != 1) return false;
     if (x.type.dtype != DType::kFloat32) return false;
     int conv_id = x.producer;
-    if (graph.node(conv_id).op != OpKind::kConv) return false;
-    if (runs_as_gemm(graph, graph.node(conv_id))) return false;
+    if (!fusion_target(graph, graph.node(conv_id))) return false;
     Attributes extra;
     if (!fusible(graph, act, &extra)) return false;
     int conv_out = x.id, act_out = act.outputs[0];

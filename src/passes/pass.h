@@ -44,5 +44,9 @@ std::unique_ptr<Pass> make_constant_fold_pass();
 // HardSwish) that is its only reader becomes one FusedConv: one kernel call, no extra pass over
 // the output.
 std::unique_ptr<Pass> make_fuse_activation_pass();
+// Regions of two or more convolutions, with the element-wise ops, pools and concats between them,
+// run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
+// so oneDNN reorders no activation per convolution.
+std::unique_ptr<Pass> make_channels_last_pass();
 
 }  // namespace lumen

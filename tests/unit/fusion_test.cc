@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 
 #include "graph/op_kind.h"
 #include "lumen/lumen.h"
@@ -120,7 +121,90 @@ TEST(FuseActivation, UnknownActivationIsRejected) {
   Value* in = graph.add_input("x", {1, 2, 5, 5});
   Value* w = graph.add_constant("w", test::random_tensor({2, 2, 3, 3}, 7));
   EXPECT_THROW(graph.add_op("FusedConv", {in, w}, {{"activation", "Softmax"}}), InvalidModel);
-  EXPECT_THROW(graph.add_op("FusedConv", {in, w}), InvalidModel);  // activation is required
+  EXPECT_THROW(graph.add_op("FusedConv", {in, w}, {{"channels_last", int64_t{2}}}), InvalidModel);
+  EXPECT_THROW(graph.add_op("MaxPool", {in}, {{"kernel_shape", {2, 2}}, {"channels_last", 3}}),
+               InvalidModel);
+}
+
+// Two 3x3 convolutions, a per-channel bias and a residual Add, a 2x2 max pool, a global average
+// pool: the channels-last pass turns the whole chain to (N, H, W, C), with one Transpose in and
+// one out per graph output, and the numbers stay those of a naive NCHW computation.
+TEST(ChannelsLast, ConvRegionMatchesNaiveReference) {
+  const int64_t c = 5, h = 7, wd = 6;
+  Tensor x = test::random_tensor({1, 3, h, wd}, 11, -2, 2);
+  Tensor w1 = test::random_tensor({c, 3, 3, 3}, 12, -1, 1);
+  Tensor b1 = test::random_tensor({c}, 13, -1, 1);
+  Tensor w2 = test::random_tensor({c, c, 3, 3}, 14, -1, 1);
+  Tensor b2 = test::random_tensor({c}, 15, -1, 1);
+  Tensor scale = test::random_tensor({c, 1, 1}, 16, 0.5, 1.5);
+  Graph graph;
+  Value* in = graph.add_input("x", x.shape());
+  Value* y1 = graph.add_op(
+      "Relu",
+      {graph.add_op("Conv", {in, graph.add_constant("w1", w1), graph.add_constant("b1", b1)},
+                    {{"pads", {1, 1, 1, 1}}})});
+  Value* y2 = graph.add_op("Conv", {y1, graph.add_constant("w2", w2), graph.add_constant("b2", b2)},
+                           {{"pads", {1, 1, 1, 1}}});
+  Value* sum = graph.add_op("Add", {graph.add_op("Mul", {y2, graph.add_constant("s", scale)}), y1},
+                            {}, "sum");
+  Value* pooled = graph.add_op("MaxPool", {sum}, {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}});
+  graph.mark_output(sum);
+  Value* gap_out = graph.add_op("GlobalAveragePool", {pooled}, {}, "gap");
+  graph.mark_output(gap_out);
+  const std::string sum_name = sum->name, gap_name = gap_out->name;
+  graph.optimize();
+  std::map<std::string, int> ops;
+  for (int id : graph.topological_order()) {
+    const Node& n = graph.node(id);
+    ++ops[op_name(n.op)];
+    if (n.op == OpKind::kFusedConv) EXPECT_EQ(n.attrs.at("channels_last").as_int(), 1);
+  }
+  EXPECT_EQ(ops["FusedConv"], 2);
+  EXPECT_EQ(ops["Transpose"], 3);  // x in; sum and the pooled mean out
+  EXPECT_EQ(ops["GlobalAveragePool"], 0);
+  EXPECT_EQ(ops["Relu"], 0);  // fused into the first convolution
+  EXPECT_EQ(graph.value(graph.outputs()[0]).name, sum_name);
+  EXPECT_EQ(graph.value(graph.outputs()[1]).name, gap_name);
+
+  std::vector<double> a = conv3x3(x, w1, b1);
+  for (double& v : a) v = std::max(v, 0.0);
+  Tensor a_t = Tensor::empty({1, c, h, wd});
+  for (size_t i = 0; i < a.size(); ++i) a_t.data<float>()[i] = static_cast<float>(a[i]);
+  std::vector<double> b = conv3x3(a_t, w2, b2);
+  std::vector<double> sv = test::to_doubles(scale);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < h * wd; ++i) {
+      size_t k = static_cast<size_t>(ch * h * wd + i);
+      b[k] = b[k] * sv[static_cast<size_t>(ch)] + a[k];
+    }
+  std::vector<double> gap(static_cast<size_t>(c));
+  const int64_t ph = h / 2, pw = wd / 2;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double total = 0;
+    for (int64_t r = 0; r < ph; ++r)
+      for (int64_t q = 0; q < pw; ++q) {
+        double m = -1e300;
+        for (int64_t dr = 0; dr < 2; ++dr)
+          for (int64_t dq = 0; dq < 2; ++dq)
+            m = std::max(m, b[static_cast<size_t>((ch * h + 2 * r + dr) * wd + 2 * q + dq)]);
+        total += m;
+      }
+    gap[static_cast<size_t>(ch)] = total / static_cast<double>(ph * pw);
+  }
+  Runtime rt;
+  std::vector<Tensor> got = graph.compile(&rt)->execute({x});
+  test::expect_close(got[0], {1, c, h, wd}, b, 1e-5, 1e-4);
+  test::expect_close(got[1], {1, c, 1, 1}, gap, 1e-5, 1e-4);
+}
+
+TEST(ChannelsLast, SingleConvIsLeftAlone) {
+  Graph graph;
+  Value* in = graph.add_input("x", {1, 2, 5, 5});
+  Value* y =
+      graph.add_op("Conv", {in, graph.add_constant("w", test::random_tensor({2, 2, 3, 3}, 8))});
+  graph.mark_output(graph.add_op("Relu", {y}));
+  graph.optimize();
+  for (int id : graph.topological_order()) EXPECT_NE(op_name_of(graph, id), "Transpose");
 }
 
 }  // namespace

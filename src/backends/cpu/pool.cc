@@ -50,8 +50,9 @@ inline void accumulate_row(float* out, const float* in, int64_t lo, int64_t hi, 
 
 class PoolKernel final : public Kernel {
  public:
-  PoolKernel(const NodeContext& ctx, bool is_max) : where_(ctx.where()), is_max_(is_max) {
-    const Shape& x = ctx.input_shape(0);
+  PoolKernel(const NodeContext& ctx, bool is_max)
+      : where_(ctx.where()), is_max_(is_max), channels_last_(is_channels_last(ctx)) {
+    const Shape x = channels_last_ ? to_channels_first(ctx.input_shape(0)) : ctx.input_shape(0);
     ConvGeometry g =
         window_geometry(ctx, x, ctx.attr_ints("kernel_shape"), ctx.attr_int("ceil_mode", 0) != 0);
     planes_ = x[0] * x[1];
@@ -62,6 +63,9 @@ class PoolKernel final : public Kernel {
     }
     bool include_pad = !is_max_ && ctx.attr_int("count_include_pad", 0) != 0;
     if (x.numel() > 0 && ctx.output(0).shape.numel() > 0) make_primitive(ctx, g, include_pad);
+    // The direct kernel below reads (N, C, spatial...) only.
+    if (channels_last_ && !has_primitive_ && x.numel() > 0)
+      ctx.fail_unsupported("CPU: this channels-last pooling geometry has no oneDNN primitive");
     if (is_max_ || has_primitive_) return;
     // Divisor of each output position, per axis (window counts multiply across axes).
     for (int ax = 0; ax < 3; ++ax) {
@@ -157,13 +161,25 @@ class PoolKernel final : public Kernel {
       pad_r.push_back(std::max(reach, g.pad_end[i]));
     }
     if (include_pad && overhang) return;
-    auto plain = [](const Shape& s) {
+    // Strides of the memory order: (N, C, spatial...) row-major, or C fastest for channels_last.
+    auto desc = [this](const Shape& memory_shape) {
+      Shape s = channels_last_ ? to_channels_first(memory_shape) : memory_shape;
       dnnl::memory::dims dims = to_dnnl_dims(s), st(dims.size(), 1);
-      for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
+      if (channels_last_) {
+        dnnl::memory::dim step = dims[1];
+        for (int i = static_cast<int>(dims.size()) - 1; i >= 2; --i) {
+          st[i] = step;
+          step *= dims[i];
+        }
+        st[0] = step;
+      } else {
+        for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+          st[i] = st[i + 1] * dims[i + 1];
+      }
       return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, st);
     };
-    src_md_ = plain(ctx.input_shape(0));
-    dst_md_ = plain(ctx.output(0).shape);
+    src_md_ = desc(ctx.input_shape(0));
+    dst_md_ = desc(ctx.output(0).shape);
     dnnl::algorithm alg = is_max_       ? dnnl::algorithm::pooling_max
                           : include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                         : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -183,6 +199,7 @@ class PoolKernel final : public Kernel {
 
   std::string where_;
   bool is_max_;
+  bool channels_last_;
   bool has_primitive_ = false;
   dnnl::primitive prim_;
   dnnl::memory::desc src_md_, dst_md_, scratch_md_;
@@ -238,6 +255,8 @@ bool needs_direct_max_pool(const NodeContext& ctx) {
 }
 
 std::string check_max_pool(const NodeContext& ctx) {
+  if (needs_direct_max_pool(ctx) && is_channels_last(ctx))
+    return "channels_last MaxPool runs float32 without Indices only";
   return needs_direct_max_pool(ctx) ? check_direct_max_pool(ctx) : require_float32(ctx);
 }
 

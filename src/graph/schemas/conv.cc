@@ -39,7 +39,8 @@ void check_weight_rank(InferContext& ctx) {
 void infer_conv(InferContext& ctx) {
   check_window_input(ctx, 0);
   check_weight_rank(ctx);
-  const Shape& x = ctx.input_shape(0);
+  const bool channels_last = is_channels_last(ctx);
+  const Shape x = channels_last ? to_channels_first(ctx.input_shape(0)) : ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
   int64_t group = read_group(ctx);
   int64_t channels = x[1], out_channels = w[0];
@@ -57,7 +58,7 @@ void infer_conv(InferContext& ctx) {
   ConvGeometry g = window_geometry(ctx, x, conv_kernel_shape(ctx, w), false);
   std::vector<int64_t> out = {x[0], out_channels};
   out.insert(out.end(), g.out.begin(), g.out.end());
-  ctx.set_output(0, ctx.input_dtype(0), Shape(out));
+  ctx.set_output(0, ctx.input_dtype(0), channels_last ? to_channels_last(Shape(out)) : Shape(out));
 }
 
 void infer_conv_transpose(InferContext& ctx) {
@@ -82,13 +83,14 @@ void infer_conv_transpose(InferContext& ctx) {
 }
 
 // FusedConv: a Conv whose output goes through an activation in the same kernel call (made by the
-// optimizer's fuse-activation pass). `activation` names the ONNX op; alpha and beta are its
-// parameters (LeakyRelu's slope; Clip's min and max).
+// optimizer's fuse-activation pass). `activation` names the ONNX op ("" for none); alpha and beta
+// are its parameters (LeakyRelu's slope; Clip's min and max). With channels_last=1 (the
+// channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...).
 void infer_fused_conv(InferContext& ctx) {
   static const char* const kActivations[] = {"Relu",    "LeakyRelu", "Clip",
                                              "Sigmoid", "Tanh",      "HardSwish"};
   std::string act = ctx.attr_string("activation", "");
-  bool known = false;
+  bool known = act.empty();
   for (const char* a : kActivations) known = known || act == a;
   if (!known) ctx.fail_model("activation '" + act + "' cannot be fused into a Conv");
   infer_conv(ctx);
@@ -103,7 +105,8 @@ std::vector<AttrSpec> conv_attrs() {
 
 std::vector<AttrSpec> fused_conv_attrs() {
   std::vector<AttrSpec> attrs = conv_attrs();
-  attrs.push_back({"activation", AttrType::kString, true});
+  attrs.push_back({"activation", AttrType::kString});
+  attrs.push_back({"channels_last", AttrType::kInt});
   attrs.push_back({"activation_alpha", AttrType::kFloat});
   attrs.push_back({"activation_beta", AttrType::kFloat});
   return attrs;

@@ -147,4 +147,28 @@ std::vector<int64_t> conv_kernel_shape(const NodeContext& ctx, const Shape& w) {
   return k;
 }
 
+Shape to_channels_first(const Shape& channels_last) {
+  std::vector<int64_t> d = channels_last.dims();
+  if (d.size() < 3) return channels_last;
+  int64_t c = d.back();
+  d.pop_back();
+  d.insert(d.begin() + 1, c);
+  return Shape(d);
+}
+
+Shape to_channels_last(const Shape& channels_first) {
+  std::vector<int64_t> d = channels_first.dims();
+  if (d.size() < 3) return channels_first;
+  int64_t c = d[1];
+  d.erase(d.begin() + 1);
+  d.push_back(c);
+  return Shape(d);
+}
+
+bool is_channels_last(const NodeContext& ctx) {
+  int64_t v = ctx.attr_int("channels_last", 0);
+  if (v != 0 && v != 1) ctx.fail_model("channels_last must be 0 or 1, got " + std::to_string(v));
+  return v == 1;
+}
+
 }  // namespace lumen

@@ -40,6 +40,13 @@ ConvGeometry window_geometry(const NodeContext& ctx, const Shape& x,
 ConvGeometry conv_transpose_geometry(const NodeContext& ctx, const Shape& x,
                                      const std::vector<int64_t>& kernel);
 
+// FusedConv, MaxPool and AveragePool with channels_last=1 (set by the channels-last pass) read and
+// write (N, spatial..., C) tensors: these convert between that order and (N, C, spatial...).
+Shape to_channels_first(const Shape& channels_last);
+Shape to_channels_last(const Shape& channels_first);
+// Whether the node's channels_last attribute is set (0 or 1; InvalidModel otherwise).
+bool is_channels_last(const NodeContext& ctx);
+
 // The kernel_shape attribute when given (checked against the weight's spatial dims), else the
 // weight's spatial dims.
 std::vector<int64_t> conv_kernel_shape(const NodeContext& ctx, const Shape& w);

@@ -15,7 +15,9 @@ int64_t read_flag(InferContext& ctx, const char* name) {
   return v;
 }
 
-// MaxPool also takes int8 and uint8 inputs (`int8_ok`); the rank check is the same.
+// MaxPool also takes int8 and uint8 inputs (`int8_ok`); the rank check is the same. With
+// channels_last=1 (set by the optimizer's channels-last pass; float32, one output) X and Y are
+// (N, spatial..., C).
 Shape pooled_shape(InferContext& ctx, bool int8_ok = false) {
   DType t = ctx.input_dtype(0);
   const Shape& x = ctx.input_shape(0);
@@ -26,14 +28,18 @@ Shape pooled_shape(InferContext& ctx, bool int8_ok = false) {
     check_window_input(ctx, 0);
   }
   bool ceil_mode = read_flag(ctx, "ceil_mode") != 0;
-  ConvGeometry g = window_geometry(ctx, x, ctx.attr_ints("kernel_shape"), ceil_mode);
-  std::vector<int64_t> out = {x[0], x[1]};
+  const bool channels_last = is_channels_last(ctx);
+  const Shape first = channels_last ? to_channels_first(x) : x;
+  ConvGeometry g = window_geometry(ctx, first, ctx.attr_ints("kernel_shape"), ceil_mode);
+  std::vector<int64_t> out = {first[0], first[1]};
   out.insert(out.end(), g.out.begin(), g.out.end());
-  return Shape(out);
+  return channels_last ? to_channels_last(Shape(out)) : Shape(out);
 }
 
 void infer_max_pool(InferContext& ctx) {
   read_flag(ctx, "storage_order");
+  if (ctx.num_outputs() > 1 && is_channels_last(ctx))
+    ctx.fail_model("channels_last takes no Indices output");
   Shape out = pooled_shape(ctx, true);
   ctx.set_output(0, ctx.input_dtype(0), out);
   if (ctx.num_outputs() > 1) ctx.set_output(1, DType::kInt64, out);
@@ -63,7 +69,8 @@ LUMEN_REGISTER_SCHEMA(MaxPool, {.min_inputs = 1,
                                           {"kernel_shape", AttrType::kInts, true},
                                           {"pads", AttrType::kInts},
                                           {"storage_order", AttrType::kInt},
-                                          {"strides", AttrType::kInts}},
+                                          {"strides", AttrType::kInts},
+                                          {"channels_last", AttrType::kInt}},
                                 .infer = &infer_max_pool});
 
 LUMEN_REGISTER_SCHEMA(AveragePool, {.min_inputs = 1,
@@ -74,7 +81,8 @@ LUMEN_REGISTER_SCHEMA(AveragePool, {.min_inputs = 1,
                                               {"dilations", AttrType::kInts},
                                               {"kernel_shape", AttrType::kInts, true},
                                               {"pads", AttrType::kInts},
-                                              {"strides", AttrType::kInts}},
+                                              {"strides", AttrType::kInts},
+                                              {"channels_last", AttrType::kInt}},
                                     .infer = &infer_average_pool});
 
 LUMEN_REGISTER_SCHEMA(GlobalAveragePool,
