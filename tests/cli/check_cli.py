@@ -39,6 +39,8 @@ def main():
         out = lumen(build, "run", MODEL, "--repeat", "5", "--profile", "--trace", f"{tmp}/t.json")
         assert re.search(r"latency: median [0-9.]+ ms .*p90 [0-9.]+ ms", out), out
         assert re.search(r"^profile: median over 5 runs", out, re.M), out
+        # After the first run, a run takes all its memory from the pool: no system allocation.
+        assert re.search(r"system allocations: \d+ in the first run, 0 in the next 5", out), out
         trace = json.load(open(f"{tmp}/t.json"))["traceEvents"]
         run = [e for e in trace if e["cat"] == "run"][0]
         steps = [e for e in trace if e["cat"] != "run"]
