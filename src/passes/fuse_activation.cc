@@ -100,7 +100,38 @@ class FuseActivationPass : public Pass {
   }
 
  private:
+  // SiLU as exporters write it, Mul(y, Sigmoid(y)) (either operand order), with y a
+  // convolution's output read by those two nodes only: one FusedConv with a Swish activation.
+  static bool fuse_silu(Graph& graph, int mul_id) {
+    const Node& mul = graph.node(mul_id);
+    if (mul.op != OpKind::kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
+    for (int k = 0; k < 2; ++k) {
+      int y = mul.inputs[k], s = mul.inputs[1 - k];
+      if (y < 0 || s < 0) return false;
+      const Value& yv = graph.value(y);
+      const Value& sv = graph.value(s);
+      if (sv.producer < 0 || sv.is_output || sv.consumers.size() != 1) continue;
+      const Node& sig = graph.node(sv.producer);
+      if (sig.op != OpKind::kSigmoid || sig.inputs[0] != y) continue;
+      if (yv.producer < 0 || yv.is_output || yv.consumers.size() != 2) continue;
+      if (yv.type.dtype != DType::kFloat32 || !fusion_target(graph, graph.node(yv.producer)))
+        continue;
+      int conv_id = yv.producer, sig_id = sv.producer, out = mul.outputs[0];
+      if (!can_replace_uses(graph, out, y)) return false;
+      Node& conv = graph.node(conv_id);
+      conv.op = OpKind::kFusedConv;
+      conv.attrs["activation"] = "Swish";
+      replace_uses(graph, out, y);
+      remove_node(graph, mul_id);
+      remove_node(graph, sig_id);
+      graph.infer_node(conv_id);
+      return true;
+    }
+    return false;
+  }
+
   static bool fuse(Graph& graph, int act_id) {
+    if (fuse_silu(graph, act_id)) return true;
     const Node& act = graph.node(act_id);
     if (act.inputs.empty() || act.inputs[0] < 0 || act.outputs.size() != 1) return false;
     const Value& x = graph.value(act.inputs[0]);

@@ -89,6 +89,29 @@ TEST(FuseActivation, ConvWithEachActivationIsOneFusedConv) {
   }
 }
 
+TEST(FuseActivation, SiluInEitherOrderIsOneFusedConv) {
+  Tensor x = test::random_tensor({1, 3, 6, 5}, 21, -2, 2);
+  Tensor w = test::random_tensor({4, 3, 3, 3}, 22, -1, 1);
+  Tensor b = test::random_tensor({4}, 23, -1, 1);
+  std::vector<double> want = conv3x3(x, w, b);
+  for (double& v : want) v = v / (1 + std::exp(-v));
+  for (bool sigmoid_first : {false, true}) {
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* y = graph.add_op("Conv", {in, graph.add_constant("w", w), graph.add_constant("b", b)},
+                            {{"pads", {1, 1, 1, 1}}});
+    Value* s = graph.add_op("Sigmoid", {y});
+    graph.mark_output(
+        graph.add_op("Mul", sigmoid_first ? std::vector<Value*>{s, y} : std::vector<Value*>{y, s}));
+    graph.optimize();
+    std::vector<int> order = graph.topological_order();
+    ASSERT_EQ(order.size(), 1u);
+    EXPECT_EQ(graph.node(order[0]).attrs.at("activation").as_string(), "Swish");
+    Runtime rt;
+    test::expect_close(graph.compile(&rt)->execute({x})[0], {1, 4, 6, 5}, want, 1e-5, 1e-4);
+  }
+}
+
 TEST(FuseActivation, ConvReadTwiceIsNotFused) {
   Graph graph;
   Value* in = graph.add_input("x", {1, 2, 5, 5});

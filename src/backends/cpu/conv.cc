@@ -87,6 +87,8 @@ dnnl::post_ops activation_post_ops(const NodeContext& ctx) {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
   } else if (act == "HardSwish") {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  } else if (act == "Swish") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
   } else if (!act.empty()) {
     ctx.fail_unsupported("activation '" + act + "' has no oneDNN post-op");
   }

@@ -83,12 +83,13 @@ void infer_conv_transpose(InferContext& ctx) {
 }
 
 // FusedConv: a Conv whose output goes through an activation in the same kernel call (made by the
-// optimizer's fuse-activation pass). `activation` names the ONNX op ("" for none); alpha and beta
+// optimizer's fuse-activation pass). `activation` names the ONNX op ("" for none; "Swish" is
+// SiLU, y * sigmoid(y)); alpha and beta
 // are its parameters (LeakyRelu's slope; Clip's min and max). With channels_last=1 (the
 // channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...).
 void infer_fused_conv(InferContext& ctx) {
-  static const char* const kActivations[] = {"Relu",    "LeakyRelu", "Clip",
-                                             "Sigmoid", "Tanh",      "HardSwish"};
+  static const char* const kActivations[] = {"Relu", "LeakyRelu", "Clip", "Sigmoid",
+                                             "Tanh", "HardSwish", "Swish"};
   std::string act = ctx.attr_string("activation", "");
   bool known = act.empty();
   for (const char* a : kActivations) known = known || act == a;
