@@ -12,6 +12,7 @@ std::vector<PassStats> Graph::optimize() {
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass());
   manager.add(make_channels_last_pass());
+  manager.add(make_fuse_residual_pass());
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
   verify();

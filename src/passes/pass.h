@@ -48,5 +48,8 @@ std::unique_ptr<Pass> make_fuse_activation_pass();
 // run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
 // so oneDNN reorders no activation per convolution.
 std::unique_ptr<Pass> make_channels_last_pass();
+// Add(conv(x), z) over a channels-last FusedConv without activation becomes that FusedConv with z
+// as a residual input (a oneDNN sum post-op).
+std::unique_ptr<Pass> make_fuse_residual_pass();
 
 }  // namespace lumen

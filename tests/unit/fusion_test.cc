@@ -220,6 +220,58 @@ TEST(ChannelsLast, ConvRegionMatchesNaiveReference) {
   test::expect_close(got[1], {1, c, 1, 1}, gap, 1e-5, 1e-4);
 }
 
+// ResNet's block tail, conv -> Add(residual) -> Relu, and MobileNet's, conv -> Add: the Add and
+// the Relu become the convolution's sum and eltwise post-ops.
+TEST(FuseResidual, ConvAddReluIsOneFusedConv) {
+  const int64_t c = 4, h = 6, wd = 5;
+  Tensor x = test::random_tensor({1, c, h, wd}, 31, -2, 2);
+  Tensor w1 = test::random_tensor({c, c, 3, 3}, 32, -1, 1);
+  Tensor b1 = test::random_tensor({c}, 33, -1, 1);
+  Tensor w2 = test::random_tensor({c, c, 3, 3}, 34, -1, 1);
+  Tensor b2 = test::random_tensor({c}, 35, -1, 1);
+  std::vector<double> a = conv3x3(x, w1, b1);
+  for (double& v : a) v = std::max(v, 0.0);
+  Tensor a_t = Tensor::empty({1, c, h, wd});
+  for (size_t i = 0; i < a.size(); ++i) a_t.data<float>()[i] = static_cast<float>(a[i]);
+  std::vector<double> b = conv3x3(a_t, w2, b2);
+  for (bool relu : {true, false}) {
+    SCOPED_TRACE(relu ? "conv-add-relu" : "conv-add");
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* y1 = graph.add_op(
+        "Relu",
+        {graph.add_op("Conv", {in, graph.add_constant("w1", w1), graph.add_constant("b1", b1)},
+                      {{"pads", {1, 1, 1, 1}}})});
+    Value* y2 =
+        graph.add_op("Conv", {y1, graph.add_constant("w2", w2), graph.add_constant("b2", b2)},
+                     {{"pads", {1, 1, 1, 1}}});
+    Value* sum = graph.add_op("Add", {y2, y1});
+    graph.mark_output(relu ? graph.add_op("Relu", {sum}) : sum);
+    graph.optimize();
+    std::map<std::string, int> ops;
+    for (int id : graph.topological_order()) ++ops[op_name(graph.node(id).op)];
+    EXPECT_EQ(ops["FusedConv"], 2);
+    EXPECT_EQ(ops["Add"], 0);
+    EXPECT_EQ(ops["Relu"], 0);
+    std::vector<double> want = b;
+    for (size_t i = 0; i < want.size(); ++i) {
+      want[i] += a[i];
+      if (relu) want[i] = std::max(want[i], 0.0);
+    }
+    Runtime rt;
+    test::expect_close(graph.compile(&rt)->execute({x})[0], {1, c, h, wd}, want, 1e-5, 1e-4);
+  }
+}
+
+TEST(FuseResidual, ResidualOfAnotherShapeIsRejected) {
+  Graph graph;
+  Value* in = graph.add_input("x", {1, 2, 5, 5});
+  Value* w = graph.add_constant("w", test::random_tensor({2, 2, 3, 3}, 9));
+  Value* z = graph.add_input("z", {1, 2, 4, 4});
+  EXPECT_THROW(graph.add_op("FusedConv", {in, w, nullptr, z}, {{"pads", {1, 1, 1, 1}}}),
+               ShapeError);
+}
+
 TEST(ChannelsLast, SingleConvIsLeftAlone) {
   Graph graph;
   Value* in = graph.add_input("x", {1, 2, 5, 5});

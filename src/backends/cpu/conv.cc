@@ -69,9 +69,11 @@ Tensor scratch(size_t bytes) {
   return Tensor::empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::kFloat32);
 }
 
-// A FusedConv's activation as a oneDNN eltwise post-op, applied to each output as it is written.
-dnnl::post_ops activation_post_ops(const NodeContext& ctx) {
+// A FusedConv's residual (a sum post-op: the primitive adds what Y holds) and activation (an
+// eltwise post-op), applied to each output as it is written.
+dnnl::post_ops activation_post_ops(const NodeContext& ctx, bool residual) {
   dnnl::post_ops ops;
+  if (residual) ops.append_sum(1.0f);
   std::string act = ctx.attr_string("activation", "");
   float alpha = ctx.attr_float("activation_alpha", 0.0f);
   float beta = ctx.attr_float("activation_beta", 0.0f);
@@ -107,6 +109,7 @@ class ConvKernel final : public Kernel {
     const Shape y = channels_last ? to_channels_first(ctx.output(0).shape) : ctx.output(0).shape;
     out_shape_ = y;
     has_bias_ = ctx.has_input(2);
+    residual_ = !transposed && ctx.num_inputs() > 3 && ctx.has_input(3);
     if (y.numel() == 0) return;  // nothing to compute
     if (x.numel() == 0 || w.numel() == 0)
       ctx.fail_unsupported("CPU: empty input with a non-empty output");
@@ -176,7 +179,7 @@ class ConvKernel final : public Kernel {
 
     dnnl_call(where_, [&] {
       dnnl::primitive_attr attr = user_scratchpad_attr();
-      if (!transposed) attr.set_post_ops(activation_post_ops(ctx));
+      if (!transposed) attr.set_post_ops(activation_post_ops(ctx, residual_));
       if (transposed) {
         dnnl::deconvolution_forward::desc desc(
             dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src_req,
@@ -191,7 +194,11 @@ class ConvKernel final : public Kernel {
         set_primitive(pd, dnnl::convolution_forward(pd));
       }
       if (src_md_ != src_user_) src_reorder_.emplace(src_user_, src_md_);
-      if (dst_md_ != dst_user_) dst_reorder_.emplace(dst_md_, dst_user_);
+      if (dst_md_ != dst_user_) {
+        // The sum post-op reads Y in the primitive's layout: only the plain layouts take Z.
+        if (residual_) ctx.fail_unsupported("CPU: a residual input needs Y in its own layout");
+        dst_reorder_.emplace(dst_md_, dst_user_);
+      }
       if (w_md_ != w_user_) {
         if (const Tensor* wv = ctx.input_value(1)) {
           // Known weights: pack once, keep only the packed copy.
@@ -207,6 +214,9 @@ class ConvKernel final : public Kernel {
     for (const auto& r : {&src_reorder_, &dst_reorder_, &w_reorder_})
       if (r->has_value()) scratch_bytes_ = std::max(scratch_bytes_, (*r)->scratch_bytes);
   }
+
+  // Y may be written over a dying residual Z: the sum post-op then reads Z where it lies.
+  int in_place_input() const override { return residual_ ? 3 : -1; }
 
   void run(KernelContext& ctx) const override {
     Tensor& y = ctx.outputs[0];
@@ -247,6 +257,9 @@ class ConvKernel final : public Kernel {
       }
       // The primitive writes straight into y unless a layout change or a shortfall is needed.
       Tensor full_tmp = shortfall_ ? Tensor::empty(prim_out_shape_) : y;
+      // The residual is summed from Y: copied there unless Y was planned over it (in place).
+      if (residual_ && ctx.inputs[3].raw_data() != y.raw_data())
+        std::memcpy(y.raw_data(), ctx.inputs[3].raw_data(), y.nbytes());
       memory dst_plain(dst_user_, eng, full_tmp.raw_data());
       memory dst = dst_plain;
       Tensor dst_tmp;
@@ -322,6 +335,7 @@ class ConvKernel final : public Kernel {
   Shape out_shape_;
   Shape prim_out_shape_;
   bool has_bias_ = false;
+  bool residual_ = false;
   bool shortfall_ = false;
   dnnl::primitive prim_;
   memory::desc src_user_, dst_user_, w_user_;

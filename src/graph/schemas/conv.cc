@@ -86,7 +86,9 @@ void infer_conv_transpose(InferContext& ctx) {
 // optimizer's fuse-activation pass). `activation` names the ONNX op ("" for none; "Swish" is
 // SiLU, y * sigmoid(y)); alpha and beta
 // are its parameters (LeakyRelu's slope; Clip's min and max). With channels_last=1 (the
-// channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...).
+// channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...). An optional
+// fourth input Z (the fuse-residual pass), shaped like Y, is added before the activation:
+// Y = activation(conv(X, W) + B + Z).
 void infer_fused_conv(InferContext& ctx) {
   static const char* const kActivations[] = {"Relu", "LeakyRelu", "Clip", "Sigmoid",
                                              "Tanh", "HardSwish", "Swish"};
@@ -95,6 +97,12 @@ void infer_fused_conv(InferContext& ctx) {
   for (const char* a : kActivations) known = known || act == a;
   if (!known) ctx.fail_model("activation '" + act + "' cannot be fused into a Conv");
   infer_conv(ctx);
+  if (ctx.num_inputs() > 3 && ctx.has_input(3)) {
+    const TensorType want{ctx.input_dtype(0), ctx.output(0).shape};
+    if (ctx.input_dtype(3) != want.dtype || ctx.input_shape(3) != want.shape)
+      ctx.fail_shape("the residual input Z must be " + want.to_string() + " like Y, got " +
+                     TensorType{ctx.input_dtype(3), ctx.input_shape(3)}.to_string());
+  }
 }
 
 // Conv's attributes; FusedConv takes the same plus its activation.
@@ -119,7 +127,7 @@ LUMEN_REGISTER_SCHEMA(
     Conv, {.min_inputs = 2, .max_inputs = 3, .attrs = conv_attrs(), .infer = &infer_conv});
 
 LUMEN_REGISTER_SCHEMA(FusedConv, {.min_inputs = 2,
-                                  .max_inputs = 3,
+                                  .max_inputs = 4,
                                   .attrs = fused_conv_attrs(),
                                   .infer = &infer_fused_conv});
 
