@@ -1,5 +1,7 @@
 // The host caching pool: freed blocks are kept in per-size free lists and handed out again, so a
 // model that runs repeatedly stops calling the system allocator after its first run.
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -10,6 +12,18 @@
 
 namespace lumen {
 namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Blocks of 2 MiB or more start on a 2 MiB boundary and ask the kernel for transparent huge
+// pages: a model's weights and arenas then cost one page fault per 2 MiB instead of per 4 KiB
+// (on this workplace's VMs, 4 KiB faults were half of loading BERT-base).
+void* system_allocate(size_t cls) {
+  if (cls < kHugePage) return std::aligned_alloc(kAlignment, cls);
+  void* ptr = std::aligned_alloc(kHugePage, (cls + kHugePage - 1) / kHugePage * kHugePage);
+  if (ptr != nullptr) ::madvise(ptr, cls / kHugePage * kHugePage, MADV_HUGEPAGE);
+  return ptr;
+}
 
 // Rounds a request up to a size class: multiples of 64 bytes up to 4 KiB, then 8 classes per
 // power of two (at most 12.5% waste), so blocks are reusable by requests of nearby sizes.
@@ -34,10 +48,10 @@ class CachingHostPool final : public Allocator {
       it->second.pop_back();
       stats_.bytes_cached -= cls;
     } else {
-      ptr = std::aligned_alloc(kAlignment, cls);
+      ptr = system_allocate(cls);
       if (ptr == nullptr) {
         release_locked();
-        ptr = std::aligned_alloc(kAlignment, cls);
+        ptr = system_allocate(cls);
       }
       if (ptr == nullptr)
         throw OutOfMemory("host pool: cannot allocate " + std::to_string(bytes) + " bytes");

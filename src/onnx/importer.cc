@@ -1,11 +1,6 @@
 // The ONNX importer: ModelProto -> Graph. Initializers become constants, inputs are resolved to
 // concrete shapes, and every node is converted (by name, or by a registered converter) as it is
 // read, so a bad or unsupported node fails here, at load time, naming itself.
-#include <fcntl.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +12,7 @@
 #include "graph/op_kind.h"
 #include "lumen/onnx.h"
 #include "onnx/converter.h"
+#include "onnx/model_file.h"
 #include "onnx/tensor_proto.h"
 
 namespace lumen {
@@ -58,23 +54,6 @@ struct ConverterEntry {
 std::vector<ConverterEntry>& converters() {
   static std::vector<ConverterEntry> list;
   return list;
-}
-
-void parse_model_file(const std::string& path, onnx::ModelProto* model) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw IoError("cannot open '" + path + "': " + ec.message());
-  if (size > static_cast<uintmax_t>(INT32_MAX))
-    throw InvalidModel("the model is over 2 GB; keep large weights in external data");
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
-  google::protobuf::io::FileInputStream stream(fd);
-  stream.SetCloseOnDelete(true);
-  if (!model->ParseFromZeroCopyStream(&stream)) {
-    if (stream.GetErrno() != 0)
-      throw IoError("cannot read '" + path + "': " + std::strerror(stream.GetErrno()));
-    throw InvalidModel("not a valid ONNX model (protobuf parsing failed; truncated or not ONNX?)");
-  }
 }
 
 std::string read_file(const std::string& path) {
@@ -128,9 +107,11 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
 // or Scan node, which becomes a Graph of its own that reads outer values through its inputs.
 class Importer final : public Scope {
  public:
-  // `model` is the importer's own: the main graph's large initializers are moved out of it.
-  Importer(onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir)
-      : model_(model), options_(options), base_dir_(std::move(base_dir)) {}
+  // `model` is the importer's own: the main graph's large initializers are moved out of it, or
+  // read from `file` where it left their raw bytes out of `model`.
+  Importer(onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir,
+           const ModelFile* file = nullptr)
+      : model_(model), options_(options), base_dir_(std::move(base_dir)), file_(file) {}
   // A subgraph importer nested in `parent`.
   Importer(Importer& parent, int64_t opset)
       : model_(parent.model_),
@@ -168,8 +149,12 @@ class Importer final : public Scope {
     onnx::GraphProto& g = *model_.mutable_graph();
     if (g.sparse_initializer_size() > 0)
       throw UnsupportedOp("sparse initializers are not supported");
-    for (auto& init : *g.mutable_initializer())
-      add_initializer(init, take_tensor_from_proto(init, base_dir_, initializer_what(init)));
+    for (int i = 0; i < g.initializer_size(); ++i) {
+      onnx::TensorProto& init = *g.mutable_initializer(i);
+      add_initializer(init, file_ != nullptr && file_->has_raw(i)
+                                ? tensor_from_file(init, *file_, i, initializer_what(init))
+                                : take_tensor_from_proto(init, base_dir_, initializer_what(init)));
+    }
     OnnxModelInfo local;
     OnnxModelInfo& out = info ? *info : local;
     out = OnnxModelInfo{};
@@ -398,6 +383,7 @@ class Importer final : public Scope {
   onnx::ModelProto& model_;
   const OnnxLoadOptions& options_;
   std::string base_dir_;
+  const ModelFile* file_ = nullptr;  // the main graph's raw initializer bytes, when read from it
   int64_t opset_ = 0;
   Graph graph_;
   std::unordered_map<std::string, Value*> values_;
@@ -526,10 +512,10 @@ Graph load_onnx_bytes(std::string_view bytes, const OnnxLoadOptions& options,
 Graph load_onnx(const std::string& path, const OnnxLoadOptions& options, OnnxModelInfo* info) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   try {
-    // Parsed straight from the file, so its bytes are never held next to the parsed model.
+    // The weights go straight from the file into their tensors (onnx/model_file.h).
     onnx::ModelProto model;
-    onnx_import::parse_model_file(path, &model);
-    return onnx_import::Importer(model, options, dir.empty() ? "." : dir).run(info);
+    onnx_import::ModelFile file(path, &model);
+    return onnx_import::Importer(model, options, dir.empty() ? "." : dir, &file).run(info);
   } catch (const Error& e) {
     std::string msg = e.what();
     auto colon = msg.find(": ");

@@ -5,6 +5,7 @@
 
 #include "core/half.h"
 #include "graph/onnx_dtype.h"
+#include "onnx/model_file.h"
 
 namespace lumen::onnx_import {
 namespace {
@@ -160,6 +161,20 @@ Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_
   proto.clear_raw_data();
   auto buffer = Buffer::wrap(owner->data(), owner->size(), Device::cpu(), [owner] {});
   return Tensor(buffer, 0, type.shape, type.dtype);
+}
+
+Tensor tensor_from_file(const onnx::TensorProto& proto, const ModelFile& file, int index,
+                        const std::string& what) {
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL)
+    throw InvalidModel(what + ": has both raw data and external data");
+  const ProtoType type = proto_type(proto, what);
+  if (file.raw_size(index) != type.bytes)
+    throw InvalidModel(what + ": raw data holds " + std::to_string(file.raw_size(index)) +
+                       " bytes, " + dtype_name(type.dtype) + type.shape.to_string() + " needs " +
+                       std::to_string(type.bytes));
+  Tensor t = Tensor::empty(type.shape, type.dtype);
+  if (type.bytes > 0) file.read_raw(index, t.raw_data());
+  return t;
 }
 
 }  // namespace lumen::onnx_import

@@ -20,6 +20,12 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
 Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir,
                               const std::string& what);
 
+class ModelFile;
+// Main-graph initializer `index` whose raw bytes `file` left out of `proto` (ModelFile::has_raw):
+// checked like tensor_from_proto, then read straight from the file into the tensor.
+Tensor tensor_from_file(const onnx::TensorProto& proto, const ModelFile& file, int index,
+                        const std::string& what);
+
 // Maps the part [offset, offset + length) of a file under `base_dir` named by the relative
 // `location` into memory; throws IoError for an absolute location, one that leaves base_dir (by
 // "..", or a symbolic link), or a range past the end of the file.

@@ -179,6 +179,40 @@ TEST_F(OnnxImport, MissingAndTruncatedFiles) {
   EXPECT_THROW(load_onnx_bytes(""), InvalidModel);  // parses as an empty model: no graph
 }
 
+// load_onnx(path) reads the main graph's raw initializer bytes straight from the file
+// (onnx/model_file.cc): a file load must agree with a bytes load, also when the initializers mix
+// raw and typed data, and every cut or corrupted file must fail cleanly.
+TEST_F(OnnxImport, FileLoadsMatchBytesLoadsAndRejectCorruption) {
+  onnx::ModelProto m = mlp_model(w_, b_);
+  auto* bias = m.mutable_graph()->mutable_initializer(1);
+  bias->clear_raw_data();
+  for (int64_t i = 0; i < 3; ++i) bias->add_float_data(b_.data<float>()[i]);
+  std::string path = save(m);
+  Tensor x = test::random_tensor({2, 4}, 40);
+  OnnxLoadOptions options;
+  options.input_shapes["x"] = Shape{2, 4};
+  Runtime rt;
+  Graph from_file = load_onnx(path, options);
+  test::expect_close(from_file.compile(&rt)->execute({x})[0], {2, 3}, mlp_reference(x, w_, b_));
+
+  std::string bytes = m.SerializeAsString();
+  for (size_t cut = 1; cut < bytes.size(); cut += 7) {
+    std::string cut_path = (dir_ / "model" / "cut.onnx").string();
+    std::ofstream(cut_path, std::ios::binary) << bytes.substr(0, cut);
+    EXPECT_THROW(load_onnx(cut_path), Error) << cut;
+  }
+  std::string wire = bytes;
+  wire[0] = static_cast<char>(0x0b);  // field 1 with wire type 3 (a group): not ONNX
+  std::string wire_path = (dir_ / "model" / "wire.onnx").string();
+  std::ofstream(wire_path, std::ios::binary) << wire;
+  EXPECT_THROW(load_onnx(wire_path), InvalidModel);
+
+  onnx::ModelProto short_raw = mlp_model(w_, b_);
+  short_raw.mutable_graph()->mutable_initializer(0)->mutable_raw_data()->resize(20);
+  EXPECT_THROW(load_onnx(save(short_raw, "model/short.onnx")), InvalidModel);
+  EXPECT_THROW(load_onnx(dir_.string()), IoError);  // a folder, not a file
+}
+
 TEST_F(OnnxImport, WrongTensorSizes) {
   onnx::ModelProto m = mlp_model(w_, b_);
   m.mutable_graph()->mutable_initializer(0)->mutable_raw_data()->resize(20);
