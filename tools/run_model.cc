@@ -142,12 +142,17 @@ int run_model(const std::vector<std::string>& args) {
     options.input_shapes[name] = given[name].shape();
   }
   auto t0 = std::chrono::steady_clock::now();
-  Graph graph = load_onnx(model, options);
-  if (optimize) graph.optimize();
   Runtime rt;
   CompileOptions compile;
   if (device != "auto") compile.backends = {device};
-  Executable* exe = graph.compile(&rt, compile);
+  Executable* exe = nullptr;
+  {
+    // The graph goes once compiled: the executable holds what it needs (packed weights
+    // replace their originals), so weights are not kept twice.
+    Graph graph = load_onnx(model, options);
+    if (optimize) graph.optimize();
+    exe = graph.compile(&rt, compile);
+  }
   auto t1 = std::chrono::steady_clock::now();
   std::vector<Tensor> inputs;
   for (size_t k = 0; k < exe->inputs().size(); ++k) {

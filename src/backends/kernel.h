@@ -26,6 +26,9 @@ class Kernel {
   virtual bool makes_outputs() const { return false; }
   // The input whose memory output 0 may overwrite when that input dies at this node, or -1.
   virtual int in_place_input() const { return -1; }
+  // False when run() never reads input k: a constant the kernel copied into its own layout at
+  // compile time (packed weights). The executable then keeps only the kernel's copy.
+  virtual bool reads_input(int /*k*/) const { return true; }
 };
 
 }  // namespace lumen

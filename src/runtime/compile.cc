@@ -151,6 +151,17 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (last_use[k] >= 0 && !keep[k])
       impl->steps[last_use[k]].release.push_back(static_cast<int>(k));
 
+  // A constant that every reader packed at compile time (Kernel::reads_input) is not kept: the
+  // packed copies are the only ones the executable holds.
+  std::vector<bool> read_at_run(impl->constants.size(), false);
+  for (const Step& step : impl->steps)
+    for (size_t k = 0; k < step.inputs.size(); ++k)
+      if (step.inputs[k] >= 0 && step.kernel->reads_input(static_cast<int>(k)))
+        read_at_run[step.inputs[k]] = true;
+  for (int o : impl->output_slots) read_at_run[o] = true;
+  for (size_t s = 0; s < impl->constants.size(); ++s)
+    if (!read_at_run[s]) impl->constants[s] = Tensor();
+
   plan_memory(*impl, slot_of, *this);
   return runtime->adopt(std::make_unique<Executable>(std::move(impl)));
 }

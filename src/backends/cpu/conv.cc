@@ -217,6 +217,8 @@ class ConvKernel final : public Kernel {
 
   // Y may be written over a dying residual Z: the sum post-op then reads Z where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
+  // Weights packed at compile time are never read again.
+  bool reads_input(int k) const override { return k != 1 || !packed_w_; }
 
   void run(KernelContext& ctx) const override {
     Tensor& y = ctx.outputs[0];
