@@ -74,12 +74,12 @@ def matmul(input, other):
 
 def maximum(input, other):
     """Element-wise maximum."""
-    return _op("Max", [_t(input), other])
+    return _lumen._binary("Max", _t(input), other)
 
 
 def minimum(input, other):
     """Element-wise minimum."""
-    return _op("Min", [_t(input), other])
+    return _lumen._binary("Min", _t(input), other)
 
 
 def where(condition, input, other):
@@ -89,7 +89,7 @@ def where(condition, input, other):
 
 def eq(input, other):
     """input == other, element-wise (a bool tensor)."""
-    return _op("Equal", [_t(input), other])
+    return _lumen._binary("Equal", _t(input), other)
 
 
 def lt(input, other):

@@ -12,8 +12,6 @@ uint8, uint16, uint32, uint64 = dtype.uint8, dtype.uint16, dtype.uint32, dtype.u
 bool_ = getattr(dtype, "bool")
 
 _rng = np.random.default_rng()
-dtype.__repr__ = lambda self: "lumen." + self.name
-dtype.__str__ = lambda self: self.name
 
 
 def manual_seed(seed):

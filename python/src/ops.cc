@@ -141,9 +141,12 @@ py::object pack(std::vector<Tensor> outputs, int num_outputs) {
   return std::move(out);
 }
 
-// The dtype two operands meet at: NumPy's promotion rules (the same as PyTorch's for tensors).
+// The dtype two operands meet at, by PyTorch's rules: a floating dtype beats any integer one
+// (int64 + float32 is float32, where NumPy would say float64); otherwise NumPy's promotion.
 DType promote(DType a, DType b) {
   if (a == b) return a;
+  if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+  if (a == DType::kBFloat16 || b == DType::kBFloat16) return DType::kFloat32;
   py::object numpy = py::module_::import("numpy");
   return to_dtype(numpy.attr("promote_types")(to_numpy_dtype(a), to_numpy_dtype(b)));
 }
@@ -224,6 +227,11 @@ void bind_ops(py::module_& m) {
   m.def(
       "_cast", [](const Tensor& t, py::object dtype) { return cast(t, to_dtype(dtype)); },
       py::arg("tensor"), py::arg("dtype"));
+  m.def(
+      "_binary",
+      [](const std::string& op, const Tensor& a, py::handle b) { return binary(op, a, b, false); },
+      py::arg("op"), py::arg("a"), py::arg("b"),
+      "A binary op with PyTorch's type promotion (a Python number takes a's dtype).");
   m.def("_op_cache_size", [] { return op_cache().size(); });
 
   auto tensor = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));

@@ -261,6 +261,11 @@ void bind_tensor(py::module_& m) {
                   DType::kInt8, DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kInt32,
                   DType::kUInt32, DType::kInt64, DType::kUInt64, DType::kBool})
     dtype.value(dtype_name(d), d);
+  // Set, not def'd: def would add an overload behind py::enum_'s own __str__ and __repr__.
+  dtype.attr("__str__") = py::cpp_function([](DType d) { return std::string(dtype_name(d)); },
+                                           py::is_method(dtype));
+  dtype.attr("__repr__") = py::cpp_function(
+      [](DType d) { return "lumen." + std::string(dtype_name(d)); }, py::is_method(dtype));
   dtype
       .def_property_readonly(
           "itemsize", [](DType d) { return dtype_size(d); }, "Bytes per element.")
@@ -336,7 +341,17 @@ void bind_tensor(py::module_& m) {
       .def("__dlpack_device__", &dlpack_device, "(DLPack device type, device index).")
       .def("_to_string", [](const Tensor& t) { return t.to_string(); });
 
-  m.def("from_numpy", &tensor_from_numpy, py::arg("array"),
+  m.def(
+      "from_numpy",
+      [](py::object array) {
+        if (py::isinstance<py::array>(array))
+          return tensor_from_numpy(py::reinterpret_borrow<py::array>(array));
+        if (!py::isinstance(array, py::module_::import("numpy").attr("generic")))
+          throw InvalidArgument("from_numpy: expected a NumPy array, got " +
+                                py::repr(py::type::handle_of(array)).cast<std::string>());
+        return tensor_from_numpy(py::module_::import("numpy").attr("asarray")(array));
+      },
+      py::arg("array"),
         "A host tensor sharing the array's memory when it is C-contiguous and aligned (writes to "
         "one show in the other), a copy otherwise.");
   m.def("_from_dlpack_capsule", &from_dlpack_capsule, py::arg("capsule"));
