@@ -30,7 +30,8 @@ std::map<std::string, Shape> to_shapes(const py::dict& shapes) {
 py::list type_list(const std::vector<TensorInfo>& infos) {
   py::list out;
   for (const TensorInfo& info : infos)
-    out.append(py::make_tuple(info.name, info.type.dtype, py::tuple(py::cast(info.type.shape.dims()))));
+    out.append(
+        py::make_tuple(info.name, info.type.dtype, py::tuple(py::cast(info.type.shape.dims()))));
   return out;
 }
 
@@ -60,8 +61,7 @@ void bind_model(py::module_& m) {
                                  out.append(py::make_tuple(in.name, in.dtype, in.dims, in.symbols));
                                return out;
                              })
-      .def_property_readonly("output_names",
-                             [](const OnnxSession& s) { return s.info().outputs; })
+      .def_property_readonly("output_names", [](const OnnxSession& s) { return s.info().outputs; })
       .def_property_readonly("opset", [](const OnnxSession& s) { return s.info().opset; })
       .def_property_readonly("producer", [](const OnnxSession& s) { return s.info().producer; })
       .def("num_plans", &OnnxSession::num_plans)

@@ -7,7 +7,8 @@ PYBIND11_MODULE(_lumen, m) {
   lumen::python::bind_tensor(m);
   lumen::python::bind_ops(m);
   lumen::python::bind_model(m);
-  m.def("version", [] { return std::string(lumen::version()); }, "Lumen's version, \"0.1.0\".");
+  m.def(
+      "version", [] { return std::string(lumen::version()); }, "Lumen's version, \"0.1.0\".");
   m.def(
       "backends", [] { return lumen::python::runtime().backends(); },
       "Names of the backends this build can use on this machine: ['cpu'], or ['cpu', 'cuda'].");

@@ -178,7 +178,8 @@ Tensor to_operand(py::handle obj, DType like) {
     py::object numpy = py::module_::import("numpy");
     py::array array = numpy.attr("asarray")(obj);
     if (array.dtype().kind() == 'f')
-      array = numpy.attr("asarray")(array, to_numpy_dtype(is_floating(like) ? like : DType::kFloat32));
+      array =
+          numpy.attr("asarray")(array, to_numpy_dtype(is_floating(like) ? like : DType::kFloat32));
     return tensor_from_numpy(array);
   }
   bool is_bool = py::isinstance<py::bool_>(obj);
@@ -242,15 +243,15 @@ void bind_ops(py::module_& m) {
     bool true_divide;
   };
   static const Binary kBinary[] = {
-      {"__add__", "Add", false, false},          {"__radd__", "Add", true, false},
-      {"__sub__", "Sub", false, false},          {"__rsub__", "Sub", true, false},
-      {"__mul__", "Mul", false, false},          {"__rmul__", "Mul", true, false},
-      {"__truediv__", "Div", false, true},       {"__rtruediv__", "Div", true, true},
-      {"__pow__", "Pow", false, false},          {"__rpow__", "Pow", true, false},
-      {"__matmul__", "MatMul", false, false},    {"__rmatmul__", "MatMul", true, false},
-      {"__lt__", "Less", false, false},          {"__le__", "LessOrEqual", false, false},
-      {"__gt__", "Greater", false, false},       {"__ge__", "GreaterOrEqual", false, false},
-      {"__and__", "And", false, false},          {"__or__", "Or", false, false},
+      {"__add__", "Add", false, false},       {"__radd__", "Add", true, false},
+      {"__sub__", "Sub", false, false},       {"__rsub__", "Sub", true, false},
+      {"__mul__", "Mul", false, false},       {"__rmul__", "Mul", true, false},
+      {"__truediv__", "Div", false, true},    {"__rtruediv__", "Div", true, true},
+      {"__pow__", "Pow", false, false},       {"__rpow__", "Pow", true, false},
+      {"__matmul__", "MatMul", false, false}, {"__rmatmul__", "MatMul", true, false},
+      {"__lt__", "Less", false, false},       {"__le__", "LessOrEqual", false, false},
+      {"__gt__", "Greater", false, false},    {"__ge__", "GreaterOrEqual", false, false},
+      {"__and__", "And", false, false},       {"__or__", "Or", false, false},
       {"__xor__", "Xor", false, false},
   };
   for (const Binary& b : kBinary) {

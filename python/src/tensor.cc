@@ -127,8 +127,7 @@ py::capsule to_dlpack(const Tensor& t) {
   owner->managed.deleter = [](DLManagedTensor* self) {
     delete static_cast<DLPackOwner*>(self->manager_ctx);
   };
-  PyObject* capsule =
-      PyCapsule_New(&owner->managed, kDLTensorCapsule, &dlpack_capsule_destructor);
+  PyObject* capsule = PyCapsule_New(&owner->managed, kDLTensorCapsule, &dlpack_capsule_destructor);
   if (capsule == nullptr) throw py::error_already_set();
   owner.release();
   return py::reinterpret_steal<py::capsule>(capsule);
@@ -213,7 +212,8 @@ Device to_device(const std::string& spec) {
     if (spec.size() > 4) {
       if (spec[4] != ':' || spec.size() == 5 ||
           spec.find_first_not_of("0123456789", 5) != std::string::npos)
-        throw InvalidArgument("unknown device '" + spec + "' (use \"cpu\", \"cuda\" or \"cuda:N\")");
+        throw InvalidArgument("unknown device '" + spec +
+                              "' (use \"cpu\", \"cuda\" or \"cuda:N\")");
       index = std::stoi(spec.substr(5));
     }
     std::vector<std::string> names = runtime().backends();
@@ -238,11 +238,11 @@ Tensor tensor_from_numpy(py::array array) {
     // Share the array's memory; the buffer holds a reference to the array until it goes.
     PyObject* owner = array.ptr();
     Py_INCREF(owner);
-    auto buffer = Buffer::wrap(const_cast<void*>(array.data()), array.nbytes(), Device::cpu(),
-                               [owner] {
-                                 py::gil_scoped_acquire gil;
-                                 Py_DECREF(owner);
-                               });
+    auto buffer =
+        Buffer::wrap(const_cast<void*>(array.data()), array.nbytes(), Device::cpu(), [owner] {
+          py::gil_scoped_acquire gil;
+          Py_DECREF(owner);
+        });
     return Tensor(buffer, 0, shape, dtype);
   }
   Tensor t = Tensor::empty(shape, dtype);
@@ -257,13 +257,13 @@ Tensor tensor_from_numpy(py::array array) {
 
 void bind_tensor(py::module_& m) {
   py::enum_<DType> dtype(m, "dtype", "An element type: lumen.float32, lumen.int64, ...");
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
-                  DType::kInt8, DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kInt32,
-                  DType::kUInt32, DType::kInt64, DType::kUInt64, DType::kBool})
+  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,
+                  DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kInt32, DType::kUInt32,
+                  DType::kInt64, DType::kUInt64, DType::kBool})
     dtype.value(dtype_name(d), d);
   // Set, not def'd: def would add an overload behind py::enum_'s own __str__ and __repr__.
-  dtype.attr("__str__") = py::cpp_function([](DType d) { return std::string(dtype_name(d)); },
-                                           py::is_method(dtype));
+  dtype.attr("__str__") =
+      py::cpp_function([](DType d) { return std::string(dtype_name(d)); }, py::is_method(dtype));
   dtype.attr("__repr__") = py::cpp_function(
       [](DType d) { return "lumen." + std::string(dtype_name(d)); }, py::is_method(dtype));
   dtype
@@ -330,10 +330,8 @@ void bind_tensor(py::module_& m) {
             return t.to(Device::cpu());
           },
           "The tensor in host memory (itself when it is there).")
-      .def(
-          "_narrow", [](const Tensor& t, int64_t start, int64_t length) {
-            return t.narrow(start, length);
-          })
+      .def("_narrow",
+           [](const Tensor& t, int64_t start, int64_t length) { return t.narrow(start, length); })
       .def(
           "__dlpack__", [](const Tensor& t, py::object stream) { return to_dlpack(t); },
           py::arg("stream") = py::none(),
@@ -352,8 +350,8 @@ void bind_tensor(py::module_& m) {
         return tensor_from_numpy(py::module_::import("numpy").attr("asarray")(array));
       },
       py::arg("array"),
-        "A host tensor sharing the array's memory when it is C-contiguous and aligned (writes to "
-        "one show in the other), a copy otherwise.");
+      "A host tensor sharing the array's memory when it is C-contiguous and aligned (writes to "
+      "one show in the other), a copy otherwise.");
   m.def("_from_dlpack_capsule", &from_dlpack_capsule, py::arg("capsule"));
   m.def(
       "_empty",
