@@ -44,11 +44,13 @@ class CMakeBuild(build_ext):
                                 os.path.join(os.path.dirname(target), name))
 
 
+# setuptools' own output (build/, *.egg-info) goes under build-pip too, not into the source tree.
+os.makedirs(os.path.join(ROOT, "build-pip"), exist_ok=True)
 setup(
     packages=["lumen"],
     package_dir={"lumen": "python/lumen"},
     ext_modules=[CMakeExtension("lumen._lumen")],
     cmdclass={"build_ext": CMakeBuild},
-    options={"build": {"build_base": "build-pip"}},
+    options={"build": {"build_base": "build-pip"}, "egg_info": {"egg_base": "build-pip"}},
     zip_safe=False,
 )
