@@ -3,7 +3,8 @@ next to it and found through the extension's $ORIGIN rpath) plus the modules in 
 
     /usr/bin/python3 -m pip install --no-build-isolation .
 
-CMake builds in build-pip/cmake (kept between installs, so a second install is incremental)."""
+CMake builds in build-pip/ (kept between installs, so a second install is incremental; one folder
+below the source root, like build/, so ccache finds the objects build/ compiled)."""
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ class CMakeBuild(build_ext):
     """Configures and builds the _lumen target, then puts it and liblumen into the package."""
 
     def build_extension(self, ext):
-        build_dir = os.path.join(ROOT, "build-pip", "cmake")
+        build_dir = os.path.join(ROOT, "build-pip")
         configure = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",
                      "-DCMAKE_BUILD_TYPE=Release", "-DLUMEN_TESTS=OFF", "-DLUMEN_PYTHON=ON",
                      f"-DPython_EXECUTABLE={sys.executable}"]
@@ -51,6 +52,7 @@ setup(
     package_dir={"lumen": "python/lumen"},
     ext_modules=[CMakeExtension("lumen._lumen")],
     cmdclass={"build_ext": CMakeBuild},
-    options={"build": {"build_base": "build-pip"}, "egg_info": {"egg_base": "build-pip"}},
+    options={"build": {"build_base": "build-pip/setuptools"},
+             "egg_info": {"egg_base": "build-pip"}},
     zip_safe=False,
 )

@@ -36,7 +36,8 @@ py::dtype to_numpy_dtype(DType dtype);
 // Parses "cpu", "cuda" or "cuda:N". Throws DeviceError naming the available backends when the
 // device's backend (Runtime::backends()) is not available in this build or on this machine.
 Device to_device(const std::string& spec);
-// A host tensor sharing the array's memory when it is C-contiguous and aligned, a copy otherwise.
+// A host tensor sharing the array's memory when it is C-contiguous, aligned and writable, a copy
+// otherwise.
 // The array stays alive as long as the tensor's buffer.
 Tensor tensor_from_numpy(py::array array);
 // An operand of an op: a lumen.Tensor as is, a NumPy array through tensor_from_numpy, and a Python

@@ -138,7 +138,7 @@ py::object pack(std::vector<Tensor> outputs, int num_outputs) {
   if (num_outputs == 1) return py::cast(std::move(outputs[0]));
   py::tuple out(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) out[i] = py::cast(std::move(outputs[i]));
-  return std::move(out);
+  return out;
 }
 
 // The dtype two operands meet at, by PyTorch's rules: a floating dtype beats any integer one

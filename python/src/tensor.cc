@@ -232,8 +232,12 @@ Tensor tensor_from_numpy(py::array array) {
   DType dtype = to_dtype(array.dtype());
   Shape shape(std::vector<int64_t>(array.shape(), array.shape() + array.ndim()));
   bool native = array.dtype().attr("isnative").cast<bool>();
-  bool direct = native && array.size() > 0 && (array.flags() & py::array::c_style) &&
-                (array.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
+  // Read-only arrays (np.frombuffer over bytes, read-only memory maps) are copied: t.numpy() is a
+  // writable view, and writing through it must never touch memory its owner made read-only.
+  int flags = array.flags();
+  bool direct = native && array.size() > 0 && (flags & py::array::c_style) &&
+                (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) &&
+                (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_);
   if (direct) {
     // Share the array's memory; the buffer holds a reference to the array until it goes.
     PyObject* owner = array.ptr();
@@ -300,7 +304,7 @@ void bind_tensor(py::module_& m) {
           "__array__",
           [](const Tensor& t, py::object dtype) -> py::object {
             py::array view = numpy_view(t);
-            if (dtype.is_none()) return std::move(view);
+            if (dtype.is_none()) return view;
             return view.attr("astype")(dtype);
           },
           py::arg("dtype") = py::none(), "NumPy's hook: np.asarray(t) is a view.")
@@ -350,7 +354,8 @@ void bind_tensor(py::module_& m) {
         return tensor_from_numpy(py::module_::import("numpy").attr("asarray")(array));
       },
       py::arg("array"),
-      "A host tensor sharing the array's memory when it is C-contiguous and aligned (writes to "
+      "A host tensor sharing the array's memory when it is C-contiguous, aligned and writable "
+      "(writes to "
       "one show in the other), a copy otherwise.");
   m.def("_from_dlpack_capsule", &from_dlpack_capsule, py::arg("capsule"));
   m.def(

@@ -38,6 +38,15 @@ def test_from_numpy_copies_non_contiguous(rng):
     np.testing.assert_array_equal(t2.numpy(), a.T)
 
 
+def test_from_numpy_copies_read_only(rng):
+    data = rng.standard_normal(8).astype(np.float32).tobytes()
+    a = np.frombuffer(data, np.float32)
+    t = lumen.from_numpy(a)
+    assert t.data_ptr() != a.ctypes.data
+    t.numpy()[0] = 1.0  # writes the copy, never the bytes object
+    np.testing.assert_array_equal(a, np.frombuffer(data, np.float32))
+
+
 def test_from_numpy_big_endian_is_converted(rng):
     a = rng.standard_normal(5).astype(">f4")
     np.testing.assert_array_equal(lumen.from_numpy(a).numpy(), a.astype(np.float32))
