@@ -8,9 +8,10 @@ python3-torch) in one process, interleaved:
     the 360-image held-out batch, against the same network run by PyTorch eager (its weights
     read from the ONNX file; outputs checked equal first).
 
-    bench/python_overhead.py [--build build] [--rounds 7] [--calls 20000]
+    bench/python_overhead.py [--build build] [--rounds 7] [--calls 20000] [--threads 1]
 
-Each round times `calls` back-to-back calls of each contender (model calls: calls / 20) and
+Each round times `calls` back-to-back calls of each contender (model calls: calls / 20 at
+batch 1, calls / 1000 at batch 360) and
 reports the mean per call; the table gives the median over rounds. Results go to the
 "python_overhead" section of docs/benchmarks.md.
 """
@@ -65,10 +66,16 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    # Both runtimes get the same number of threads: OpenMP reads it for Lumen's kernels when
+    # liblumen loads, torch takes it here. One thread (the default) measures per-call cost
+    # without OpenMP barriers, which on a shared 2-core machine cost more than the work.
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     sys.path.insert(0, os.path.join(args.build, "python"))
     import lumen
     import torch
+    torch.set_num_threads(args.threads)
 
     rng = np.random.default_rng(0)
     an, bn = rng.standard_normal(1000, np.float32), rng.standard_normal(1000, np.float32)
@@ -98,7 +105,8 @@ def main():
     with torch.inference_mode():
         for r in range(args.rounds):
             for case, fns in cases.items():
-                calls = args.calls if case.startswith("add") else max(args.calls // 20, 10)
+                calls = args.calls if case.startswith("add") else (
+                    args.calls // 20 if case.endswith("batch 1") else max(args.calls // 1000, 10))
                 for who, fn in fns.items():
                     times[case][who].append(per_call_us(fn, calls))
             print(f"round {r + 1}/{args.rounds}", flush=True)
@@ -109,8 +117,8 @@ def main():
         "",
         f"Made by `bench/python_overhead.py` ({args.rounds} interleaved rounds, median of the "
         f"per-round mean; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"torch {torch.__version__} with {torch.get_num_threads()} threads, Lumen "
-        f"{lumen.__version__}). Lumen's eager add runs a cached one-node compiled graph "
+        f"torch {torch.__version__} and Lumen {lumen.__version__}, both with "
+        f"{args.threads} thread(s)). Lumen's eager add runs a cached one-node compiled graph "
         "(lookup by op, shapes, dtypes; GIL released around execute). `model(x)` runs the "
         "shipped digits model (`lumen.load_onnx(...).compile(device=\"cpu\")`) against the same "
         "network in PyTorch eager under `torch.inference_mode()`.",
