@@ -10,7 +10,7 @@ jobs="$(nproc)"
 
 packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev libprotobuf-dev
   protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp
-  graphviz)
+  graphviz pybind11-dev python3-dev python3-pytest python3-setuptools python3-pip python3-venv)
 install_deps() {
   local missing=()
   for p in "${packages[@]}"; do
@@ -25,7 +25,8 @@ install_deps() {
 }
 
 build() {
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMEN_TESTS=ON >/dev/null
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMEN_TESTS=ON -DLUMEN_PYTHON=ON \
+    >/dev/null
   cmake --build "$build_dir" -j "$jobs"
 }
 
@@ -34,6 +35,7 @@ build() {
 sanitize_tests() {
   local dir="$build_dir-asan" flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+    -DLUMEN_PYTHON=OFF \
     -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$dir" -j "$jobs"

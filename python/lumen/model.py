@@ -1,0 +1,133 @@
+"""lumen.Model: an ONNX model loaded by lumen.load_onnx, compiled for a device and called like a
+torch module. Runs release the GIL, so several Python threads can run models at once."""
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _lumen
+from ._lumen import Tensor
+
+
+class TensorInfo(NamedTuple):
+    """A model input or output: its name, shape (a symbolic dimension is its name, a str) and
+    dtype."""
+    name: str
+    shape: tuple
+    dtype: object
+
+
+class Model:
+    """An ONNX model. Compiled plans are made per set of input shapes on first use and reused."""
+
+    def __init__(self, path):
+        """Reads and checks the file; raises lumen.IoError, InvalidModel or UnsupportedOp."""
+        self.path = str(path)
+        self.device = "auto"
+        self.precision = "fp32"
+        self._session = _lumen._Session(self.path, [])
+        self._names = [name for name, _, _, _ in self._session.inputs]
+        self._shapes = None
+
+    def compile(self, device="auto", precision="fp32"):
+        """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
+        router), "cpu", or "cuda" (lumen.DeviceError when this build or machine has none).
+        precision: "fp32"; "fp16" raises lumen.UnsupportedOp until a backend offers it.
+        Returns the model."""
+        if device == "auto":
+            backends = []
+        else:
+            backends = [_lumen._device(device).split(":")[0]]
+        if precision != "fp32":
+            if precision == "fp16":
+                raise _lumen.UnsupportedOp(
+                    f"compile: precision 'fp16' is not offered by this build's backends "
+                    f"({', '.join(_lumen.backends())}); use precision='fp32'")
+            raise _lumen.InvalidArgument(f"compile: precision must be 'fp32' or 'fp16', got "
+                                         f"{precision!r}")
+        self._session = _lumen._Session(self.path, backends)
+        self.device, self.precision = device, precision
+        return self
+
+    def _feeds(self, args, kwargs):
+        if len(args) > len(self._names):
+            raise _lumen.InvalidArgument(f"{self.path}: {len(args)} inputs given, the model takes "
+                                         f"{len(self._names)} ({', '.join(self._names)})")
+        feeds = dict(zip(self._names, args))
+        feeds.update(kwargs)
+        return feeds
+
+    def __call__(self, *args, **kwargs):
+        """model(x) or model(x1, x2) or model(image=x): inputs in the model's order or by name
+        (lumen Tensors or NumPy arrays); returns a Tensor, or a tuple for several outputs."""
+        feeds = self._feeds(args, kwargs)
+        outputs = self._session.run(feeds)
+        self._shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def run(self, inputs, out=None):
+        """Runs with inputs as {name: array or Tensor} (or a list in the model's order) and
+        returns {output name: NumPy array} (views of Lumen's output memory). With out={name:
+        array}, each named output is written into the caller's array (allocated once, reused
+        every call; its shape and dtype must match) and `out` is returned."""
+        if not isinstance(inputs, dict):
+            inputs = self._feeds(tuple(inputs), {})
+        results = self._session.run(inputs)
+        self._shapes = {k: tuple(v.shape) for k, v in inputs.items()}
+        names = self._session.output_names
+        if out is None:
+            return {name: r.numpy() for name, r in zip(names, results)}
+        by_name = dict(zip(names, results))
+        for name, array in out.items():
+            if name not in by_name:
+                raise _lumen.InvalidArgument(f"run: the model has no output named {name!r} "
+                                             f"(outputs: {', '.join(names)})")
+            r = by_name[name]
+            if not isinstance(array, np.ndarray) or tuple(array.shape) != r.shape or \
+                    _lumen._to_dtype(array.dtype) != r.dtype:
+                raise _lumen.ShapeError(
+                    f"run: out[{name!r}] must be a NumPy array of {r.dtype} {list(r.shape)}, got "
+                    f"{getattr(array, 'dtype', type(array).__name__)} "
+                    f"{list(getattr(array, 'shape', []))}")
+            np.copyto(array, r.numpy())
+        return out
+
+    def _plan_shapes(self):
+        if self._shapes is not None:
+            return self._shapes
+        return {name: [d if d >= 0 else 1 for d in dims]
+                for name, _, dims, _ in self._session.inputs}
+
+    @property
+    def inputs(self):
+        """The inputs as the model declares them: [TensorInfo(name, shape, dtype)]; a symbolic
+        dimension is its name (a str)."""
+        return [TensorInfo(name, tuple(sym if d < 0 else d for d, sym in zip(dims, symbols)),
+                           dtype)
+                for name, dtype, dims, symbols in self._session.inputs]
+
+    @property
+    def outputs(self):
+        """The outputs with the shapes of the last run's input shapes (or, before any run, of the
+        declared shapes with every symbolic dimension 1)."""
+        return [TensorInfo(name, shape, dtype)
+                for name, dtype, shape in self._session.plan_outputs(self._plan_shapes())]
+
+    def summary(self):
+        """A text summary: file, opset, inputs, outputs and the compiled steps with their
+        backends (for the last run's input shapes)."""
+        lines = [f"Model {self.path} (opset {self._session.opset}, producer "
+                 f"{self._session.producer or '?'}), device {self.device}, {self.precision}"]
+        lines += [f"  input  {i.name}: {i.dtype} {list(i.shape)}" for i in self.inputs]
+        lines += [f"  output {o.name}: {o.dtype} {list(o.shape)}" for o in self.outputs]
+        lines.append("plan: " + self._session.plan_summary(self._plan_shapes()).rstrip())
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"lumen.Model({self.path!r}, device={self.device!r})"
+
+
+def load_onnx(path):
+    """Loads an ONNX file as a Model (call .compile(device=...) to choose a device; the default
+    is "auto"). Raises lumen.IoError for a missing or unreadable file, lumen.InvalidModel for a
+    malformed one, lumen.UnsupportedOp naming a node Lumen cannot run."""
+    return Model(path)

@@ -1,0 +1,150 @@
+"""lumen.load_onnx / Model: the shipped digits model against PyTorch's logits, run with out=,
+threads, a model exported by torch here (the README's snippet), and bad input."""
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import lumen
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIGITS = os.path.join(ROOT, "models", "digits")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    x = np.load(os.path.join(DIGITS, "test_x.npy"))
+    ref = np.load(os.path.join(DIGITS, "reference_logits.npy"))
+    return lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(), x, ref
+
+
+def close(got, want, rtol=1e-4):
+    got = np.asarray(got)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert np.abs(got - want).max() <= rtol * max(1.0, np.abs(want).max())
+
+
+def test_digits_matches_torch(digits):
+    model, x, ref = digits
+    out = model(x)
+    assert isinstance(out, lumen.Tensor)
+    close(out.numpy(), ref)
+    close(model(lumen.from_numpy(x[:7])).numpy(), ref[:7])  # another batch size, another plan
+    close(model(image=x[:1]).numpy(), ref[:1])
+    labels = np.load(os.path.join(DIGITS, "test_y.npy"))
+    assert (out.numpy().argmax(1) == labels).mean() > 0.95
+
+
+def test_run_dict_and_out(digits):
+    model, x, ref = digits
+    result = model.run({"image": x})
+    assert list(result) == ["logits"]
+    close(result["logits"], ref)
+    out = {"logits": np.empty((360, 10), np.float32)}
+    address = out["logits"].ctypes.data
+    for _ in range(3):
+        got = model.run({"image": x}, out=out)
+        assert got is out and out["logits"].ctypes.data == address
+        close(out["logits"], ref)
+    with pytest.raises(lumen.ShapeError, match="logits"):
+        model.run({"image": x}, out={"logits": np.empty((3, 10), np.float32)})
+    with pytest.raises(lumen.InvalidArgument, match="nope"):
+        model.run({"image": x}, out={"nope": np.empty(3)})
+
+
+def test_inputs_outputs_summary(digits):
+    model, x, _ = digits
+    (inp,) = model.inputs
+    assert inp.name == "image" and inp.shape[1:] == (1, 8, 8) and inp.dtype == lumen.float32
+    assert isinstance(inp.shape[0], str)  # the symbolic batch dimension
+    model(x[:5])
+    (out,) = model.outputs
+    assert out.name == "logits" and out.shape == (5, 10) and out.dtype == lumen.float32
+    text = model.summary()
+    assert "image" in text and "logits" in text and "Conv" in text and "@cpu" in text
+
+
+def test_threads_run_at_once(digits):
+    model, x, ref = digits
+    errors = []
+
+    def work(lo):
+        try:
+            for _ in range(10):
+                close(model(x[lo:lo + 40]).numpy(), ref[lo:lo + 40])
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(40 * i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_bad_input(digits, tmp_path):
+    model, x, ref = digits
+    with pytest.raises(lumen.IoError, match="missing.onnx"):
+        lumen.load_onnx(str(tmp_path / "missing.onnx"))
+    with pytest.raises(OSError):
+        lumen.load_onnx(str(tmp_path / "missing.onnx"))
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage that is not a model")
+    with pytest.raises(lumen.InvalidModel):
+        lumen.load_onnx(str(bad))
+    with pytest.raises(lumen.ShapeError, match="float32"):
+        model(x.astype(np.float64))
+    with pytest.raises(lumen.ShapeError):
+        model(x[:, :, :7, :])
+    with pytest.raises(lumen.InvalidArgument, match="takes 1"):
+        model(x, x)
+    with pytest.raises(lumen.InvalidArgument):
+        model.run({"pixels": x})
+    with pytest.raises(lumen.InvalidArgument):
+        model.run({"image": [1, 2, 3]})
+    # a non-contiguous array is copied, not refused
+    xt = np.asfortranarray(x)
+    close(model(xt).numpy(), ref)
+    if "cuda" not in lumen.backends():
+        with pytest.raises(lumen.DeviceError, match="cuda"):
+            lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(device="cuda")
+    with pytest.raises(lumen.UnsupportedOp, match="fp16"):
+        lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(precision="fp16")
+    close(model(x).numpy(), ref)  # still works
+
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
+def test_readme_snippet(tmp_path):
+    torch.manual_seed(0)
+    net = Small().eval()
+    path = str(tmp_path / "model.onnx")
+    torch.onnx.export(net, torch.randn(1, 3, 224, 224), path, input_names=["x"],
+                      output_names=["y"], opset_version=13)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        x = lumen.randn(1, 3, 224, 224)
+        w = lumen.randn(64, 3, 3, 3)
+        y = lumen.conv2d(x, w, stride=(1, 1), padding=(1, 1))
+        z = lumen.relu(y)
+        model = lumen.load_onnx('model.onnx')
+        model.compile()
+        output = model(x)
+    finally:
+        os.chdir(cwd)
+    tx, tw = torch.from_numpy(x.numpy()), torch.from_numpy(w.numpy())
+    close(z.numpy(), torch.relu(torch.nn.functional.conv2d(tx, tw, padding=1)).numpy())
+    with torch.no_grad():
+        close(output.numpy(), net(tx).numpy())
