@@ -44,5 +44,12 @@ std::unique_ptr<Pass> make_constant_fold_pass();
 // HardSwish) that is its only reader becomes one FusedConv: one kernel call, no extra pass over
 // the output.
 std::unique_ptr<Pass> make_fuse_activation_pass();
+// The decomposed LayerNormalization exporters write for opsets before 17 (ReduceMean, Sub, Pow,
+// ReduceMean, Add eps, Sqrt, Div, [Mul gamma], [Add beta]) becomes one LayerNormalization.
+std::unique_ptr<Pass> make_fuse_layer_norm_pass();
+// GELU written with Erf (exact) or Tanh (approximation) and elementary ops becomes one Gelu.
+std::unique_ptr<Pass> make_fuse_gelu_pass();
+// MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(., V) becomes one FusedAttention.
+std::unique_ptr<Pass> make_fuse_attention_pass();
 
 }  // namespace lumen
