@@ -9,6 +9,9 @@ std::vector<PassStats> Graph::optimize() {
   manager.add(make_constant_fold_pass());
   manager.add(make_identity_pass());
   manager.add(make_cse_pass());
+  manager.add(make_fuse_layer_norm_pass());
+  manager.add(make_fuse_gelu_pass());
+  manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass());
   manager.add(make_channels_last_pass());

@@ -51,5 +51,12 @@ std::unique_ptr<Pass> make_channels_last_pass();
 // Add(conv(x), z) over a channels-last FusedConv without activation becomes that FusedConv with z
 // as a residual input (a oneDNN sum post-op).
 std::unique_ptr<Pass> make_fuse_residual_pass();
+// The decomposed LayerNormalization exporters write for opsets before 17 (ReduceMean, Sub, Pow,
+// ReduceMean, Add eps, Sqrt, Div, [Mul gamma], [Add beta]) becomes one LayerNormalization.
+std::unique_ptr<Pass> make_fuse_layer_norm_pass();
+// GELU written with Erf (exact) or Tanh (approximation) and elementary ops becomes one Gelu.
+std::unique_ptr<Pass> make_fuse_gelu_pass();
+// MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(., V) becomes one FusedAttention.
+std::unique_ptr<Pass> make_fuse_attention_pass();
 
 }  // namespace lumen

@@ -1,0 +1,45 @@
+// Pattern-matching queries shared by the transformer fusion passes.
+#include "passes/pattern.h"
+
+#include <cmath>
+
+#include "passes/rewrite.h"
+
+namespace lumen {
+
+int sole_reader(const Graph& graph, int id) {
+  const Value& v = graph.value(id);
+  if (v.is_output || v.consumers.size() != 1) return -1;
+  int reader = v.consumers[0];
+  return graph.node(reader).removed ? -1 : reader;
+}
+
+int producer_of(const Graph& graph, int id, OpKind op) {
+  if (id < 0) return -1;
+  int p = graph.value(id).producer;
+  if (p < 0) return -1;
+  const Node& n = graph.node(p);
+  return !n.removed && n.op == op && n.outputs.size() == 1 ? p : -1;
+}
+
+bool scalar_constant(const Graph& graph, int id, float* out) {
+  if (id < 0) return false;
+  const Value& v = graph.value(id);
+  if (!is_constant(v) || v.data->dtype() != DType::kFloat32 || v.data->numel() != 1) return false;
+  *out = v.data->data<float>()[0];
+  return true;
+}
+
+bool is_scalar(const Graph& graph, int id, float want) {
+  float got = 0.0f;
+  return scalar_constant(graph, id, &got) && std::fabs(got - want) <= 1e-4f * std::fabs(want);
+}
+
+int other_input(const Node& node, int id) {
+  if (node.inputs.size() != 2) return -1;
+  if (node.inputs[0] == id && node.inputs[1] != id) return node.inputs[1];
+  if (node.inputs[1] == id && node.inputs[0] != id) return node.inputs[0];
+  return -1;
+}
+
+}  // namespace lumen

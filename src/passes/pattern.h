@@ -1,0 +1,25 @@
+// Small queries the pattern-matching fusion passes (fuse_layer_norm, fuse_gelu, fuse_attention)
+// ask while walking a decomposed subgraph.
+#pragma once
+
+#include "lumen/graph.h"
+
+namespace lumen {
+
+// The live node that is the only reader of value `id` (read once), or -1 when the value has no
+// reader, several, or is a graph output (then it must stay).
+int sole_reader(const Graph& graph, int id);
+
+// The producer of value `id` when it is a live node of kind `op` with one output, else -1.
+int producer_of(const Graph& graph, int id, OpKind op);
+
+// Whether value `id` is a float32 constant with one element; its value goes to *out.
+bool scalar_constant(const Graph& graph, int id, float* out);
+
+// Whether value `id` is a one-element float32 constant within a relative 1e-4 of `want`.
+bool is_scalar(const Graph& graph, int id, float want);
+
+// For a two-input node: the input that is not `id` (-1 when both or neither are `id`).
+int other_input(const Node& node, int id);
+
+}  // namespace lumen

@@ -1,0 +1,402 @@
+// The transformer fusions (fuse-layer-norm, fuse-gelu, fuse-attention): each pattern, in the
+// operand orders exporters emit, is built by hand, checked to become one fused node, and run
+// against a naive double-precision reference on random data (the unfused graph is checked against
+// the same reference). Negative cases check what must stay unfused; FusedAttention's schema
+// rejects bad inputs with clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "lumen/lumen.h"
+#include "ops/op_test_util.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace lumen {
+namespace {
+
+using Builder = std::function<void(Graph&)>;
+
+int count(const Graph& graph, const std::string& op) {
+  auto histogram = op_histogram(graph);
+  auto it = histogram.find(op);
+  return it == histogram.end() ? 0 : it->second;
+}
+
+int live_nodes(const Graph& graph) {
+  int n = 0;
+  for (const auto& [op, k] : op_histogram(graph)) n += k;
+  return n;
+}
+
+Tensor run(Graph& graph, const std::vector<Tensor>& inputs) {
+  Runtime rt;
+  return graph.compile(&rt)->execute(inputs)[0];
+}
+
+Value* scalar(Graph& g, float v) {
+  return g.add_constant(g.unique_name("c"), Tensor::scalar<float>(v));
+}
+
+// Builds the graph twice; optimizes one. Checks that the optimized graph has `fused` nodes of
+// `op` and `nodes` live nodes in all, and that both graphs match `want` on `inputs`.
+void check_fusion(const Builder& build, const std::string& op, int fused, int nodes,
+                  const std::vector<Tensor>& inputs, const std::vector<double>& want,
+                  double atol = 1e-5, double rtol = 1e-4) {
+  Graph plain, optimized;
+  build(plain);
+  build(optimized);
+  optimized.optimize();
+  optimized.verify();
+  EXPECT_EQ(count(optimized, op), fused) << optimized.to_text();
+  EXPECT_EQ(live_nodes(optimized), nodes) << optimized.to_text();
+  const Shape shape = plain.value(plain.outputs()[0]).type.shape;
+  test::expect_close(run(plain, inputs), shape, want, atol, rtol);
+  test::expect_close(run(optimized, inputs), shape, want, atol, rtol);
+}
+
+// ---- LayerNormalization ----
+
+// Naive layer norm over the last `n` elements of each row, in double.
+std::vector<double> layer_norm_ref(const Tensor& x, int64_t n, const std::vector<double>& gamma,
+                                   const std::vector<double>& beta, double eps) {
+  std::vector<double> v = test::to_doubles(x), out(v.size());
+  for (size_t r = 0; r < v.size() / n; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) mean += v[r * n + i];
+    mean /= n;
+    for (int64_t i = 0; i < n; ++i) var += (v[r * n + i] - mean) * (v[r * n + i] - mean);
+    var /= n;
+    for (int64_t i = 0; i < n; ++i)
+      out[r * n + i] =
+          (v[r * n + i] - mean) / std::sqrt(var + eps) * (gamma.empty() ? 1.0 : gamma[i]) +
+          (beta.empty() ? 0.0 : beta[i]);
+  }
+  return out;
+}
+
+struct LayerNormForm {
+  const char* name;
+  std::vector<int64_t> axes;
+  bool square_by_mul;  // Mul(d, d) instead of Pow(d, 2)
+  bool swap;           // constants first in Mul, Add
+  bool affine;         // Mul gamma, Add beta
+};
+
+TEST(FuseLayerNorm, DecomposedFormsBecomeOneLayerNormalization) {
+  const Shape shape{2, 5, 4, 6};
+  Tensor x = test::random_tensor(shape, 11, -3, 5);  // rows far from zero mean
+  for (const LayerNormForm& f : {LayerNormForm{"torch", {-1}, false, false, true},
+                                 LayerNormForm{"mul-square-swapped", {3}, true, true, true},
+                                 LayerNormForm{"two-axes", {-2, -1}, false, false, true},
+                                 LayerNormForm{"no-affine", {-1}, false, false, false}}) {
+    SCOPED_TRACE(f.name);
+    const int64_t n = f.axes.size() == 2 ? 24 : 6;
+    const Shape pshape = f.axes.size() == 2 ? Shape{4, 6} : Shape{6};
+    Tensor gamma = test::random_tensor(pshape, 12, 0.5f, 1.5f);
+    Tensor beta = test::random_tensor(pshape, 13);
+    const float eps = 1e-5f;
+    auto build = [&](Graph& g) {
+      Value* in = g.add_input("x", shape);
+      Attributes axes{{"axes", f.axes}};
+      Value* m = g.add_op("ReduceMean", {in}, axes);
+      Value* d = g.add_op("Sub", {in, m});
+      Value* p = f.square_by_mul ? g.add_op("Mul", {d, d}) : g.add_op("Pow", {d, scalar(g, 2)});
+      Value* v = g.add_op("ReduceMean", {p}, axes);
+      Value* ve =
+          f.swap ? g.add_op("Add", {scalar(g, eps), v}) : g.add_op("Add", {v, scalar(g, eps)});
+      Value* y = g.add_op("Div", {d, g.add_op("Sqrt", {ve})});
+      if (f.affine) {
+        Value* gm = g.add_constant("gamma", gamma);
+        Value* bt = g.add_constant("beta", beta);
+        y = f.swap ? g.add_op("Mul", {gm, y}) : g.add_op("Mul", {y, gm});
+        y = f.swap ? g.add_op("Add", {bt, y}) : g.add_op("Add", {y, bt});
+      }
+      g.mark_output(g.add_op("Relu", {y}));  // a reader after the pattern
+    };
+    std::vector<double> want =
+        layer_norm_ref(x, n, f.affine ? test::to_doubles(gamma) : std::vector<double>{},
+                       f.affine ? test::to_doubles(beta) : std::vector<double>{}, eps);
+    for (double& w : want) w = std::max(w, 0.0);
+    check_fusion(build, "LayerNormalization", 1, 2, {x}, want);
+  }
+}
+
+TEST(FuseLayerNorm, PatternAsGraphOutputKeepsItsName) {
+  Tensor x = test::random_tensor({3, 8}, 14);
+  auto build = [&](Graph& g) {
+    Value* in = g.add_input("x", {3, 8});
+    Attributes axes{{"axes", std::vector<int64_t>{-1}}};
+    Value* d = g.add_op("Sub", {in, g.add_op("ReduceMean", {in}, axes)});
+    Value* v = g.add_op("ReduceMean", {g.add_op("Pow", {d, scalar(g, 2)})}, axes);
+    Value* y = g.add_op("Div", {d, g.add_op("Sqrt", {g.add_op("Add", {v, scalar(g, 1e-3f)})})});
+    g.rename(y, "normed");
+    g.mark_output(y);
+  };
+  Graph g;
+  build(g);
+  g.optimize();
+  EXPECT_EQ(count(g, "LayerNormalization"), 1);
+  EXPECT_EQ(live_nodes(g), 1);
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "normed");
+  test::expect_close(run(g, {x}), {3, 8}, layer_norm_ref(x, 8, {}, {}, 1e-3));
+}
+
+TEST(FuseLayerNorm, LeavesNonMatchingGraphsAlone) {
+  Tensor x = test::random_tensor({2, 4, 6}, 15);
+  // Reduction over a middle axis, and the centred value read outside the pattern.
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph g;
+    Value* in = g.add_input("x", {2, 4, 6});
+    Attributes axes{{"axes", std::vector<int64_t>{variant == 0 ? 1 : -1}}};
+    Value* d = g.add_op("Sub", {in, g.add_op("ReduceMean", {in}, axes)});
+    Value* v = g.add_op("ReduceMean", {g.add_op("Pow", {d, scalar(g, 2)})}, axes);
+    Value* y = g.add_op("Div", {d, g.add_op("Sqrt", {g.add_op("Add", {v, scalar(g, 1e-5f)})})});
+    g.mark_output(y);
+    if (variant == 1) g.mark_output(d);
+    g.optimize();
+    EXPECT_EQ(count(g, "LayerNormalization"), 0);
+    EXPECT_EQ(count(g, "ReduceMean"), 2);
+  }
+}
+
+// ---- GELU ----
+
+double gelu_erf(double v) {
+  return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+}
+double gelu_tanh(double v) {
+  return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+// How the final product x * 0.5 * a is associated.
+enum class Product { kXaHalf, kXHalfA, kHalfXA };
+
+Value* gelu_product(Graph& g, Value* x, Value* a, Product p) {
+  switch (p) {
+    case Product::kXaHalf:  // (x * a) * 0.5, torch's erf GELU
+      return g.add_op("Mul", {g.add_op("Mul", {x, a}), scalar(g, 0.5f)});
+    case Product::kXHalfA:  // x * (a * 0.5)
+      return g.add_op("Mul", {x, g.add_op("Mul", {scalar(g, 0.5f), a})});
+    case Product::kHalfXA:  // (0.5 * x) * a, gpt2's NewGELU
+      return g.add_op("Mul", {g.add_op("Mul", {scalar(g, 0.5f), x}), a});
+  }
+  return nullptr;
+}
+
+TEST(FuseGelu, ErfFormsBecomeOneGelu) {
+  const Shape shape{3, 7, 10};
+  Tensor x = test::random_tensor(shape, 21, -5, 5);
+  std::vector<double> want = test::to_doubles(x);
+  for (double& w : want) w = gelu_erf(w + 1.0);
+  for (Product p : {Product::kXaHalf, Product::kXHalfA, Product::kHalfXA}) {
+    for (bool by_mul : {false, true}) {
+      SCOPED_TRACE(static_cast<int>(p) * 2 + by_mul);
+      auto build = [&](Graph& g) {
+        Value* in = g.add_input("x", shape);
+        Value* h = g.add_op("Add", {in, scalar(g, 1.0f)});  // x is computed, and read twice
+        Value* u = by_mul ? g.add_op("Mul", {scalar(g, 0.70710678f), h})
+                          : g.add_op("Div", {h, scalar(g, 1.41421354f)});
+        Value* e = g.add_op("Erf", {u});
+        Value* a =
+            by_mul ? g.add_op("Add", {scalar(g, 1.0f), e}) : g.add_op("Add", {e, scalar(g, 1.0f)});
+        g.mark_output(gelu_product(g, h, a, p));
+      };
+      check_fusion(build, "Gelu", 1, 2, {x}, want);
+    }
+  }
+}
+
+TEST(FuseGelu, TanhFormsBecomeOneGeluTanh) {
+  const Shape shape{4, 33};
+  Tensor x = test::random_tensor(shape, 22, -6, 6);
+  std::vector<double> want = test::to_doubles(x);
+  for (double& w : want) w = gelu_tanh(w);
+  for (Product p : {Product::kHalfXA, Product::kXaHalf}) {
+    for (bool cube_by_mul : {false, true}) {
+      SCOPED_TRACE(static_cast<int>(p) * 2 + cube_by_mul);
+      auto build = [&](Graph& g) {
+        Value* in = g.add_input("x", shape);
+        Value* cube = cube_by_mul ? g.add_op("Mul", {g.add_op("Mul", {in, in}), in})
+                                  : g.add_op("Pow", {in, scalar(g, 3.0f)});
+        Value* inner = g.add_op("Add", {in, g.add_op("Mul", {scalar(g, 0.044715f), cube})});
+        Value* t = g.add_op("Tanh", {g.add_op("Mul", {scalar(g, 0.7978845608f), inner})});
+        g.mark_output(gelu_product(g, in, g.add_op("Add", {scalar(g, 1.0f), t}), p));
+      };
+      check_fusion(build, "Gelu", 1, 1, {x}, want);
+      Graph g;
+      build(g);
+      g.optimize();
+      for (int id : g.topological_order())
+        EXPECT_EQ(g.node(id).attrs.at("approximate").as_string(), "tanh");
+    }
+  }
+}
+
+TEST(FuseGelu, LeavesNonMatchingGraphsAlone) {
+  // A wrong constant, and the Erf read twice.
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph g;
+    Value* in = g.add_input("x", {5, 6});
+    Value* e =
+        g.add_op("Erf", {g.add_op("Div", {in, scalar(g, variant == 0 ? 1.3f : 1.41421354f)})});
+    g.mark_output(gelu_product(g, in, g.add_op("Add", {e, scalar(g, 1.0f)}), Product::kXaHalf));
+    if (variant == 1) g.mark_output(e);
+    g.optimize();
+    EXPECT_EQ(count(g, "Gelu"), 0);
+    EXPECT_EQ(count(g, "Erf"), 1);
+  }
+}
+
+// ---- attention ----
+
+// softmax(scale * q @ k^T + mask) @ v in double; q [n, sq, d], k [n, sk, d], v [n, sk, dv]; the
+// mask function gives the additive mask of (batch index, row, column).
+std::vector<double> attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                  const std::function<double(int64_t, int64_t, int64_t)>& mask) {
+  const Shape& qs = q.shape();
+  const int r = qs.rank();
+  const int64_t sq = qs[r - 2], d = qs[r - 1], sk = k.shape()[r - 2], dv = v.shape()[r - 1];
+  const int64_t n = q.numel() / (sq * d);
+  std::vector<double> qd = test::to_doubles(q), kd = test::to_doubles(k), vd = test::to_doubles(v);
+  std::vector<double> out(static_cast<size_t>(n * sq * dv), 0.0), s(static_cast<size_t>(sk));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < sq; ++i) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < sk; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < d; ++c) acc += qd[(b * sq + i) * d + c] * kd[(b * sk + j) * d + c];
+        s[j] = acc * scale + mask(b, i, j);
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < sk; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int64_t j = 0; j < sk; ++j)
+        for (int64_t c = 0; c < dv; ++c)
+          out[(b * sq + i) * dv + c] += s[j] / sum * vd[(b * sk + j) * dv + c];
+    }
+  return out;
+}
+
+TEST(FuseAttention, Torch13MultiheadFormWithCausalMask) {
+  // [N = B*H, S, D] as torch exports nn.MultiheadAttention: Q / sqrt(D), K^T from a Transpose,
+  // a Mul by 1 after the MatMul, an additive [S, S] mask with -inf above the diagonal.
+  const int64_t n = 6, s = 37, d = 16;  // 37 rows: a partial row block and a partial panel
+  Tensor q = test::random_tensor({n, s, d}, 31, -2, 2);
+  Tensor k = test::random_tensor({n, s, d}, 32, -2, 2);
+  Tensor v = test::random_tensor({n, s, d}, 33);
+  Tensor mask = Tensor::empty({s, s});
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j)
+      mask.data<float>()[i * s + j] = j > i ? -std::numeric_limits<float>::infinity() : 0.0f;
+  auto build = [&](Graph& g) {
+    Value* qi = g.add_input("q", q.shape());
+    Value* ki = g.add_input("k", k.shape());
+    Value* vi = g.add_input("v", v.shape());
+    Value* kt = g.add_op("Transpose", {ki}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    Value* scores = g.add_op("MatMul", {g.add_op("Div", {qi, scalar(g, 4.0f)}), kt});
+    scores = g.add_op("Mul", {scores, scalar(g, 1.0f)});
+    scores = g.add_op("Add", {scores, g.add_constant("mask", mask)});
+    g.mark_output(g.add_op("MatMul", {g.add_op("Softmax", {scores}, {{"axis", int64_t{-1}}}), vi}));
+  };
+  std::vector<double> want = attention_ref(
+      q, k, v, 0.25, [](int64_t, int64_t i, int64_t j) { return j > i ? -INFINITY : 0.0; });
+  check_fusion(build, "FusedAttention", 1, 2, {q, k, v}, want);
+}
+
+TEST(FuseAttention, FourDimsWithPaddingMaskAndScaledScores) {
+  // [B, H, Sq, D] with Sk != Sq and Dv != D, the scale after the MatMul (scores * 0.3, constant
+  // first), the mask [B, 1, 1, Sk] first in the Add, and a K^T input given directly.
+  const int64_t b = 2, h = 3, sq = 9, sk = 21, d = 8, dv = 20;
+  Tensor q = test::random_tensor({b, h, sq, d}, 41, -2, 2);
+  Tensor kt = test::random_tensor({b, h, d, sk}, 42, -2, 2);
+  Tensor v = test::random_tensor({b, h, sk, dv}, 43);
+  Tensor mask = test::random_tensor({b, 1, 1, sk}, 44, -3, 0);
+  Tensor k = Tensor::empty({b, h, sk, d});  // the reference takes K, not K^T
+  for (int64_t n = 0; n < b * h; ++n)
+    for (int64_t j = 0; j < sk; ++j)
+      for (int64_t c = 0; c < d; ++c)
+        k.data<float>()[(n * sk + j) * d + c] = kt.data<float>()[(n * d + c) * sk + j];
+  auto build = [&](Graph& g) {
+    Value* qi = g.add_input("q", q.shape());
+    Value* kti = g.add_input("kt", kt.shape());
+    Value* vi = g.add_input("v", v.shape());
+    Value* mi = g.add_input("mask", mask.shape());
+    Value* scores = g.add_op("Mul", {scalar(g, 0.3f), g.add_op("MatMul", {qi, kti})});
+    scores = g.add_op("Add", {mi, scores});
+    g.mark_output(g.add_op("MatMul", {g.add_op("Softmax", {scores}), vi}));
+  };
+  const std::vector<double> md = test::to_doubles(mask);
+  std::vector<double> want = attention_ref(
+      q, k, v, 0.3, [&](int64_t n, int64_t, int64_t j) { return md[(n / h) * sk + j]; });
+  check_fusion(build, "FusedAttention", 1, 1, {q, kt, v, mask}, want);
+}
+
+TEST(FuseAttention, FusedOpTakesKInEitherLayout) {
+  // FusedAttention itself with k_transposed = 0: K [N, Sk, D], no mask, wide head (D = 70).
+  Tensor q = test::random_tensor({3, 50, 70}, 51);
+  Tensor k = test::random_tensor({3, 40, 70}, 52);
+  Tensor v = test::random_tensor({3, 40, 5}, 53);
+  std::vector<double> want =
+      attention_ref(q, k, v, 0.125, [](int64_t, int64_t, int64_t) { return 0.0; });
+  Tensor got = test::run_op("FusedAttention", {q, k, v},
+                            {{"scale", 0.125f}, {"k_transposed", int64_t{0}}})[0];
+  test::expect_close(got, {3, 50, 5}, want);
+}
+
+TEST(FuseAttention, LeavesNonMatchingGraphsAlone) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph g;
+    Value* q = g.add_input("q", {2, 4, 8});
+    Value* kt = g.add_input("kt", {2, 8, 4});
+    Value* v = g.add_input("v", {2, 4, 8});
+    Value* scores = g.add_op("MatMul", {q, kt});
+    // 0: softmax over the rows; 1: the scores also a graph output; 2: V broadcast over the batch.
+    Value* p = g.add_op("Softmax", {scores}, {{"axis", int64_t{variant == 0 ? 1 : -1}}});
+    Value* vv = variant == 2 ? g.add_input("v1", {4, 8}) : v;
+    g.mark_output(g.add_op("MatMul", {p, vv}));
+    if (variant == 1) g.mark_output(scores);
+    g.optimize();
+    EXPECT_EQ(count(g, "FusedAttention"), 0);
+    EXPECT_EQ(count(g, "Softmax"), 1);
+  }
+}
+
+TEST(FuseAttention, SchemaRejectsBadInputs) {
+  Tensor q = test::random_tensor({2, 4, 8}, 61);
+  Tensor k = test::random_tensor({2, 4, 8}, 62);
+  Tensor v = test::random_tensor({2, 4, 6}, 63);
+  const Attributes attrs{{"scale", 0.5f}};
+  test::expect_error<ShapeError>(
+      [&] {
+        test::run_op("FusedAttention", {q, test::random_tensor({2, 5, 8}, 64), v}, attrs);
+      },
+      "FusedAttention");  // K's length differs from V's
+  test::expect_error<ShapeError>(
+      [&] {
+        test::run_op("FusedAttention", {q, k, test::random_tensor({3, 4, 6}, 65)}, attrs);
+      },
+      "FusedAttention");  // leading dims differ
+  test::expect_error<ShapeError>(
+      [&] {
+        test::run_op("FusedAttention", {q, k, v, test::random_tensor({3, 4}, 66)}, attrs);
+      },
+      "FusedAttention");  // the mask does not broadcast
+  test::expect_error<ShapeError>(
+      [&] {
+        test::run_op("FusedAttention", {q, test::random_ints({2, 4, 8}, 67, 0, 3), v}, attrs);
+      },
+      "FusedAttention");  // not float32
+  test::expect_error<InvalidModel>(
+      [&] {
+        test::run_op("FusedAttention", {q, k, v});
+      },
+      "FusedAttention");  // scale is required
+}
+
+}  // namespace
+}  // namespace lumen
