@@ -11,6 +11,8 @@ std::vector<PassStats> Graph::optimize() {
   manager.add(make_cse_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass());
+  manager.add(make_fold_transpose_pass());
+  manager.add(make_fuse_matmul_pass());
   manager.add(make_channels_last_pass());
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);

@@ -48,5 +48,11 @@ std::unique_ptr<Pass> make_fuse_activation_pass();
 // run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
 // so oneDNN reorders no activation per convolution.
 std::unique_ptr<Pass> make_channels_last_pass();
+// MatMul -> Add(row bias) -> activation, and Gemm (alpha 1, row or no C) -> activation, become one
+// FusedMatMul: bias and activation applied as the product is written (oneDNN bias + post-op).
+std::unique_ptr<Pass> make_fuse_matmul_pass();
+// A Transpose swapping the last two dimensions of a MatMul/FusedMatMul operand is dropped; the
+// product reads that operand transposed (FusedMatMul trans_a / trans_b, strided, no copy).
+std::unique_ptr<Pass> make_fold_transpose_pass();
 
 }  // namespace lumen
