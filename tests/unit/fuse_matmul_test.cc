@@ -119,7 +119,7 @@ TEST(FuseMatMul, GemmWithActivationIsOneFusedMatMul) {
   Tensor w = test::random_tensor({6, 8}, 8, -1, 1);  // transB = 1, as torch's Linear exports
   Tensor b = test::random_tensor({6}, 9, -1, 1);
   Tensor b_row = test::random_tensor({1, 6}, 10, -1, 1);
-  for (const Tensor* bias : {&b, &b_row, static_cast<const Tensor*>(nullptr)})
+  for (const Tensor* bias : std::vector<const Tensor*>{&b, &b_row, nullptr})
     for (const Case& c : cases()) {
       SCOPED_TRACE(std::string(c.op) +
                    (bias ? " bias rank " + std::to_string(bias->shape().rank()) : " no bias"));
@@ -176,7 +176,7 @@ TEST(FoldTranspose, AttentionKeyTransposeIsReadTransposed) {
   graph.optimize();
   EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"FusedMatMul", 1}}));
   Runtime rt;
-  Tensor got = graph.compile(&rt)->execute({q, k})[0];
+  Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{q, k})[0];
   test::expect_close(
       got, {2, 3, 4, 6},
       reference(q.reshape({6, 4, 5}), k.reshape({6, 6, 5}), nullptr, false, true, identity), 1e-5,
@@ -239,7 +239,7 @@ TEST(FusedMatMulKernel, GeluAndSwishEpiloguesWithBatchedB) {
     graph.mark_output(graph.add_op("FusedMatMul", {av, bv, graph.add_constant("c", c)},
                                    {{"trans_b", int64_t{1}}, {"activation", name}}));
     Runtime rt;
-    test::expect_close(graph.compile(&rt)->execute({a, b})[0], {2, 3, 6},
+    test::expect_close(graph.compile(&rt)->execute(std::vector<Tensor>{a, b})[0], {2, 3, 6},
                        reference(a, b, &c, false, true, f), 1e-5, 1e-4);
   }
 }
