@@ -14,6 +14,8 @@ std::vector<PassStats> Graph::optimize() {
   manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass());
+  manager.add(make_fold_transpose_pass());
+  manager.add(make_fuse_matmul_pass());
   manager.add(make_channels_last_pass());
   manager.add(make_fuse_residual_pass());
   manager.add(make_dead_code_pass());

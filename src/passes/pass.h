@@ -58,5 +58,11 @@ std::unique_ptr<Pass> make_fuse_layer_norm_pass();
 std::unique_ptr<Pass> make_fuse_gelu_pass();
 // MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(., V) becomes one FusedAttention.
 std::unique_ptr<Pass> make_fuse_attention_pass();
+// MatMul -> Add(row bias) -> activation, and Gemm (alpha 1, row or no C) -> activation, become one
+// FusedMatMul: bias and activation applied as the product is written (oneDNN bias + post-op).
+std::unique_ptr<Pass> make_fuse_matmul_pass();
+// A Transpose swapping the last two dimensions of a MatMul/FusedMatMul operand is dropped; the
+// product reads that operand transposed (FusedMatMul trans_a / trans_b, strided, no copy).
+std::unique_ptr<Pass> make_fold_transpose_pass();
 
 }  // namespace lumen

@@ -6,100 +6,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/kernel_registry.h"
 
 namespace lumen::cpu {
 namespace {
 
-using Dims = dnnl::memory::dims;
-using Md = dnnl::memory::desc;
-
 // Below this many output elements the Gemm C-broadcast loop stays on one thread.
 constexpr int64_t kParallelMin = 1 << 15;
-
-Md plain_md(const Dims& dims) {
-  Dims strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * std::max<int64_t>(dims[i + 1], 1);
-  return Md(dims, dnnl::memory::data_type::f32, strides);
-}
-
-// A 2-D [rows, cols] matrix stored transposed (as [cols, rows], row-major) when `transposed`.
-Md matrix_md(int64_t rows, int64_t cols, bool transposed) {
-  return Md({rows, cols}, dnnl::memory::data_type::f32, transposed ? Dims{1, rows} : Dims{cols, 1});
-}
-
-// One oneDNN matmul primitive with its descriptors. execute() is const and thread-safe: the
-// scratchpad is user-managed and allocated per call, and oneDNN primitives may be executed from
-// several threads at once when they own no scratchpad.
-class DnnlMatmul {
- public:
-  // Creates the primitive; throws dnnl::error when oneDNN has no implementation. When
-  // `const_weights` is given (weights known at compile time), the weights are copied now into the
-  // primitive's preferred layout and execute() ignores its `wei` argument.
-  void init(const Md& src, const Md& wei, const Md* bias, const Md& dst, dnnl::primitive_attr attr,
-            const float* const_weights) {
-    dnnl::engine& eng = dnnl_engine();
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    auto make_pd = [&](const Md& w) {
-      dnnl::matmul::desc desc =
-          bias ? dnnl::matmul::desc(src, w, *bias, dst) : dnnl::matmul::desc(src, w, dst);
-      return dnnl::matmul::primitive_desc(desc, attr, eng);
-    };
-    dnnl::matmul::primitive_desc pd;
-    bool packed = false;
-    if (const_weights != nullptr) {
-      try {
-        pd = make_pd(Md(wei.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any));
-        packed = pd.weights_desc() != wei;
-      } catch (const dnnl::error&) {
-        packed = false;
-      }
-    }
-    if (!packed) pd = make_pd(wei);
-    src_md_ = src;
-    wei_md_ = pd.weights_desc();
-    dst_md_ = dst;
-    has_bias_ = bias != nullptr;
-    if (has_bias_) bias_md_ = *bias;
-    scratch_md_ = pd.scratchpad_desc();
-    prim_ = dnnl::matmul(pd);
-    if (packed) {
-      packed_ = Tensor::empty({static_cast<int64_t>(wei_md_.get_size())}, DType::kUInt8);
-      dnnl::memory from(wei, eng, const_cast<float*>(const_weights));
-      dnnl::memory to(wei_md_, eng, packed_.raw_data());
-      dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
-      dnnl_stream().wait();
-    }
-  }
-
-  void execute(const float* src, const float* wei, const float* bias, float* dst) const {
-    dnnl::engine& eng = dnnl_engine();
-    void* wei_ptr = packed_.defined() ? packed_.raw_data() : const_cast<float*>(wei);
-    std::unordered_map<int, dnnl::memory> args;
-    args.emplace(DNNL_ARG_SRC, dnnl::memory(src_md_, eng, const_cast<float*>(src)));
-    args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(wei_md_, eng, wei_ptr));
-    args.emplace(DNNL_ARG_DST, dnnl::memory(dst_md_, eng, dst));
-    if (has_bias_)
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md_, eng, const_cast<float*>(bias)));
-    Tensor scratch;
-    size_t scratch_bytes = scratch_md_.get_size();
-    if (scratch_bytes > 0) {
-      scratch = Tensor::empty({static_cast<int64_t>(scratch_bytes)}, DType::kUInt8);
-      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, eng, scratch.raw_data()));
-    }
-    dnnl::stream& stream = dnnl_stream();
-    prim_.execute(stream, args);
-    stream.wait();
-  }
-
- private:
-  Md src_md_, wei_md_, bias_md_, dst_md_, scratch_md_;
-  bool has_bias_ = false;
-  dnnl::matmul prim_;
-  Tensor packed_;  // the constant weights in prim_'s layout, when they were packed
-};
 
 // numpy.matmul on float32. Batch dimensions broadcast; the cases run as:
 //   B without batch (or all its batch dims 1): A's batch folds into M, one 2-D matmul;

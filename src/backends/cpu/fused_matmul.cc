@@ -1,0 +1,202 @@
+// CPU kernel of FusedMatMul: Y = activation(op(A) x op(B) + bias) as one oneDNN matmul, the bias
+// as the primitive's bias and the activation as an eltwise post-op applied while each output tile
+// is written; op() (trans_a / trans_b) is a stride swap in the memory descriptor, never a copy.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/kernel_registry.h"
+
+namespace lumen::cpu {
+namespace {
+
+// The node's activation as a oneDNN eltwise post-op (empty for none).
+dnnl::post_ops activation_post_ops(const NodeContext& ctx) {
+  dnnl::post_ops ops;
+  std::string act = ctx.attr_string("activation", "");
+  float alpha = ctx.attr_float("activation_alpha", 0.0f);
+  float beta = ctx.attr_float("activation_beta", 0.0f);
+  auto add = [&](dnnl::algorithm alg, float a, float b) { ops.append_eltwise(1.0f, alg, a, b); };
+  if (act.empty()) return ops;
+  if (act == "Relu")
+    add(dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  else if (act == "LeakyRelu")
+    add(dnnl::algorithm::eltwise_relu, alpha, 0.0f);
+  else if (act == "Clip")
+    add(dnnl::algorithm::eltwise_clip, alpha, beta);
+  else if (act == "Sigmoid")
+    add(dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+  else if (act == "Tanh")
+    add(dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+  else if (act == "HardSwish")
+    add(dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  else if (act == "Swish")
+    add(dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+  else if (act == "GeluErf")
+    add(dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+  else if (act == "GeluTanh")
+    add(dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+  else
+    ctx.fail_unsupported("activation '" + act + "' has no oneDNN post-op");
+  return ops;
+}
+
+// A [batch..., rows, cols] operand stored densely as [batch..., rows, cols], or as
+// [batch..., cols, rows] when `transposed`.
+Md operand_md(Dims batch, int64_t rows, int64_t cols, bool transposed) {
+  Dims dims = batch;
+  dims.push_back(rows);
+  dims.push_back(cols);
+  Dims strides(dims.size());
+  strides[dims.size() - 2] = transposed ? 1 : cols;
+  strides[dims.size() - 1] = transposed ? rows : 1;
+  int64_t step = rows * cols;
+  for (int i = static_cast<int>(batch.size()) - 1; i >= 0; --i) {
+    strides[i] = step;
+    step *= std::max<int64_t>(batch[i], 1);
+  }
+  return Md(dims, dnnl::memory::data_type::f32, strides);
+}
+
+// [1, ..., 1, n] of rank `rank`: the bias, broadcast over every row and batch.
+Md bias_md(size_t rank, int64_t n) {
+  Dims dims(rank, 1);
+  dims.back() = n;
+  return plain_md(dims);
+}
+
+// The cases run as MatMulKernel's do (gemm.cc): B without batch and A not transposed folds A's
+// batch into M (one 2-D matmul); otherwise one batched matmul whose size-1 batch dims broadcast;
+// when oneDNN has no implementation for that, a loop of 2-D matmuls with the same epilogue.
+class FusedMatMulKernel final : public Kernel {
+ public:
+  explicit FusedMatMulKernel(const NodeContext& ctx) : where_(ctx.where()) {
+    const Shape& as = ctx.input_shape(0);
+    const Shape& bs = ctx.input_shape(1);
+    bool trans_a = ctx.attr_int("trans_a", 0) == 1;
+    bool trans_b = ctx.attr_int("trans_b", 0) == 1;
+    int64_t m = trans_a ? as[-1] : as[-2];
+    int64_t k = trans_a ? as[-2] : as[-1];
+    int64_t n = trans_b ? bs[-2] : bs[-1];
+    Dims a_batch(as.dims().begin(), as.dims().end() - 2);
+    Dims b_batch(bs.dims().begin(), bs.dims().end() - 2);
+    size_t r = std::max(a_batch.size(), b_batch.size());
+    a_batch.insert(a_batch.begin(), r - a_batch.size(), 1);
+    b_batch.insert(b_batch.begin(), r - b_batch.size(), 1);
+    Dims out_batch(r);
+    int64_t batch = 1;
+    for (size_t i = 0; i < r; ++i) {
+      out_batch[i] = a_batch[i] == 1 ? b_batch[i] : a_batch[i];
+      batch *= out_batch[i];
+    }
+    has_bias_ = ctx.has_input(2);
+    out_numel_ = batch * m * n;
+    if (out_numel_ == 0) {
+      mode_ = Mode::kEmpty;
+      return;
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(activation_post_ops(ctx));
+    if (k == 0) {
+      // Y = activation(bias or 0): a 1x1 product of zeros carries the epilogue row by row.
+      mode_ = Mode::kZeroK;
+      rows_ = batch * m;
+      n_ = n;
+      dnnl_call(where_, [&] {
+        Md bias = bias_md(2, n);
+        mm_.init(plain_md({rows_, 1}), plain_md({1, n}), has_bias_ ? &bias : nullptr,
+                 plain_md({rows_, n}), attr, nullptr);
+      });
+      return;
+    }
+    const Tensor* b_value = ctx.input_value(1);
+    const float* b_const = b_value ? b_value->data<float>() : nullptr;
+    mode_ = Mode::kDirect;
+    bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
+    if (b_flat && !trans_a) {
+      Md bias = bias_md(2, n);
+      dnnl_call(where_, [&] {
+        mm_.init(plain_md({batch * m, k}), matrix_md(k, n, trans_b), has_bias_ ? &bias : nullptr,
+                 plain_md({batch * m, n}), attr, b_const);
+      });
+      return;
+    }
+    if (r + 2 <= DNNL_MAX_NDIMS) {
+      try {
+        Md bias = bias_md(r + 2, n);
+        mm_.init(operand_md(a_batch, m, k, trans_a), operand_md(b_batch, k, n, trans_b),
+                 has_bias_ ? &bias : nullptr, operand_md(out_batch, m, n, false), attr, b_const);
+        return;
+      } catch (const dnnl::error&) {
+        // falls through to the loop of 2-D products
+      }
+    }
+    mode_ = Mode::kLoop;
+    a_step_ = m * k;
+    b_step_ = k * n;
+    y_step_ = m * n;
+    for (int64_t flat = 0; flat < batch; ++flat) {
+      int64_t rest = flat, a_index = 0, b_index = 0, a_scale = 1, b_scale = 1;
+      for (int i = static_cast<int>(r) - 1; i >= 0; --i) {
+        int64_t idx = rest % out_batch[i];
+        rest /= out_batch[i];
+        a_index += (a_batch[i] == 1 ? 0 : idx) * a_scale;
+        b_index += (b_batch[i] == 1 ? 0 : idx) * b_scale;
+        a_scale *= a_batch[i];
+        b_scale *= b_batch[i];
+      }
+      a_index_.push_back(a_index);
+      b_index_.push_back(b_index);
+    }
+    Md bias = bias_md(2, n);
+    dnnl_call(where_, [&] {
+      mm_.init(matrix_md(m, k, trans_a), matrix_md(k, n, trans_b), has_bias_ ? &bias : nullptr,
+               plain_md({m, n}), attr, nullptr);
+    });
+  }
+
+  void run(KernelContext& ctx) const override {
+    float* y = ctx.outputs[0].data<float>();
+    if (mode_ == Mode::kEmpty) return;
+    const float* bias = has_bias_ ? ctx.inputs[2].data<float>() : nullptr;
+    if (mode_ == Mode::kZeroK) {
+      std::vector<float> zeros(static_cast<size_t>(rows_ + n_), 0.0f);
+      dnnl_call(where_, [&] { mm_.execute(zeros.data(), zeros.data() + rows_, bias, y); });
+      return;
+    }
+    const float* a = ctx.inputs[0].data<float>();
+    const float* b = ctx.inputs[1].data<float>();
+    dnnl_call(where_, [&] {
+      if (mode_ == Mode::kDirect) {
+        mm_.execute(a, b, bias, y);
+        return;
+      }
+      for (size_t i = 0; i < a_index_.size(); ++i)
+        mm_.execute(a + a_index_[i] * a_step_, b + b_index_[i] * b_step_, bias,
+                    y + static_cast<int64_t>(i) * y_step_);
+    });
+  }
+
+ private:
+  enum class Mode { kEmpty, kZeroK, kDirect, kLoop };
+  std::string where_;
+  Mode mode_ = Mode::kEmpty;
+  bool has_bias_ = false;
+  int64_t out_numel_ = 0;
+  int64_t rows_ = 0, n_ = 0;  // kZeroK: the output seen as [rows_, n_]
+  // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
+  int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
+  std::vector<int64_t> a_index_, b_index_;
+  DnnlMatmul mm_;
+};
+
+std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
+  return std::make_unique<FusedMatMulKernel>(ctx);
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CPU_KERNEL(FusedMatMul, &make_fused_matmul, &require_float32);
+
+}  // namespace lumen::cpu

@@ -1,0 +1,216 @@
+// MatMul/Gemm epilogue fusion: MatMul -> Add(bias) -> activation and Gemm -> activation become one
+// FusedMatMul, whose kernel adds the bias and applies the activation as each output is written (a
+// oneDNN matmul with bias and an eltwise post-op on the CPU).
+#include <cstring>
+#include <limits>
+
+#include "graph/op_kind.h"
+#include "passes/pass.h"
+#include "passes/rewrite.h"
+
+namespace lumen {
+namespace {
+
+// The activation's FusedMatMul attributes, or false when `act` cannot be fused.
+bool fusible_activation(const Graph& graph, const Node& act, Attributes* attrs) {
+  auto param = [&](int k, float fallback, float* out) {
+    if (k >= static_cast<int>(act.inputs.size()) || act.inputs[k] < 0) {
+      *out = fallback;
+      return true;
+    }
+    const Value& v = graph.value(act.inputs[k]);
+    if (!is_constant(v) || v.data->numel() != 1 || v.data->dtype() != DType::kFloat32) return false;
+    *out = static_cast<float>(v.data->item_as_double());
+    return true;
+  };
+  switch (act.op) {
+    case OpKind::kRelu:
+      (*attrs)["activation"] = "Relu";
+      return true;
+    case OpKind::kSigmoid:
+      (*attrs)["activation"] = "Sigmoid";
+      return true;
+    case OpKind::kTanh:
+      (*attrs)["activation"] = "Tanh";
+      return true;
+    case OpKind::kHardSwish:
+      (*attrs)["activation"] = "HardSwish";
+      return true;
+    case OpKind::kLeakyRelu: {
+      float alpha = 0.01f;
+      if (auto it = act.attrs.find("alpha"); it != act.attrs.end()) alpha = it->second.as_float();
+      (*attrs)["activation"] = "LeakyRelu";
+      (*attrs)["activation_alpha"] = alpha;
+      return true;
+    }
+    case OpKind::kClip: {
+      float lo = 0, hi = 0;
+      if (!param(1, std::numeric_limits<float>::lowest(), &lo) ||
+          !param(2, std::numeric_limits<float>::max(), &hi))
+        return false;
+      (*attrs)["activation"] = "Clip";
+      (*attrs)["activation_alpha"] = lo;
+      (*attrs)["activation_beta"] = hi;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// The only reader of node `id`'s single output, or -1 (several readers, a graph output).
+int sole_reader(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  if (n.outputs.size() != 1) return -1;
+  const Value& y = graph.value(n.outputs[0]);
+  if (y.is_output || y.consumers.size() != 1) return -1;
+  return y.consumers[0];
+}
+
+float attr_float_or(const Node& n, const char* name, float fallback) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? fallback : it->second.as_float();
+}
+
+int64_t attr_int_or(const Node& n, const char* name, int64_t fallback) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? fallback : it->second.as_int();
+}
+
+bool has_activation(const Node& n) {
+  auto it = n.attrs.find("activation");
+  return it != n.attrs.end() && !it->second.as_string().empty();
+}
+
+// A float32 MatMul whose operands have rank 2 or more (FusedMatMul's domain).
+bool fusible_matmul(const Graph& graph, const Node& n) {
+  if (n.op != OpKind::kMatMul || n.inputs.size() != 2) return false;
+  const Value& a = graph.value(n.inputs[0]);
+  const Value& b = graph.value(n.inputs[1]);
+  return a.type.dtype == DType::kFloat32 && a.type.shape.rank() >= 2 && b.type.shape.rank() >= 2;
+}
+
+class FuseMatMulPass : public Pass {
+ public:
+  const char* name() const override { return "fuse-matmul"; }
+  bool run(Graph& graph) override {
+    bool changed = false;
+    for (int id : graph.topological_order()) {
+      if (graph.node(id).removed) continue;
+      if (fuse_bias(graph, id) || fuse_activation(graph, id)) changed = true;
+    }
+    return changed;
+  }
+
+ private:
+  // The value to pass as FusedMatMul's bias for Add operand `v` over an output with `n` columns:
+  // v itself when it is [n], a [n] copy when it is a constant [1, ..., 1, n]; -1 otherwise.
+  static int bias_value(Graph& graph, int v, int64_t n) {
+    const Value& b = graph.value(v);
+    if (b.type.dtype != DType::kFloat32 || b.type.shape.rank() < 1 || b.type.shape[-1] != n)
+      return -1;
+    if (b.type.shape.rank() == 1) return v;
+    if (!is_constant(b) || b.data->numel() != n) return -1;
+    Tensor flat = Tensor::empty(Shape{n}, DType::kFloat32);
+    std::memcpy(flat.raw_data(), b.data->raw_data(), static_cast<size_t>(n) * sizeof(float));
+    return graph.add_constant(graph.unique_name(b.name + "_row"), flat)->id;
+  }
+
+  // MatMul (or a FusedMatMul without bias and activation) -> Add(y, bias) with bias broadcast
+  // along rows: one FusedMatMul with that bias.
+  static bool fuse_bias(Graph& graph, int mm_id) {
+    const Node& mm = graph.node(mm_id);
+    bool plain = fusible_matmul(graph, mm);
+    bool bare = mm.op == OpKind::kFusedMatMul && mm.inputs.size() == 2 && !has_activation(mm);
+    if (!plain && !bare) return false;
+    int add_id = sole_reader(graph, mm_id);
+    if (add_id < 0) return false;
+    const Node& add = graph.node(add_id);
+    if (add.op != OpKind::kAdd || add.inputs.size() != 2) return false;
+    int y = mm.outputs[0];
+    int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+    if (other == y || other < 0) return false;
+    const Value& out = graph.value(add.outputs[0]);
+    if (!(out.type == graph.value(y).type)) return false;
+    // The bias must exist before the matmul runs: a constant or weight, or a graph input.
+    const Value& ov = graph.value(other);
+    if (ov.producer >= 0) return false;
+    int add_out = add.outputs[0];
+    if (!can_replace_uses(graph, add_out, y)) return false;
+    int bias = bias_value(graph, other, graph.value(y).type.shape[-1]);
+    if (bias < 0) return false;
+    Node& node = graph.node(mm_id);
+    node.op = OpKind::kFusedMatMul;
+    graph.node(mm_id).inputs.push_back(bias);
+    graph.value(bias).consumers.push_back(mm_id);
+    replace_uses(graph, add_out, y);
+    remove_node(graph, add_id);
+    if (bias != other) release_if_unused(graph, other);
+    graph.infer_node(mm_id);
+    return true;
+  }
+
+  // MatMul, a FusedMatMul without activation, or a Gemm that FusedMatMul can express (alpha 1;
+  // C absent, or beta 1 and C a row [N] / [1, N]) -> activation: one FusedMatMul.
+  static bool fuse_activation(Graph& graph, int mm_id) {
+    const Node& mm = graph.node(mm_id);
+    bool ok = fusible_matmul(graph, mm) || (mm.op == OpKind::kFusedMatMul && !has_activation(mm));
+    int gemm_bias = -1;
+    if (mm.op == OpKind::kGemm) {
+      ok = graph.value(mm.inputs[0]).type.dtype == DType::kFloat32 &&
+           attr_float_or(mm, "alpha", 1.0f) == 1.0f;
+      if (ok && mm.inputs.size() > 2 && mm.inputs[2] >= 0) {
+        int64_t n = graph.value(mm.outputs[0]).type.shape[-1];
+        ok = attr_float_or(mm, "beta", 1.0f) == 1.0f;
+        if (ok) {
+          const Value& c = graph.value(mm.inputs[2]);
+          ok = c.type.shape.rank() == 1 || (c.type.shape.rank() == 2 && c.type.shape[0] == 1);
+          ok = ok && c.type.shape[-1] == n;
+          ok = ok && (c.type.shape.rank() == 1 || is_constant(c));
+        }
+        if (ok) gemm_bias = mm.inputs[2];
+      }
+    }
+    if (!ok) return false;
+    int act_id = sole_reader(graph, mm_id);
+    if (act_id < 0) return false;
+    const Node& act = graph.node(act_id);
+    if (act.inputs.empty() || act.inputs[0] != mm.outputs[0] || act.outputs.size() != 1)
+      return false;
+    Attributes extra;
+    if (!fusible_activation(graph, act, &extra)) return false;
+    int y = mm.outputs[0], act_out = act.outputs[0];
+    if (!can_replace_uses(graph, act_out, y)) return false;
+    std::vector<int> act_inputs = act.inputs;
+    if (mm.op == OpKind::kGemm) {
+      int64_t n = graph.value(y).type.shape[-1];
+      int bias = gemm_bias < 0 ? -1 : bias_value(graph, gemm_bias, n);
+      Node& gemm = graph.node(mm_id);
+      bool trans_a = attr_int_or(gemm, "transA", 0) != 0;
+      bool trans_b = attr_int_or(gemm, "transB", 0) != 0;
+      gemm.attrs.clear();
+      gemm.attrs["trans_a"] = int64_t{trans_a ? 1 : 0};
+      gemm.attrs["trans_b"] = int64_t{trans_b ? 1 : 0};
+      if (gemm.inputs.size() > 2) set_input(graph, mm_id, 2, bias);
+      if (bias < 0) graph.node(mm_id).inputs.resize(2);
+      if (gemm_bias >= 0 && bias != gemm_bias) release_if_unused(graph, gemm_bias);
+    }
+    Node& node = graph.node(mm_id);
+    node.op = OpKind::kFusedMatMul;
+    for (auto& [key, value] : extra) node.attrs[key] = value;
+    replace_uses(graph, act_out, y);
+    remove_node(graph, act_id);
+    graph.infer_node(mm_id);
+    for (size_t k = 1; k < act_inputs.size(); ++k)
+      if (act_inputs[k] >= 0) release_if_unused(graph, act_inputs[k]);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_fuse_matmul_pass() {
+  return std::make_unique<FuseMatMulPass>();
+}
+
+}  // namespace lumen

@@ -1,0 +1,263 @@
+// The fuse-matmul and fold-transpose passes and the FusedMatMul kernel: the rewritten graphs hold
+// the expected ops and give the numbers of a naive double-precision matmul + bias + activation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "graph/op_kind.h"
+#include "lumen/lumen.h"
+#include "ops/op_test_util.h"
+
+namespace lumen {
+namespace {
+
+using Act = std::function<double(double)>;
+
+double identity(double v) {
+  return v;
+}
+
+// act(op(A) x op(B) + bias) for A [batch, m, k] (or [batch, k, m] when trans_a) and B [k, n] (or
+// [n, k]) shared by every batch, or B [batch, k, n] (or [batch, n, k]).
+std::vector<double> reference(const Tensor& a, const Tensor& b, const Tensor* bias, bool trans_a,
+                              bool trans_b, const Act& act) {
+  const Shape& as = a.shape();
+  const Shape& bs = b.shape();
+  int64_t m = trans_a ? as[-1] : as[-2], k = trans_a ? as[-2] : as[-1];
+  int64_t n = trans_b ? bs[-2] : bs[-1];
+  int64_t batch = a.numel() / (m * k);
+  bool b_batched = bs.rank() > 2;
+  std::vector<double> av = test::to_doubles(a), bv = test::to_doubles(b);
+  std::vector<double> cv = bias ? test::to_doubles(*bias) : std::vector<double>(n, 0.0);
+  std::vector<double> y(static_cast<size_t>(batch * m * n));
+  for (int64_t t = 0; t < batch; ++t) {
+    const double* ap = av.data() + t * m * k;
+    const double* bp = bv.data() + (b_batched ? t * k * n : 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = cv[j];
+        for (int64_t p = 0; p < k; ++p)
+          acc +=
+              (trans_a ? ap[p * m + i] : ap[i * k + p]) * (trans_b ? bp[j * k + p] : bp[p * n + j]);
+        y[(t * m + i) * n + j] = act(acc);
+      }
+  }
+  return y;
+}
+
+std::map<std::string, int> ops_of(const Graph& graph) {
+  std::map<std::string, int> ops;
+  for (int id : graph.topological_order()) ++ops[op_name(graph.node(id).op)];
+  return ops;
+}
+
+struct Case {
+  const char* op;
+  Attributes attrs;
+  std::vector<float> bounds;  // Clip's min and max inputs
+  Act f;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"Relu", {}, {}, [](double v) { return std::max(v, 0.0); }},
+      {"LeakyRelu", {{"alpha", 0.2f}}, {}, [](double v) { return v > 0 ? v : 0.2 * v; }},
+      {"Clip", {}, {0.0f, 6.0f}, [](double v) { return std::min(std::max(v, 0.0), 6.0); }},
+      {"Clip", {}, {-0.5f, 0.75f}, [](double v) { return std::min(std::max(v, -0.5), 0.75); }},
+      {"Sigmoid", {}, {}, [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"Tanh", {}, {}, [](double v) { return std::tanh(v); }},
+      {"HardSwish", {}, {}, [](double v) { return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0); }},
+  };
+}
+
+Value* add_activation(Graph& graph, const Case& c, Value* y) {
+  std::vector<Value*> in = {y};
+  for (size_t k = 0; k < c.bounds.size(); ++k)
+    in.push_back(
+        graph.add_constant(graph.unique_name("bound"), Tensor::scalar<float>(c.bounds[k])));
+  return graph.add_op(c.op, in, c.attrs);
+}
+
+TEST(FuseMatMul, MatMulBiasActivationIsOneFusedMatMul) {
+  Tensor x = test::random_tensor({2, 3, 7}, 1, -2, 2);
+  Tensor w = test::random_tensor({7, 5}, 2, -1, 1);
+  Tensor b = test::random_tensor({5}, 3, -1, 1);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.op);
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* y = graph.add_op("MatMul", {in, graph.add_constant("w", w)});
+    y = graph.add_op("Add", {graph.add_constant("b", b), y});  // bias first: either order fuses
+    graph.mark_output(add_activation(graph, c, y));
+    graph.optimize();
+    EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"FusedMatMul", 1}}));
+    Runtime rt;
+    test::expect_close(graph.compile(&rt)->execute({x})[0], {2, 3, 5},
+                       reference(x, w, &b, false, false, c.f), 1e-5, 1e-4);
+  }
+}
+
+TEST(FuseMatMul, BiasAloneAndRowShapedBiasFuse) {
+  Tensor x = test::random_tensor({4, 6}, 4, -2, 2);
+  Tensor w = test::random_tensor({6, 3}, 5, -1, 1);
+  Tensor b = test::random_tensor({1, 3}, 6, -1, 1);
+  Graph graph;
+  Value* in = graph.add_input("x", x.shape());
+  Value* y = graph.add_op("MatMul", {in, graph.add_constant("w", w)});
+  graph.mark_output(graph.add_op("Add", {y, graph.add_constant("b", b)}));
+  graph.optimize();
+  EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"FusedMatMul", 1}}));
+  Runtime rt;
+  test::expect_close(graph.compile(&rt)->execute({x})[0], {4, 3},
+                     reference(x, w, &b, false, false, identity), 1e-5, 1e-4);
+}
+
+TEST(FuseMatMul, GemmWithActivationIsOneFusedMatMul) {
+  Tensor x = test::random_tensor({5, 8}, 7, -2, 2);
+  Tensor w = test::random_tensor({6, 8}, 8, -1, 1);  // transB = 1, as torch's Linear exports
+  Tensor b = test::random_tensor({6}, 9, -1, 1);
+  Tensor b_row = test::random_tensor({1, 6}, 10, -1, 1);
+  for (const Tensor* bias : std::vector<const Tensor*>{&b, &b_row, nullptr})
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(std::string(c.op) +
+                   (bias ? " bias rank " + std::to_string(bias->shape().rank()) : " no bias"));
+      Graph graph;
+      Value* in = graph.add_input("x", x.shape());
+      std::vector<Value*> gemm_in = {in, graph.add_constant("w", w)};
+      if (bias) gemm_in.push_back(graph.add_constant("b", *bias));
+      Value* y = graph.add_op("Gemm", gemm_in, {{"transB", int64_t{1}}});
+      graph.mark_output(add_activation(graph, c, y));
+      graph.optimize();
+      EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"FusedMatMul", 1}}));
+      Runtime rt;
+      test::expect_close(graph.compile(&rt)->execute({x})[0], {5, 6},
+                         reference(x, w, bias, false, true, c.f), 1e-5, 1e-4);
+    }
+}
+
+TEST(FuseMatMul, GemmThatFusedMatMulCannotExpressStays) {
+  Graph graph;
+  Value* in = graph.add_input("x", {3, 4});
+  Value* w = graph.add_constant("w", test::random_tensor({4, 2}, 11));
+  Value* c = graph.add_constant("c", test::random_tensor({3, 2}, 12));  // not a row: no bias
+  graph.mark_output(graph.add_op("Relu", {graph.add_op("Gemm", {in, w, c})}));
+  Value* in2 = graph.add_input("x2", {3, 4});
+  graph.mark_output(graph.add_op("Relu", {graph.add_op("Gemm", {in2, w}, {{"alpha", 0.5f}})}));
+  graph.optimize();
+  EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"Gemm", 2}, {"Relu", 2}}));
+}
+
+TEST(FuseMatMul, MatMulReadTwiceOrAddOfComputedValueIsNotFused) {
+  Graph graph;
+  Value* in = graph.add_input("x", {3, 4});
+  Value* w = graph.add_constant("w", test::random_tensor({4, 4}, 13));
+  Value* y = graph.add_op("MatMul", {in, w});
+  graph.mark_output(graph.add_op("Relu", {y}));
+  graph.mark_output(graph.add_op("Neg", {y}));
+  Value* z =
+      graph.add_op("MatMul", {in, graph.add_constant("w2", test::random_tensor({4, 4}, 22))});
+  graph.mark_output(graph.add_op("Add", {z, graph.add_op("Exp", {in})}));  // a residual, not a bias
+  graph.optimize();
+  std::map<std::string, int> ops = ops_of(graph);
+  EXPECT_EQ(ops["FusedMatMul"], 0);
+  EXPECT_EQ(ops["MatMul"], 2);
+}
+
+TEST(FoldTranspose, AttentionKeyTransposeIsReadTransposed) {
+  Tensor q = test::random_tensor({2, 3, 4, 5}, 14, -1, 1);
+  Tensor k = test::random_tensor({2, 3, 6, 5}, 15, -1, 1);
+  Graph graph;
+  Value* qv = graph.add_input("q", q.shape());
+  Value* kv = graph.add_input("k", k.shape());
+  Value* kt = graph.add_op("Transpose", {kv}, {{"perm", {0, 1, 3, 2}}});
+  graph.mark_output(graph.add_op("MatMul", {qv, kt}));
+  graph.optimize();
+  EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"FusedMatMul", 1}}));
+  Runtime rt;
+  Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{q, k})[0];
+  test::expect_close(
+      got, {2, 3, 4, 6},
+      reference(q.reshape({6, 4, 5}), k.reshape({6, 6, 5}), nullptr, false, true, identity), 1e-5,
+      1e-4);
+}
+
+TEST(FoldTranspose, TransposedLeftOperandWithBiasAndRelu) {
+  Tensor a = test::random_tensor({3, 7, 4}, 16, -1, 1);  // read as [3, 4, 7]
+  Tensor w = test::random_tensor({7, 5}, 17, -1, 1);
+  Tensor b = test::random_tensor({5}, 18, -1, 1);
+  Graph graph;
+  Value* av = graph.add_input("a", a.shape());
+  Value* at = graph.add_op("Transpose", {av}, {{"perm", {0, 2, 1}}});
+  Value* y = graph.add_op("MatMul", {at, graph.add_constant("w", w)});
+  graph.mark_output(graph.add_op("Relu", {graph.add_op("Add", {y, graph.add_constant("b", b)})}));
+  graph.optimize();
+  EXPECT_EQ(ops_of(graph), (std::map<std::string, int>{{"FusedMatMul", 1}}));
+  Runtime rt;
+  test::expect_close(graph.compile(&rt)->execute({a})[0], {3, 4, 5},
+                     reference(a, w, &b, true, false, [](double v) { return std::max(v, 0.0); }),
+                     1e-5, 1e-4);
+}
+
+TEST(FoldTranspose, TransposeAlsoReadElsewhereStays) {
+  Graph graph;
+  Value* a = graph.add_input("a", {4, 3});
+  Value* at = graph.add_op("Transpose", {a}, {{"perm", {1, 0}}});
+  graph.mark_output(graph.add_op("MatMul", {at, a}));
+  graph.mark_output(graph.add_op("Neg", {at}));
+  Value* b = graph.add_input("b", {2, 4, 3});
+  Value* c = graph.add_input("c", {3, 5});
+  graph.mark_output(
+      graph.add_op("MatMul", {graph.add_op("Transpose", {b}, {{"perm", {1, 0, 2}}}), c}));
+  graph.optimize();
+  std::map<std::string, int> ops = ops_of(graph);
+  EXPECT_EQ(ops["FusedMatMul"], 1);
+  EXPECT_EQ(ops["Transpose"], 2);  // read by Neg; and a perm that is not a last-two swap
+  EXPECT_EQ(ops["MatMul"], 1);
+}
+
+// FusedMatMul built directly: the activations no ONNX op pattern produces here yet (GELU, SiLU),
+// and a B with its own batch.
+TEST(FusedMatMulKernel, GeluAndSwishEpiloguesWithBatchedB) {
+  Tensor a = test::random_tensor({2, 3, 4}, 19, -2, 2);
+  Tensor b = test::random_tensor({2, 6, 4}, 20, -1, 1);  // trans_b
+  Tensor c = test::random_tensor({6}, 21, -1, 1);
+  std::map<std::string, Act> acts = {
+      {"GeluErf", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"GeluTanh",
+       [](double v) {
+         return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+       }},
+      {"Swish", [](double v) { return v / (1 + std::exp(-v)); }},
+  };
+  for (const auto& [name, f] : acts) {
+    SCOPED_TRACE(name);
+    Graph graph;
+    Value* av = graph.add_input("a", a.shape());
+    Value* bv = graph.add_input("b", b.shape());
+    graph.mark_output(graph.add_op("FusedMatMul", {av, bv, graph.add_constant("c", c)},
+                                   {{"trans_b", int64_t{1}}, {"activation", name}}));
+    Runtime rt;
+    test::expect_close(graph.compile(&rt)->execute(std::vector<Tensor>{a, b})[0], {2, 3, 6},
+                       reference(a, b, &c, false, true, f), 1e-5, 1e-4);
+  }
+}
+
+TEST(FusedMatMulKernel, BadNodesAreRejected) {
+  Graph graph;
+  Value* a = graph.add_input("a", {3, 4});
+  Value* b = graph.add_input("b", {4, 5});
+  Value* v = graph.add_input("v", {4});
+  Value* i = graph.add_input("i", {3, 4}, DType::kInt64);
+  EXPECT_THROW(graph.add_op("FusedMatMul", {a, b}, {{"activation", "Softmax"}}), InvalidModel);
+  EXPECT_THROW(graph.add_op("FusedMatMul", {a, b}, {{"trans_a", int64_t{2}}}), InvalidModel);
+  EXPECT_THROW(graph.add_op("FusedMatMul", {a, b, v}), ShapeError);  // bias is not [5]
+  EXPECT_THROW(graph.add_op("FusedMatMul", {a, a}), ShapeError);     // 4 != 3
+  EXPECT_THROW(graph.add_op("FusedMatMul", {v, b}), ShapeError);     // rank 1
+  EXPECT_THROW(graph.add_op("FusedMatMul", {i, b}), ShapeError);     // int64
+  EXPECT_NO_THROW(graph.add_op("FusedMatMul", {a, a}, {{"trans_b", int64_t{1}}}));
+}
+
+}  // namespace
+}  // namespace lumen
