@@ -12,6 +12,9 @@ namespace {
 
 // Inputs larger than this are not run (the fuzzer looks for crashes, not for slow models).
 constexpr int64_t kMaxRunElements = 1 << 16;
+// The host pool's limit while fuzzing: a model asking for more must fail with OutOfMemory, well
+// below libFuzzer's own RSS and malloc limits (fuzz.sh: 4 GB).
+constexpr size_t kHostMemoryLimit = size_t{1} << 30;
 
 lumen::Tensor fill(const lumen::TensorInfo& info) {
   lumen::Tensor t = lumen::Tensor::zeros(info.type.shape, info.type.dtype);
@@ -21,6 +24,11 @@ lumen::Tensor fill(const lumen::TensorInfo& info) {
 }
 
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  lumen::set_host_memory_limit(kHostMemoryLimit);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lumen::OnnxLoadOptions options;
