@@ -70,6 +70,9 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
                          std::to_string(bytes));
     Tensor t = Tensor::empty(shape, *dtype);
     if (bytes) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
+    if (*dtype == DType::kBool)  // one byte holding 0 or 1: any other byte becomes 1
+      for (size_t i = 0; i < bytes; ++i)
+        static_cast<uint8_t*>(t.raw_data())[i] = static_cast<uint8_t*>(t.raw_data())[i] != 0;
     return t;
   }
   int64_t have = 0;

@@ -19,7 +19,9 @@ constexpr size_t kHostMemoryLimit = size_t{1} << 30;
 lumen::Tensor fill(const lumen::TensorInfo& info) {
   lumen::Tensor t = lumen::Tensor::zeros(info.type.shape, info.type.dtype);
   auto* bytes = static_cast<unsigned char*>(t.raw_data());
-  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 % 5);
+  // Bool inputs hold 0 or 1 (the API's contract, as for a C++ bool); other dtypes any bytes.
+  const unsigned modulus = info.type.dtype == lumen::DType::kBool ? 2 : 5;
+  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 % modulus);
   return t;
 }
 
