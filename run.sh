@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lumen's two entry points on a fresh Debian 12 machine:
 #   ./run.sh        install build dependencies if missing, build Release, run the main job
-#   ./run.sh test   install, build, run every test, then again under ASan + UBSan (no zoo)
+#   ./run.sh test   install, build, run every test, then again under ASan + UBSan (no zoo), the
+#                   concurrency tests under TSan, and a one-minute fuzz of the ONNX loader
 set -euo pipefail
 cd "$(dirname "$0")"
 mode="${1:-run}"
@@ -10,7 +11,8 @@ jobs="$(nproc)"
 
 packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev libprotobuf-dev
   protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp
-  graphviz pybind11-dev python3-dev python3-pytest python3-setuptools python3-pip python3-venv)
+  graphviz pybind11-dev python3-dev python3-pytest python3-setuptools python3-pip python3-venv
+  clang libclang-rt-14-dev libomp-dev)
 install_deps() {
   local missing=()
   for p in "${packages[@]}"; do
@@ -45,6 +47,28 @@ sanitize_tests() {
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$dir" --output-on-failure -j "$jobs" -LE zoo
 }
 
+# ThreadSanitizer (g++) on the library and the concurrency tests alone: one compiled model run
+# from 8 threads against serial runs, models compiled in parallel. libgomp (OpenMP, which Lumen's
+# kernels and oneDNN use) is not built with TSan, so TSan cannot see its barriers and would report
+# every OpenMP team's hand-off as a race; one OpenMP thread per caller keeps each parallel region
+# on the calling thread, so what TSan checks is Lumen's own concurrency (shared executables,
+# arenas, kernels, oneDNN primitives, the host pool). Nothing is suppressed.
+tsan_tests() {
+  local dir="$build_dir-tsan" flags="-fsanitize=thread"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target concurrency_test
+  OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$dir" --output-on-failure -L concurrency
+}
+
+# libFuzzer (clang) on the ONNX loader for a minute, after replaying every kept finding
+# (tests/fuzz/regressions), seeded with the conformance models the main build's tests generated.
+fuzz_smoke() {
+  FUZZ_DIR="$PWD/$build_dir-fuzz" tests/fuzz/fuzz.sh 60 "$PWD/$build_dir/onnx_cases"
+}
+
 # A project outside the tree finds the installed package and runs the API example.
 check_install() {
   local prefix="$PWD/$build_dir/install"
@@ -67,6 +91,8 @@ case "$mode" in
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
     check_install
     sanitize_tests
+    tsan_tests
+    fuzz_smoke
     echo "run.sh: all tests passed"
     ;;
   *)

@@ -7,6 +7,7 @@
 #include "lumen/dtype.h"
 #include "lumen/error.h"
 #include "lumen/graph.h"
+#include "lumen/memory_limit.h"
 #include "lumen/npy.h"
 #include "lumen/onnx.h"
 #include "lumen/runtime.h"

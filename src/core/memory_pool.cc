@@ -2,13 +2,18 @@
 // model that runs repeatedly stops calling the system allocator after its first run.
 #include <sys/mman.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "lumen/allocator.h"
 #include "lumen/error.h"
+#include "lumen/memory_limit.h"
 
 namespace lumen {
 namespace {
@@ -25,6 +30,16 @@ void* system_allocate(size_t cls) {
   return ptr;
 }
 
+size_t physical_memory() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+}
+
+std::atomic<size_t>& limit() {
+  static std::atomic<size_t> bytes{physical_memory()};
+  return bytes;
+}
+
 // Rounds a request up to a size class: multiples of 64 bytes up to 4 KiB, then 8 classes per
 // power of two (at most 12.5% waste), so blocks are reusable by requests of nearby sizes.
 size_t size_class(size_t bytes) {
@@ -38,8 +53,16 @@ size_t size_class(size_t bytes) {
 class CachingHostPool final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
+    size_t cap = limit().load(std::memory_order_relaxed);
+    if (bytes > cap)
+      throw OutOfMemory("host pool: " + std::to_string(bytes) +
+                        " bytes asked for, over the limit of " + std::to_string(cap));
     size_t cls = size_class(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
+    if (stats_.bytes_in_use + cls > cap)
+      throw OutOfMemory("host pool: " + std::to_string(bytes) + " more bytes would take the " +
+                        std::to_string(stats_.bytes_in_use) + " in use past the limit of " +
+                        std::to_string(cap));
     ++stats_.num_allocs;
     void* ptr = nullptr;
     auto it = free_.find(cls);
@@ -103,6 +126,14 @@ class CachingHostPool final : public Allocator {
 };
 
 }  // namespace
+
+void set_host_memory_limit(size_t bytes) {
+  limit().store(bytes, std::memory_order_relaxed);
+}
+
+size_t host_memory_limit() {
+  return limit().load(std::memory_order_relaxed);
+}
 
 Allocator& cpu_allocator() {
   static auto* pool = new CachingHostPool();  // never destroyed: see allocator.h

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <span>
 #include <vector>
 
 namespace lumen {
@@ -60,10 +61,22 @@ Tensor read_npy(const std::string& path) {
   for (auto it = std::sregex_iterator(dims_text.begin(), dims_text.end(), number);
        it != std::sregex_iterator(); ++it)
     dims.push_back(std::stoll(it->str()));
-  Tensor t = Tensor::empty(Shape(dims), type->dtype);
+  // The file must hold the data before the tensor is allocated (a header may claim any shape).
+  Shape shape(dims);
+  const std::streamoff at = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff left = in.tellg() - at;
+  in.seekg(at);
+  if (left < 0 ||
+      static_cast<uint64_t>(left) / dtype_size(type->dtype) < static_cast<uint64_t>(shape.numel()))
+    throw InvalidArgument(path + ": the data is shorter than shape " + shape.to_string());
+  Tensor t = Tensor::empty(shape, type->dtype);
   if (t.nbytes() &&
       !in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes())))
     throw InvalidArgument(path + ": the data is shorter than shape " + t.shape().to_string());
+  // A bool is one byte holding 0 or 1; any other byte becomes 1.
+  if (type->dtype == DType::kBool)
+    for (auto& b : std::span(static_cast<uint8_t*>(t.raw_data()), t.nbytes())) b = b != 0;
   return t;
 }
 

@@ -1,5 +1,6 @@
 #include "lumen/tensor.h"
 
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
@@ -46,7 +47,11 @@ static Allocator& allocator_for(Device device) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  auto numel = static_cast<size_t>(shape.numel());
+  if (numel > SIZE_MAX / 2 / dtype_size(dtype))
+    throw OutOfMemory(std::string("tensor ") + dtype_name(dtype) + shape.to_string() +
+                      " needs more bytes than fit in 64 bits");
+  size_t bytes = numel * dtype_size(dtype);
   return Tensor(Buffer::allocate(bytes, allocator_for(device)), 0, shape, dtype);
 }
 

@@ -89,6 +89,16 @@ std::vector<Value*> convert_loop(ImportContext& ctx) {
 }
 
 // The body's input types: the states as given, and each scan input without its scan axis.
+constexpr int64_t kMaxScan8Batch = 4096;
+
+// num_scan_inputs checked against the node's `count` inputs (as int64, before any narrowing).
+int scan_input_count(const ImportContext& ctx, int64_t m, size_t count) {
+  if (m < 1 || m > static_cast<int64_t>(count))
+    throw InvalidModel(ctx.where() + ": num_scan_inputs " + std::to_string(m) + " does not fit " +
+                       std::to_string(count) + " inputs");
+  return static_cast<int>(m);
+}
+
 std::vector<TensorType> scan_body_types(ImportContext& ctx, const std::vector<Value*>& ins,
                                         int states, const std::vector<int64_t>& axes) {
   std::vector<TensorType> types;
@@ -111,12 +121,9 @@ std::vector<Value*> convert_scan(ImportContext& ctx) {
   Attributes attrs = ctx.attrs();
   auto m_attr = attrs.find("num_scan_inputs");
   if (m_attr == attrs.end()) throw InvalidModel(ctx.where() + ": num_scan_inputs is missing");
-  int m = static_cast<int>(m_attr->second.as_int());
   std::vector<Value*> ins = ctx.inputs();
-  int states = static_cast<int>(ins.size()) - m;
-  if (m < 1 || states < 0)
-    throw InvalidModel(ctx.where() + ": num_scan_inputs " + std::to_string(m) + " does not fit " +
-                       std::to_string(ins.size()) + " inputs");
+  const int m = scan_input_count(ctx, m_attr->second.as_int(), ins.size());
+  const int states = static_cast<int>(ins.size()) - m;
   std::vector<int64_t> axes(m, 0);
   if (attrs.count("scan_input_axes")) axes = attrs.at("scan_input_axes").as_ints();
   if (static_cast<int>(axes.size()) != m)
@@ -136,18 +143,23 @@ std::vector<Value*> convert_scan8(ImportContext& ctx) {
   Attributes attrs = ctx.attrs();
   auto m_attr = attrs.find("num_scan_inputs");
   if (m_attr == attrs.end()) throw InvalidModel(ctx.where() + ": num_scan_inputs is missing");
-  int m = static_cast<int>(m_attr->second.as_int());
+  if (ctx.inputs().size() < 2)
+    throw InvalidModel(ctx.where() + ": Scan-8 needs sequence_lens and at least one scan input");
   std::vector<Value*> ins(ctx.inputs().begin() + 1, ctx.inputs().end());
-  int states = static_cast<int>(ins.size()) - m;
-  if (m < 1 || states < 0 || ins.empty())
-    throw InvalidModel(ctx.where() + ": num_scan_inputs " + std::to_string(m) + " does not fit " +
-                       std::to_string(ins.size()) + " inputs");
+  const int m = scan_input_count(ctx, m_attr->second.as_int(), ins.size());
+  const int states = static_cast<int>(ins.size()) - m;
   for (Value* v : ins)
     if (v == nullptr || v->type.shape.rank() < 1)
       throw InvalidModel(ctx.where() + ": every input needs a batch axis");
   const int64_t batch = ins[0]->type.shape[0];
+  // Scan-8 is unrolled into one Scan per batch item, so the batch bounds the nodes it creates.
+  if (batch > kMaxScan8Batch)
+    ctx.unsupported("Scan-8 is unrolled per batch item, and batch " + std::to_string(batch) +
+                    " is over " + std::to_string(kMaxScan8Batch));
   std::vector<int64_t> dirs(m, 0);
   if (attrs.count("directions")) dirs = attrs.at("directions").as_ints();
+  if (static_cast<int>(dirs.size()) != m)
+    throw InvalidModel(ctx.where() + ": directions needs one entry per scan input");
   Attributes scan_attrs{{"num_scan_inputs", static_cast<int64_t>(m)},
                         {"scan_input_directions", dirs}};
   std::vector<std::vector<Value*>> per_batch;

@@ -20,6 +20,13 @@ void copy_field(const Field& field, Tensor& t) {
   for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
 }
 
+// A bool is one byte holding 0 or 1: any other byte in a file becomes 1.
+void normalize_bools(Tensor& t) {
+  if (t.dtype() != DType::kBool) return;
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
+}
+
 // A TensorProto's dtype, shape and byte size, each checked.
 struct ProtoType {
   DType dtype;
@@ -81,69 +88,78 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
     return Tensor(buffer, view_offset, shape, dtype);
   }
 
-  Tensor t = Tensor::empty(shape, dtype);
+  // Every size is checked against the proto before the tensor is allocated, so a huge shape
+  // with little data fails here without asking for its memory.
   if (proto.has_raw_data()) {
     if (proto.raw_data().size() != bytes)
       throw InvalidModel(what + ": raw data holds " + std::to_string(proto.raw_data().size()) +
                          " bytes, " + dtype_name(dtype) + shape.to_string() + " needs " +
                          std::to_string(bytes));
+    Tensor t = Tensor::empty(shape, dtype);
     if (bytes) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
+    normalize_bools(t);
     return t;
   }
-  auto check_count = [&](int64_t have) {
-    if (have != numel)
-      throw InvalidModel(what + ": holds " + std::to_string(have) + " values, shape " +
-                         shape.to_string() + " needs " + std::to_string(numel));
-  };
+  int64_t have = 0;
   switch (dtype) {
     case DType::kFloat32:
-      check_count(proto.float_data_size());
+      have = proto.float_data_size();
+      break;
+    case DType::kFloat64:
+      have = proto.double_data_size();
+      break;
+    case DType::kInt64:
+      have = proto.int64_data_size();
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      have = proto.uint64_data_size();
+      break;
+    default:  // int8/16/32, uint8/16, bool, float16 and bfloat16 travel in int32_data
+      have = proto.int32_data_size();
+      break;
+  }
+  if (have != numel)
+    throw InvalidModel(what + ": holds " + std::to_string(have) + " values, shape " +
+                       shape.to_string() + " needs " + std::to_string(numel));
+  Tensor t = Tensor::empty(shape, dtype);
+  switch (dtype) {
+    case DType::kFloat32:
       copy_field<float>(proto.float_data(), t);
       break;
     case DType::kFloat64:
-      check_count(proto.double_data_size());
       copy_field<double>(proto.double_data(), t);
       break;
     case DType::kInt64:
-      check_count(proto.int64_data_size());
       copy_field<int64_t>(proto.int64_data(), t);
       break;
     case DType::kInt32:
-      check_count(proto.int32_data_size());
       copy_field<int32_t>(proto.int32_data(), t);
       break;
     case DType::kInt8:
-      check_count(proto.int32_data_size());
       copy_field<int8_t>(proto.int32_data(), t);
       break;
     case DType::kUInt8:
-      check_count(proto.int32_data_size());
       copy_field<uint8_t>(proto.int32_data(), t);
       break;
     case DType::kInt16:
-      check_count(proto.int32_data_size());
       copy_field<int16_t>(proto.int32_data(), t);
       break;
     case DType::kUInt16:
-      check_count(proto.int32_data_size());
       copy_field<uint16_t>(proto.int32_data(), t);
       break;
     case DType::kUInt32:
-      check_count(proto.uint64_data_size());
       copy_field<uint32_t>(proto.uint64_data(), t);
       break;
     case DType::kUInt64:
-      check_count(proto.uint64_data_size());
       copy_field<uint64_t>(proto.uint64_data(), t);
       break;
     case DType::kBool:
-      check_count(proto.int32_data_size());
       for (int64_t i = 0; i < numel; ++i)
         static_cast<uint8_t*>(t.raw_data())[i] = proto.int32_data(static_cast<int>(i)) != 0;
       break;
     case DType::kFloat16:
     case DType::kBFloat16:  // stored as their 16-bit patterns in int32_data
-      check_count(proto.int32_data_size());
       copy_field<uint16_t>(proto.int32_data(), t);
       break;
   }
@@ -157,6 +173,7 @@ Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_
   ProtoType type = proto_type(proto, what);
   if (proto.raw_data().size() != type.bytes || type.bytes < kTakeAtLeast)
     return tensor_from_proto(proto, base_dir, what);
+  if (type.dtype == DType::kBool) return tensor_from_proto(proto, base_dir, what);
   auto owner = std::make_shared<std::string>(std::move(*proto.mutable_raw_data()));
   proto.clear_raw_data();
   auto buffer = Buffer::wrap(owner->data(), owner->size(), Device::cpu(), [owner] {});
@@ -174,6 +191,7 @@ Tensor tensor_from_file(const onnx::TensorProto& proto, const ModelFile& file, i
                        std::to_string(type.bytes));
   Tensor t = Tensor::empty(type.shape, type.dtype);
   if (type.bytes > 0) file.read_raw(index, t.raw_data());
+  normalize_bools(t);
   return t;
 }
 

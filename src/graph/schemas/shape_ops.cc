@@ -80,6 +80,9 @@ void infer_reshape(InferContext& ctx) {
         dims[i] = in.dims()[i];
       }
     }
+    // Reshape's target cannot hold more elements than 64 bits count (fuzz finding 3).
+    if (dims[i] != 0 && known > INT64_MAX / dims[i])
+      ctx.fail_shape("shape " + ints_to_string(dims) + " has more elements than fit in 64 bits");
     known *= dims[i];
   }
   if (allowzero && has_zero && infer >= 0)
