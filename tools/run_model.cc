@@ -125,8 +125,17 @@ int run_model(const std::vector<std::string>& args) {
       throw InvalidArgument("lumen run: unknown argument '" + a + "'");
     }
   }
-  if (device != "cpu" && device != "cuda" && device != "auto")
-    throw InvalidArgument("--device must be cpu, cuda or auto, not '" + device + "'");
+  // --device takes a backend or a comma-separated list in order of preference ("cuda,cpu").
+  std::vector<std::string> device_list;
+  for (size_t start = 0; device != "auto" && start <= device.size();) {
+    size_t comma = std::min(device.find(',', start), device.size());
+    std::string name = device.substr(start, comma - start);
+    if (name != "cpu" && name != "cuda")
+      throw InvalidArgument("--device must be cpu, cuda, a list such as cuda,cpu, or auto, not '" +
+                            device + "'");
+    device_list.push_back(name);
+    start = comma + 1;
+  }
 
   std::map<std::string, Tensor> given;
   for (const auto& [name, file] : input_files) {
@@ -138,7 +147,7 @@ int run_model(const std::vector<std::string>& args) {
   if (optimize) graph.optimize();
   Runtime rt;
   CompileOptions compile;
-  if (device != "auto") compile.backends = {device};
+  compile.backends = device_list;
   Executable* exe = graph.compile(&rt, compile);
   auto t1 = std::chrono::steady_clock::now();
   std::vector<Tensor> inputs;
@@ -151,9 +160,11 @@ int run_model(const std::vector<std::string>& args) {
   if (!given.empty())
     throw InvalidArgument("lumen run: the model has no input named '" + given.begin()->first + "'");
 
+  bool on_cuda = std::find(device_list.begin(), device_list.end(), "cuda") != device_list.end();
   MemoryStats before = rt.memory_stats();
   std::vector<Tensor> outputs = exe->execute(inputs);
   MemoryStats after_first = rt.memory_stats();
+  MemoryStats cuda_first = on_cuda ? rt.memory_stats(Device::cuda()) : MemoryStats{};
   std::vector<double> ms;
   for (int64_t r = 0; r < repeat; ++r) {
     auto a = std::chrono::steady_clock::now();
@@ -185,6 +196,14 @@ int run_model(const std::vector<std::string>& args) {
       after_first.num_system_allocs - before.num_system_allocs,
       after_all.num_system_allocs - after_first.num_system_allocs, static_cast<long long>(repeat),
       static_cast<double>(after_all.peak_bytes_in_use) / 1e6);
+  if (on_cuda) {
+    MemoryStats cuda_all = rt.memory_stats(Device::cuda());
+    std::printf(
+        "cuda memory: cudaMalloc calls after the first run: %zu in the next %lld; peak in "
+        "use %.2f MB\n",
+        cuda_all.num_system_allocs - cuda_first.num_system_allocs, static_cast<long long>(repeat),
+        static_cast<double>(cuda_all.peak_bytes_in_use) / 1e6);
+  }
   return 0;
 }
 
