@@ -187,6 +187,22 @@ int run_model(const std::vector<std::string>& args) {
       write_npy(out_dir + "/" + safe_file_name(exe->outputs()[k].name) + ".npy", t);
     }
   }
+  {
+    // Placement: steps per backend, and the copies between devices.
+    std::string summary = exe->summary();
+    size_t on_cuda_steps = 0, on_cpu_steps = 0, copies = 0;
+    for (size_t p = summary.find('\n'); p != std::string::npos; p = summary.find('\n', p + 1)) {
+      std::string line = summary.substr(p + 1, summary.find('\n', p + 1) - p - 1);
+      if (line.find("copy '") != std::string::npos)
+        ++copies;
+      else if (line.find("@cuda") != std::string::npos)
+        ++on_cuda_steps;
+      else if (line.find("@cpu") != std::string::npos)
+        ++on_cpu_steps;
+    }
+    std::printf("placement: %zu steps on cuda, %zu on cpu, %zu copies between devices\n",
+                on_cuda_steps, on_cpu_steps, copies);
+  }
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms)\n", ms[ms.size() / 2],
               static_cast<long long>(ms.size()), ms.front());
   std::printf(

@@ -80,24 +80,30 @@ class CudnnConvKernel final : public Kernel {
     check(cudnnFindConvolutionForwardAlgorithm(be.cudnn(), x_, w_, conv_, y_,
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
           where_ + ": find algorithm");
-    bool chosen = false;
-    // cudnnConvolutionBiasActivationForward runs identity activation only with this algorithm.
-    bool need_precomp = has_bias_ && !relu_;
-    for (int i = 0; i < found && !chosen; ++i) {
+    // The fastest usable algorithm, and the fastest implicit-precomp-GEMM one:
+    // cudnnConvolutionBiasActivationForward runs an identity activation only with the latter, so
+    // a bias with no ReLU is fused only when that costs less than one more launch (cudnnAddTensor).
+    const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
+    const cudnnConvolutionFwdAlgoPerf_t* precomp = nullptr;
+    for (int i = 0; i < found; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
       if (perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
-      if (need_precomp && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
-        continue;
-      algo_ = perf[i].algo;
-      workspace_ = perf[i].memory;
-      chosen = true;
+      if (best == nullptr) best = &perf[i];
+      if (precomp == nullptr && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+        precomp = &perf[i];
     }
-    if (!chosen && need_precomp) {
-      algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-      check(cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), x_, w_, conv_, y_, algo_,
-                                                    &workspace_),
-            where_);
-      chosen = true;
+    constexpr float kLaunchMs = 0.003f;
+    bool chosen = best != nullptr;
+    if (chosen) {
+      const cudnnConvolutionFwdAlgoPerf_t* use = best;
+      if (has_bias_ && !relu_) {
+        if (precomp != nullptr && precomp->time <= best->time + kLaunchMs)
+          use = precomp;
+        else
+          separate_bias_ = true;
+      }
+      algo_ = use->algo;
+      workspace_ = use->memory;
     }
     if (!chosen) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
     be.workspace().reserve(workspace_);
@@ -119,7 +125,13 @@ class CudnnConvKernel final : public Kernel {
     check(cudnnSetStream(be.cudnn(), stream), where_);
     const float one = 1.f, zero = 0.f;
     void* y = ctx.outputs[0].raw_data();
-    if (has_bias_ || relu_) {
+    if (separate_bias_) {
+      check(cudnnConvolutionForward(be.cudnn(), &one, x_, ctx.inputs[0].raw_data(), w_,
+                                    ctx.inputs[1].raw_data(), conv_, algo_, be.workspace().ptr(),
+                                    workspace_, &zero, y_, y),
+            where_);
+      check(cudnnAddTensor(be.cudnn(), &one, b_, ctx.inputs[2].raw_data(), &one, y_, y), where_);
+    } else if (has_bias_ || relu_) {
       // With no bias, a ReLU still fuses: the bias is a zero-length add (z = y, alpha2 = 0).
       const void* bias = has_bias_ ? ctx.inputs[2].raw_data() : zero_bias(ctx);
       check(cudnnConvolutionBiasActivationForward(
@@ -155,6 +167,7 @@ class CudnnConvKernel final : public Kernel {
 
   std::string where_;
   bool has_bias_ = false, relu_ = false;
+  bool separate_bias_ = false;  // bias added by cudnnAddTensor after the convolution
   std::optional<Post> post_;
   int64_t out_numel_ = 0;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
