@@ -15,7 +15,7 @@ void usage() {
       "  bench matmul N        N x N float32 matmul on every backend: median ms and GFLOP/s\n"
       "        [--runs R]      timed runs (default: as many as fit in about 2 s, at least 5)\n"
       "  run MODEL.onnx        run a model on given (--input NAME=FILE.npy) or random inputs\n"
-      "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|auto] [--repeat "
+      "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|cuda,cpu|auto] [--repeat "
       "N]\n"
       "        [--no-optimize] run the graph as imported, without the optimizer passes\n"
       "        [--profile]     time every step: per op kind and the slowest nodes\n"

@@ -133,8 +133,17 @@ int run_model(const std::vector<std::string>& args) {
       throw InvalidArgument("lumen run: unknown argument '" + a + "'");
     }
   }
-  if (device != "cpu" && device != "cuda" && device != "auto")
-    throw InvalidArgument("--device must be cpu, cuda or auto, not '" + device + "'");
+  // --device takes a backend or a comma-separated list in order of preference ("cuda,cpu").
+  std::vector<std::string> device_list;
+  for (size_t start = 0; device != "auto" && start <= device.size();) {
+    size_t comma = std::min(device.find(',', start), device.size());
+    std::string name = device.substr(start, comma - start);
+    if (name != "cpu" && name != "cuda")
+      throw InvalidArgument("--device must be cpu, cuda, a list such as cuda,cpu, or auto, not '" +
+                            device + "'");
+    device_list.push_back(name);
+    start = comma + 1;
+  }
 
   std::map<std::string, Tensor> given;
   for (const auto& [name, file] : input_files) {
@@ -144,7 +153,7 @@ int run_model(const std::vector<std::string>& args) {
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt;
   CompileOptions compile;
-  if (device != "auto") compile.backends = {device};
+  compile.backends = device_list;
   Executable* exe = nullptr;
   {
     // The graph goes once compiled: the executable holds what it needs (packed weights
@@ -164,9 +173,11 @@ int run_model(const std::vector<std::string>& args) {
   if (!given.empty())
     throw InvalidArgument("lumen run: the model has no input named '" + given.begin()->first + "'");
 
+  bool on_cuda = std::find(device_list.begin(), device_list.end(), "cuda") != device_list.end();
   MemoryStats before = rt.memory_stats();
   std::vector<Tensor> outputs = exe->execute(inputs);
   MemoryStats after_first = rt.memory_stats();
+  MemoryStats cuda_first = on_cuda ? rt.memory_stats(Device::cuda()) : MemoryStats{};
   std::vector<double> ms;
   for (int64_t r = 0; r < repeat; ++r) {
     // The previous outputs go back to the pool first, so a steady-state run reuses their memory
@@ -195,6 +206,22 @@ int run_model(const std::vector<std::string>& args) {
       write_npy(out_dir + "/" + safe_file_name(exe->outputs()[k].name) + ".npy", t);
     }
   }
+  {
+    // Placement: steps per backend, and the copies between devices.
+    std::string summary = exe->summary();
+    size_t on_cuda_steps = 0, on_cpu_steps = 0, copies = 0;
+    for (size_t p = summary.find('\n'); p != std::string::npos; p = summary.find('\n', p + 1)) {
+      std::string line = summary.substr(p + 1, summary.find('\n', p + 1) - p - 1);
+      if (line.find("copy '") != std::string::npos)
+        ++copies;
+      else if (line.find("@cuda") != std::string::npos)
+        ++on_cuda_steps;
+      else if (line.find("@cpu") != std::string::npos)
+        ++on_cpu_steps;
+    }
+    std::printf("placement: %zu steps on cuda, %zu on cpu, %zu copies between devices\n",
+                on_cuda_steps, on_cpu_steps, copies);
+  }
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms, p90 %.3f ms)\n",
               ms[ms.size() / 2], static_cast<long long>(ms.size()), ms.front(),
               ms[std::min(ms.size() - 1, ms.size() * 9 / 10)]);
@@ -205,6 +232,14 @@ int run_model(const std::vector<std::string>& args) {
       after_first.num_system_allocs - before.num_system_allocs,
       after_all.num_system_allocs - after_first.num_system_allocs, static_cast<long long>(repeat),
       static_cast<double>(after_all.peak_bytes_in_use) / 1e6);
+  if (on_cuda) {
+    MemoryStats cuda_all = rt.memory_stats(Device::cuda());
+    std::printf(
+        "cuda memory: cudaMalloc calls after the first run: %zu in the next %lld; peak in "
+        "use %.2f MB\n",
+        cuda_all.num_system_allocs - cuda_first.num_system_allocs, static_cast<long long>(repeat),
+        static_cast<double>(cuda_all.peak_bytes_in_use) / 1e6);
+  }
   if (profile) print_profile(profiles);
   if (!trace.empty()) {
     write_chrome_trace(profiles.back(), trace);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/device_ops.h"
 #include "core/half.h"
 
 namespace lumen {
@@ -41,8 +42,7 @@ Tensor::Tensor(std::shared_ptr<Buffer> buffer, size_t offset, Shape shape, DType
 }
 
 static Allocator& allocator_for(Device device) {
-  if (device.type != DeviceType::kCPU)
-    throw DeviceError("no allocator for device " + device.to_string() + " in this build");
+  if (device.type != DeviceType::kCPU) return device_ops(device).allocator();
   return cpu_allocator();
 }
 
@@ -57,7 +57,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (t.nbytes()) std::memset(t.raw_data(), 0, t.nbytes());
+  if (t.nbytes() == 0) return t;
+  if (device.type == DeviceType::kCPU)
+    std::memset(t.raw_data(), 0, t.nbytes());
+  else
+    device_ops(device).zero(t.raw_data(), device, t.nbytes());
   return t;
 }
 
@@ -117,16 +121,32 @@ Tensor Tensor::narrow(int64_t start, int64_t length) const {
                 dtype_);
 }
 
+// Copies between two tensors of the same size on any devices, through the device's ops.
+static void copy_bytes(const Tensor& from, const Tensor& to) {
+  if (to.nbytes() == 0) return;
+  Device src = from.device(), dst = to.device();
+  if (src.type == DeviceType::kCPU && dst.type == DeviceType::kCPU) {
+    std::memcpy(to.raw_data(), from.raw_data(), to.nbytes());
+    return;
+  }
+  const DeviceOps& ops = device_ops(src.type == DeviceType::kCPU ? dst : src);
+  ops.copy(to.raw_data(), dst, from.raw_data(), src, to.nbytes());
+}
+
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_, device());
-  if (nbytes()) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  copy_bytes(*this, t);
   return t;
 }
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
-  throw DeviceError("Tensor::to: no copy between " + this->device().to_string() + " and " +
-                    device.to_string() + " in this build");
+  if (device.type != DeviceType::kCPU && this->device().type != DeviceType::kCPU)
+    throw DeviceError("Tensor::to: no direct copy between " + this->device().to_string() + " and " +
+                      device.to_string());
+  Tensor t = empty(shape_, dtype_, device);
+  copy_bytes(*this, t);
+  return t;
 }
 
 double Tensor::item_as_double(int64_t i) const {

@@ -1,4 +1,6 @@
-// Graph::compile: verify, place every node on a backend, build kernels once, assign value slots.
+// Graph::compile: verify, place every node on a backend, build kernels once, assign value slots,
+// and copy values that cross devices (weights once, here; activations by copy steps).
+#include <map>
 #include <unordered_map>
 
 #include "backends/backend.h"
@@ -8,6 +10,24 @@
 
 namespace lumen {
 namespace {
+
+// A copy step's kernel: its output is the input moved to `to` (the same tensor when already
+// there, so a graph input may come on either device).
+class CopyKernel final : public Kernel {
+ public:
+  explicit CopyKernel(Device to) : to_(to) {}
+  void run(KernelContext& ctx) const override { ctx.outputs[0] = ctx.inputs[0].to(to_); }
+  bool makes_outputs() const override { return true; }
+
+ private:
+  Device to_;
+};
+
+Backend* backend_of(Device device) {
+  for (Backend* b : available_backends())
+    if (b->device() == device) return b;
+  throw DeviceError("compile: no backend for " + device.to_string());
+}
 
 std::vector<Backend*> candidate_backends(const CompileOptions& options) {
   if (options.backends.empty()) return available_backends();
@@ -78,18 +98,52 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
 
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot
+  std::vector<Device> slot_device;       // where each slot's tensor lives during a run
   auto slot = [&](int value_id) {
     auto [it, inserted] = slot_of.emplace(value_id, static_cast<int>(impl->constants.size()));
     if (inserted) {
       const Value& v = values_[value_id];
       impl->constants.push_back(v.data && !v.is_input ? *v.data : Tensor());
+      slot_device.push_back(Device::cpu());
     }
     return it->second;
+  };
+  // A slot's value on another device: constants are copied now, once; anything else gets a copy
+  // step, shared by every reader on that device.
+  std::map<std::pair<int, int>, int> moved;  // (slot, device type) -> slot
+  std::vector<bool> is_input_slot;
+  auto on_device = [&](int s, Device device, const TensorType& type, const std::string& name) {
+    if (slot_device[s] == device) return s;
+    auto key = std::make_pair(s, static_cast<int>(device.type));
+    if (auto it = moved.find(key); it != moved.end()) return it->second;
+    int copy = static_cast<int>(impl->constants.size());
+    impl->constants.push_back(impl->constants[s].defined() ? impl->constants[s].to(device)
+                                                           : Tensor());
+    slot_device.push_back(device);
+    if (!impl->constants[s].defined()) {
+      Step step;
+      Device src = slot_device[s];
+      step.backend = backend_of(device.type == DeviceType::kCPU ? src : device);
+      step.kernel = std::make_unique<CopyKernel>(device);
+      step.inputs = {s};
+      step.outputs = {copy};
+      step.output_types = {type};
+      step.label = "copy '" + name + "' " + src.to_string() + " -> " + device.to_string();
+      step.node = name;
+      step.op = "Copy";
+      step.input_copy = s < static_cast<int>(is_input_slot.size()) && is_input_slot[s];
+      impl->steps.push_back(std::move(step));
+    }
+    moved[key] = copy;
+    return copy;
   };
   for (int in : inputs_) {
     impl->input_slots.push_back(slot(in));
     impl->inputs.push_back({values_[in].name, values_[in].type});
   }
+  is_input_slot.assign(impl->constants.size(), false);
+  for (int s : impl->input_slots) is_input_slot[s] = true;
+  impl->input_read_on_host.assign(impl->input_slots.size(), false);
   for (int id : topological_order()) {
     if (!needed[id]) continue;
     Node& n = nodes_[id];
@@ -114,7 +168,18 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
     n.backend = step.backend->name();
     if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n);
-    for (int in : n.inputs) step.inputs.push_back(in < 0 ? -1 : slot(in));
+    Device device = step.backend->device();
+    for (int in : n.inputs) {
+      if (in < 0) {
+        step.inputs.push_back(-1);
+        continue;
+      }
+      int s = slot(in);
+      if (device.type == DeviceType::kCPU)
+        for (size_t i = 0; i < impl->input_slots.size(); ++i)
+          if (impl->input_slots[i] == s) impl->input_read_on_host[i] = true;
+      step.inputs.push_back(on_device(s, device, values_[in].type, values_[in].name));
+    }
     for (int out : n.outputs) {
       // A shape known only at run time cannot be allocated ahead: the kernel must make it.
       if (!values_[out].type.shape.is_static() && !step.kernel->makes_outputs())
@@ -123,6 +188,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
                             values_[out].type.shape.to_string() + "), which its " +
                             step.backend->name() + " kernel cannot produce");
       step.outputs.push_back(slot(out));
+      slot_device[step.outputs.back()] = device;
       step.output_types.push_back(values_[out].type);
     }
     step.node = n.name;
@@ -133,6 +199,27 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   for (int out : outputs_) {
     impl->output_slots.push_back(slot(out));
     impl->outputs.push_back({values_[out].name, values_[out].type});
+  }
+  // Record-and-replay (CUDA graphs) when every step runs on one device stream that can record,
+  // apart from copies of graph inputs onto it, which a replay binds instead of running.
+  Stream* record = nullptr;
+  bool recordable = !impl->steps.empty();
+  for (const Step& step : impl->steps) {
+    Stream& s = step.backend->default_stream();
+    if (dynamic_cast<RecordingStream*>(&s) == nullptr) recordable = false;
+    if (record == nullptr) record = &s;
+    if (&s != record) recordable = false;
+    bool device_input = step.input_copy && step.backend->device().type != DeviceType::kCPU;
+    for (const TensorType& t : step.output_types)
+      if (!t.shape.is_static()) recordable = false;
+    if (step.kernel->makes_outputs() && dynamic_cast<CopyKernel*>(step.kernel.get()) &&
+        !device_input)
+      recordable = false;
+  }
+  for (bool host : impl->input_read_on_host) recordable = recordable && !host;
+  if (recordable) {
+    impl->record_stream = record;
+    impl->recorder = dynamic_cast<RecordingStream*>(record);
   }
 
   // Free each intermediate after its last reader, unless it is an output or a constant.

@@ -57,39 +57,25 @@ const std::vector<TensorInfo>& Executable::outputs() const {
   return impl_->outputs;
 }
 
-std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
-  return execute(inputs, nullptr);
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double micros_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::micro>(to - from).count();
 }
 
-std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunProfile* profile) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point run_start = Clock::now();
-  auto since_start = [&run_start](Clock::time_point t) {
-    return std::chrono::duration<double, std::micro>(t - run_start).count();
-  };
-  if (profile != nullptr) profile->steps.clear();
-  Impl& impl = *impl_;
-  if (inputs.size() != impl.inputs.size())
-    throw InvalidArgument("execute: expected " + std::to_string(impl.inputs.size()) +
-                          " inputs, got " + std::to_string(inputs.size()));
-  std::vector<Tensor> slots = impl.constants;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorInfo& info = impl.inputs[i];
-    const Tensor& t = inputs[i];
-    if (!t.defined()) throw InvalidArgument("execute: input '" + info.name + "' is undefined");
-    if (t.dtype() != info.type.dtype || t.shape() != info.type.shape)
-      throw ShapeError("execute: input '" + info.name + "' must be " + info.type.to_string() +
-                       ", got " + TensorType{t.dtype(), t.shape()}.to_string());
-    if (t.device().type != DeviceType::kCPU)
-      throw InvalidArgument("execute: input '" + info.name + "' is on " + t.device().to_string() +
-                            "; pass a host tensor");
-    slots[impl.input_slots[i]] = t;
-  }
-  ArenaLease lease(impl);
+// Runs every step over `slots` (inputs and constants bound). With `record` set, copies of graph
+// inputs are skipped (their outputs are already bound) and no slot is released, so every tensor
+// the recorded work touches stays alive. With `profile`, each step's stream is synchronized after
+// it and its time is appended (start measured from `run_start`).
+void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& lease, bool record,
+               RunProfile* profile = nullptr, Clock::time_point run_start = {}) {
   const std::shared_ptr<Buffer>& arena = lease.arena();
   std::vector<Tensor> step_inputs;
   std::vector<Tensor> step_outputs;
   for (const Step& step : impl.steps) {
+    if (record && step.input_copy) continue;
     step_inputs.clear();
     for (int s : step.inputs) step_inputs.push_back(s < 0 ? Tensor() : slots[s]);
     step_outputs.assign(step.outputs.size(), Tensor());
@@ -106,9 +92,9 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunPr
     step.kernel->run(ctx);
     if (profile != nullptr) {
       ctx.stream->synchronize();
-      double start = since_start(step_start);
-      profile->steps.push_back(
-          {step.node, step.op, step.backend->name(), start, since_start(Clock::now()) - start});
+      profile->steps.push_back({step.node, step.op, step.backend->name(),
+                                micros_between(run_start, step_start),
+                                micros_between(step_start, Clock::now())});
     }
     for (size_t k = 0; k < step_outputs.size(); ++k) {
       const TensorType& want = step.output_types[k];
@@ -118,15 +104,107 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunPr
                           ", expected " + want.to_string());
       slots[step.outputs[k]] = std::move(step_outputs[k]);
     }
-    for (int s : step.release) slots[s] = Tensor();
+    if (!record)
+      for (int s : step.release) slots[s] = Tensor();
   }
-  // An output that is a constant, or a view into the arena (which the next run reuses), is copied.
+}
+
+// Records the whole run on the device stream once (after one ordinary run has warmed up library
+// handles and the memory pool), so later runs replay it. Returns null when recording failed; the
+// executable then runs step by step from then on.
+std::unique_ptr<RecordedRun> record_run(Executable::Impl& impl) {
+  auto rec = std::make_unique<RecordedRun>();
+  rec->slots = impl.constants;
+  rec->input_tensors.resize(impl.input_slots.size());
+  for (const Step& step : impl.steps) {
+    if (!step.input_copy) continue;
+    for (size_t i = 0; i < impl.input_slots.size(); ++i)
+      if (impl.input_slots[i] == step.inputs[0]) {
+        const TensorType& t = step.output_types[0];
+        rec->input_tensors[i] = Tensor::empty(t.shape, t.dtype, step.backend->device());
+        rec->slots[step.outputs[0]] = rec->input_tensors[i];
+      }
+  }
+  ArenaLease lease(impl);
+  impl.record_stream->synchronize();
+  impl.recorder->begin_capture();
+  try {
+    run_steps(impl, rec->slots, lease, true);
+  } catch (...) {
+    try {
+      impl.recorder->end_capture();
+    } catch (...) {
+    }
+    return nullptr;
+  }
+  rec->work = impl.recorder->end_capture();
+  return rec;
+}
+
+}  // namespace
+
+std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
+  return execute(inputs, nullptr);
+}
+
+std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunProfile* profile) {
+  const Clock::time_point run_start = Clock::now();
+  if (profile != nullptr) profile->steps.clear();
+  Impl& impl = *impl_;
+  if (inputs.size() != impl.inputs.size())
+    throw InvalidArgument("execute: expected " + std::to_string(impl.inputs.size()) +
+                          " inputs, got " + std::to_string(inputs.size()));
+  std::vector<Tensor> slots = impl.constants;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorInfo& info = impl.inputs[i];
+    const Tensor& t = inputs[i];
+    if (!t.defined()) throw InvalidArgument("execute: input '" + info.name + "' is undefined");
+    if (t.dtype() != info.type.dtype || t.shape() != info.type.shape)
+      throw ShapeError("execute: input '" + info.name + "' must be " + info.type.to_string() +
+                       ", got " + TensorType{t.dtype(), t.shape()}.to_string());
+    bool to_host = t.device().type != DeviceType::kCPU && impl.input_read_on_host[i];
+    slots[impl.input_slots[i]] = to_host ? t.to(Device::cpu()) : t;
+  }
+  // A profiled run goes step by step, so each step can be timed.
+  if (impl.record_stream != nullptr && profile == nullptr) {
+    std::lock_guard<std::mutex> lock(impl.record_mutex);
+    if (!impl.recorded) {
+      ArenaLease warm(impl);
+      std::vector<Tensor> warm_slots = slots;
+      run_steps(impl, warm_slots, warm, false);
+      impl.recorded = record_run(impl);
+      if (!impl.recorded) impl.record_stream = nullptr;
+    }
+    if (impl.recorded) {
+      RecordedRun& rec = *impl.recorded;
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (rec.input_tensors[i].defined()) impl.recorder->copy(inputs[i], rec.input_tensors[i]);
+      rec.work->replay();
+      std::vector<Tensor> outputs;
+      for (int s : impl.output_slots) {
+        const Tensor& t = rec.slots[s].defined() ? rec.slots[s] : slots[s];
+        Tensor host = Tensor::empty(t.shape(), t.dtype());
+        impl.recorder->copy(t, host);
+        outputs.push_back(host);
+      }
+      return outputs;
+    }
+  }
+  ArenaLease lease(impl);
+  run_steps(impl, slots, lease, false, profile, run_start);
+  // An output that is a constant, or a view into the arena (which the next run reuses), is copied;
+  // one on a device comes back to the host.
   std::vector<Tensor> outputs;
   for (int s : impl.output_slots) {
-    bool copy = impl.constants[s].defined() || lease.contains(slots[s]);
-    outputs.push_back(copy ? slots[s].clone() : slots[s]);
+    const Tensor& t = slots[s];
+    if (t.device().type != DeviceType::kCPU) {
+      outputs.push_back(t.to(Device::cpu()));
+      continue;
+    }
+    bool copy = impl.constants[s].defined() || lease.contains(t);
+    outputs.push_back(copy ? t.clone() : t);
   }
-  if (profile != nullptr) profile->total_us = since_start(Clock::now());
+  if (profile != nullptr) profile->total_us = micros_between(run_start, Clock::now());
   return outputs;
 }
 

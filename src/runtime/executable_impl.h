@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "lumen/runtime.h"
 #include "memory/liveness.h"
+#include "runtime/recording.h"
 
 namespace lumen {
 
@@ -22,6 +23,16 @@ struct Step {
   std::string label;         // "conv1 (Conv) @cpu"
   std::string node;          // "conv1"
   std::string op;            // "Conv"
+  bool input_copy = false;   // a copy of a graph input to the device (bound, not run, in a replay)
+};
+
+// A whole run recorded once as device work (a CUDA graph) and replayed: every slot tensor of the
+// recorded run stays alive, at the addresses the recording holds.
+struct RecordedRun {
+  std::unique_ptr<CapturedWork> work;
+  std::vector<Tensor> slots;
+  std::vector<Tensor> input_tensors;  // per graph input: the device tensor it is copied into, or
+                                      // undefined where the input is not read on the device
 };
 
 struct Executable::Impl {
@@ -38,6 +49,15 @@ struct Executable::Impl {
   std::vector<std::string> slot_names;  // for the memory report
   std::mutex arena_mutex;
   std::vector<std::shared_ptr<Buffer>> free_arenas;
+  // Per graph input: whether a host kernel reads it (an input given on a device is then copied
+  // to the host first).
+  std::vector<bool> input_read_on_host;
+  // Set when every step runs on one device stream that can record work (all CUDA, static
+  // shapes): execute() then records the run once and replays it.
+  Stream* record_stream = nullptr;
+  RecordingStream* recorder = nullptr;  // the same stream, as a recorder
+  std::mutex record_mutex;
+  std::unique_ptr<RecordedRun> recorded;
 };
 
 }  // namespace lumen

@@ -1,0 +1,74 @@
+#!/bin/bash
+# The CUDA backend's tests and GPU benchmark, in one go on a machine with an NVIDIA GPU.
+#
+#   bash bench/gpu.sh pack BUILD_DIR BUNDLE   # here: a CUDA build (-DLUMEN_CUDA=ON) -> a bundle of
+#                                             # binaries, the libraries they load and the scripts
+#   bash bench/gpu.sh run BUNDLE OUT          # on the GPU machine (which has CUDA 13, cuDNN 9 and
+#                                             # PyTorch, but no oneDNN or libonnx): CUDA tests,
+#                                             # zoo models checked against PyTorch, benchmark table
+#
+# `run` writes OUT/cuda_tests.log, OUT/bench.log, OUT/gpu_section.md and OUT/benchmarks.md (the
+# docs page with its gpu section replaced).
+set -euo pipefail
+mode=${1:?usage: gpu.sh pack BUILD_DIR BUNDLE | run BUNDLE OUT}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+
+if [ "$mode" = pack ]; then
+  build=$2 bundle=$3
+  mkdir -p "$bundle"/bin "$bundle"/lib "$bundle"/bench "$bundle"/tests/models "$bundle"/docs
+  cp "$build"/lumen "$build"/tests/cuda_backend_test "$bundle"/bin/
+  strip "$bundle"/bin/*
+  cp -L "$build"/liblumen.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen.so.0
+  # The Debian libraries the GPU machine lacks, each under its soname (oneDNN compressed).
+  for lib in libdnnl.so.2 libprotobuf.so.32 libonnx_proto.so.1 libOpenCL.so.1 libgomp.so.1; do
+    path=$(ldd "$build"/lumen | awk -v l="$lib" '$1 == l {print $3}')
+    [ -n "$path" ] || continue
+    if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
+    else cp -L "$path" "$bundle"/lib/$lib; fi
+  done
+  cp "$here"/gpu.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$bundle"/bench/
+  cp "$root"/tests/models/export_zoo.py "$bundle"/tests/models/
+  cp "$root"/docs/benchmarks.md "$bundle"/docs/
+  du -sh "$bundle"
+  exit 0
+fi
+
+bundle=$(cd "$2" && pwd) out=$3
+mkdir -p "$out"
+lib=/tmp/lumen_gpu_lib
+mkdir -p $lib
+cp "$bundle"/lib/*.so* $lib/ 2>/dev/null || true
+[ -f "$bundle"/lib/libdnnl.so.2.xz ] && xz -dc "$bundle"/lib/libdnnl.so.2.xz > $lib/libdnnl.so.2
+# cuDNN and cuBLAS from the toolkit, else from PyTorch's wheels.
+py=$(command -v python3)
+extra=$("$py" - <<'PY' 2>/dev/null || true
+import glob, os, nvidia
+base = os.path.dirname(nvidia.__path__[0] + "/x")
+print(":".join(sorted(set(os.path.dirname(p) for p in glob.glob(base + "/*/lib/lib*.so*")))))
+PY
+)
+export LD_LIBRARY_PATH=$lib:/usr/local/cuda/lib64:${extra}:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
+ldd "$bundle"/bin/lumen | grep "not found" && { echo "missing libraries"; exit 1; } || true
+
+echo "== CUDA tests"
+set +e
+"$bundle"/bin/cuda_backend_test --gtest_output=xml:"$out"/cuda_tests.xml 2>&1 | tee "$out"/cuda_tests.log
+tests_rc=${PIPESTATUS[0]}
+if command -v compute-sanitizer >/dev/null; then
+  echo "== compute-sanitizer (memcheck) over the CUDA kernel tests"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$bundle"/bin/cuda_backend_test \
+    --gtest_filter='CudaKernels.*:CudaBackend.Copies*' > "$out"/sanitizer.log 2>&1
+  echo "compute-sanitizer exit $? ($(grep -c 'ERROR SUMMARY: 0' "$out"/sanitizer.log) clean summaries)"
+  tail -3 "$out"/sanitizer.log
+fi
+echo "== zoo on CUDA vs PyTorch"
+PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/gpu_bench.py "$bundle"/bin/lumen /tmp/lumen_gpu_work \
+  2>&1 | tee "$out"/bench.log
+bench_rc=${PIPESTATUS[0]}
+set -e
+cp /tmp/lumen_gpu_work/gpu_section.md "$out"/ 2>/dev/null || true
+cp "$bundle"/docs/benchmarks.md "$out"/benchmarks.md
+echo "cuda tests exit $tests_rc, bench exit $bench_rc"
+exit $(( tests_rc != 0 || bench_rc != 0 ))

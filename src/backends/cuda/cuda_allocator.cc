@@ -1,0 +1,181 @@
+// Device memory: a stream-ordered caching pool, and host<->device copies through pinned staging.
+//
+// Every kernel of the backend runs on its one stream, so a block freed on the host while work that
+// uses it is still queued can be handed out again at once: whatever the new owner enqueues runs
+// after that work (the same reasoning as PyTorch's caching allocator for a single stream). Freed
+// blocks go to per-size free lists; cudaMalloc is called only when a list is empty, so a model run
+// repeatedly stops calling it after the first run.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "core/device_ops.h"
+
+namespace lumen::cuda {
+namespace {
+
+// 512-byte steps up to 64 KiB, then 8 classes per power of two (at most 12.5% waste).
+size_t size_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes <= 65536) return (bytes + 511) / 512 * 512;
+  int top = 63 - __builtin_clzll(bytes);
+  size_t step = size_t{1} << (top - 3);
+  return (bytes + step - 1) / step * step;
+}
+
+class CachingDevicePool final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    require_cuda_backend();
+    size_t cls = size_class(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.num_allocs;
+    void* ptr = nullptr;
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      ptr = it->second.back();
+      it->second.pop_back();
+      stats_.bytes_cached -= cls;
+    } else {
+      if (cudaMalloc(&ptr, cls) != cudaSuccess) {
+        cudaGetLastError();
+        release_locked();
+        if (cudaMalloc(&ptr, cls) != cudaSuccess) {
+          cudaGetLastError();
+          throw OutOfMemory("cuda:0 pool: cannot allocate " + std::to_string(bytes) + " bytes");
+        }
+      }
+      ++stats_.num_system_allocs;
+    }
+    stats_.bytes_in_use += cls;
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t bytes) override {
+    if (ptr == nullptr) return;
+    size_t cls = size_class(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[cls].push_back(ptr);
+    stats_.bytes_in_use -= cls;
+    stats_.bytes_cached += cls;
+  }
+
+  MemoryStats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void release_cached() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_locked();
+  }
+
+  void reset_peak() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  }
+
+  Device device() const override { return Device::cuda(0); }
+
+ private:
+  void release_locked() {
+    // Queued work may still use cached blocks: wait for it before giving them back.
+    if (CudaBackend* b = cuda_backend()) cudaStreamSynchronize(b->stream().handle());
+    for (auto& [cls, list] : free_) {
+      for (void* p : list) cudaFree(p);
+      list.clear();
+    }
+    stats_.bytes_cached = 0;
+  }
+
+  mutable std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  MemoryStats stats_;
+};
+
+// Pinned host memory that transfers go through: DMA from pageable memory is slower and cannot be
+// asynchronous. Chunks of kChunk bytes, double-buffered so that copying one chunk on the host
+// overlaps the transfer of the other.
+class Staging {
+ public:
+  static constexpr size_t kChunk = size_t{8} << 20;
+
+  void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+    CudaBackend& backend = require_cuda_backend();
+    cudaStream_t stream = backend.stream().handle();
+    bool to_device = src_device.type == DeviceType::kCPU;
+    bool from_device = dst_device.type == DeviceType::kCPU;
+    if (!to_device && !from_device) {
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy on device");
+      check(cudaStreamSynchronize(stream), "copy on device");
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (buffers_[0] == nullptr)
+      for (auto& b : buffers_) check(cudaMallocHost(&b.ptr, kChunk), "pinned staging buffer");
+    auto* d = static_cast<char*>(dst);
+    auto* s = static_cast<const char*>(src);
+    for (size_t done = 0, k = 0; done < bytes; done += kChunk, ++k) {
+      size_t n = std::min(kChunk, bytes - done);
+      Buffer& b = buffers_[k % 2];
+      if (b.event) check(cudaEventSynchronize(b.event), "staging buffer reuse");
+      if (to_device) {
+        std::memcpy(b.ptr, s + done, n);
+        check(cudaMemcpyAsync(d + done, b.ptr, n, cudaMemcpyHostToDevice, stream),
+              "copy host -> " + dst_device.to_string());
+        record(b, stream);
+      } else {
+        check(cudaMemcpyAsync(b.ptr, s + done, n, cudaMemcpyDeviceToHost, stream),
+              "copy " + src_device.to_string() + " -> host");
+        check(cudaStreamSynchronize(stream), "copy to host");
+        std::memcpy(d + done, b.ptr, n);
+      }
+    }
+    check(cudaStreamSynchronize(stream), "copy host -> device");
+  }
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    cudaEvent_t event = nullptr;
+    bool operator==(std::nullptr_t) const { return ptr == nullptr; }
+  };
+  static void record(Buffer& b, cudaStream_t stream) {
+    if (!b.event) check(cudaEventCreateWithFlags(&b.event, cudaEventDisableTiming), "event");
+    check(cudaEventRecord(b.event, stream), "record staging event");
+  }
+  std::mutex mutex_;
+  Buffer buffers_[2];
+};
+
+Staging& staging() {
+  static auto* s = new Staging();  // never destroyed, like the pools
+  return *s;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  staging().copy(dst, dst_device, src, src_device, bytes);
+}
+
+void zero_bytes(void* dst, Device device, size_t bytes) {
+  cudaStream_t stream = require_cuda_backend().stream().handle();
+  check(cudaMemsetAsync(dst, 0, bytes, stream), "zero " + device.to_string() + " memory");
+  check(cudaStreamSynchronize(stream), "zero memory");
+}
+
+const bool kDeviceOpsRegistered =
+    register_device_ops(DeviceType::kCUDA, DeviceOps{&device_allocator, &copy_bytes, &zero_bytes});
+
+}  // namespace
+
+Allocator& device_allocator() {
+  static auto* pool = new CachingDevicePool();  // never destroyed: see allocator.h
+  return *pool;
+}
+
+}  // namespace lumen::cuda

@@ -1,0 +1,198 @@
+// The CUDA backend: device discovery, stream and events, CUDA-graph capture, library handles,
+// workspaces and the kernel registry.
+#include "backends/cuda/cuda_backend.h"
+
+#include <array>
+
+#include "backends/backend_registry.h"
+#include "backends/cuda/cuda_check.h"
+#include "graph/op_kind.h"
+
+namespace lumen::cuda {
+namespace {
+
+std::array<KernelEntry, kNumOpKinds>& kernel_table() {
+  static std::array<KernelEntry, kNumOpKinds> table{};
+  return table;
+}
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent() { check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "create event"); }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  void record(Stream& stream) override {
+    auto* s = dynamic_cast<CudaStream*>(&stream);
+    if (s == nullptr)
+      throw DeviceError("CUDA event recorded on a " + stream.device().to_string() + " stream");
+    check(cudaEventRecord(event_, s->handle()), "record event");
+  }
+  void synchronize() override { check(cudaEventSynchronize(event_), "wait for event"); }
+  bool done() const override { return cudaEventQuery(event_) == cudaSuccess; }
+  cudaEvent_t handle() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaGraphWork final : public CapturedWork {
+ public:
+  CudaGraphWork(cudaGraph_t graph, cudaStream_t stream) : graph_(graph), stream_(stream) {
+    check(cudaGraphInstantiate(&exec_, graph_, 0), "instantiate CUDA graph");
+  }
+  ~CudaGraphWork() override {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  void replay() override { check(cudaGraphLaunch(exec_, stream_), "launch CUDA graph"); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+Backend* probe_cuda() {
+  return cuda_backend();
+}
+
+const bool kBackendRegistered = register_backend(&probe_cuda);
+
+}  // namespace
+
+CudaStream::CudaStream(int device) : device_(device) {
+  check(cudaSetDevice(device_), "select device");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
+}
+
+CudaStream::~CudaStream() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaStream::synchronize() {
+  check(cudaStreamSynchronize(stream_), "synchronize stream");
+}
+
+void CudaStream::wait(const Event& event) {
+  auto* e = dynamic_cast<const CudaEvent*>(&event);
+  if (e == nullptr) return;  // host events are done when recorded
+  check(cudaStreamWaitEvent(stream_, e->handle(), 0), "wait for event");
+}
+
+std::unique_ptr<Event> CudaStream::create_event() {
+  return std::make_unique<CudaEvent>();
+}
+
+void CudaStream::begin_capture() {
+  // Relaxed: the allocator may call cudaMalloc while another thread records (it never needs to
+  // here, since a warm-up run fills the pool first).
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "begin capture");
+}
+
+std::unique_ptr<CapturedWork> CudaStream::end_capture() {
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(stream_, &graph), "end capture");
+  return std::make_unique<CudaGraphWork>(graph, stream_);
+}
+
+void CudaStream::copy(const Tensor& src, const Tensor& dst) {
+  if (src.nbytes() != dst.nbytes())
+    throw InvalidArgument("CudaStream::copy: " + std::to_string(src.nbytes()) + " bytes into " +
+                          std::to_string(dst.nbytes()));
+  if (src.nbytes() == 0) return;
+  bool host_src = src.device().type == DeviceType::kCPU;
+  bool host_dst = dst.device().type == DeviceType::kCPU;
+  cudaMemcpyKind kind = host_src ? (host_dst ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
+                                 : (host_dst ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
+  check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), kind, stream_),
+        "copy " + src.device().to_string() + " -> " + dst.device().to_string());
+  if (host_src || host_dst) synchronize();
+}
+
+void Workspace::reserve(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes <= size_) return;
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "workspace of " + std::to_string(bytes) + " bytes");
+  if (ptr_) retired_.push_back(ptr_);
+  ptr_ = p;
+  size_ = bytes;
+}
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  stream_ = std::make_unique<CudaStream>(device_);
+  check(cublasLtCreate(&cublas_), "create handle");
+  check(cudnnCreate(&cudnn_), "create handle");
+  check(cudnnSetStream(cudnn_, stream_->handle()), "set stream");
+}
+
+bool CudaBackend::supports(const Graph& graph, const Node& node, std::string* reason) const {
+  const KernelEntry* entry = find_kernel(node.op);
+  std::string why;
+  if (entry == nullptr) {
+    why = std::string("no CUDA kernel for ") + op_name(node.op);
+  } else if (entry->check != nullptr) {
+    why = entry->check(NodeContext(graph, node));
+  }
+  if (reason) *reason = why;
+  return why.empty();
+}
+
+std::unique_ptr<Kernel> CudaBackend::make_kernel(const Graph& graph, const Node& node) const {
+  NodeContext ctx(graph, node);
+  const KernelEntry* entry = find_kernel(node.op);
+  if (entry == nullptr) ctx.fail_unsupported("no CUDA kernel");
+  if (entry->check != nullptr) {
+    std::string why = entry->check(ctx);
+    if (!why.empty()) ctx.fail_unsupported("CUDA: " + why);
+  }
+  check(cudaSetDevice(device_), "select device");
+  return entry->make(ctx);
+}
+
+Allocator& CudaBackend::allocator() const {
+  return device_allocator();
+}
+
+CudaBackend* cuda_backend() {
+  // No device or no driver: the backend is simply not available (no error).
+  static CudaBackend* backend = []() -> CudaBackend* {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      cudaGetLastError();  // clear the sticky "no device" status
+      return nullptr;
+    }
+    return new CudaBackend(0);  // never destroyed: tensors may outlive main()
+  }();
+  return backend;
+}
+
+CudaBackend& require_cuda_backend() {
+  CudaBackend* b = cuda_backend();
+  if (b == nullptr) throw DeviceError("no CUDA device on this machine (cuda:0 is not available)");
+  return *b;
+}
+
+cudaStream_t stream_of(const KernelContext& ctx) {
+  auto* s = dynamic_cast<CudaStream*>(ctx.stream);
+  return s ? s->handle() : require_cuda_backend().stream().handle();
+}
+
+bool register_kernel(OpKind op, KernelEntry entry) {
+  kernel_table()[static_cast<size_t>(op)] = entry;
+  return true;
+}
+
+const KernelEntry* find_kernel(OpKind op) {
+  const KernelEntry& e = kernel_table()[static_cast<size_t>(op)];
+  return e.make ? &e : nullptr;
+}
+
+std::string require_float32(const NodeContext& ctx) {
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && ctx.input_dtype(i) != DType::kFloat32)
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
+             "; the CUDA kernel takes float32";
+  return "";
+}
+
+}  // namespace lumen::cuda

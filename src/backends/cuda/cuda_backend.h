@@ -1,0 +1,111 @@
+// The CUDA backend's insides shared by its files: the backend object (device, stream, library
+// handles, workspaces), its stream and event types and the kernel registry.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "graph/node_context.h"
+#include "runtime/recording.h"
+
+namespace lumen::cuda {
+
+// A CUDA stream behind the runtime's Stream. The backend's stream is non-blocking (it does not
+// wait for the legacy default stream).
+class CudaStream final : public Stream, public RecordingStream {
+ public:
+  explicit CudaStream(int device);
+  ~CudaStream() override;
+  Device device() const override { return Device::cuda(device_); }
+  void synchronize() override;
+  void wait(const Event& event) override;
+  std::unique_ptr<Event> create_event() override;
+  void begin_capture() override;
+  std::unique_ptr<CapturedWork> end_capture() override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  cudaStream_t handle() const { return stream_; }
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Device memory that only grows, for library workspaces: a kernel reads ptr() when it runs, and
+// blocks it has outgrown stay allocated, since captured CUDA graphs may still point at them.
+class Workspace {
+ public:
+  void reserve(size_t bytes);
+  void* ptr() const { return ptr_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::mutex mutex_;
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+  std::vector<void*> retired_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device::cuda(device_); }
+  bool supports(const Graph& graph, const Node& node, std::string* reason) const override;
+  std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node) const override;
+  Allocator& allocator() const override;
+  Stream& default_stream() override { return *stream_; }
+
+  CudaStream& stream() { return *stream_; }
+  cublasLtHandle_t cublas() const { return cublas_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  Workspace& workspace() const { return workspace_; }
+
+ private:
+  int device_;
+  std::unique_ptr<CudaStream> stream_;
+  cublasLtHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  mutable Workspace workspace_;
+};
+
+// The backend of device 0, or nullptr where no CUDA device (or driver) exists. The first call
+// probes; later calls return the same answer.
+CudaBackend* cuda_backend();
+// The backend, or DeviceError when this machine has no usable CUDA device.
+CudaBackend& require_cuda_backend();
+
+// The raw stream a kernel runs on.
+cudaStream_t stream_of(const KernelContext& ctx);
+
+// The caching pool of device memory (cuda_allocator.cc).
+Allocator& device_allocator();
+
+// Builds a node's kernel; throws UnsupportedOp (ctx.fail_unsupported) for variants it cannot run.
+using KernelFactory = std::unique_ptr<Kernel> (*)(const NodeContext& ctx);
+// Returns "" when the kernel can run the node, else the reason it cannot.
+using KernelCheck = std::string (*)(const NodeContext& ctx);
+
+struct KernelEntry {
+  KernelFactory make = nullptr;
+  KernelCheck check = nullptr;
+};
+
+bool register_kernel(OpKind op, KernelEntry entry);
+const KernelEntry* find_kernel(OpKind op);
+
+// Registers the CUDA kernel of op `Name` (from the bottom of the kernel's file).
+#define LUMEN_REGISTER_CUDA_KERNEL(Name, ...)                                             \
+  static const bool lumen_cuda_kernel_registered_##Name = ::lumen::cuda::register_kernel( \
+      ::lumen::OpKind::k##Name, ::lumen::cuda::KernelEntry{__VA_ARGS__})
+
+// The usual check: every present input is float32.
+std::string require_float32(const NodeContext& ctx);
+
+}  // namespace lumen::cuda

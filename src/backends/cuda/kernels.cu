@@ -1,0 +1,392 @@
+// The CUDA backend's own kernels: element-wise, normalisation, pooling, softmax, data movement.
+// One thread per output element unless noted; grid-stride loops so any size launches.
+#include <cfloat>
+
+#include "backends/cuda/launch.h"
+
+namespace lumen::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+#define GRID_LOOP(i, n)                                                                  \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__device__ __forceinline__ float apply_unary(UnaryOp op, float v, float alpha, float beta) {
+  switch (op) {
+    case UnaryOp::kIdentity:
+      return v;
+    case UnaryOp::kRelu:
+      return v > 0.f ? v : 0.f;
+    case UnaryOp::kLeakyRelu:
+      return v >= 0.f ? v : alpha * v;
+    case UnaryOp::kSigmoid:
+      return 1.f / (1.f + expf(-v));
+    case UnaryOp::kTanh:
+      return tanhf(v);
+    case UnaryOp::kGelu:
+      return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case UnaryOp::kErf:
+      return erff(v);
+    case UnaryOp::kExp:
+      return expf(v);
+    case UnaryOp::kLog:
+      return logf(v);
+    case UnaryOp::kSqrt:
+      return sqrtf(v);
+    case UnaryOp::kNeg:
+      return -v;
+    case UnaryOp::kAbs:
+      return fabsf(v);
+    case UnaryOp::kReciprocal:
+      return 1.f / v;
+    case UnaryOp::kClip:
+      return fminf(fmaxf(v, alpha), beta);
+    case UnaryOp::kHardSigmoid:
+      return fminf(fmaxf(alpha * v + beta, 0.f), 1.f);
+    case UnaryOp::kHardSwish:
+      return v * fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f);
+    case UnaryOp::kFloor:
+      return floorf(v);
+    case UnaryOp::kCeil:
+      return ceilf(v);
+    case UnaryOp::kSin:
+      return sinf(v);
+    case UnaryOp::kCos:
+      return cosf(v);
+    case UnaryOp::kSoftplus:
+      return v > 20.f ? v : log1pf(expf(v));
+    case UnaryOp::kElu:
+      return v >= 0.f ? v : alpha * (expf(v) - 1.f);
+  }
+  return v;
+}
+
+__global__ void unary_kernel(UnaryOp op, float alpha, float beta, const float* x, float* y,
+                             int64_t n) {
+  GRID_LOOP(i, n) y[i] = apply_unary(op, x[i], alpha, beta);
+}
+
+__device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSub:
+      return a - b;
+    case BinaryOp::kMul:
+      return a * b;
+    case BinaryOp::kDiv:
+      return a / b;
+    case BinaryOp::kPow:
+      return powf(a, b);
+    case BinaryOp::kMin:
+      return fminf(a, b);
+    case BinaryOp::kMax:
+      return fmaxf(a, b);
+  }
+  return a;
+}
+
+__global__ void binary_same_kernel(BinaryOp op, const float* a, const float* b, float* y,
+                                   int64_t n) {
+  GRID_LOOP(i, n) y[i] = apply_binary(op, a[i], b[i]);
+}
+
+__global__ void binary_broadcast_kernel(BinaryOp op, const float* a, const float* b, float* y,
+                                        int64_t n, BroadcastDesc d) {
+  GRID_LOOP(i, n) {
+    int64_t rest = i, ia = 0, ib = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      int64_t c = rest % d.dims[k];
+      rest /= d.dims[k];
+      ia += c * d.a_strides[k];
+      ib += c * d.b_strides[k];
+    }
+    y[i] = apply_binary(op, a[ia], b[ib]);
+  }
+}
+
+__global__ void channel_affine_kernel(const float* x, const float* scale, const float* shift,
+                                      float* y, int64_t n, int64_t channels, int64_t inner) {
+  GRID_LOOP(i, n) {
+    int64_t c = (i / inner) % channels;
+    y[i] = x[i] * scale[c] + shift[c];
+  }
+}
+
+__global__ void pool2d_kernel(Pool2dDesc d, const float* x, float* y, int64_t n) {
+  GRID_LOOP(i, n) {
+    int64_t ow = i % d.out_w;
+    int64_t oh = (i / d.out_w) % d.out_h;
+    int64_t p = i / (d.out_w * d.out_h);
+    const float* plane = x + p * d.in_h * d.in_w;
+    int64_t h0 = oh * d.s_h - d.pad_t, w0 = ow * d.s_w - d.pad_l;
+    float acc = d.max ? -FLT_MAX : 0.f;
+    int64_t count = 0, padded = 0;
+    for (int64_t kh = 0; kh < d.k_h; ++kh) {
+      int64_t h = h0 + kh * d.d_h;
+      for (int64_t kw = 0; kw < d.k_w; ++kw) {
+        int64_t w = w0 + kw * d.d_w;
+        if (h >= -d.pad_t && h < d.in_h + d.pad_b && w >= -d.pad_l && w < d.in_w + d.pad_r)
+          ++padded;
+        if (h < 0 || h >= d.in_h || w < 0 || w >= d.in_w) continue;
+        float v = plane[h * d.in_w + w];
+        acc = d.max ? fmaxf(acc, v) : acc + v;
+        ++count;
+      }
+    }
+    if (!d.max) acc /= static_cast<float>(d.count_include_pad ? padded : (count ? count : 1));
+    y[i] = acc;
+  }
+}
+
+// One block per row; a tree reduction in shared memory.
+__global__ void row_reduce_kernel(const float* x, float* y, int64_t rows, int64_t n, bool max) {
+  __shared__ float part[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* row = x + r * n;
+    float acc = max ? -FLT_MAX : 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      acc = max ? fmaxf(acc, row[j]) : acc + row[j];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s)
+        part[threadIdx.x] = max ? fmaxf(part[threadIdx.x], part[threadIdx.x + s])
+                                : part[threadIdx.x] + part[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) y[r] = max ? part[0] : part[0] / static_cast<float>(n);
+    __syncthreads();
+  }
+}
+
+__device__ float block_reduce(float v, bool max, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+      shared[threadIdx.x] = max ? fmaxf(shared[threadIdx.x], shared[threadIdx.x + s])
+                                : shared[threadIdx.x] + shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  float out = shared[0];
+  __syncthreads();
+  return out;
+}
+
+// Softmax along a contiguous axis (inner == 1): one block per row.
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  __shared__ float shared[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* in = x + r * n;
+    float* out = y + r * n;
+    float m = -FLT_MAX;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, in[j]);
+    m = block_reduce(m, true, shared);
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(in[j] - m);
+    s = block_reduce(s, false, shared);
+    float ls = logf(s);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      out[j] = log ? in[j] - m - ls : expf(in[j] - m) / s;
+  }
+}
+
+// Softmax along a strided axis: one thread per (outer, inner) column.
+__global__ void softmax_strided_kernel(const float* x, float* y, int64_t outer, int64_t n,
+                                       int64_t inner, bool log) {
+  GRID_LOOP(i, outer * inner) {
+    int64_t o = i / inner, in = i % inner;
+    const float* col = x + o * n * inner + in;
+    float* dst = y + o * n * inner + in;
+    float m = -FLT_MAX;
+    for (int64_t j = 0; j < n; ++j) m = fmaxf(m, col[j * inner]);
+    float s = 0.f;
+    for (int64_t j = 0; j < n; ++j) s += expf(col[j * inner] - m);
+    float ls = logf(s);
+    for (int64_t j = 0; j < n; ++j)
+      dst[j * inner] = log ? col[j * inner] - m - ls : expf(col[j * inner] - m) / s;
+  }
+}
+
+__global__ void layer_norm_kernel(const float* x, const float* scale, const float* bias, float* y,
+                                  int64_t rows, int64_t n, float eps) {
+  __shared__ float shared[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* in = x + r * n;
+    float* out = y + r * n;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += in[j];
+    float mean = block_reduce(s, false, shared) / static_cast<float>(n);
+    float v = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (in[j] - mean) * (in[j] - mean);
+    float inv = rsqrtf(block_reduce(v, false, shared) / static_cast<float>(n) + eps);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      out[j] = (in[j] - mean) * inv * scale[j] + (bias ? bias[j] : 0.f);
+  }
+}
+
+struct PermuteDesc {
+  int rank;
+  int64_t dims[kMaxRank];
+  int64_t strides[kMaxRank];
+};
+
+template <typename T>
+__global__ void permute_kernel(const T* x, T* y, PermuteDesc d, int64_t n) {
+  GRID_LOOP(i, n) {
+    int64_t rest = i, src = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      src += (rest % d.dims[k]) * d.strides[k];
+      rest /= d.dims[k];
+    }
+    y[i] = x[src];
+  }
+}
+
+template <typename T, typename I>
+__global__ void gather_kernel(const T* x, const I* idx, T* y, int64_t outer, int64_t axis_n,
+                              int64_t inner, int64_t num, int* error) {
+  GRID_LOOP(i, outer * num * inner) {
+    int64_t in = i % inner;
+    int64_t j = (i / inner) % num;
+    int64_t o = i / (inner * num);
+    int64_t k = static_cast<int64_t>(idx[j]);
+    if (k < 0) k += axis_n;
+    if (k < 0 || k >= axis_n) {
+      y[i] = T{};
+      if (error) *error = 1;
+    } else {
+      y[i] = x[(o * axis_n + k) * inner + in];
+    }
+  }
+}
+
+}  // namespace
+
+void launch_unary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, alpha, beta, x, y, n);
+}
+
+void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+                   const BroadcastDesc& desc, cudaStream_t stream) {
+  if (n == 0) return;
+  bool same = true;
+  int64_t stride = 1;
+  for (int k = desc.rank - 1; k >= 0; --k) {
+    if (desc.dims[k] != 1 && (desc.a_strides[k] != stride || desc.b_strides[k] != stride))
+      same = false;
+    stride *= desc.dims[k];
+  }
+  if (same)
+    binary_same_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, y, n);
+  else
+    binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, y, n, desc);
+}
+
+void launch_channel_affine(const float* x, const float* scale, const float* shift, float* y,
+                           int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream) {
+  int64_t n = outer * channels * inner;
+  if (n == 0) return;
+  channel_affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, scale, shift, y, n, channels,
+                                                                inner);
+}
+
+void launch_pool2d(const Pool2dDesc& desc, const float* x, float* y, cudaStream_t stream) {
+  int64_t n = desc.planes * desc.out_h * desc.out_w;
+  if (n == 0) return;
+  pool2d_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, x, y, n);
+}
+
+void launch_row_reduce(const float* x, float* y, int64_t rows, int64_t n, bool max,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
+  row_reduce_kernel<<<blocks, kThreads, 0, stream>>>(x, y, rows, n, max);
+}
+
+void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log,
+                    cudaStream_t stream) {
+  if (outer * n * inner == 0) return;
+  if (inner == 1) {
+    int blocks = static_cast<int>(outer < 65535 ? outer : 65535);
+    softmax_rows_kernel<<<blocks, kThreads, 0, stream>>>(x, y, outer, n, log);
+  } else {
+    softmax_strided_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, outer, n,
+                                                                               inner, log);
+  }
+}
+
+void launch_layer_norm(const float* x, const float* scale, const float* bias, float* y,
+                       int64_t rows, int64_t n, float epsilon, cudaStream_t stream) {
+  if (rows == 0) return;
+  int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
+  layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(x, scale, bias, y, rows, n, epsilon);
+}
+
+void launch_permute(const void* x, void* y, int element_bytes, int rank, const int64_t* dims,
+                    const int64_t* in_strides, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  PermuteDesc d{};
+  d.rank = rank;
+  for (int k = 0; k < rank; ++k) {
+    d.dims[k] = dims[k];
+    d.strides[k] = in_strides[k];
+  }
+  switch (element_bytes) {
+    case 1:
+      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x),
+                                                             static_cast<uint8_t*>(y), d, n);
+      break;
+    case 2:
+      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x),
+                                                             static_cast<uint16_t*>(y), d, n);
+      break;
+    case 4:
+      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
+                                                             static_cast<uint32_t*>(y), d, n);
+      break;
+    default:
+      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x),
+                                                             static_cast<uint64_t*>(y), d, n);
+  }
+}
+
+void launch_gather(const void* x, const void* indices, bool indices_int64, void* y,
+                   int element_bytes, int64_t outer, int64_t axis_n, int64_t inner,
+                   int64_t num_indices, int* error, cudaStream_t stream) {
+  int64_t n = outer * num_indices * inner;
+  if (n == 0) return;
+  int blocks = blocks_for(n);
+#define LUMEN_GATHER(T)                                                                            \
+  if (indices_int64)                                                                               \
+    gather_kernel<<<blocks, kThreads, 0, stream>>>(                                                \
+        static_cast<const T*>(x), static_cast<const int64_t*>(indices), static_cast<T*>(y), outer, \
+        axis_n, inner, num_indices, error);                                                        \
+  else                                                                                             \
+    gather_kernel<<<blocks, kThreads, 0, stream>>>(                                                \
+        static_cast<const T*>(x), static_cast<const int32_t*>(indices), static_cast<T*>(y), outer, \
+        axis_n, inner, num_indices, error);
+  switch (element_bytes) {
+    case 1:
+      LUMEN_GATHER(uint8_t) break;
+    case 2:
+      LUMEN_GATHER(uint16_t) break;
+    case 4:
+      LUMEN_GATHER(uint32_t) break;
+    default:
+      LUMEN_GATHER(uint64_t) break;
+  }
+#undef LUMEN_GATHER
+}
+
+}  // namespace lumen::cuda

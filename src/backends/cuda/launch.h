@@ -1,0 +1,92 @@
+// Launchers of the backend's own CUDA kernels (kernels.cu), in plain C++ types so that the kernel
+// classes (.cc, compiled by the host compiler) need no CUDA C++.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace lumen::cuda {
+
+inline constexpr int kMaxRank = 8;
+
+enum class UnaryOp {
+  kIdentity,
+  kRelu,
+  kLeakyRelu,
+  kSigmoid,
+  kTanh,
+  kGelu,
+  kErf,
+  kExp,
+  kLog,
+  kSqrt,
+  kNeg,
+  kAbs,
+  kReciprocal,
+  kClip,
+  kHardSigmoid,
+  kHardSwish,
+  kFloor,
+  kCeil,
+  kSin,
+  kCos,
+  kSoftplus,
+  kElu
+};
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMin, kMax };
+
+// y[i] = op(x[i]); alpha and beta are the op's parameters (LeakyRelu/Elu slope, Clip min/max,
+// HardSigmoid alpha/beta).
+void launch_unary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
+                  cudaStream_t stream);
+
+// Broadcast binary op over an output of `rank` dims; a_strides/b_strides are element strides per
+// output dim (0 where the input is broadcast).
+struct BroadcastDesc {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+};
+void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+                   const BroadcastDesc& desc, cudaStream_t stream);
+
+// y[o, c, i] = x[o, c, i] * scale[c] + shift[c]   (inference BatchNormalization)
+void launch_channel_affine(const float* x, const float* scale, const float* shift, float* y,
+                           int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream);
+
+struct Pool2dDesc {
+  int64_t planes = 0;  // N * C
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t k_h = 1, k_w = 1, s_h = 1, s_w = 1, d_h = 1, d_w = 1;
+  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
+  bool max = true;
+  bool count_include_pad = false;
+};
+void launch_pool2d(const Pool2dDesc& desc, const float* x, float* y, cudaStream_t stream);
+
+// y[r] = mean (or max) of x[r, 0..n)   (global pooling, ReduceMean over trailing axes)
+void launch_row_reduce(const float* x, float* y, int64_t rows, int64_t n, bool max,
+                       cudaStream_t stream);
+
+// Softmax (or LogSoftmax) of x seen as [outer, n, inner] along n.
+void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log,
+                    cudaStream_t stream);
+
+// LayerNormalization over rows of n: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be
+// null).
+void launch_layer_norm(const float* x, const float* scale, const float* bias, float* y,
+                       int64_t rows, int64_t n, float epsilon, cudaStream_t stream);
+
+// y[out index] = x[...] with out dims `dims` and, per output dim, the input's element stride.
+void launch_permute(const void* x, void* y, int element_bytes, int rank, const int64_t* dims,
+                    const int64_t* in_strides, int64_t n, cudaStream_t stream);
+
+// y[o, j, i] = x[o, idx[j], i] for x [outer, axis_n, inner]; negative indices count from the end.
+// Out-of-range indices write zeros and set *error (device memory) to 1.
+void launch_gather(const void* x, const void* indices, bool indices_int64, void* y,
+                   int element_bytes, int64_t outer, int64_t axis_n, int64_t inner,
+                   int64_t num_indices, int* error, cudaStream_t stream);
+
+}  // namespace lumen::cuda

@@ -1,0 +1,495 @@
+// CUDA kernels of the element-wise, normalisation, pooling, softmax and data-movement ops: each
+// reads its attributes once at compile time and launches one of kernels.cu's kernels at run time.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/launch.h"
+#include "graph/schemas/conv_geometry.h"
+
+namespace lumen::cuda {
+namespace {
+
+// A kernel whose run is a closure built at compile time.
+class LaunchKernel final : public Kernel {
+ public:
+  using Fn = std::function<void(const KernelContext&, cudaStream_t)>;
+  LaunchKernel(std::string where, Fn fn, bool views = false)
+      : where_(std::move(where)), fn_(std::move(fn)), views_(views) {}
+  void run(KernelContext& ctx) const override {
+    fn_(ctx, stream_of(ctx));
+    if (!views_) check_launch(where_);
+  }
+  bool makes_outputs() const override { return views_; }
+
+ private:
+  std::string where_;
+  Fn fn_;
+  bool views_;
+};
+
+std::unique_ptr<Kernel> launch(const NodeContext& ctx, LaunchKernel::Fn fn) {
+  return std::make_unique<LaunchKernel>(ctx.where(), std::move(fn));
+}
+
+const float* in(const KernelContext& k, int i) {
+  return static_cast<const float*>(k.inputs[i].raw_data());
+}
+float* out(const KernelContext& k, int i = 0) {
+  return static_cast<float*>(k.outputs[i].raw_data());
+}
+
+// A scalar parameter given as a build-time input (Clip's min and max), or the fallback.
+float const_scalar(const NodeContext& ctx, int i, float fallback) {
+  if (!ctx.has_input(i)) return fallback;
+  const Tensor* t = ctx.input_value(i);
+  if (t == nullptr || t->numel() != 1)
+    ctx.fail_unsupported("CUDA: input " + std::to_string(i) + " must be a known scalar");
+  return static_cast<float>(t->item_as_double(0));
+}
+
+std::string check_float_consts(const NodeContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input_dtype(0) != DType::kFloat32)
+    return "the CUDA kernel takes float32";
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
+      return "input " + std::to_string(i) + " must be known at build time";
+  return "";
+}
+
+std::string check_static_output(const NodeContext& ctx) {
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    if (!ctx.output(i).shape.is_static()) return "the output shape is known only at run time";
+  return "";
+}
+
+// Data movement of float tensors; integer tensors (shape arithmetic) stay on the host.
+std::string check_float_data(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32)
+    return "integer data (shape arithmetic) stays on the host";
+  return check_static_output(ctx);
+}
+
+std::string check_float_static(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  return why.empty() ? check_static_output(ctx) : why;
+}
+
+UnaryOp unary_op(OpKind op) {
+  switch (op) {
+    case OpKind::kRelu:
+      return UnaryOp::kRelu;
+    case OpKind::kLeakyRelu:
+      return UnaryOp::kLeakyRelu;
+    case OpKind::kSigmoid:
+      return UnaryOp::kSigmoid;
+    case OpKind::kTanh:
+      return UnaryOp::kTanh;
+    case OpKind::kGelu:
+      return UnaryOp::kGelu;
+    case OpKind::kErf:
+      return UnaryOp::kErf;
+    case OpKind::kExp:
+      return UnaryOp::kExp;
+    case OpKind::kLog:
+      return UnaryOp::kLog;
+    case OpKind::kSqrt:
+      return UnaryOp::kSqrt;
+    case OpKind::kNeg:
+      return UnaryOp::kNeg;
+    case OpKind::kAbs:
+      return UnaryOp::kAbs;
+    case OpKind::kReciprocal:
+      return UnaryOp::kReciprocal;
+    case OpKind::kClip:
+      return UnaryOp::kClip;
+    case OpKind::kHardSigmoid:
+      return UnaryOp::kHardSigmoid;
+    case OpKind::kHardSwish:
+      return UnaryOp::kHardSwish;
+    case OpKind::kFloor:
+      return UnaryOp::kFloor;
+    case OpKind::kCeil:
+      return UnaryOp::kCeil;
+    case OpKind::kSin:
+      return UnaryOp::kSin;
+    case OpKind::kCos:
+      return UnaryOp::kCos;
+    case OpKind::kSoftplus:
+      return UnaryOp::kSoftplus;
+    case OpKind::kElu:
+      return UnaryOp::kElu;
+    default:
+      return UnaryOp::kIdentity;
+  }
+}
+
+std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
+  UnaryOp op = unary_op(ctx.op());
+  float alpha = 0.f, beta = 0.f;
+  if (ctx.op() == OpKind::kLeakyRelu) alpha = ctx.attr_float("alpha", 0.01f);
+  if (ctx.op() == OpKind::kElu) alpha = ctx.attr_float("alpha", 1.0f);
+  if (ctx.op() == OpKind::kHardSigmoid) {
+    alpha = ctx.attr_float("alpha", 0.2f);
+    beta = ctx.attr_float("beta", 0.5f);
+  }
+  if (ctx.op() == OpKind::kClip) {
+    alpha = const_scalar(ctx, 1, -3.402823466e38f);
+    beta = const_scalar(ctx, 2, 3.402823466e38f);
+  }
+  int64_t n = ctx.output(0).shape.numel();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_unary(op, alpha, beta, in(k, 0), out(k), n, s);
+  });
+}
+
+BinaryOp binary_op(OpKind op) {
+  switch (op) {
+    case OpKind::kSub:
+      return BinaryOp::kSub;
+    case OpKind::kMul:
+      return BinaryOp::kMul;
+    case OpKind::kDiv:
+      return BinaryOp::kDiv;
+    case OpKind::kPow:
+      return BinaryOp::kPow;
+    case OpKind::kMin:
+      return BinaryOp::kMin;
+    case OpKind::kMax:
+      return BinaryOp::kMax;
+    default:
+      return BinaryOp::kAdd;
+  }
+}
+
+// Element strides of `in` aligned to the output's trailing dims, 0 where broadcast.
+void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
+  int offset = out.rank() - in.rank();
+  int64_t stride = 1;
+  for (int k = out.rank() - 1; k >= 0; --k) {
+    int j = k - offset;
+    if (j < 0 || in[j] == 1) {
+      strides[k] = 0;
+    } else {
+      strides[k] = stride;
+    }
+    if (j >= 0) stride *= in[j];
+  }
+}
+
+std::string check_binary(const NodeContext& ctx) {
+  std::string why = check_float_static(ctx);
+  if (!why.empty()) return why;
+  if (ctx.num_inputs() != 2) return "takes two inputs";
+  if (ctx.output(0).shape.rank() > kMaxRank) return "rank above 8";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
+  BinaryOp op = binary_op(ctx.op());
+  const Shape& y = ctx.output(0).shape;
+  BroadcastDesc d;
+  d.rank = y.rank();
+  for (int k = 0; k < y.rank(); ++k) d.dims[k] = y[k];
+  broadcast_strides(ctx.input_shape(0), y, d.a_strides);
+  broadcast_strides(ctx.input_shape(1), y, d.b_strides);
+  int64_t n = y.numel();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_binary(op, in(k, 0), in(k, 1), out(k), n, d, s);
+  });
+}
+
+// Inference BatchNormalization: scale and shift per channel, folded at compile time.
+std::unique_ptr<Kernel> make_batch_norm(const NodeContext& ctx) {
+  if (ctx.num_outputs() > 1) ctx.fail_unsupported("CUDA: training-mode outputs");
+  const Shape& x = ctx.input_shape(0);
+  float eps = ctx.attr_float("epsilon", 1e-5f);
+  int64_t c = x.rank() > 1 ? x[1] : 1;
+  Tensor scale = Tensor::empty(Shape{c}), shift = Tensor::empty(Shape{c});
+  for (int64_t i = 0; i < c; ++i) {
+    double g = ctx.input_value(1)->item_as_double(i), b = ctx.input_value(2)->item_as_double(i);
+    double m = ctx.input_value(3)->item_as_double(i), v = ctx.input_value(4)->item_as_double(i);
+    double a = g / std::sqrt(v + eps);
+    scale.data<float>()[i] = static_cast<float>(a);
+    shift.data<float>()[i] = static_cast<float>(b - m * a);
+  }
+  Tensor dscale = scale.to(Device::cuda()), dshift = shift.to(Device::cuda());
+  int64_t outer = x.rank() > 0 ? x[0] : 1;
+  int64_t inner = c ? x.numel() / (outer * c) : 0;
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_channel_affine(in(k, 0), static_cast<const float*>(dscale.raw_data()),
+                          static_cast<const float*>(dshift.raw_data()), out(k), outer, c, inner, s);
+  });
+}
+
+std::string check_pool(const NodeContext& ctx) {
+  std::string why = check_float_static(ctx);
+  if (!why.empty()) return why;
+  if (ctx.input_shape(0).rank() != 4) return "2-D pooling only";
+  if (ctx.num_outputs() > 1) return "no Indices output";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& y = ctx.output(0).shape;
+  bool global = ctx.op() == OpKind::kGlobalAveragePool || ctx.op() == OpKind::kGlobalMaxPool;
+  bool max = ctx.op() == OpKind::kMaxPool || ctx.op() == OpKind::kGlobalMaxPool;
+  if (global) {
+    int64_t rows = x[0] * x[1], n = x[2] * x[3];
+    return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+      launch_row_reduce(in(k, 0), out(k), rows, n, max, s);
+    });
+  }
+  std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+  ConvGeometry g = window_geometry(ctx, x, kernel, ctx.attr_int("ceil_mode", 0) != 0);
+  Pool2dDesc d;
+  d.planes = x[0] * x[1];
+  d.in_h = x[2];
+  d.in_w = x[3];
+  d.out_h = y[2];
+  d.out_w = y[3];
+  d.k_h = g.kernel[0];
+  d.k_w = g.kernel[1];
+  d.s_h = g.strides[0];
+  d.s_w = g.strides[1];
+  d.d_h = g.dilations[0];
+  d.d_w = g.dilations[1];
+  d.pad_t = g.pad_begin[0];
+  d.pad_l = g.pad_begin[1];
+  d.pad_b = g.pad_end[0];
+  d.pad_r = g.pad_end[1];
+  d.max = max;
+  d.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+  return launch(
+      ctx, [=](const KernelContext& k, cudaStream_t s) { launch_pool2d(d, in(k, 0), out(k), s); });
+}
+
+int normalize_axis(const NodeContext& ctx, int64_t axis, int rank) {
+  if (axis < -rank || axis >= std::max(rank, 1)) ctx.fail_model("axis out of range");
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
+  int64_t outer = 1, n = x.rank() ? x[axis] : 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  bool log = ctx.op() == OpKind::kLogSoftmax;
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_softmax(in(k, 0), out(k), outer, n, inner, log, s);
+  });
+}
+
+std::string check_layer_norm(const NodeContext& ctx) {
+  std::string why = check_float_static(ctx);
+  if (!why.empty()) return why;
+  if (ctx.num_outputs() > 1) return "Mean and InvStdDev outputs are not supported";
+  const Shape& x = ctx.input_shape(0);
+  int64_t axis = ctx.attr_int("axis", -1);
+  if (axis < 0) axis += x.rank();
+  int64_t n = 1;
+  for (int d = static_cast<int>(axis); d < x.rank(); ++d) n *= x[d];
+  if (ctx.input_shape(1).numel() != n || (ctx.has_input(2) && ctx.input_shape(2).numel() != n))
+    return "scale and bias must cover the normalised dims exactly";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < axis; ++d) rows *= x[d];
+  for (int d = axis; d < x.rank(); ++d) n *= x[d];
+  float eps = ctx.attr_float("epsilon", 1e-5f);
+  bool bias = ctx.has_input(2);
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_layer_norm(in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), rows, n, eps, s);
+  });
+}
+
+// The reduced axes of a ReduceMean (attribute, or a known input from opset 18), sorted.
+std::vector<int> reduce_axes(const NodeContext& ctx) {
+  int rank = ctx.input_shape(0).rank();
+  std::vector<int64_t> axes;
+  if (ctx.has_input(1))
+    axes = ctx.input_ints(1, "axes");
+  else
+    axes = ctx.attr_ints("axes", {});
+  std::vector<int> out;
+  if (axes.empty())
+    for (int d = 0; d < rank; ++d) out.push_back(d);
+  for (int64_t a : axes) out.push_back(normalize_axis(ctx, a, rank));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string check_reduce_mean(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32) return "the CUDA kernel takes float32";
+  std::string why = check_static_output(ctx);
+  if (!why.empty()) return why;
+  if (ctx.has_input(1) && ctx.input_value(1) == nullptr) return "axes must be known at build time";
+  if (ctx.attr_int("noop_with_empty_axes", 0) != 0) return "noop_with_empty_axes";
+  std::vector<int> axes = reduce_axes(ctx);
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != ctx.input_shape(0).rank() - static_cast<int>(axes.size() - i))
+      return "only trailing axes";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_reduce_mean(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  std::vector<int> axes = reduce_axes(ctx);
+  int64_t n = 1;
+  for (int a : axes) n *= x[a];
+  int64_t rows = n ? x.numel() / n : 0;
+  bool max = ctx.op() == OpKind::kReduceMax;
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_row_reduce(in(k, 0), out(k), rows, n, max, s);
+  });
+}
+
+std::string check_static_rank(const NodeContext& ctx) {
+  std::string why = check_static_output(ctx);
+  if (!why.empty()) return why;
+  if (ctx.input_shape(0).rank() > kMaxRank) return "rank above 8";
+  return "";
+}
+
+std::string check_float_rank(const NodeContext& ctx) {
+  std::string why = check_float_data(ctx);
+  return why.empty() ? check_static_rank(ctx) : why;
+}
+
+std::unique_ptr<Kernel> make_transpose(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  int rank = x.rank();
+  std::vector<int64_t> perm = ctx.attr_ints("perm", {});
+  if (perm.empty())
+    for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
+  std::vector<int64_t> in_strides(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x[d + 1];
+  std::vector<int64_t> dims(rank), strides(rank);
+  for (int d = 0; d < rank; ++d) {
+    dims[d] = x[perm[d]];
+    strides[d] = in_strides[perm[d]];
+  }
+  int es = static_cast<int>(dtype_size(ctx.input_dtype(0)));
+  int64_t n = x.numel();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_permute(k.inputs[0].raw_data(), k.outputs[0].raw_data(), es, rank, dims.data(),
+                   strides.data(), n, s);
+  });
+}
+
+// Concat: each input is a block of rows copied into its columns of the output (one strided copy).
+std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
+  const Shape& y = ctx.output(0).shape;
+  int axis = normalize_axis(ctx, ctx.attr_int("axis"), y.rank());
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= y[d];
+  size_t es = dtype_size(ctx.output(0).dtype);
+  size_t out_row = y.numel() / std::max<int64_t>(outer, 1) * es;
+  std::vector<size_t> widths;
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    widths.push_back(ctx.input_shape(i).numel() / std::max<int64_t>(outer, 1) * es);
+  std::string where = ctx.where();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    size_t col = 0;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      if (widths[i] > 0 && outer > 0)
+        check(cudaMemcpy2DAsync(static_cast<char*>(k.outputs[0].raw_data()) + col, out_row,
+                                k.inputs[i].raw_data(), widths[i], widths[i], outer,
+                                cudaMemcpyDeviceToDevice, s),
+              where);
+      col += widths[i];
+    }
+  });
+}
+
+std::string check_gather(const NodeContext& ctx) {
+  std::string why = check_static_output(ctx);
+  if (!why.empty()) return why;
+  DType idx = ctx.input_dtype(1);
+  if (idx != DType::kInt64 && idx != DType::kInt32) return "indices must be int64 or int32";
+  if (ctx.input_dtype(0) != DType::kFloat32) return "the CUDA kernel gathers float32 data";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  int axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  int64_t axis_n = x[axis], num = ctx.input_shape(1).numel();
+  bool i64 = ctx.input_dtype(1) == DType::kInt64;
+  int es = static_cast<int>(dtype_size(ctx.input_dtype(0)));
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_gather(k.inputs[0].raw_data(), k.inputs[1].raw_data(), i64, k.outputs[0].raw_data(), es,
+                  outer, axis_n, inner, num, nullptr, s);
+  });
+}
+
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity: a view of the input with the inferred shape.
+std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
+  Shape shape = ctx.output(0).shape;
+  return std::make_unique<LaunchKernel>(
+      ctx.where(),
+      [shape](const KernelContext& k, cudaStream_t) { k.outputs[0] = k.inputs[0].reshape(shape); },
+      true);
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Clip, &make_unary, &check_float_consts);
+LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Add, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(Sub, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(Mul, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(Div, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(Pow, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(Min, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(Max, &make_binary, &check_binary);
+LUMEN_REGISTER_CUDA_KERNEL(BatchNormalization, &make_batch_norm, &check_float_consts);
+LUMEN_REGISTER_CUDA_KERNEL(MaxPool, &make_pool, &check_pool);
+LUMEN_REGISTER_CUDA_KERNEL(AveragePool, &make_pool, &check_pool);
+LUMEN_REGISTER_CUDA_KERNEL(GlobalAveragePool, &make_pool, &check_pool);
+LUMEN_REGISTER_CUDA_KERNEL(GlobalMaxPool, &make_pool, &check_pool);
+LUMEN_REGISTER_CUDA_KERNEL(Softmax, &make_softmax, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(LogSoftmax, &make_softmax, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
+LUMEN_REGISTER_CUDA_KERNEL(ReduceMean, &make_reduce_mean, &check_reduce_mean);
+LUMEN_REGISTER_CUDA_KERNEL(ReduceMax, &make_reduce_mean, &check_reduce_mean);
+LUMEN_REGISTER_CUDA_KERNEL(Transpose, &make_transpose, &check_float_rank);
+LUMEN_REGISTER_CUDA_KERNEL(Concat, &make_concat, &check_float_data);
+LUMEN_REGISTER_CUDA_KERNEL(Gather, &make_gather, &check_gather);
+LUMEN_REGISTER_CUDA_KERNEL(Reshape, &make_view, &check_float_data);
+LUMEN_REGISTER_CUDA_KERNEL(Flatten, &make_view, &check_float_data);
+LUMEN_REGISTER_CUDA_KERNEL(Squeeze, &make_view, &check_float_data);
+LUMEN_REGISTER_CUDA_KERNEL(Unsqueeze, &make_view, &check_float_data);
+LUMEN_REGISTER_CUDA_KERNEL(Identity, &make_view, &check_float_data);
+
+}  // namespace lumen::cuda

@@ -1,0 +1,30 @@
+// DeviceOps: how core code (Tensor::empty, Tensor::to, clone) reaches memory on a device that a
+// backend provides. A backend registers its ops at static initialisation; core never includes a
+// backend's header.
+#pragma once
+
+#include <cstddef>
+
+#include "lumen/allocator.h"
+#include "lumen/device.h"
+
+namespace lumen {
+
+struct DeviceOps {
+  // The device's caching pool; it throws DeviceError when the device is absent.
+  Allocator& (*allocator)() = nullptr;
+  // Copies `bytes` between any two of this device and the host (either side may be the host) and
+  // returns when the copy is complete.
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device,
+               size_t bytes) = nullptr;
+  // Sets `bytes` bytes of device memory to zero and returns when done.
+  void (*zero)(void* dst, Device device, size_t bytes) = nullptr;
+};
+
+// Installs the ops of a device type (once, from a backend's static initialiser).
+bool register_device_ops(DeviceType type, DeviceOps ops);
+// The ops of a device type; throws DeviceError naming the device when no backend in this build
+// provides it.
+const DeviceOps& device_ops(Device device);
+
+}  // namespace lumen

@@ -1,0 +1,272 @@
+// The CUDA backend against the CPU backend on random data (every element), device copies, the
+// caching allocator's steady state and CUDA-graph replay. Every test skips where this machine has
+// no CUDA device.
+#include <gtest/gtest.h>
+
+#include "lumen/lumen.h"
+#include "ops/op_test_util.h"
+
+namespace lumen::test {
+namespace {
+
+bool have_cuda() {
+  Runtime rt;
+  for (const std::string& b : rt.backends())
+    if (b == "cuda") return true;
+  return false;
+}
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device on this machine: CUDA tests skipped"
+
+// One `op` node over `inputs`, compiled for `backends`, run once (or `runs` times).
+std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::string& op,
+                           const std::vector<OpInput>& inputs, const Attributes& attrs = {},
+                           int runs = 1) {
+  Graph graph;
+  std::vector<Value*> values;
+  std::vector<Tensor> runtime_inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const OpInput& in = inputs[i];
+    std::string name = "in" + std::to_string(i);
+    if (!in.tensor.defined()) {
+      values.push_back(nullptr);
+    } else if (in.constant) {
+      values.push_back(graph.add_constant(name, in.tensor));
+    } else {
+      values.push_back(graph.add_input(name, in.tensor.shape(), in.tensor.dtype()));
+      runtime_inputs.push_back(in.tensor);
+    }
+  }
+  std::vector<Value*> outs = graph.add_op(op, values, 1, attrs, "node");
+  for (Value* v : outs) graph.mark_output(v);
+  Runtime rt;
+  CompileOptions options;
+  options.backends = backends;
+  Executable* exe = graph.compile(&rt, options);
+  std::vector<Tensor> result;
+  for (int r = 0; r < runs; ++r) result = exe->execute(runtime_inputs);
+  return result;
+}
+
+// The op on CUDA (run three times: eager, recorded, replayed) matches the CPU backend.
+void expect_matches_cpu(const std::string& op, const std::vector<OpInput>& inputs,
+                        const Attributes& attrs = {}, double atol = 1e-5, double rtol = 1e-4) {
+  std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs);
+  std::vector<Tensor> got = run_on({"cuda"}, op, inputs, attrs, 3);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].device(), Device::cpu());
+    expect_close(got[k], want[k].shape(), to_doubles(want[k]), atol, rtol);
+  }
+}
+
+TEST(CudaBackend, AbsentDeviceIsNotAnError) {
+  Runtime rt;
+  std::vector<std::string> names = rt.backends();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names[0], "cpu");
+  if (!have_cuda()) {
+    EXPECT_THROW(Tensor::empty(Shape{4}, DType::kFloat32, Device::cuda()), DeviceError);
+    Graph g;
+    Value* x = g.add_input("x", Shape{4});
+    g.mark_output(g.add_op("Relu", {x}, 1, {}, "node")[0]);
+    CompileOptions options;
+    options.backends = {"cuda"};
+    EXPECT_THROW(g.compile(&rt, options), InvalidArgument);
+  }
+}
+
+TEST(CudaBackend, CopiesRoundTrip) {
+  SKIP_WITHOUT_CUDA();
+  for (int64_t n : {1, 1000, 3 << 20}) {  // the last spans several staging chunks
+    Tensor x = random_tensor(Shape{n}, 7);
+    Tensor d = x.to(Device::cuda());
+    EXPECT_EQ(d.device(), Device::cuda());
+    Tensor d2 = d.clone();
+    Tensor back = d2.to(Device::cpu());
+    expect_close(back, x.shape(), to_doubles(x), 0, 0);
+  }
+  Tensor z = Tensor::zeros(Shape{3, 5}, DType::kFloat32, Device::cuda()).to(Device::cpu());
+  expect_close(z, Shape{3, 5}, std::vector<double>(15, 0.0), 0, 0);
+  EXPECT_THROW(Tensor::empty(Shape{2}, DType::kFloat32, Device::cuda()).data<float>(),
+               InvalidArgument);
+}
+
+TEST(CudaBackend, AllocatorSteadyState) {
+  SKIP_WITHOUT_CUDA();
+  Graph g;
+  Value* x = g.add_input("x", Shape{8, 64});
+  Value* w = g.add_constant("w", random_tensor(Shape{64, 32}, 3));
+  Value* h = g.add_op("MatMul", {x, w}, 1, {}, "mm")[0];
+  Value* r = g.add_op("Relu", {h}, 1, {}, "relu")[0];
+  g.mark_output(g.add_op("Softmax", {r}, 1, {{"axis", 1}}, "sm")[0]);
+  Runtime rt;
+  CompileOptions options;
+  options.backends = {"cuda"};
+  Executable* exe = g.compile(&rt, options);
+  Tensor in = random_tensor(Shape{8, 64}, 4);
+  exe->execute({in});
+  exe->execute({in});
+  MemoryStats warm = rt.memory_stats(Device::cuda());
+  for (int i = 0; i < 20; ++i) exe->execute({in});
+  MemoryStats after = rt.memory_stats(Device::cuda());
+  EXPECT_EQ(after.num_system_allocs, warm.num_system_allocs) << "cudaMalloc in steady state";
+  // The same graph given its input on the device.
+  std::vector<Tensor> a = exe->execute({in});
+  std::vector<Tensor> b = exe->execute({in.to(Device::cuda())});
+  expect_close(b[0], a[0].shape(), to_doubles(a[0]), 0, 0);
+}
+
+TEST(CudaBackend, MixedPlacementCopies) {
+  SKIP_WITHOUT_CUDA();
+  // Relu and Sigmoid run on CUDA, CumSum only on the CPU: values cross devices both ways.
+  auto build = [](Graph& g) {
+    Value* x = g.add_input("x", Shape{4, 6});
+    Value* a = g.add_op("Relu", {x}, 1, {}, "relu")[0];
+    Value* axis = g.add_constant("axis", Tensor::scalar<int64_t>(1));
+    Value* c = g.add_op("CumSum", {a, axis}, 1, {}, "cumsum")[0];
+    g.mark_output(g.add_op("Sigmoid", {c}, 1, {}, "sig")[0]);
+  };
+  Graph on_cpu, mixed;
+  build(on_cpu);
+  build(mixed);
+  Runtime rt;
+  CompileOptions both;
+  both.backends = {"cuda", "cpu"};
+  CompileOptions cpu;
+  cpu.backends = {"cpu"};
+  Tensor in = random_tensor(Shape{4, 6}, 9);
+  std::vector<Tensor> want = on_cpu.compile(&rt, cpu)->execute({in});
+  Executable* exe = mixed.compile(&rt, both);
+  EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
+  for (int i = 0; i < 3; ++i) {
+    std::vector<Tensor> got = exe->execute({i == 2 ? in.to(Device::cuda()) : in});
+    expect_close(got[0], want[0].shape(), to_doubles(want[0]));
+  }
+}
+
+TEST(CudaKernels, Unary) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{3, 5, 7}, 11, -4.f, 4.f);
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "HardSwish",
+                         "Floor", "Ceil", "Sin", "Cos", "Softplus"})
+    expect_matches_cpu(op, {x});
+  expect_matches_cpu("LeakyRelu", {x}, {{"alpha", 0.2f}});
+  expect_matches_cpu("Elu", {x}, {{"alpha", 0.7f}});
+  expect_matches_cpu("HardSigmoid", {x}, {{"alpha", 0.3f}, {"beta", 0.4f}});
+  expect_matches_cpu("Gelu", {x});
+  Tensor pos = random_tensor(Shape{4, 9}, 12, 0.1f, 3.f);
+  for (const char* op : {"Log", "Sqrt", "Reciprocal"}) expect_matches_cpu(op, {pos});
+  expect_matches_cpu("Clip", {x, constant(Tensor::scalar(-1.5f)), constant(Tensor::scalar(2.f))});
+}
+
+TEST(CudaKernels, BinaryBroadcast) {
+  SKIP_WITHOUT_CUDA();
+  Tensor a = random_tensor(Shape{2, 3, 4, 5}, 21);
+  Tensor b = random_tensor(Shape{3, 1, 5}, 22, 0.5f, 2.f);
+  Tensor c = random_tensor(Shape{2, 3, 4, 5}, 23, 0.5f, 2.f);
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Min", "Max"}) {
+    expect_matches_cpu(op, {a, b});
+    expect_matches_cpu(op, {b, a});
+    expect_matches_cpu(op, {a, c});
+    expect_matches_cpu(op, {a, constant(random_tensor(Shape{5}, 24))});
+  }
+  expect_matches_cpu("Pow", {c, b});
+}
+
+TEST(CudaKernels, Gemm) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{7, 33}, 31);
+  Tensor w = random_tensor(Shape{33, 19}, 32);
+  Tensor wt = random_tensor(Shape{19, 33}, 33);
+  expect_matches_cpu("MatMul", {x, constant(w)});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{2, 3, 7, 33}, 34), w});
+  expect_matches_cpu("MatMul",
+                     {random_tensor(Shape{4, 7, 33}, 35), random_tensor(Shape{4, 33, 6}, 36)});
+  expect_matches_cpu("Gemm", {x, constant(w), constant(random_tensor(Shape{19}, 37))});
+  expect_matches_cpu("Gemm", {x, constant(wt), constant(random_tensor(Shape{1, 19}, 38))},
+                     {{"transB", 1}});
+  expect_matches_cpu("Gemm", {random_tensor(Shape{33, 7}, 39), w, random_tensor(Shape{7, 19}, 40)},
+                     {{"transA", 1}, {"alpha", 0.5f}, {"beta", 2.f}});
+  expect_matches_cpu("Gemm", {x, w});
+}
+
+TEST(CudaKernels, Conv) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{1, 8, 15, 13}, 41);
+  Tensor w = random_tensor(Shape{16, 8, 3, 3}, 42);
+  Tensor b = random_tensor(Shape{16}, 43);
+  expect_matches_cpu("Conv", {x, constant(w), constant(b)}, {{"pads", {1, 1, 1, 1}}}, 1e-4);
+  expect_matches_cpu("Conv", {x, constant(w)}, {{"strides", {2, 2}}}, 1e-4);
+  Tensor dw = random_tensor(Shape{8, 1, 3, 3}, 44);
+  expect_matches_cpu("Conv", {x, constant(dw), constant(random_tensor(Shape{8}, 45))},
+                     {{"group", 8}, {"pads", {1, 1, 1, 1}}, {"dilations", {2, 2}}}, 1e-4);
+  for (const char* act : {"Relu", "Clip", "HardSwish", "Sigmoid", "LeakyRelu"})
+    expect_matches_cpu("FusedConv", {x, constant(w), constant(b)},
+                       {{"pads", {1, 1, 1, 1}},
+                        {"activation", act},
+                        {"activation_alpha", std::string(act) == "Clip" ? 0.f : 0.1f},
+                        {"activation_beta", 6.f}},
+                       1e-4);
+  expect_matches_cpu("FusedConv", {x, constant(w)}, {{"activation", "Relu"}}, 1e-4);
+}
+
+TEST(CudaKernels, NormPoolSoftmax) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{2, 4, 9, 11}, 51);
+  expect_matches_cpu(
+      "BatchNormalization",
+      {x, constant(random_tensor(Shape{4}, 52)), constant(random_tensor(Shape{4}, 53)),
+       constant(random_tensor(Shape{4}, 54)), constant(random_tensor(Shape{4}, 55, 0.5f, 2.f))});
+  expect_matches_cpu("MaxPool", {x},
+                     {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  expect_matches_cpu("MaxPool", {x},
+                     {{"kernel_shape", {2, 2}}, {"ceil_mode", 1}, {"strides", {2, 2}}});
+  expect_matches_cpu("AveragePool", {x}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}});
+  expect_matches_cpu("AveragePool", {x},
+                     {{"kernel_shape", {3, 2}}, {"pads", {1, 0, 1, 1}}, {"count_include_pad", 1}});
+  expect_matches_cpu("GlobalAveragePool", {x});
+  expect_matches_cpu("GlobalMaxPool", {x});
+  expect_matches_cpu("Softmax", {x});
+  expect_matches_cpu("Softmax", {x}, {{"axis", 1}});
+  expect_matches_cpu("LogSoftmax", {x}, {{"axis", 2}});
+  Tensor y = random_tensor(Shape{3, 5, 32}, 56);
+  expect_matches_cpu(
+      "LayerNormalization",
+      {y, constant(random_tensor(Shape{32}, 57)), constant(random_tensor(Shape{32}, 58))},
+      {{"epsilon", 1e-5f}}, 1e-4);
+  expect_matches_cpu("ReduceMean", {y}, {{"axes", {2}}, {"keepdims", 1}});
+  expect_matches_cpu("ReduceMean", {x}, {{"axes", {2, 3}}, {"keepdims", 0}});
+}
+
+TEST(CudaKernels, Movement) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{2, 3, 4, 5}, 61);
+  expect_matches_cpu("Transpose", {x}, {{"perm", {0, 2, 3, 1}}});
+  expect_matches_cpu("Transpose", {x});
+  expect_matches_cpu("Concat", {x, random_tensor(Shape{2, 2, 4, 5}, 62)}, {{"axis", 1}});
+  expect_matches_cpu("Concat", {x, random_tensor(Shape{2, 3, 4, 1}, 63)}, {{"axis", -1}});
+  expect_matches_cpu("Gather", {x, constant(Tensor::from_vector<int64_t>(Shape{3}, {2, -1, 0}))},
+                     {{"axis", 2}});
+  expect_matches_cpu("Gather",
+                     {random_tensor(Shape{10, 6}, 64), random_ints(Shape{2, 3}, 65, 0, 9)});
+  expect_matches_cpu("Reshape", {x, constant(Tensor::from_vector<int64_t>(Shape{2}, {6, 20}))});
+  expect_matches_cpu("Flatten", {x}, {{"axis", 2}});
+  expect_matches_cpu("Unsqueeze", {x, constant(Tensor::from_vector<int64_t>(Shape{1}, {1}))});
+}
+
+TEST(CudaKernels, BadInputIsAClearError) {
+  SKIP_WITHOUT_CUDA();
+  // A 3-D Conv has no CUDA kernel: with only "cuda" allowed, compile names the node.
+  expect_error<UnsupportedOp>(
+      [] {
+        run_on({"cuda"}, "Conv",
+               {random_tensor(Shape{1, 2, 4, 4, 4}, 71),
+                constant(random_tensor(Shape{3, 2, 2, 2, 2}, 72))});
+      },
+      "Conv");
+}
+
+}  // namespace
+}  // namespace lumen::test
