@@ -159,7 +159,7 @@ int run_model(const std::vector<std::string>& args) {
     // The graph goes once compiled: the executable holds what it needs (packed weights
     // replace their originals), so weights are not kept twice.
     Graph graph = load_onnx(model, options);
-    if (optimize) graph.optimize();
+    if (optimize) graph.optimize(device_list);
     exe = graph.compile(&rt, compile);
   }
   auto t1 = std::chrono::steady_clock::now();

@@ -109,6 +109,11 @@ class Graph {
   // Outputs keep their names and values. Returns one entry per pass and round; callers may ignore
   // it. Safe to call more than once.
   std::vector<PassStats> optimize();
+  // The same for a graph that will be compiled for `backends` (CompileOptions::backends; empty
+  // means every available one): fusions into forms only the CPU backend runs (channels-last
+  // regions, residual and SiLU convolution epilogues, FusedMatMul, FusedAttention) are left out
+  // when "cuda" may run the graph, so the GPU gets the ops it has kernels for.
+  std::vector<PassStats> optimize(const std::vector<std::string>& backends);
   // Compiles for `runtime`'s devices; the Executable is owned by the runtime.
   Executable* compile(Runtime* runtime);
   Executable* compile(Runtime* runtime, const CompileOptions& options);

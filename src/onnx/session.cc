@@ -39,7 +39,7 @@ Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
   options.input_shapes = shapes;
   auto plan = std::make_unique<Plan>();
   plan->graph = load_onnx_bytes(bytes_, options, base_dir_);
-  plan->graph.optimize();
+  plan->graph.optimize(compile_.backends);
   plan->executable = plan->graph.compile(&runtime_, compile_);
   Executable* executable = plan->executable;
   plans_.emplace(key, std::move(plan));

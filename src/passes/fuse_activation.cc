@@ -91,11 +91,13 @@ bool fusion_target(const Graph& graph, const Node& conv) {
 
 class FuseActivationPass : public Pass {
  public:
+  explicit FuseActivationPass(bool swish) : swish_(swish) {}
   const char* name() const override { return "fuse-activation"; }
   bool run(Graph& graph) override {
     bool changed = false;
     for (int id : graph.topological_order())
-      if (!graph.node(id).removed && fuse(graph, id)) changed = true;
+      if (!graph.node(id).removed && ((swish_ && fuse_silu(graph, id)) || fuse(graph, id)))
+        changed = true;
     return changed;
   }
 
@@ -131,7 +133,6 @@ class FuseActivationPass : public Pass {
   }
 
   static bool fuse(Graph& graph, int act_id) {
-    if (fuse_silu(graph, act_id)) return true;
     const Node& act = graph.node(act_id);
     if (act.inputs.empty() || act.inputs[0] < 0 || act.outputs.size() != 1) return false;
     const Value& x = graph.value(act.inputs[0]);
@@ -154,12 +155,14 @@ class FuseActivationPass : public Pass {
       if (act_inputs[k] >= 0) release_if_unused(graph, act_inputs[k]);
     return true;
   }
+
+  bool swish_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_activation_pass() {
-  return std::make_unique<FuseActivationPass>();
+std::unique_ptr<Pass> make_fuse_activation_pass(bool swish) {
+  return std::make_unique<FuseActivationPass>(swish);
 }
 
 }  // namespace lumen

@@ -1,23 +1,36 @@
 // Graph::optimize: the default optimizer pipeline.
+#include "backends/backend.h"
 #include "lumen/graph.h"
 #include "passes/pass.h"
 
 namespace lumen {
 
 std::vector<PassStats> Graph::optimize() {
+  return optimize(std::vector<std::string>{"cpu"});
+}
+
+std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends) {
+  bool cpu_only = !backends.empty();
+  for (const std::string& b : backends) cpu_only = cpu_only && b == "cpu";
+  if (backends.empty()) {
+    cpu_only = true;
+    for (Backend* b : available_backends()) cpu_only = cpu_only && b->name() == "cpu";
+  }
   PassManager manager;
   manager.add(make_constant_fold_pass());
   manager.add(make_identity_pass());
   manager.add(make_cse_pass());
   manager.add(make_fuse_layer_norm_pass());
   manager.add(make_fuse_gelu_pass());
-  manager.add(make_fuse_attention_pass());
+  if (cpu_only) manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
-  manager.add(make_fuse_activation_pass());
-  manager.add(make_fold_transpose_pass());
-  manager.add(make_fuse_matmul_pass());
-  manager.add(make_channels_last_pass());
-  manager.add(make_fuse_residual_pass());
+  manager.add(make_fuse_activation_pass(cpu_only));
+  if (cpu_only) {
+    manager.add(make_fold_transpose_pass());
+    manager.add(make_fuse_matmul_pass());
+    manager.add(make_channels_last_pass());
+    manager.add(make_fuse_residual_pass());
+  }
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
   verify();

@@ -43,7 +43,8 @@ std::unique_ptr<Pass> make_constant_fold_pass();
 // Conv followed by an activation (Relu, LeakyRelu, Clip with constant bounds, Sigmoid, Tanh,
 // HardSwish) that is its only reader becomes one FusedConv: one kernel call, no extra pass over
 // the output.
-std::unique_ptr<Pass> make_fuse_activation_pass();
+// With `swish`, SiLU (Mul(y, Sigmoid(y))) fuses too, as a Swish activation the CPU runs.
+std::unique_ptr<Pass> make_fuse_activation_pass(bool swish = true);
 // Regions of two or more convolutions, with the element-wise ops, pools and concats between them,
 // run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
 // so oneDNN reorders no activation per convolution.

@@ -184,6 +184,10 @@ std::string check_conv(const NodeContext& ctx) {
   std::string why = require_float32(ctx);
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D convolution only";
+  if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
+  if (ctx.num_inputs() > 3 && ctx.has_input(3)) return "no residual input";
+  if (ctx.op() == OpKind::kFusedConv && ctx.attr_string("activation", "") == "Swish")
+    return "no Swish activation";
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
   return "";
 }

@@ -228,6 +228,7 @@ std::string check_pool(const NodeContext& ctx) {
   std::string why = check_float_static(ctx);
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D pooling only";
+  if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
   if (ctx.num_outputs() > 1) return "no Indices output";
   return "";
 }
