@@ -70,6 +70,9 @@ class DnnlMatmul {
     }
   }
 
+  // Whether the constant weights were packed at init (execute() then ignores `wei`).
+  bool packed() const { return packed_.defined(); }
+
   void execute(const float* src, const float* wei, const float* bias, float* dst) const {
     dnnl::engine& eng = dnnl_engine();
     void* wei_ptr = packed_.defined() ? packed_.raw_data() : const_cast<float*>(wei);

@@ -156,6 +156,10 @@ class FusedMatMulKernel final : public Kernel {
     });
   }
 
+  bool reads_input(int k) const override {
+    return k != 1 || mode_ != Mode::kDirect || !mm_.packed();
+  }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
@@ -166,7 +170,8 @@ class FusedMatMulKernel final : public Kernel {
       return;
     }
     const float* a = ctx.inputs[0].data<float>();
-    const float* b = ctx.inputs[1].data<float>();
+    // Packed constant weights (direct mode) are not kept by the executable: b is not read.
+    const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] {
       if (mode_ == Mode::kDirect) {
         mm_.execute(a, b, bias, y);

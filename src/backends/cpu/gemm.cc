@@ -95,6 +95,10 @@ class MatMulKernel final : public Kernel {
     });
   }
 
+  bool reads_input(int k) const override {
+    return k != 1 || mode_ != Mode::kDirect || !mm_.packed();
+  }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
@@ -103,7 +107,8 @@ class MatMulKernel final : public Kernel {
       return;
     }
     const float* a = ctx.inputs[0].data<float>();
-    const float* b = ctx.inputs[1].data<float>();
+    // Packed constant weights (direct mode) are not kept by the executable: b is not read.
+    const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] {
       if (mode_ == Mode::kDirect) {
         mm_.execute(a, b, nullptr, y);
@@ -168,6 +173,9 @@ class GemmKernel final : public Kernel {
     });
   }
 
+  // Packed constant weights are not kept by the executable (when the product runs at all).
+  bool reads_input(int k) const override { return k != 1 || m_ * n_ == 0 || !mm_.packed(); }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (m_ * n_ == 0) return;
@@ -180,7 +188,7 @@ class GemmKernel final : public Kernel {
       if (k_ == 0) return;
     }
     const float* a = ctx.inputs[0].data<float>();
-    const float* b = ctx.inputs[1].data<float>();
+    const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] { mm_.execute(a, b, c_mode_ == CMode::kBias ? c : nullptr, y); });
   }
 
