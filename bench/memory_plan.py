@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The memory planner on every zoo model: `lumen inspect MODEL --memory` gives the sum of all
+"""The memory planner on every zoo model: `lumen inspect MODEL --optimized --memory` (the graph `lumen run` runs) gives the sum of all
 intermediates (no reuse), the lower bound (the most bytes alive at one step) and the planned arena.
 
     bench/memory_plan.py [--zoo build/model_zoo] [--lumen build/lumen]
@@ -18,7 +18,7 @@ from bench_doc import ROOT, write_section
 
 
 def plan(lumen, model, shape_arg):
-    cmd = [lumen, "inspect", model, "--memory"] + (["--shape", shape_arg] if shape_arg else [])
+    cmd = [lumen, "inspect", model, "--optimized", "--memory"] + (["--shape", shape_arg] if shape_arg else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     num = lambda label: float(re.search(label + r"[^\n]*?([0-9.]+) MB", out).group(1))  # noqa
     steps = re.search(r"intermediates (\d+), (\d+) steps in place", out)
@@ -50,7 +50,7 @@ def main():
     lines = [
         "### Memory plan of every zoo model",
         "",
-        "Made by `bench/memory_plan.py` from `lumen inspect MODEL --memory` (planned at compile "
+        "Made by `bench/memory_plan.py` from `lumen inspect MODEL --optimized --memory` (planned at compile "
         "time, independent of machine load). No reuse: every intermediate in its own memory. "
         "Lower bound: the most intermediate bytes alive at one step (in-place steps counted as "
         "one tensor). Arena: what the planner lays out (greedy by size, best fit). Graph inputs, "
