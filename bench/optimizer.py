@@ -49,7 +49,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--models", default="")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="OMP_NUM_THREADS for lumen run (0: its default, every core)")
+    ap.add_argument("--note", default="", help="a sentence on the conditions, for the doc")
     args = ap.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     names = [m for m in args.models.split(",") if m] or sorted(
         f[:-5] for f in os.listdir(args.zoo) if f.endswith(".onnx"))
     rows = []
@@ -66,11 +71,14 @@ def main():
     lines = [
         "### Optimizer on and off",
         "",
-        f"Measured by `bench/optimizer.py --rounds {args.rounds} --repeat {args.repeat}` on "
-        f"{os.cpu_count()} cores: `lumen run` with and without `--no-optimize`, interleaved, "
-        "median over the rounds of each run's median latency. Nodes: live nodes before and after "
-        "the passes (constant folding, no-op removal, CSE, Conv+BatchNorm folding, Conv+activation "
-        "fusion, dead code).",
+        f"Measured by `bench/optimizer.py --rounds {args.rounds} --repeat {args.repeat}"
+        f"{' --threads ' + str(args.threads) if args.threads else ''}` on {os.cpu_count()} cores"
+        f"{' with ' + str(args.threads) + ' OpenMP thread(s)' if args.threads else ''}: "
+        "`lumen run` with and without `--no-optimize`, interleaved, median over the rounds of each "
+        "run's median latency. Nodes: live nodes before and after the passes (constant folding, "
+        "no-op removal, CSE, LayerNorm/GELU/attention recognition, Conv+BatchNorm folding, "
+        "Conv/MatMul epilogues (bias, activation, SiLU, residual Add), channels-last regions, "
+        f"transpose folding, dead code). {args.note}",
         "",
         "| model | nodes before | nodes after | latency off ms | latency on ms | on / off |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
