@@ -9,53 +9,6 @@
 namespace lumen {
 namespace {
 
-// The activation's name and parameters, or false when `act` cannot be fused.
-bool fusible(const Graph& graph, const Node& act, Attributes* attrs) {
-  auto param = [&](int k, float fallback, float* out) {
-    if (k >= static_cast<int>(act.inputs.size()) || act.inputs[k] < 0) {
-      *out = fallback;
-      return true;
-    }
-    const Value& v = graph.value(act.inputs[k]);
-    if (!is_constant(v) || v.data->numel() != 1 || v.data->dtype() != DType::kFloat32) return false;
-    *out = static_cast<float>(v.data->item_as_double());
-    return true;
-  };
-  switch (act.op) {
-    case OpKind::kRelu:
-      (*attrs)["activation"] = "Relu";
-      return true;
-    case OpKind::kSigmoid:
-      (*attrs)["activation"] = "Sigmoid";
-      return true;
-    case OpKind::kTanh:
-      (*attrs)["activation"] = "Tanh";
-      return true;
-    case OpKind::kHardSwish:
-      (*attrs)["activation"] = "HardSwish";
-      return true;
-    case OpKind::kLeakyRelu: {
-      float alpha = 0.01f;
-      if (auto it = act.attrs.find("alpha"); it != act.attrs.end()) alpha = it->second.as_float();
-      (*attrs)["activation"] = "LeakyRelu";
-      (*attrs)["activation_alpha"] = alpha;
-      return true;
-    }
-    case OpKind::kClip: {
-      float lo = 0, hi = 0;
-      if (!param(1, std::numeric_limits<float>::lowest(), &lo) ||
-          !param(2, std::numeric_limits<float>::max(), &hi))
-        return false;
-      (*attrs)["activation"] = "Clip";
-      (*attrs)["activation_alpha"] = lo;
-      (*attrs)["activation_beta"] = hi;
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
 // oneDNN 2.6 runs a pointwise (1x1, stride 1, unpadded, ungrouped) convolution on plain layouts
 // as a GEMM, and there an eltwise post-op is a slow second pass: measured on mobilenet_v2, fusing
 // every Conv made the model 2x slower (6.9 -> 14.3 ms), so those convolutions stay unfused.
@@ -141,7 +94,7 @@ class FuseActivationPass : public Pass {
     int conv_id = x.producer;
     if (!fusion_target(graph, graph.node(conv_id))) return false;
     Attributes extra;
-    if (!fusible(graph, act, &extra)) return false;
+    if (!activation_attributes(graph, act, &extra)) return false;
     int conv_out = x.id, act_out = act.outputs[0];
     if (!can_replace_uses(graph, act_out, conv_out)) return false;
     std::vector<int> act_inputs = act.inputs;

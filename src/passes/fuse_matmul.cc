@@ -11,53 +11,6 @@
 namespace lumen {
 namespace {
 
-// The activation's FusedMatMul attributes, or false when `act` cannot be fused.
-bool fusible_activation(const Graph& graph, const Node& act, Attributes* attrs) {
-  auto param = [&](int k, float fallback, float* out) {
-    if (k >= static_cast<int>(act.inputs.size()) || act.inputs[k] < 0) {
-      *out = fallback;
-      return true;
-    }
-    const Value& v = graph.value(act.inputs[k]);
-    if (!is_constant(v) || v.data->numel() != 1 || v.data->dtype() != DType::kFloat32) return false;
-    *out = static_cast<float>(v.data->item_as_double());
-    return true;
-  };
-  switch (act.op) {
-    case OpKind::kRelu:
-      (*attrs)["activation"] = "Relu";
-      return true;
-    case OpKind::kSigmoid:
-      (*attrs)["activation"] = "Sigmoid";
-      return true;
-    case OpKind::kTanh:
-      (*attrs)["activation"] = "Tanh";
-      return true;
-    case OpKind::kHardSwish:
-      (*attrs)["activation"] = "HardSwish";
-      return true;
-    case OpKind::kLeakyRelu: {
-      float alpha = 0.01f;
-      if (auto it = act.attrs.find("alpha"); it != act.attrs.end()) alpha = it->second.as_float();
-      (*attrs)["activation"] = "LeakyRelu";
-      (*attrs)["activation_alpha"] = alpha;
-      return true;
-    }
-    case OpKind::kClip: {
-      float lo = 0, hi = 0;
-      if (!param(1, std::numeric_limits<float>::lowest(), &lo) ||
-          !param(2, std::numeric_limits<float>::max(), &hi))
-        return false;
-      (*attrs)["activation"] = "Clip";
-      (*attrs)["activation_alpha"] = lo;
-      (*attrs)["activation_beta"] = hi;
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
 // The only reader of node `id`'s single output, or -1 (several readers, a graph output).
 int sole_reader(const Graph& graph, int id) {
   const Node& n = graph.node(id);
@@ -178,7 +131,7 @@ class FuseMatMulPass : public Pass {
     if (act.inputs.empty() || act.inputs[0] != mm.outputs[0] || act.outputs.size() != 1)
       return false;
     Attributes extra;
-    if (!fusible_activation(graph, act, &extra)) return false;
+    if (!activation_attributes(graph, act, &extra)) return false;
     int y = mm.outputs[0], act_out = act.outputs[0];
     if (!can_replace_uses(graph, act_out, y)) return false;
     std::vector<int> act_inputs = act.inputs;

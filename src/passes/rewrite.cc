@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "graph/op_kind.h"
 
@@ -128,6 +129,52 @@ std::map<std::string, int> op_histogram(const Graph& graph) {
   for (int id = 0; id < graph.num_nodes(); ++id)
     if (!graph.node(id).removed) ++histogram[op_name(graph.node(id).op)];
   return histogram;
+}
+
+bool activation_attributes(const Graph& graph, const Node& act, Attributes* attrs) {
+  auto param = [&](int k, float fallback, float* out) {
+    if (k >= static_cast<int>(act.inputs.size()) || act.inputs[k] < 0) {
+      *out = fallback;
+      return true;
+    }
+    const Value& v = graph.value(act.inputs[k]);
+    if (!is_constant(v) || v.data->numel() != 1 || v.data->dtype() != DType::kFloat32) return false;
+    *out = static_cast<float>(v.data->item_as_double());
+    return true;
+  };
+  switch (act.op) {
+    case OpKind::kRelu:
+      (*attrs)["activation"] = "Relu";
+      return true;
+    case OpKind::kSigmoid:
+      (*attrs)["activation"] = "Sigmoid";
+      return true;
+    case OpKind::kTanh:
+      (*attrs)["activation"] = "Tanh";
+      return true;
+    case OpKind::kHardSwish:
+      (*attrs)["activation"] = "HardSwish";
+      return true;
+    case OpKind::kLeakyRelu: {
+      float alpha = 0.01f;
+      if (auto it = act.attrs.find("alpha"); it != act.attrs.end()) alpha = it->second.as_float();
+      (*attrs)["activation"] = "LeakyRelu";
+      (*attrs)["activation_alpha"] = alpha;
+      return true;
+    }
+    case OpKind::kClip: {
+      float lo = 0, hi = 0;
+      if (!param(1, std::numeric_limits<float>::lowest(), &lo) ||
+          !param(2, std::numeric_limits<float>::max(), &hi))
+        return false;
+      (*attrs)["activation"] = "Clip";
+      (*attrs)["activation_alpha"] = lo;
+      (*attrs)["activation_beta"] = hi;
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 }  // namespace lumen

@@ -39,6 +39,11 @@ void set_input(Graph& graph, int id, int k, int to);
 bool attributes_equal(const Attribute& a, const Attribute& b);
 bool attributes_equal(const Attributes& a, const Attributes& b);
 
+// The FusedConv / FusedMatMul epilogue attributes (`activation`, `activation_alpha`,
+// `activation_beta`) of an activation node (Relu, LeakyRelu, Clip with constant bounds, Sigmoid,
+// Tanh, HardSwish), or false when `act` cannot be fused.
+bool activation_attributes(const Graph& graph, const Node& act, Attributes* attrs);
+
 // Op name -> number of live nodes.
 std::map<std::string, int> op_histogram(const Graph& graph);
 
