@@ -16,6 +16,10 @@ struct CompileOptions {
   // Backends to place nodes on, in order of preference ("cpu", "cuda"); empty means every
   // available backend.
   std::vector<std::string> backends;
+  // Free each weight from the Graph as soon as every reader has packed it into its own layout
+  // (Kernel::reads_input), so compiling holds each such weight once, not twice, at its peak. The
+  // Graph keeps its other weights but can no longer be compiled (compile throws InvalidArgument).
+  bool release_weights = false;
 };
 
 // Name and type of an Executable's input or output.
