@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Lumen's two entry points on a fresh Debian 12 machine:
 #   ./run.sh        install build dependencies if missing, build Release, run the main job
-#   ./run.sh test   install, build, run every test, then again under ASan + UBSan (no zoo)
-#   ./run.sh tsan   the concurrency tests under ThreadSanitizer
-#   ./run.sh fuzz   replay the kept fuzz findings, then fuzz the ONNX loader for a minute
+#   ./run.sh test   install, build, run every test, then again under ASan + UBSan (no zoo), fuzz
+#                   the ONNX loader for a minute, and the concurrency tests under ThreadSanitizer
+#   ./run.sh tsan   the concurrency tests under ThreadSanitizer alone
+#   ./run.sh fuzz [SECONDS]   fuzz the ONNX loader (default a minute) in the sanitizer build
 set -euo pipefail
 cd "$(dirname "$0")"
 mode="${1:-run}"
@@ -37,20 +38,36 @@ build() {
   cmake --build "$build_dir" -j "$jobs"
 }
 
-# A second build with AddressSanitizer and UndefinedBehaviorSanitizer runs every test but the model
-# zoo (the unit and op tests and ONNX's conformance cases); any report fails the run.
+# A second build, with clang, AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's coverage,
+# runs every test but the model zoo (the unit and op tests, ONNX's conformance cases and the kept
+# fuzz findings); any report fails the run. The same build then fuzzes the ONNX loader.
+sanitized_dir="$build_dir-asan"
+# Sanitizer builds compile at -O1 with line tables only: they take CI's time twice more, and the
+# reports need file and line, not variables.
+sanitizer_opt="-O1 -g1 -fno-omit-frame-pointer"
+sanitized_build() {
+  local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  cmake -S . -B "$sanitized_dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DLUMEN_TESTS=ON \
+    -DLUMEN_CUDA=OFF -DLUMEN_PYTHON=OFF -DLUMEN_FUZZ=ON -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
+    -DCMAKE_CXX_FLAGS="$flags -fsanitize=fuzzer-no-link $sanitizer_opt" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$sanitized_dir" -j "$jobs"
+}
 sanitize_tests() {
-  local dir="$build_dir-asan" flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
-    -DLUMEN_PYTHON=OFF "${launcher[@]}" \
-    -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
-    -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  sanitized_build
   # The conformance cases are generated once, by the main build's test run.
-  [ -e "$dir/onnx_cases" ] || ln -s "$PWD/$build_dir/onnx_cases" "$dir/onnx_cases"
+  [ -e "$sanitized_dir/onnx_cases" ] || ln -s "$PWD/$build_dir/onnx_cases" "$sanitized_dir/onnx_cases"
   # Leak checking is off: the host pool and oneDNN's primitive cache live as long as the process.
   # The soak samples resident memory, which ASan's quarantine of freed blocks makes grow.
-  ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$dir" --output-on-failure -j "$jobs" -LE "zoo|soak"
+  ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$sanitized_dir" --output-on-failure -j "$jobs" \
+    -LE "zoo|soak"
+}
+
+# libFuzzer on the ONNX loader for SECONDS (default a minute), seeded with the conformance models
+# the main build's tests generated; the corpus grows in build-asan/corpus between runs.
+fuzz() {
+  tests/fuzz/fuzz.sh "$sanitized_dir/tests/load_model_fuzzer" "${1:-60}" "$PWD/$build_dir/onnx_cases"
 }
 
 # ThreadSanitizer (g++) on the library and the concurrency tests alone: one compiled model run
@@ -61,18 +78,12 @@ sanitize_tests() {
 # arenas, kernels, oneDNN primitives, the host pool). Nothing is suppressed.
 tsan_tests() {
   local dir="$build_dir-tsan" flags="-fsanitize=thread"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
-    "${launcher[@]}" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+    "${launcher[@]}" -DCMAKE_CXX_FLAGS="$flags $sanitizer_opt" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$dir" -j "$jobs" --target concurrency_test
   OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" --output-on-failure -L concurrency
-}
-
-# libFuzzer (clang) on the ONNX loader for a minute, after replaying every kept finding
-# (tests/fuzz/regressions), seeded with the conformance models the main build's tests generated.
-fuzz_smoke() {
-  FUZZ_DIR="$PWD/$build_dir-fuzz" tests/fuzz/fuzz.sh 60 "$PWD/$build_dir/onnx_cases"
 }
 
 # A project outside the tree finds the installed package and runs the API example.
@@ -97,15 +108,16 @@ case "$mode" in
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
     check_install
     sanitize_tests
+    fuzz 60
+    tsan_tests
     echo "run.sh: all tests passed"
     ;;
-  # Not yet part of `test` (CI): each builds the library once more, and neither has had a
-  # complete run on a CI-sized machine.
   tsan)
     tsan_tests
     ;;
   fuzz)
-    fuzz_smoke
+    [ -x "$sanitized_dir/tests/load_model_fuzzer" ] || sanitized_build
+    fuzz "${2:-60}"
     ;;
   *)
     echo "usage: ./run.sh [test|tsan|fuzz]" >&2
