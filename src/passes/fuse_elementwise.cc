@@ -244,13 +244,24 @@ class ProgramBuilder {
     return {Kind::kTemp, dst};
   }
 
-  // Mul(x, Sigmoid(x)) with the Sigmoid in the tree: the input of that Sigmoid, else -1.
-  int swish_operand(const Node& mul) const {
+  // Mul(x, Sigmoid(x)) (Swish) or Mul(x, HardSigmoid(x) with HardSwish's alpha 1/6 and beta
+  // 1/2) (HardSwish), the gate in the tree: x, and the one instruction that computes the
+  // product, in *op; else -1.
+  int gated_operand(const Node& mul, EwOp* op) const {
     for (int k = 0; k < 2; ++k) {
       int s = mul.inputs[k], x = mul.inputs[1 - k];
       if (!inside(s)) continue;
-      const Node& sig = graph_.node(graph_.value(s).producer);
-      if (sig.op == OpKind::kSigmoid && sig.inputs[0] == x) return x;
+      const Node& gate = graph_.node(graph_.value(s).producer);
+      if (gate.inputs[0] != x) continue;
+      if (gate.op == OpKind::kSigmoid) {
+        *op = EwOp::kSwish;
+        return x;
+      }
+      if (gate.op == OpKind::kHardSigmoid && attr_float_or(gate, "alpha", 0.2f) == 1.0f / 6.0f &&
+          attr_float_or(gate, "beta", 0.5f) == 0.5f) {
+        *op = EwOp::kHardSwish;
+        return x;
+      }
     }
     return -1;
   }
@@ -264,9 +275,10 @@ class ProgramBuilder {
       case OpKind::kDiv:
       case OpKind::kMax:
       case OpKind::kMin: {
+        EwOp gated = EwOp::kCount;
         if (n.op == OpKind::kMul) {
-          if (int x = swish_operand(n); x >= 0)
-            return emit(EwOp::kSwish, emit_value(x, false), Operand{});
+          if (int x = gated_operand(n, &gated); x >= 0)
+            return emit(gated, emit_value(x, false), Operand{});
         }
         const EwOp op = binary_opcode(n.op);
         Operand acc = emit_value(n.inputs[0], true);

@@ -268,24 +268,41 @@ TEST(FuseElementwise, BinaryAndVariadicOps) {
       {a, b}, {{"FusedElementwise", 1}}, shape, want);
 }
 
-TEST(FuseElementwise, SiluBecomesSwish) {
+TEST(FuseElementwise, GatedProductsBecomeOneInstruction) {
+  // Mul(x, Sigmoid(x)) is Swish; Mul(HardSigmoid(x) with alpha 1/6, beta 1/2, x) is HardSwish.
   const Shape shape{2, 300};
   Tensor x = test::random_tensor(shape, 14, -5, 5);
-  std::vector<double> want;
-  for (double v : test::to_doubles(x)) want.push_back(v * sigmoid(v) * 2.0);
-  Graph g;
-  Value* in = g.add_input("x", shape);
-  g.mark_output(
-      g.add_op("Mul", {g.add_op("Mul", {in, g.add_op("Sigmoid", {in})}), scalar(g, 2.0f)}));
-  g.optimize();
-  EXPECT_EQ(ops_of(g), (std::map<std::string, int>{{"FusedElementwise", 1}}));
-  for (int id : g.topological_order()) {
-    const std::vector<int64_t>& code = g.node(id).attrs.at("code").as_ints();
-    ASSERT_EQ(code.size(), 8u);
-    EXPECT_EQ(code[0], static_cast<int64_t>(EwOp::kSwish));
+  struct Gate {
+    const char* op;
+    Attributes attrs;
+    EwOp want;
+    F1 f;
+  };
+  const std::vector<Gate> gates = {
+      {"Sigmoid", {}, EwOp::kSwish, [](double v) { return v * sigmoid(v); }},
+      {"HardSigmoid",
+       {{"alpha", 1.0f / 6.0f}, {"beta", 0.5f}},
+       EwOp::kHardSwish,
+       [](double v) { return v * hard_sigmoid(v, 1.0 / 6, 0.5); }},
+  };
+  for (const Gate& gate : gates) {
+    SCOPED_TRACE(gate.op);
+    std::vector<double> want;
+    for (double v : test::to_doubles(x)) want.push_back(gate.f(v) * 2.0);
+    Graph g;
+    Value* in = g.add_input("x", shape);
+    Value* y = g.add_op("Mul", {g.add_op(gate.op, {in}, gate.attrs), in});
+    g.mark_output(g.add_op("Mul", {y, scalar(g, 2.0f)}));
+    g.optimize();
+    EXPECT_EQ(ops_of(g), (std::map<std::string, int>{{"FusedElementwise", 1}}));
+    for (int id : g.topological_order()) {
+      const std::vector<int64_t>& code = g.node(id).attrs.at("code").as_ints();
+      ASSERT_EQ(code.size(), 8u);
+      EXPECT_EQ(code[0], static_cast<int64_t>(gate.want));
+    }
+    Runtime rt;
+    test::expect_close(g.compile(&rt)->execute({x})[0], shape, want);
   }
-  Runtime rt;
-  test::expect_close(g.compile(&rt)->execute({x})[0], shape, want);
 }
 
 TEST(FuseElementwise, OutputOverwritesDyingInput) {
@@ -334,7 +351,8 @@ int64_t op(EwOp o) {
 
 TEST(FusedElementwiseKernel, OddSizesBroadcastAndThreads) {
   // Not multiples of the 512-element block; the last is large enough to run on several threads.
-  for (const Shape& shape : {Shape{1}, Shape{511}, Shape{3, 517}, Shape{4, 5, 3001}}) {
+  for (const Shape& shape :
+       {Shape{1}, Shape{511}, Shape{3, 517}, Shape{6, 7, 97}, Shape{4, 5, 3001}}) {
     SCOPED_TRACE(shape.to_string());
     const int rank = shape.rank();
     const Shape row{shape[-1]};

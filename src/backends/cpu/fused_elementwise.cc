@@ -1,6 +1,7 @@
-// CPU kernel of FusedElementwise: one pass over the output in blocks of kBlock elements. For each
-// block every input is read in place (same shape as the output), taken from a block filled once
-// with its value (a scalar), or gathered through its broadcast strides into a block buffer; then
+// CPU kernel of FusedElementwise: one pass over the output in blocks of about kBlock elements. For
+// each block every input is read in place (same shape as the output), taken from a block filled
+// once per thread (a scalar, or a row such as a [C] scale under [N, H, W, C], the blocks then
+// being whole rows), or gathered through its broadcast strides into a block buffer; then
 // the program's instructions run one after another over block-sized register arrays, the last
 // one writing the output block. Each instruction is a plain loop over one block that g++
 // vectorises (the math is elementwise_math.h's, as in the unfused kernels, so results match
@@ -20,8 +21,10 @@
 namespace lumen::cpu {
 namespace {
 
-// Elements per block: 32 registers of 512 floats are 64 KiB of stack per thread.
+// Elements per block, and the most when blocks are whole rows: 32 registers of kMaxBlock floats
+// are 128 KiB of stack per thread.
 constexpr int kBlock = 512;
+constexpr int kMaxBlock = 1024;
 
 // ---- scalar functions (the same formulas as the unfused kernels) ----
 
@@ -99,8 +102,9 @@ void pow_block(const float* a, float p, float* d, int n) {
   unary_block(a, d, n, [p](float x) { return std::pow(x, p); });
 }
 
-// How input k reaches a block.
-enum class Source { kDirect, kScalar, kGather };
+// How input k reaches a block: read in place, one value repeated, a row of block_ / row_ copies
+// (block_ being whole rows), or gathered per block.
+enum class Source { kDirect, kScalar, kRow, kGather };
 
 class FusedElementwiseKernel final : public Kernel {
  public:
@@ -117,13 +121,24 @@ class FusedElementwiseKernel final : public Kernel {
       } else if (s.numel() == 1) {
         in.source = Source::kScalar;
       } else {
-        in.source = Source::kGather;
         BroadcastPlan plan(out_shape_, {s});
         in.dims = plan.dims();
         in.strides = plan.strides(0);
+        // Repeated whole along the leading dimensions: element j of a row-aligned block is
+        // element j % inner of the input.
+        const int64_t inner = plan.inner();
+        const bool row =
+            inner > 0 && s.numel() == inner && plan.inner_stride(0) == 1 && inner <= kMaxBlock;
+        if (row && (row_ == 0 || row_ == inner)) {
+          row_ = inner;
+          in.source = Source::kRow;
+        } else {
+          in.source = Source::kGather;
+        }
       }
       inputs_.push_back(std::move(in));
     }
+    block_ = row_ == 0 ? kBlock : std::max<int64_t>(1, kBlock / row_) * row_;
     for (const EwInstr& ins : program_) num_registers_ = std::max(num_registers_, ins.dst + 1);
     in_place_ = inputs_[0].source == Source::kDirect ? 0 : -1;
   }
@@ -131,7 +146,7 @@ class FusedElementwiseKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     const int64_t numel = out_shape_.numel();
     if (numel == 0) return;
-    const int64_t blocks = (numel + kBlock - 1) / kBlock;
+    const int64_t blocks = (numel + block_ - 1) / block_;
     float* out = ctx.outputs[0].data<float>();
     const float* src[kEwMaxRegisters] = {};
     for (size_t k = 0; k < inputs_.size(); ++k) src[k] = ctx.inputs[k].data<float>();
@@ -139,11 +154,11 @@ class FusedElementwiseKernel final : public Kernel {
       run_blocks(src, out, 0, blocks);
       return;
     }
-    constexpr int64_t kTaskBlocks = kParallelChunk / kBlock;
-    const int64_t tasks = (blocks + kTaskBlocks - 1) / kTaskBlocks;
+    const int64_t task_blocks = std::max<int64_t>(1, kParallelChunk / block_);
+    const int64_t tasks = (blocks + task_blocks - 1) / task_blocks;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < tasks; ++t)
-      run_blocks(src, out, t * kTaskBlocks, std::min(blocks, (t + 1) * kTaskBlocks));
+      run_blocks(src, out, t * task_blocks, std::min(blocks, (t + 1) * task_blocks));
   }
   int in_place_input() const override {
     return in_place_;
@@ -158,21 +173,25 @@ class FusedElementwiseKernel final : public Kernel {
   // Runs blocks [begin, end) with this thread's registers.
   void run_blocks(const float* const* src, float* out, int64_t begin, int64_t end) const {
     if (begin >= end) return;
-    alignas(64) float regs[kEwMaxRegisters][kBlock];
+    alignas(64) float regs[kEwMaxRegisters][kMaxBlock];
     const int n_in = static_cast<int>(inputs_.size());
-    for (int k = 0; k < n_in; ++k)
-      if (inputs_[k].source == Source::kScalar) std::fill_n(regs[k], kBlock, src[k][0]);
+    for (int k = 0; k < n_in; ++k) {
+      if (inputs_[k].source == Source::kScalar) std::fill_n(regs[k], block_, src[k][0]);
+      if (inputs_[k].source == Source::kRow)
+        for (int64_t j = 0; j < block_; j += row_) std::copy_n(src[k], row_, regs[k] + j);
+    }
     const int64_t numel = out_shape_.numel();
     const float* reg[kEwMaxRegisters] = {};
     for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t start = blk * kBlock;
-      const int n = static_cast<int>(std::min<int64_t>(kBlock, numel - start));
+      const int64_t start = blk * block_;
+      const int n = static_cast<int>(std::min<int64_t>(block_, numel - start));
       for (int k = 0; k < n_in; ++k) {
         switch (inputs_[k].source) {
           case Source::kDirect:
             reg[k] = src[k] + start;
             break;
           case Source::kScalar:
+          case Source::kRow:
             reg[k] = regs[k];
             break;
           case Source::kGather:
@@ -298,6 +317,8 @@ class FusedElementwiseKernel final : public Kernel {
   std::vector<Input> inputs_;
   int num_registers_ = 0;
   int in_place_ = -1;
+  int64_t row_ = 0;         // the length of the kRow inputs' rows (0: none)
+  int64_t block_ = kBlock;  // elements per block: a multiple of row_ when there is one
 };
 
 std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
