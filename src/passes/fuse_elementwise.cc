@@ -31,8 +31,10 @@ bool scalar_value(const Graph& graph, int id, float* out) {
   return true;
 }
 
+// A float32 operand of static shape (FusedElementwise, like most ops, takes no dynamic shapes).
 bool is_float32(const Graph& graph, int id) {
-  return id >= 0 && graph.value(id).type.dtype == DType::kFloat32;
+  return id >= 0 && graph.value(id).type.dtype == DType::kFloat32 &&
+         graph.value(id).type.shape.is_static();
 }
 
 float attr_float_or(const Node& n, const char* name, float fallback) {
