@@ -38,13 +38,14 @@ def cases(tmp):
     rng = np.random.default_rng(0)
     out = []
 
-    # ConvNeXt's layer scale and residual: Add(Mul(x, gamma[C]), r) over [1, 56, 56, C].
-    p = os.path.join(tmp, "layer_scale_residual.onnx")
-    gamma = numpy_helper.from_array(rng.standard_normal(96).astype(np.float32), "gamma")
-    model(p, [("x", [1, 56, 56, 96]), ("r", [1, 56, 56, 96])], [gamma], [
-        helper.make_node("Mul", ["x", "gamma"], ["m"]),
-        helper.make_node("Add", ["m", "r"], ["y"])])
-    out.append(("layer scale + residual [1,56,56,96]", p))
+    # ConvNeXt-tiny's layer scale and residual, Add(Mul(x, gamma[C]), r), at its four stages.
+    for hw, c in ((56, 96), (28, 192), (14, 384), (7, 768)):
+        p = os.path.join(tmp, f"layer_scale_residual_{c}.onnx")
+        gamma = numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "gamma")
+        model(p, [("x", [1, hw, hw, c]), ("r", [1, hw, hw, c])], [gamma], [
+            helper.make_node("Mul", ["x", "gamma"], ["m"]),
+            helper.make_node("Add", ["m", "r"], ["y"])])
+        out.append((f"layer scale + residual [1,{hw},{hw},{c}]", p))
 
     # MobileNetV3's hard swish as torch 1.13 exports it: Mul(x, HardSigmoid(x)).
     p = os.path.join(tmp, "hard_swish.onnx")

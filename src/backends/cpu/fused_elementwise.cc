@@ -25,6 +25,11 @@ namespace {
 // are 128 KiB of stack per thread.
 constexpr int kBlock = 512;
 constexpr int kMaxBlock = 1024;
+// Registers lie kRegisterStride floats apart: one cache line more than a block, so that they do
+// not all start at the same offset modulo 4 KiB, where loads from one register falsely wait on
+// stores to another (4K aliasing) and compete for the same L1 sets. Measured: a 3-op chain over
+// [1, 32, 112, 112] ran 1.7x slower with registers exactly 4 KiB apart.
+constexpr int kRegisterStride = kMaxBlock + 16;
 
 // ---- scalar functions (the same formulas as the unfused kernels) ----
 
@@ -173,7 +178,7 @@ class FusedElementwiseKernel final : public Kernel {
   // Runs blocks [begin, end) with this thread's registers.
   void run_blocks(const float* const* src, float* out, int64_t begin, int64_t end) const {
     if (begin >= end) return;
-    alignas(64) float regs[kEwMaxRegisters][kMaxBlock];
+    alignas(64) float regs[kEwMaxRegisters][kRegisterStride];
     const int n_in = static_cast<int>(inputs_.size());
     for (int k = 0; k < n_in; ++k) {
       if (inputs_[k].source == Source::kScalar) std::fill_n(regs[k], block_, src[k][0]);
@@ -182,6 +187,8 @@ class FusedElementwiseKernel final : public Kernel {
     }
     const int64_t numel = out_shape_.numel();
     const float* reg[kEwMaxRegisters] = {};
+    int64_t filled[kEwMaxRegisters];
+    std::fill_n(filled, kEwMaxRegisters, int64_t{-1});
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t start = blk * block_;
       const int n = static_cast<int>(std::min<int64_t>(block_, numel - start));
@@ -195,7 +202,7 @@ class FusedElementwiseKernel final : public Kernel {
             reg[k] = regs[k];
             break;
           case Source::kGather:
-            gather(inputs_[k], src[k], start, n, regs[k]);
+            gather(inputs_[k], src[k], start, n, static_cast<int>(block_), regs[k], &filled[k]);
             reg[k] = regs[k];
             break;
         }
@@ -212,18 +219,33 @@ class FusedElementwiseKernel final : public Kernel {
   }
 
   // Input elements under output elements [start, start + n), walked row by row of the plan's
-  // innermost merged dimension (stride 1: a copy, stride 0: one value repeated).
-  static void gather(const Input& in, const float* x, int64_t start, int n, float* dst) {
+  // innermost merged dimension (stride 1: a copy, stride 0: one value repeated). A block inside
+  // one row of a repeated value (a per-channel [1, C, 1, 1] operand over NCHW) is that value
+  // block_ times; *filled remembers which element the buffer holds that way (-1: none), so the
+  // blocks after it in the same row reuse the buffer as it is.
+  static void gather(const Input& in, const float* x, int64_t start, int n, int block, float* dst,
+                     int64_t* filled) {
     const int rank = static_cast<int>(in.dims.size());
     const int64_t inner = in.dims[rank - 1];
     const int64_t step = in.strides[rank - 1];
     int64_t row = start / inner, pos = start % inner;
-    for (int done = 0; done < n; ++row, pos = 0) {
-      int64_t off = 0, rest = row;
+    auto row_offset = [&](int64_t r) {
+      int64_t off = 0;
       for (int d = rank - 2; d >= 0; --d) {
-        off += (rest % in.dims[d]) * in.strides[d];
-        rest /= in.dims[d];
+        off += (r % in.dims[d]) * in.strides[d];
+        r /= in.dims[d];
       }
+      return off;
+    };
+    if (step == 0 && pos + n <= inner) {
+      const int64_t off = row_offset(row);
+      if (*filled != off) std::fill_n(dst, block, x[off]);
+      *filled = off;
+      return;
+    }
+    *filled = -1;
+    for (int done = 0; done < n; ++row, pos = 0) {
+      const int64_t off = row_offset(row);
       const int len = static_cast<int>(std::min<int64_t>(inner - pos, n - done));
       if (step == 0) {
         std::fill_n(dst + done, len, x[off]);
