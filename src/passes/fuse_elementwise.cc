@@ -159,6 +159,16 @@ class ProgramBuilder {
            instrs_.size() <= static_cast<size_t>(kEwMaxInstructions);
   }
 
+  // Makes input k register 0 (and register 0 register k): the kernel may write its output over
+  // input 0 where that input dies.
+  void make_first(int k) {
+    std::swap(inputs_[0], inputs_[k]);
+    for (Instr& i : instrs_)
+      for (Operand* o : {&i.a, &i.b})
+        if (o->kind == Kind::kInput && (o->index == 0 || o->index == k))
+          o->index = o->index == 0 ? k : 0;
+  }
+
   const std::vector<int>& inputs() const { return inputs_; }
   const std::vector<float>& consts() const { return consts_; }
   // Constants folded into immediates (their data may be released once the tree is gone).
@@ -381,6 +391,17 @@ class FuseElementwisePass : public Pass {
     for (int id : tree) in_tree[id] = true;
     ProgramBuilder builder(graph, in_tree);
     if (!builder.build(root)) return false;
+    // Input 0, which the output may overwrite, is best the one that dies here: a computed value of
+    // the output's shape that only the tree reads.
+    for (size_t k = 0; k < builder.inputs().size(); ++k) {
+      const Value& v = graph.value(builder.inputs()[k]);
+      if (v.producer >= 0 && !v.is_output &&
+          v.type == graph.value(graph.node(root).outputs[0]).type &&
+          std::all_of(v.consumers.begin(), v.consumers.end(), [&](int c) { return in_tree[c]; })) {
+        builder.make_first(static_cast<int>(k));
+        break;
+      }
+    }
     const int root_out = graph.node(root).outputs[0];
     const TensorType want = graph.value(root_out).type;
     // The inputs must broadcast to the root's shape on their own (a scalar constant that widened

@@ -306,8 +306,8 @@ TEST(FuseElementwise, GatedProductsBecomeOneInstruction) {
 }
 
 TEST(FuseElementwise, OutputOverwritesDyingInput) {
-  // softmax(sqrt(4 softmax(x) + 1)): the first Softmax's output dies at the fused node, which
-  // writes over it.
+  // softmax(sqrt(|x + 4 softmax(x)|)): the first Softmax's output dies at the fused node, which
+  // writes over it although it is not the tree's first leaf (x, a graph input, is).
   const Shape shape{7, 129};
   Tensor x = test::random_tensor(shape, 15, -3, 3);
   auto softmax_rows = [](std::vector<double> v) {
@@ -318,13 +318,15 @@ TEST(FuseElementwise, OutputOverwritesDyingInput) {
     }
     return v;
   };
-  std::vector<double> want = softmax_rows(test::to_doubles(x));
-  for (double& v : want) v = std::sqrt(v * 4.0 + 1.0);
+  std::vector<double> xv = test::to_doubles(x), want = softmax_rows(xv);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::sqrt(std::fabs(xv[i] + want[i] * 4.0));
   want = softmax_rows(want);
   auto build = [&](Graph& g) {
-    Value* s = g.add_op("Softmax", {g.add_input("x", shape)}, {{"axis", int64_t{-1}}});
-    Value* y = g.add_op("Add", {g.add_op("Mul", {s, scalar(g, 4.0f)}), scalar(g, 1.0f)});
-    g.mark_output(g.add_op("Softmax", {g.add_op("Sqrt", {y})}, {{"axis", int64_t{-1}}}));
+    Value* in = g.add_input("x", shape);
+    Value* s = g.add_op("Softmax", {in}, {{"axis", int64_t{-1}}});
+    Value* y = g.add_op("Add", {in, g.add_op("Mul", {s, scalar(g, 4.0f)})});
+    y = g.add_op("Sqrt", {g.add_op("Abs", {y})});
+    g.mark_output(g.add_op("Softmax", {y}, {{"axis", int64_t{-1}}}));
   };
   check(build, {x}, {{"FusedElementwise", 1}, {"Softmax", 2}}, shape, want);
   Graph g;
