@@ -33,6 +33,18 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   }
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
+  if (cpu_only) {
+    // Element-wise trees fuse once the passes above have reached their fixed point: inside their
+    // rounds this fusion would take the activations and Adds that fuse-activation, fuse-matmul
+    // and fuse-residual claim only in a later round (after channels-last or a bias fusion).
+    PassManager last;
+    last.add(make_fuse_elementwise_pass());
+    const int rounds = stats.empty() ? 0 : stats.back().round;
+    for (PassStats& s : last.run(*this)) {
+      s.round += rounds;
+      stats.push_back(std::move(s));
+    }
+  }
   verify();
   return stats;
 }

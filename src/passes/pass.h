@@ -65,5 +65,8 @@ std::unique_ptr<Pass> make_fuse_matmul_pass();
 // A Transpose swapping the last two dimensions of a MatMul/FusedMatMul operand is dropped; the
 // product reads that operand transposed (FusedMatMul trans_a / trans_b, strided, no copy).
 std::unique_ptr<Pass> make_fold_transpose_pass();
+// Trees of two or more float32 element-wise ops whose inner values have one reader each become
+// one FusedElementwise: the whole tree computed in one pass over the output.
+std::unique_ptr<Pass> make_fuse_elementwise_pass();
 
 }  // namespace lumen
