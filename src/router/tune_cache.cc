@@ -93,7 +93,7 @@ void save_cache(const std::string& file, const CacheIdentity& identity, const Co
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw IoError("tune cache '" + file + "': cannot write " + tmp);
-    out.precision(9);
+    out.precision(17);  // round-trips a double
     out << kMagic << "\nversion\t" << clean(identity.version) << "\ndevices\t"
         << clean(identity.devices) << "\n";
     for (const auto& [backend, costs] : model.launches())
