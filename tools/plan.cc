@@ -74,9 +74,13 @@ std::vector<Backend*> candidates(const std::string& device) {
   return out;
 }
 
-Graph load(const PlanArgs& a) {
+// The model optimized for `backends`, as `lumen run --device` optimizes it (no CPU-only fusions
+// where CUDA may run the graph).
+Graph load(const PlanArgs& a, const std::vector<Backend*>& backends) {
   Graph graph = load_onnx(a.model, a.load);
-  if (a.optimize) graph.optimize();
+  std::vector<std::string> names;
+  for (Backend* b : backends) names.push_back(b->name());
+  if (a.optimize) graph.optimize(names);
   return graph;
 }
 
@@ -100,8 +104,9 @@ void print_calibration(const router::RoutePlan& plan) {
 
 int plan_model(const std::vector<std::string>& args) {
   PlanArgs a = parse(args, "plan", true);
-  Graph graph = load(a);
-  router::RoutePlan plan = router::route(graph, candidates(a.device), a.router, true);
+  std::vector<Backend*> backends = candidates(a.device);
+  Graph graph = load(a, backends);
+  router::RoutePlan plan = router::route(graph, backends, a.router, true);
   std::printf("%s: %zu nodes on %zu candidate backends, placed by %s\n", a.model.c_str(),
               plan.decisions.size(), plan.candidates.size(), plan.method.c_str());
   print_calibration(plan);
@@ -155,7 +160,7 @@ int plan_model(const std::vector<std::string>& args) {
 int tune_model(const std::vector<std::string>& args) {
   PlanArgs a = parse(args, "tune", false);
   if (!a.budget_given) a.router.budget_s = 600;  // ahead of time: measure everything
-  Graph graph = load(a);
+  Graph graph = load(a, available_backends());
   router::RoutePlan plan = router::route(graph, available_backends(), a.router, true);
   std::printf("%s: %zu nodes, backends", a.model.c_str(), plan.decisions.size());
   for (Backend* b : plan.candidates) std::printf(" %s", b->name().c_str());
