@@ -67,12 +67,39 @@ void run_kernel(const Kernel& kernel, const std::vector<Tensor>& inputs,
   kernel.run(ctx);
 }
 
-// Times `node`'s kernel on `backend`; returns a negative time when it cannot be measured.
-double time_node(const Graph& graph, const Node& node, Backend& backend, std::mt19937& rng) {
+// Per-run time of `run` recorded kLaunches times on `recorder` and replayed (microseconds), or 0
+// when recording fails (the kernel then has no in-graph time).
+double time_recorded(const std::function<void()>& run, RecordingStream& recorder, Stream& stream) {
+  constexpr int kLaunches = 16;
+  stream.synchronize();
+  std::unique_ptr<CapturedWork> work;
+  recorder.begin_capture();
+  try {
+    for (int k = 0; k < kLaunches; ++k) run();
+  } catch (...) {
+    try {
+      recorder.end_capture();
+    } catch (...) {
+    }
+    return 0;
+  }
+  try {
+    work = recorder.end_capture();
+  } catch (const Error&) {
+    return 0;
+  }
+  return time_per_run([&] { work->replay(); }, stream) / kLaunches;
+}
+
+// Times `node`'s kernel on `backend`: eager, and recorded where the backend's stream records.
+// Returns a negative eager time when it cannot be measured.
+KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, std::mt19937& rng) {
+  KernelSample sample;
+  sample.us = -1;
   std::vector<TensorType> output_types;
   for (int out : node.outputs) {
     const TensorType& t = graph.value(out).type;
-    if (!t.shape.is_static()) return -1;
+    if (!t.shape.is_static()) return sample;
     output_types.push_back(t);
   }
   std::unique_ptr<Kernel> kernel = backend.make_kernel(graph, node);
@@ -88,10 +115,13 @@ double time_node(const Graph& graph, const Node& node, Backend& backend, std::mt
     else if (v.type.shape.is_static())
       inputs.push_back(random_tensor(v.type, backend.device(), rng));
     else
-      return -1;
+      return sample;
   }
-  return time_per_run([&] { run_kernel(*kernel, inputs, output_types, backend); },
-                      backend.default_stream());
+  auto run = [&] { run_kernel(*kernel, inputs, output_types, backend); };
+  sample.us = time_per_run(run, backend.default_stream());
+  if (auto* recorder = dynamic_cast<RecordingStream*>(&backend.default_stream()))
+    sample.graph_us = time_recorded(run, *recorder, backend.default_stream());
+  return sample;
 }
 
 // Eager and recorded launch cost of a one-element kernel on a device backend.
@@ -235,17 +265,21 @@ CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
     }
     const Work& w = work[k];
     line.update(static_cast<int>(k), w.sig.op + " on " + w.backend->name());
-    double us = -1;
+    KernelSample sample;
+    sample.us = -1;
     try {
-      us = time_node(graph, graph.node(w.node), *w.backend, rng);
+      sample = time_node(graph, graph.node(w.node), *w.backend, rng);
     } catch (const Error&) {
-      us = -1;  // no kernel for this variant, or it rejects random inputs: estimated instead
+      sample.us = -1;  // no kernel for this variant, or it rejects random inputs: estimated
     }
-    if (us < 0) {
+    if (sample.us < 0) {
       ++report.failed;
       continue;
     }
-    model->add_kernel(w.backend->name(), w.sig.key, {w.sig.op, w.sig.flops, w.sig.bytes, us});
+    sample.op = w.sig.op;
+    sample.flops = w.sig.flops;
+    sample.bytes = w.sig.bytes;
+    model->add_kernel(w.backend->name(), w.sig.key, sample);
     ++report.measured;
   }
   report.seconds = micros_since(start) / 1e6;

@@ -99,41 +99,54 @@ const KernelSample* CostModel::measured(const std::string& backend, const std::s
 }
 
 Prediction CostModel::kernel(const std::string& backend, const NodeSignature& sig) const {
-  if (const KernelSample* s = measured(backend, sig.key)) return {s->us, "measured"};
+  Prediction p = predict(backend, sig, &KernelSample::us);
+  if (backend != "cpu") {
+    Prediction in_graph = predict(backend, sig, &KernelSample::graph_us);
+    if (in_graph.source != "estimated") p.graph_us = in_graph.us;
+  }
+  return p;
+}
+
+Prediction CostModel::predict(const std::string& backend, const NodeSignature& sig,
+                              double KernelSample::*field) const {
+  const KernelSample* m = measured(backend, sig.key);
+  if (m != nullptr && m->*field > 0) return {m->*field, 0, "measured"};
   const bool host = backend == "cpu";
   auto b = samples_.find(backend);
-  if (b == samples_.end()) return {default_us(host, sig), "estimated"};
+  if (b == samples_.end()) return {default_us(host, sig), 0, "estimated"};
   const double work = sig.work();
   // The same op's samples, by work.
   std::vector<std::pair<double, double>> same;  // (work, us)
   std::vector<double> rates;                    // work per us of samples of the same kind of work
   double fastest = 0;
   for (const auto& [key, s] : b->second) {
+    const double us = s.*field;
+    if (us <= 0) continue;
     NodeSignature other{s.op, key, s.flops, s.bytes};
-    if (s.op == sig.op) same.emplace_back(other.work(), s.us);
-    if ((s.flops > 0) == (sig.flops > 0) && s.us > 0) rates.push_back(other.work() / s.us);
-    fastest = fastest == 0 ? s.us : std::min(fastest, s.us);
+    if (s.op == sig.op) same.emplace_back(other.work(), us);
+    if ((s.flops > 0) == (sig.flops > 0)) rates.push_back(other.work() / us);
+    fastest = fastest == 0 ? us : std::min(fastest, us);
   }
   if (!same.empty()) {
     std::sort(same.begin(), same.end());
     std::string source = "interpolated from " + std::to_string(same.size()) + " " + sig.op +
                          (same.size() == 1 ? " sample" : " samples");
-    if (work <= same.front().first) return {same.front().second, source};
+    if (work <= same.front().first) return {same.front().second, 0, source};
     if (work >= same.back().first) {
       const auto& [w, us] = same.back();
-      return {w > 0 ? us * work / w : us, source};
+      return {w > 0 ? us * work / w : us, 0, source};
     }
     auto hi = std::lower_bound(same.begin(), same.end(), std::make_pair(work, 0.0));
     auto lo = hi - 1;
     double f = (work - lo->first) / std::max(hi->first - lo->first, 1e-30);
-    return {lo->second + f * (hi->second - lo->second), source};
+    return {lo->second + f * (hi->second - lo->second), 0, source};
   }
   if (!rates.empty() && work > 0) {
     std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
     double rate = rates[rates.size() / 2];
-    return {fastest + work / rate, "estimated from the backend's median rate"};
+    return {fastest + work / rate, 0, "estimated from the backend's median rate"};
   }
-  return {std::max(fastest, default_us(host, sig)), "estimated"};
+  return {std::max(fastest, default_us(host, sig)), 0, "estimated"};
 }
 
 void CostModel::set_link(const std::string& backend, const Link& to_device, const Link& to_host) {

@@ -24,12 +24,14 @@ struct NodeSignature {
 NodeSignature signature_of(const Graph& graph, const Node& node);
 
 // One measured kernel: the time per run of the node's kernel, launched back to back on its
-// backend (on a device: launch and execution overlap, as in an eager run).
+// backend (on a device: launch and execution overlap, as in an eager run), and on a device that
+// records work, the time per run inside a replayed recording (0 where not measured).
 struct KernelSample {
   std::string op;
   double flops = 0;
   double bytes = 0;
   double us = 0;
+  double graph_us = 0;
 };
 
 // Moving b bytes between the host and a device, one way: latency_us + b * us_per_byte.
@@ -49,6 +51,8 @@ struct LaunchCost {
 // A prediction and where it came from.
 struct Prediction {
   double us = 0;
+  double graph_us = 0;  // inside a replayed CUDA graph; 0 where no sample says
+
   std::string source;  // "measured", "interpolated from 3 Conv samples", "estimated"
 };
 
@@ -62,6 +66,7 @@ class CostModel {
   // work between the nearest samples of the same op (scaled by work above the largest, the
   // smallest's time below the smallest); else from the backend's median rate over all samples;
   // else a conservative default (host 1 GFLOP/s and 2 GB/s, devices 1 TFLOP/s and 100 GB/s).
+  // The time inside a replayed graph is predicted the same way from the samples that have one.
   Prediction kernel(const std::string& backend, const NodeSignature& sig) const;
 
   void set_link(const std::string& backend, const Link& to_device, const Link& to_host);
@@ -86,6 +91,10 @@ class CostModel {
   std::map<std::string, std::map<std::string, KernelSample>> samples_;  // backend -> key -> sample
   std::map<std::string, std::pair<Link, Link>> links_;  // backend -> (to device, to host)
   std::map<std::string, LaunchCost> launches_;
+
+  // kernel()'s rule over one field of the samples (those where it is positive).
+  Prediction predict(const std::string& backend, const NodeSignature& sig,
+                     double KernelSample::*field) const;
 };
 
 }  // namespace lumen::router

@@ -184,13 +184,16 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
     NodeSignature sig = signature_of(graph, node);
     PlacementProblem::Node pn;
     for (int d = 0; d < num_devices; ++d) {
-      Prediction p = can[i][d] ? model.kernel(cands[d]->name(), sig) : Prediction{kUnsupported, ""};
+      Prediction p =
+          can[i][d] ? model.kernel(cands[d]->name(), sig) : Prediction{kUnsupported, 0, ""};
       LaunchCost launch = model.launch(cands[d]->name());
       double eager = std::max(p.us, launch.eager_us);
       kernel_us[i].push_back(can[i][d] ? eager : kUnsupported);
       launch_us[i].push_back(can[i][d] ? launch.eager_us : 0);
-      graph_us[i].push_back(can[i][d] ? std::max(0.0, p.us - launch.eager_us) + launch.graph_us
-                                      : kUnsupported);
+      // Inside a replayed graph: as measured there, else the eager time less the launch saved.
+      double in_graph =
+          p.graph_us > 0 ? p.graph_us : std::max(0.0, p.us - launch.eager_us) + launch.graph_us;
+      graph_us[i].push_back(can[i][d] ? in_graph : kUnsupported);
       source[i].push_back(p.source);
       pn.cost_us.push_back(kernel_us[i][d]);
     }

@@ -15,7 +15,7 @@
 namespace lumen::router {
 namespace {
 
-constexpr const char* kMagic = "lumen-tune\t1";
+constexpr const char* kMagic = "lumen-tune\t2";
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> out;
@@ -68,8 +68,8 @@ bool load_cache(const std::string& file, const CacheIdentity& identity, CostMode
     if (line.empty()) continue;
     std::vector<std::string> f = split_tabs(line);
     auto num = [&](size_t k) { return number(f[k], file, number_of_line); };
-    if (f[0] == "kernel" && f.size() == 7) {
-      loaded.add_kernel(f[1], f[6], {f[2], num(3), num(4), num(5)});
+    if (f[0] == "kernel" && f.size() == 8) {
+      loaded.add_kernel(f[1], f[7], {f[2], num(3), num(4), num(5), num(6)});
     } else if (f[0] == "link" && f.size() == 6) {
       loaded.set_link(f[1], {num(2), num(3)}, {num(4), num(5)});
     } else if (f[0] == "launch" && f.size() == 4) {
@@ -104,7 +104,7 @@ void save_cache(const std::string& file, const CacheIdentity& identity, const Co
     for (const auto& [backend, samples] : model.samples())
       for (const auto& [key, s] : samples)
         out << "kernel\t" << backend << "\t" << s.op << "\t" << s.flops << "\t" << s.bytes << "\t"
-            << s.us << "\t" << clean(key) << "\n";
+            << s.us << "\t" << s.graph_us << "\t" << clean(key) << "\n";
     if (!out.flush()) throw IoError("tune cache '" + file + "': write failed");
   }
   fs::rename(tmp, path, ec);

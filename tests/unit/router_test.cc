@@ -196,7 +196,14 @@ TEST(CostModel, InterpolatesByWorkBetweenMeasurements) {
   // Another op of the same kind of work: the backend's median rate plus its fastest kernel.
   router::NodeSignature conv{"Conv", "f", 1e6, 0};
   EXPECT_GT(model.kernel("cuda", conv).us, 10);
-  EXPECT_GT(model.kernel("cpu", conv).us, 0);  // nothing measured: the default
+  EXPECT_GT(model.kernel("cpu", conv).us, 0);        // nothing measured: the default
+  EXPECT_EQ(model.kernel("cuda", mid).graph_us, 0);  // no sample has an in-graph time
+  // In-graph times interpolate the same way, from the samples that have one.
+  model.add_kernel("cuda", "r1", {"Relu", 0, 1e6, 10, 4});
+  model.add_kernel("cuda", "r2", {"Relu", 0, 3e6, 30, 12});
+  router::NodeSignature relu{"Relu", "r3", 0, 2e6};
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", relu).us, 20);
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", relu).graph_us, 8);
 }
 
 std::string temp_file(const std::string& name) {
@@ -209,7 +216,7 @@ std::string temp_file(const std::string& name) {
 TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   router::CostModel model;
   model.add_kernel("cpu", "Conv:float32[1,3,8,8]:0123", {"Conv", 1234.5, 678, 9.25});
-  model.add_kernel("cuda", "Relu:float32[4]:abcd", {"Relu", 0, 32, 4.5});
+  model.add_kernel("cuda", "Relu:float32[4]:abcd", {"Relu", 0, 32, 4.5, 1.25});
   model.set_link("cuda", {8, 1e-5}, {9, 2e-5});
   model.set_launch("cuda", {4, 0.75});
   const std::string file = temp_file("tune.tsv");
@@ -225,6 +232,7 @@ TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   EXPECT_DOUBLE_EQ(s->bytes, 678);
   EXPECT_DOUBLE_EQ(s->us, 9.25);
   EXPECT_DOUBLE_EQ(back.measured("cuda", "Relu:float32[4]:abcd")->us, 4.5);
+  EXPECT_DOUBLE_EQ(back.measured("cuda", "Relu:float32[4]:abcd")->graph_us, 1.25);
   EXPECT_DOUBLE_EQ(back.to_device("cuda").latency_us, 8);
   EXPECT_DOUBLE_EQ(back.to_host("cuda").us_per_byte, 2e-5);
   EXPECT_DOUBLE_EQ(back.launch("cuda").graph_us, 0.75);
@@ -236,7 +244,7 @@ TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   EXPECT_TRUE(stale.samples().empty());
   EXPECT_FALSE(router::load_cache(temp_file("missing.tsv"), id, &stale));
 
-  std::ofstream(file, std::ios::app) << "kernel\tcpu\tRelu\tx\t1\t2\tkey\n";
+  std::ofstream(file, std::ios::app) << "kernel\tcpu\tRelu\tx\t1\t2\t0\tkey\n";
   EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
   std::ofstream(file, std::ios::app) << "bogus line\n";
   EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
