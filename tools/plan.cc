@@ -98,6 +98,7 @@ void print_calibration(const router::RoutePlan& plan) {
       "unmeasurable, in %.2f s; cache %s (%s)\n",
       c.measured, c.cached, c.skipped, c.failed, c.seconds, plan.cache_file.c_str(),
       plan.cache_loaded ? "read" : "new");
+  if (!plan.cache_error.empty()) std::printf("cache not saved: %s\n", plan.cache_error.c_str());
 }
 
 }  // namespace

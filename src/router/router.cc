@@ -42,7 +42,8 @@ std::string ms(double us) {
   return buf;
 }
 
-// The reason for `d`'s choice among the candidates.
+// Why a node runs on candidate `chosen`: its time there and the copies it causes, against each
+// other candidate's time and what moving it there alone would change in the run.
 std::string explain(const NodeDecision& n, const std::vector<Backend*>& candidates, int chosen) {
   std::string out = candidates[chosen]->name() + ": " + ms(n.kernel_us[chosen]);
   if (n.launch_us[chosen] > 0) out += " (launch " + ms(n.launch_us[chosen]) + ")";
@@ -142,8 +143,12 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   plan.cache_loaded = load_cache(plan.cache_file, identity, &model);
   if (options.measure) {
     plan.calibration = calibrate(graph, order, cands, options.budget_s, options.progress, &model);
-    if (plan.calibration.measured > 0 || !plan.cache_loaded)
-      save_cache(plan.cache_file, identity, model);
+    // An unwritable cache costs the next compile a calibration, not this one its result.
+    if (plan.calibration.measured > 0 || !plan.cache_loaded) try {
+        save_cache(plan.cache_file, identity, model);
+      } catch (const IoError& e) {
+        plan.cache_error = e.what();
+      }
   }
 
   // The cost table: eager costs (a device kernel takes at least its launch).

@@ -37,6 +37,7 @@ struct RoutePlan {
   std::string method;  // "one backend", "exact", "heuristic", "one device, replayed"
   std::string cache_file;
   bool cache_loaded = false;  // the cache file held measurements for these devices and version
+  std::string cache_error;    // why the measurements could not be saved, if they could not
   CalibrationReport calibration;
 };
 

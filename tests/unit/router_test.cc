@@ -463,6 +463,12 @@ TEST(Router, CalibrationIsCachedAcrossRoutes) {
   EXPECT_EQ(second.calibration.measured, 0);
   EXPECT_EQ(second.calibration.cached, 4);
   EXPECT_DOUBLE_EQ(second.predicted_us, first.predicted_us);
+  // A cache that cannot be written: measured and placed all the same, the reason kept.
+  options.cache_file = "/proc/lumen_no_such_dir/tune.tsv";
+  router::RoutePlan unsaved = router::route(g, cpu, options, true);
+  EXPECT_EQ(unsaved.calibration.measured, 4);
+  EXPECT_NE(unsaved.cache_error.find("/proc/lumen_no_such_dir"), std::string::npos);
+  EXPECT_EQ(unsaved.decisions.size(), 4u);
 }
 
 }  // namespace
