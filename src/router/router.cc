@@ -144,11 +144,13 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   if (options.measure) {
     plan.calibration = calibrate(graph, order, cands, options.budget_s, options.progress, &model);
     // An unwritable cache costs the next compile a calibration, not this one its result.
-    if (plan.calibration.measured > 0 || !plan.cache_loaded) try {
+    if (plan.calibration.measured > 0 || !plan.cache_loaded) {
+      try {
         save_cache(plan.cache_file, identity, model);
       } catch (const IoError& e) {
         plan.cache_error = e.what();
       }
+    }
   }
 
   // The cost table: eager costs (a device kernel takes at least its launch).
