@@ -26,17 +26,18 @@ double micros_since(Clock::time_point t0) {
 }
 
 // Per-run time of `run` (microseconds): warmed up once, then launched back to back for about
-// 2 ms (at least once) and the stream synchronized, the best of three such rounds.
+// 2 ms (at least once; the count follows the best time so far) and the stream synchronized, the
+// best of five such rounds. The best, not the median: on a shared machine the slow rounds are
+// other processes' time.
 double time_per_run(const std::function<void()>& run, Stream& stream) {
   run();
   stream.synchronize();
   Clock::time_point t0 = Clock::now();
   run();
   stream.synchronize();
-  double one = micros_since(t0);
-  const int reps = static_cast<int>(std::clamp(2000.0 / std::max(one, 0.5), 1.0, 2000.0));
-  double best = one;
-  for (int round = 0; round < 3; ++round) {
+  double best = micros_since(t0);
+  for (int round = 0; round < 5; ++round) {
+    const int reps = static_cast<int>(std::clamp(2000.0 / std::max(best, 0.5), 1.0, 2000.0));
     t0 = Clock::now();
     for (int r = 0; r < reps; ++r) run();
     stream.synchronize();

@@ -24,7 +24,8 @@ std::string device_identity(const std::vector<Backend*>& backends);
 
 // Times, for every node in `nodes` whose signature `model` lacks on a backend in `backends` that
 // supports it, its kernel on random inputs (constants as they are): built once, warmed up, then
-// launched back to back until about 2 ms have passed, the best of three such rounds per run. Also
+// launched back to back until about 2 ms have passed, the best of five such rounds per run; on a
+// device that records work, also recorded and replayed (its time inside a CUDA graph). Also
 // measures each device backend's links and launch costs when the model lacks them. Stops when
 // `budget_s` is spent. With `progress`, writes a progress line to stderr if it is a terminal.
 CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
