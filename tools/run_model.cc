@@ -155,10 +155,11 @@ int run_model(const std::vector<std::string>& args) {
   Runtime rt;
   CompileOptions compile;
   compile.backends = device == "auto" ? std::vector<std::string>{"auto"} : device_list;
+  compile.release_weights = true;
   Executable* exe = nullptr;
   {
-    // The graph goes once compiled: the executable holds what it needs (packed weights
-    // replace their originals), so weights are not kept twice.
+    // The graph goes once compiled, and gives each weight up as soon as its readers packed it
+    // (release_weights), so weights are not held twice, not even while compiling.
     Graph graph = load_onnx(model, options);
     if (optimize) graph.optimize(device_list);
     exe = graph.compile(&rt, compile);

@@ -160,6 +160,7 @@ class Graph {
   std::vector<int> inputs_;
   std::vector<int> outputs_;
   std::unordered_set<std::string> names_;
+  bool weights_released_ = false;  // an earlier compile freed packed weights (release_weights)
   int name_counter_ = 0;
 };
 

@@ -77,6 +77,10 @@ Executable* Graph::compile(Runtime* runtime) {
 
 Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   if (runtime == nullptr) throw InvalidArgument("compile: runtime is null");
+  if (weights_released_)
+    throw InvalidArgument(
+        "compile: an earlier compile freed this graph's packed weights "
+        "(CompileOptions::release_weights); load or build the graph again");
   verify();
   if (outputs_.empty()) throw InvalidModel("compile: the graph has no outputs (mark_output)");
   std::vector<Backend*> backends = candidate_backends(options);
@@ -134,6 +138,20 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   is_input_slot.assign(impl->constants.size(), false);
   for (int s : impl->input_slots) is_input_slot[s] = true;
   impl->input_read_on_host.assign(impl->input_slots.size(), false);
+  // With release_weights: how many needed readers each weight still has, and whether one of them
+  // reads it at run time (or moves it to a device). A subgraph may read outer weights unseen here,
+  // so graphs with control flow release nothing early.
+  std::vector<int> readers_left(values_.size(), 0);
+  std::vector<bool> kept(values_.size(), false);
+  bool release = options.release_weights;
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    if (!needed[id]) continue;
+    if (is_control_flow(nodes_[id].op)) release = false;
+    for (int in : nodes_[id].inputs)
+      if (in >= 0) ++readers_left[in];
+  }
+  for (int out : outputs_) kept[out] = true;
+  if (release) weights_released_ = true;
   for (int id : topological_order()) {
     if (!needed[id]) continue;
     Node& n = nodes_[id];
@@ -182,6 +200,19 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
       slot_device[step.outputs.back()] = device;
       step.output_types.push_back(values_[out].type);
     }
+    if (release)
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        int in = n.inputs[k];
+        if (in < 0) continue;
+        const Value& v = values_[in];
+        if (!v.is_weight() || v.is_input || v.user_weight) continue;
+        if (device.type != DeviceType::kCPU || step.kernel->reads_input(static_cast<int>(k)))
+          kept[in] = true;
+        if (--readers_left[in] == 0 && !kept[in]) {
+          impl->constants[slot_of.at(in)] = Tensor();
+          values_[in].data.reset();
+        }
+      }
     step.node = n.name;
     step.op = op_name(n.op);
     step.label = n.name + " (" + step.op + ") @" + n.backend;

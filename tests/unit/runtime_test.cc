@@ -119,6 +119,37 @@ TEST(Runtime, OutputsThatAreInputsOrConstants) {
   test::expect_close(exe->execute({in})[1], {2}, {1, 2});
 }
 
+// release_weights: a weight every reader packed leaves the graph during compile; one a kernel
+// reads at run time stays; the results do not change; the graph cannot be compiled again.
+TEST(Runtime, ReleaseWeightsFreesPackedWeightsOnly) {
+  Tensor w = test::random_tensor({16, 8}, 21), v = test::random_tensor({16, 8}, 22);
+  Tensor x = test::random_tensor({3, 16}, 23), s = test::random_tensor({16, 8}, 24);
+  Tensor zero_bias = Tensor::zeros({8});
+  Graph g;
+  Value* in = g.add_input("x", {3, 16});
+  Value* packed = g.add_constant("w", w);
+  Value* read = g.add_constant("v", v);
+  g.mark_output(g.add_op("Relu", {g.add_op("MatMul", {in, packed})}));
+  g.mark_output(g.add_op("Relu", {g.add_op("MatMul", {in, read})}));
+  Value* scale = g.add_input("s", {16, 8});
+  g.mark_output(g.add_op("Mul", {scale, read}));
+  Runtime rt;
+  CompileOptions options;
+  options.release_weights = true;
+  Executable* exe = g.compile(&rt, options);
+  EXPECT_FALSE(packed->data.has_value());
+  EXPECT_TRUE(read->data.has_value());
+  auto out = exe->execute(std::vector<Tensor>{x, s});
+  test::expect_close(out[0], {3, 8}, reference_mlp(x, w, zero_bias));
+  test::expect_close(out[1], {3, 8}, reference_mlp(x, v, zero_bias));
+  std::vector<double> products(16 * 8);
+  for (size_t i = 0; i < products.size(); ++i)
+    products[i] =
+        s.item_as_double(static_cast<int64_t>(i)) * v.item_as_double(static_cast<int64_t>(i));
+  test::expect_close(out[2], {16, 8}, products);
+  EXPECT_THROW(g.compile(&rt), InvalidArgument);
+}
+
 TEST(Runtime, CompileErrors) {
   Runtime rt;
   Graph empty;
