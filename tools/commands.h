@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "lumen/runtime.h"
 #include "lumen/shape.h"
 
 namespace lumen::cli {
@@ -23,6 +24,22 @@ int run_model(const std::vector<std::string>& args);
 // [--shape NAME=AxBxC]...`: inputs, outputs, opset, parameters, FLOPs, op histogram; --passes and
 // --optimized optimize first; --memory adds the compiled arena plan; --svg renders with Graphviz.
 int inspect_model(const std::vector<std::string>& args);
+
+// `lumen plan MODEL.onnx [--device auto|cuda,cpu] [--shape NAME=AxBxC]... [--measure] [--runs N]
+// [--budget S] [--no-optimize]`: the router's placement: each node with its backend, its predicted
+// time on every candidate, the copies it causes and the reason; totals; with --measure, the
+// predicted against the measured time of a run compiled with --device auto.
+int plan_model(const std::vector<std::string>& args);
+
+// `lumen tune MODEL.onnx [--shape NAME=AxBxC]... [--budget S] [--no-optimize]`: measures every
+// node signature of the model on every available backend into the tune cache, so a later compile
+// with device auto measures nothing.
+int tune_model(const std::vector<std::string>& args);
+
+// Random data for an input of `info`'s type (floats in [-1, 1], integers in [0, 9]).
+Tensor random_input(const TensorInfo& info, uint64_t seed);
+// A positive integer argument; InvalidArgument naming `what` otherwise.
+int64_t parse_count(const std::string& s, const char* what);
 
 // "1x3x224x224" -> Shape; throws InvalidArgument naming the text.
 Shape parse_shape(const std::string& text);

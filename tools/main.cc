@@ -26,7 +26,14 @@ void usage() {
       "        [--passes]      optimize and print op counts around each pass that changed "
       "something\n"
       "        [--dot FILE] [--svg FILE]  draw the graph (--svg renders it with Graphviz's dot)\n"
-      "        [--memory]      compile and print the arena plan [--shape NAME=1x3x224x224]");
+      "        [--memory]      compile and print the arena plan [--shape NAME=1x3x224x224]\n"
+      "  plan MODEL.onnx       where the router puts each node, its predicted time on every "
+      "backend, the copies and why\n"
+      "        [--device auto|cuda,cpu] [--shape NAME=1x3x224x224] [--budget S] [--no-optimize]\n"
+      "        [--measure]     compile with --device auto and compare the predicted with the "
+      "measured run [--runs N]\n"
+      "  tune MODEL.onnx       measure the model's kernels on every backend into the tune cache\n"
+      "        [--shape NAME=1x3x224x224] [--budget S] [--no-optimize]");
 }
 
 }  // namespace
@@ -46,6 +53,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args[0] == "run") return lumen::cli::run_model({args.begin() + 1, args.end()});
+    if (args[0] == "plan") return lumen::cli::plan_model({args.begin() + 1, args.end()});
+    if (args[0] == "tune") return lumen::cli::tune_model({args.begin() + 1, args.end()});
     if (args[0] == "inspect") return lumen::cli::inspect_model({args.begin() + 1, args.end()});
     if (args[0] == "bench" && args.size() >= 2 && args[1] == "matmul")
       return lumen::cli::bench_matmul({args.begin() + 2, args.end()});

@@ -13,7 +13,6 @@
 #include "tools/profile.h"
 
 namespace lumen::cli {
-namespace {
 
 Tensor random_input(const TensorInfo& info, uint64_t seed) {
   Tensor t = Tensor::empty(info.type.shape, info.type.dtype);
@@ -51,13 +50,6 @@ Tensor random_input(const TensorInfo& info, uint64_t seed) {
   return t;
 }
 
-std::string safe_file_name(const std::string& name) {
-  std::string out = name;
-  for (char& c : out)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
-  return out;
-}
-
 int64_t parse_count(const std::string& s, const char* what) {
   try {
     size_t used = 0;
@@ -66,6 +58,15 @@ int64_t parse_count(const std::string& s, const char* what) {
   } catch (const std::exception&) {
   }
   throw InvalidArgument(std::string(what) + " must be a positive integer, got '" + s + "'");
+}
+
+namespace {
+
+std::string safe_file_name(const std::string& name) {
+  std::string out = name;
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+  return out;
 }
 
 }  // namespace
@@ -153,7 +154,7 @@ int run_model(const std::vector<std::string>& args) {
   auto t0 = std::chrono::steady_clock::now();
   Runtime rt;
   CompileOptions compile;
-  compile.backends = device_list;
+  compile.backends = device == "auto" ? std::vector<std::string>{"auto"} : device_list;
   compile.release_weights = true;
   Executable* exe = nullptr;
   {
@@ -174,7 +175,8 @@ int run_model(const std::vector<std::string>& args) {
   if (!given.empty())
     throw InvalidArgument("lumen run: the model has no input named '" + given.begin()->first + "'");
 
-  bool on_cuda = std::find(device_list.begin(), device_list.end(), "cuda") != device_list.end();
+  const std::vector<std::string> usable = device == "auto" ? rt.backends() : device_list;
+  bool on_cuda = std::find(usable.begin(), usable.end(), "cuda") != usable.end();
   MemoryStats before = rt.memory_stats();
   std::vector<Tensor> outputs = exe->execute(inputs);
   MemoryStats after_first = rt.memory_stats();

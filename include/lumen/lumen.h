@@ -10,6 +10,7 @@
 #include "lumen/memory_limit.h"
 #include "lumen/npy.h"
 #include "lumen/onnx.h"
+#include "lumen/router.h"
 #include "lumen/runtime.h"
 #include "lumen/shape.h"
 #include "lumen/tensor.h"

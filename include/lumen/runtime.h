@@ -8,18 +8,24 @@
 #include <vector>
 
 #include "lumen/graph.h"
+#include "lumen/router.h"
 #include "lumen/tensor.h"
 
 namespace lumen {
 
 struct CompileOptions {
-  // Backends to place nodes on, in order of preference ("cpu", "cuda"); empty means every
-  // available backend.
+  // Backends to place nodes on, in order of preference ("cpu", "cuda"): each node goes to the first
+  // that supports it; empty means every available backend. {"auto"}: every available backend, each
+  // node where the router predicts the shortest run, transfers included (lumen/router.h).
   std::vector<std::string> backends;
   // Free each weight from the Graph as soon as every reader has packed it into its own layout
   // (Kernel::reads_input), so compiling holds each such weight once, not twice, at its peak. The
   // Graph keeps its other weights but can no longer be compiled (compile throws InvalidArgument).
   bool release_weights = false;
+  // How the router measures and caches costs, with backends {"auto"}.
+  RouterOptions router;
+  // Whether backends is {"auto"}.
+  bool is_auto() const { return backends.size() == 1 && backends[0] == "auto"; }
 };
 
 // Name and type of an Executable's input or output.

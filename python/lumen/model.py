@@ -34,7 +34,7 @@ class Model:
         precision: "fp32"; "fp16" raises lumen.UnsupportedOp until a backend offers it.
         Returns the model."""
         if device == "auto":
-            backends = []
+            backends = ["auto"]  # the router: each node where it is predicted to run fastest
         else:
             backends = [_lumen._device(device).split(":")[0]]
         if precision != "fp32":

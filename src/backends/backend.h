@@ -17,6 +17,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
+  // The hardware it runs on ("NVIDIA H100 80GB HBM3"): measured costs are kept per device name.
+  virtual std::string device_name() const { return name(); }
   // Whether this backend can run `node` as typed; if not, *reason says why.
   virtual bool supports(const Graph& graph, const Node& node, std::string* reason) const = 0;
   // Builds the node's kernel (once, at compile time). Throws UnsupportedOp with the reason.

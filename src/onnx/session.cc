@@ -39,7 +39,8 @@ Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
   options.input_shapes = shapes;
   auto plan = std::make_unique<Plan>();
   plan->graph = load_onnx_bytes(bytes_, options, base_dir_);
-  plan->graph.optimize(compile_.backends);
+  // With "auto" every available backend may run the graph.
+  plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
   plan->executable = plan->graph.compile(&runtime_, compile_);
   Executable* executable = plan->executable;
   plans_.emplace(key, std::move(plan));

@@ -5,6 +5,7 @@
 
 #include "backends/backend.h"
 #include "graph/op_kind.h"
+#include "router/router.h"
 #include "runtime/control_flow.h"
 #include "runtime/executable_impl.h"
 
@@ -30,7 +31,7 @@ Backend* backend_of(Device device) {
 }
 
 std::vector<Backend*> candidate_backends(const CompileOptions& options) {
-  if (options.backends.empty()) return available_backends();
+  if (options.backends.empty() || options.is_auto()) return available_backends();
   std::vector<Backend*> out;
   for (const std::string& name : options.backends) {
     Backend* b = find_backend(name);
@@ -83,22 +84,11 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   verify();
   if (outputs_.empty()) throw InvalidModel("compile: the graph has no outputs (mark_output)");
   std::vector<Backend*> backends = candidate_backends(options);
-
   // Only nodes that lead to an output and are not already known run.
-  std::vector<bool> needed(nodes_.size(), false);
-  std::vector<int> stack(outputs_.begin(), outputs_.end());
-  std::vector<bool> seen(values_.size(), false);
-  while (!stack.empty()) {
-    int v = stack.back();
-    stack.pop_back();
-    if (seen[v]) continue;
-    seen[v] = true;
-    const Value& val = values_[v];
-    if (val.producer < 0 || (val.data && !val.user_weight)) continue;
-    needed[val.producer] = true;
-    for (int in : nodes_[val.producer].inputs)
-      if (in >= 0) stack.push_back(in);
-  }
+  std::vector<bool> needed = router::nodes_to_run(*this);
+  // With "auto", the router picks each node's backend; otherwise the first that supports it.
+  std::vector<Backend*> routed;
+  if (options.is_auto()) routed = router::route(*this, backends, options.router).backend_of;
 
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot
@@ -173,6 +163,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
       step.backend = find_backend("cpu");
       step.kernel = make_control_flow_kernel(runtime, options, *this, n);
     }
+    if (step.backend == nullptr && !routed.empty()) step.backend = routed[id];
     for (Backend* b : backends) {
       if (step.backend != nullptr) break;
       std::string why;

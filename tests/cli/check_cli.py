@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The `lumen` command line on the shipped digits model: inspect (FLOPs, --optimized, --dot, --svg
-through Graphviz), run (--profile, --trace writes a Chrome trace whose steps cover the run), and
-bad arguments failing with a message instead of a crash.
+through Graphviz), run (--profile, --trace writes a Chrome trace whose steps cover the run), the
+router's tune (fills the cache under XDG_CACHE_HOME; a second tune or a plan measures nothing; a
+version change invalidates it), plan (every node, totals, --measure) and run --device auto (the
+same outputs as cpu), and bad arguments failing with a message instead of a crash.
 
     tests/cli/check_cli.py BUILD_DIR
 """
@@ -23,6 +25,48 @@ def lumen(build, *args, ok=True):
     if not ok and (proc.returncode == 0 or proc.returncode < 0):
         sys.exit(f"lumen {' '.join(args)} should fail with an error, got {proc.returncode}")
     return proc.stdout + proc.stderr
+
+
+def measured(out):
+    return int(re.search(r"calibration: (\d+) kernels measured", out).group(1))
+
+
+def check_router(build, tmp):
+    os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")
+    cache = os.path.join(tmp, "cache", "lumen", "tune.tsv")
+    out = lumen(build, "tune", MODEL)
+    assert measured(out) > 0 and "(new)" in out, out
+    lines = open(cache).read().splitlines()
+    assert lines[0] == "lumen-tune\t2" and lines[1].startswith("version\t"), lines[:3]
+    out = lumen(build, "tune", MODEL)
+    assert measured(out) == 0 and "(read)" in out, out
+
+    out = lumen(build, "plan", MODEL, "--measure", "--runs", "5")
+    assert measured(out) == 0, out
+    nodes = int(re.search(r": (\d+) nodes on", out).group(1))
+    rows = [l for l in out.splitlines() if re.match(r"^\S+\s+\S+\s+(cpu|cuda)\s", l)]
+    assert nodes > 0 and len(rows) == nodes, out
+    assert re.search(r"^predicted: [0-9.]+ ms per run = kernels [0-9.]+ ms \+ copies", out, re.M), out
+    assert re.search(r"^measured: [0-9.]+ ms per run \(median of 5\), predicted", out, re.M), out
+
+    # A new version's measurements differ: the old file is not used.
+    lines[1] = "version\t0.0.0-old"
+    open(cache, "w").write("\n".join(lines) + "\n")
+    out = lumen(build, "tune", MODEL)
+    assert measured(out) > 0 and "(new)" in out, out
+
+    checksums = {}
+    for device in ("cpu", "auto"):
+        out = lumen(build, "run", MODEL, "--device", device, "--repeat", "2")
+        checksums[device] = re.findall(r"checksum (\S+)", out)
+        if device == "auto" and "cuda" not in lumen(build, "--version"):
+            assert "0 steps on cuda" in out and "0 copies between devices" in out, out
+    assert checksums["cpu"] == checksums["auto"], checksums
+
+    err = lumen(build, "plan", MODEL, "--device", "tpu", ok=False)
+    assert "tpu" in err, err
+    err = lumen(build, "tune", ok=False)
+    assert "give a model file" in err, err
 
 
 def main():
@@ -49,6 +93,8 @@ def main():
             assert e["ph"] == "X" and e["dur"] >= 0 and e["args"]["backend"] == "cpu", e
             assert 0 <= e["ts"] and e["ts"] + e["dur"] <= run["dur"] + 1, (e, run)
         assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(steps, steps[1:]))
+
+        check_router(build, tmp)
 
         err = lumen(build, "run", MODEL, "--trace", ok=False)
         assert "--trace needs a value" in err, err

@@ -148,3 +148,16 @@ def test_readme_snippet(tmp_path):
     close(z.numpy(), torch.relu(torch.nn.functional.conv2d(tx, tw, padding=1)).numpy())
     with torch.no_grad():
         close(output.numpy(), net(tx).numpy())
+
+
+def test_auto_places_by_the_router(tmp_path):
+    """device="auto" is the router: on a CPU-only machine every step runs on the CPU with no copy;
+    anywhere, its logits are PyTorch's."""
+    x = np.load(os.path.join(DIGITS, "test_x.npy"))
+    ref = np.load(os.path.join(DIGITS, "reference_logits.npy"))
+    model = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(device="auto")
+    assert model.device == "auto"
+    close(model(x), ref)
+    if lumen.backends() == ["cpu"]:
+        text = model.summary()
+        assert "@cpu" in text and "copy '" not in text and "@cuda" not in text, text

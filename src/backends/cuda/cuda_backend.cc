@@ -125,6 +125,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   check(cudnnSetStream(cudnn_, stream_->handle()), "set stream");
 }
 
+std::string CudaBackend::device_name() const {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device_), "device properties");
+  return prop.name;
+}
+
 bool CudaBackend::supports(const Graph& graph, const Node& node, std::string* reason) const {
   const KernelEntry* entry = find_kernel(node.op);
   std::string why;

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int device);
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::cuda(device_); }
+  std::string device_name() const override;
   bool supports(const Graph& graph, const Node& node, std::string* reason) const override;
   std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node) const override;
   Allocator& allocator() const override;

@@ -1,0 +1,28 @@
+#!/bin/bash
+# The router's benchmark on a machine with an NVIDIA GPU: cpu, cuda and auto side by side.
+#
+#   bash bench/router.sh pack BUILD_DIR BUNDLE   # here: bench/gpu.sh's bundle plus this script
+#   bash bench/router.sh run BUNDLE OUT [MODELS] # there: OUT/router.log, OUT/router_section.md
+#
+# Then, here: python3 bench/bench_doc.py's write_section("router", ...) with router_section.md.
+set -euo pipefail
+mode=${1:?usage: router.sh pack BUILD_DIR BUNDLE | run BUNDLE OUT [MODELS]}
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$mode" = pack ]; then
+  bash "$here"/gpu.sh pack "$2" "$3"
+  cp "$here"/router.sh "$here"/router_bench.py "$3"/bench/
+  exit 0
+fi
+bundle=$(cd "$2" && pwd) out=$3 models=${4:-mlp20,resnet18,mobilenet_v2,squeezenet1_1,bert_tiny,gpt_tiny}
+mkdir -p "$out"
+lib=/tmp/lumen_gpu_lib
+mkdir -p $lib
+cp "$bundle"/lib/*.so* $lib/ 2>/dev/null || true
+[ -f "$bundle"/lib/libdnnl.so.2.xz ] && xz -dc "$bundle"/lib/libdnnl.so.2.xz > $lib/libdnnl.so.2
+py=$(command -v python3)
+extra=$("$py" -c 'import glob, os, nvidia; b = nvidia.__path__[0]; print(":".join(sorted(set(os.path.dirname(p) for p in glob.glob(b + "/*/lib/lib*.so*")))))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$lib:/usr/local/cuda/lib64:${extra}:${LD_LIBRARY_PATH:-}
+"$bundle"/bin/lumen --version
+PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/router_bench.py "$bundle"/bin/lumen /tmp/lumen_router_work \
+  --models "$models" 2>&1 | tee "$out"/router.log
+cp /tmp/lumen_router_work/router_section.md "$out"/ 2>/dev/null || true

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The router on a GPU machine, run by bench/router.sh: for each zoo model at batch 1 and at a
+large batch (--batch), on random inputs of that shape: `lumen tune` (the calibration time, cache
+filled), `lumen plan --measure` (predicted vs measured run with device auto), then `lumen run` with
+--device cpu, cuda and auto interleaved in rounds (median of the rounds' medians), so auto is
+compared side by side with the better of cpu and cuda.
+
+    python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models mlp20,resnet18] [--rounds 3]
+        [--batch 32]
+
+Prints a table and writes it to WORK_DIR/router_section.md (the `router` section of
+docs/benchmarks.md; bench/bench_doc.py puts it there).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+REPEAT = 50
+
+
+def lumen(binary, *args):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=900)
+    text = p.stdout + p.stderr
+    if p.returncode != 0:
+        raise RuntimeError(f"lumen {' '.join(args)} failed:\n{text}")
+    return text
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lumen")
+    ap.add_argument("work")
+    ap.add_argument("--models", default="mlp20,resnet18,mobilenet_v2,squeezenet1_1,bert_tiny,"
+                                        "gpt_tiny")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=32)
+    args = ap.parse_args()
+    import gpu_bench  # the zoo export (torch)
+    import torch
+    names = args.models.split(",")
+    zoo = os.path.join(args.work, "zoo")
+    os.makedirs(zoo, exist_ok=True)
+    export_zoo = gpu_bench.export_models(names, zoo)
+    os.environ["XDG_CACHE_HOME"] = os.path.join(args.work, "cache")
+    gpu = torch.cuda.get_device_name(0)
+    rows = []
+    for name in names:
+        _, input_name, zoo_shape, _ = export_zoo.MODELS[name]
+        model = os.path.join(zoo, name + ".onnx")
+        for batch in sorted({1, max(args.batch, zoo_shape[0])}):
+            shape = "x".join(map(str, (batch,) + tuple(zoo_shape[1:])))
+            given = ["--shape", f"{input_name}={shape}"]
+            try:
+                tune = lumen(args.lumen, "tune", model, *given)
+                calib_s = float(re.search(r"measured, .* in ([0-9.]+) s", tune).group(1))
+                plan = lumen(args.lumen, "plan", model, "--measure", "--runs", str(REPEAT), *given)
+                print(plan, flush=True)
+                m = re.search(r"measured: ([0-9.]+) ms per run .*predicted ([0-9.]+) ms", plan)
+                measured, predicted = float(m.group(1)), float(m.group(2))
+                times = {d: [] for d in ("cpu", "cuda", "auto")}
+                placement = ""
+                for _ in range(args.rounds):
+                    for device in times:
+                        out = lumen(args.lumen, "run", model, "--device",
+                                    "cuda,cpu" if device == "cuda" else device,
+                                    "--repeat", str(REPEAT), *given)
+                        times[device].append(float(re.search(r"latency: median ([0-9.]+) ms",
+                                                             out).group(1)))
+                        if device == "auto":
+                            placement = re.search(r"^placement: (.*)$", out, re.M).group(1)
+                med = {d: statistics.median(v) for d, v in times.items()}
+                best = min(med["cpu"], med["cuda"])
+                rows.append((name, shape, med["cpu"], med["cuda"], med["auto"],
+                             med["auto"] / best, placement, predicted, measured, calib_s))
+                print(rows[-1], flush=True)
+            except (RuntimeError, AttributeError, subprocess.TimeoutExpired) as e:
+                print(f"{name} {shape}: {e}", flush=True)
+                rows.append((name, shape, None, None, None, None, "FAILED", None, None, None))
+
+    def f(x, spec=".3f"):
+        return "-" if x is None else format(x, spec)
+    head = ("| model | input | cpu ms | cuda ms | auto ms | auto / best | auto placement | "
+            "predicted ms | measured ms | calibration s |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+    body = "".join(f"| {n} | {s} | {f(c)} | {g} | {f(a)} | {f(r, '.2f')} | {p} | {f(pr)} | "
+                   f"{f(me)} | {f(cs, '.1f')} |\n"
+                   for n, s, c, g, a, r, p, pr, me, cs in
+                   [(r[0], r[1], r[2], f(r[3]), r[4], r[5], r[6], r[7], r[8], r[9])
+                    for r in rows])
+    ok = [r for r in rows if r[5] is not None]
+    summary = ""
+    if ok:
+        worst = max(r[5] for r in ok)
+        wins = [r[0] + " " + r[1] for r in ok if r[5] < 0.95]  # beyond run-to-run noise
+        err = max(abs(r[7] - r[8]) / r[8] for r in ok)
+        summary = (f"\nauto / best of cpu and cuda: worst {worst:.2f}; auto faster than both by "
+                   f"more than 5% on: {', '.join(wins) or 'none'}; largest |predicted - measured| "
+                   f"/ measured: {100 * err:.0f}%.\n")
+        if all(" 0 on cpu" in r[6] for r in ok):
+            summary += ("Every auto plan here is the cuda plan (all steps on cuda), so auto / best "
+                        "differs from 1 by run-to-run noise only.\n")
+    text = (f"## router: device auto vs cpu and cuda ({gpu})\n\n"
+            f"float32; median over {args.rounds} interleaved rounds of each run's median of "
+            f"{REPEAT} runs (`lumen run --device cpu | cuda,cpu | auto --shape ...`, random inputs), "
+            f"each host input -> output on the host; auto placement as `lumen run` reports it. "
+            f"Predicted: the router's prediction for the auto plan; measured: "
+            f"`lumen plan --measure` (median of {REPEAT}). Calibration: `lumen tune` with an empty "
+            f"cache. Made by `bash bench/router.sh run` on the GPU machine.\n\n" + head + body +
+            summary)
+    print(text)
+    with open(os.path.join(args.work, "router_section.md"), "w") as fh:
+        fh.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+// Calibration: kernels timed on random inputs, links timed with copies of two sizes, launch cost
+// timed with a one-element kernel, eager and inside a recorded graph.
+#include "router/calibrate.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "graph/op_kind.h"
+#include "runtime/recording.h"
+
+namespace lumen::router {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double micros_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// Per-run time of `run` (microseconds): warmed up once, then launched back to back for about
+// 2 ms (at least once; the count follows the best time so far) and the stream synchronized, the
+// best of five such rounds. The best, not the median: on a shared machine the slow rounds are
+// other processes' time.
+double time_per_run(const std::function<void()>& run, Stream& stream) {
+  run();
+  stream.synchronize();
+  Clock::time_point t0 = Clock::now();
+  run();
+  stream.synchronize();
+  double best = micros_since(t0);
+  for (int round = 0; round < 5; ++round) {
+    const int reps = static_cast<int>(std::clamp(2000.0 / std::max(best, 0.5), 1.0, 2000.0));
+    t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) run();
+    stream.synchronize();
+    best = std::min(best, micros_since(t0) / reps);
+  }
+  return best;
+}
+
+// Random float32 data in [-1, 1] (other dtypes zero: valid indices and shapes), on `device`.
+Tensor random_tensor(const TensorType& type, Device device, std::mt19937& rng) {
+  Tensor host = Tensor::zeros(type.shape, type.dtype);
+  if (type.dtype == DType::kFloat32) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    float* p = host.data<float>();
+    for (int64_t i = 0; i < host.numel(); ++i) p[i] = dist(rng);
+  }
+  return host.to(device);
+}
+
+// One launch of `kernel` as an eager run makes it: outputs allocated from the device's pool.
+void run_kernel(const Kernel& kernel, const std::vector<Tensor>& inputs,
+                const std::vector<TensorType>& output_types, Backend& backend) {
+  std::vector<Tensor> outputs(output_types.size());
+  if (!kernel.makes_outputs())
+    for (size_t k = 0; k < outputs.size(); ++k)
+      outputs[k] = Tensor::empty(output_types[k].shape, output_types[k].dtype, backend.device());
+  KernelContext ctx{inputs, outputs, &backend.default_stream()};
+  kernel.run(ctx);
+}
+
+// Per-run time of `run` recorded kLaunches times on `recorder` and replayed (microseconds), or 0
+// when recording fails (the kernel then has no in-graph time).
+double time_recorded(const std::function<void()>& run, RecordingStream& recorder, Stream& stream) {
+  constexpr int kLaunches = 16;
+  stream.synchronize();
+  std::unique_ptr<CapturedWork> work;
+  recorder.begin_capture();
+  try {
+    for (int k = 0; k < kLaunches; ++k) run();
+  } catch (...) {
+    try {
+      recorder.end_capture();
+    } catch (...) {
+    }
+    return 0;
+  }
+  try {
+    work = recorder.end_capture();
+  } catch (const Error&) {
+    return 0;
+  }
+  return time_per_run([&] { work->replay(); }, stream) / kLaunches;
+}
+
+// Times `node`'s kernel on `backend`: eager, and recorded where the backend's stream records.
+// Returns a negative eager time when it cannot be measured.
+KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, std::mt19937& rng) {
+  KernelSample sample;
+  sample.us = -1;
+  std::vector<TensorType> output_types;
+  for (int out : node.outputs) {
+    const TensorType& t = graph.value(out).type;
+    if (!t.shape.is_static()) return sample;
+    output_types.push_back(t);
+  }
+  std::unique_ptr<Kernel> kernel = backend.make_kernel(graph, node);
+  std::vector<Tensor> inputs;
+  for (int in : node.inputs) {
+    if (in < 0) {
+      inputs.emplace_back();
+      continue;
+    }
+    const Value& v = graph.value(in);
+    if (v.data.has_value())
+      inputs.push_back(v.data->to(backend.device()));
+    else if (v.type.shape.is_static())
+      inputs.push_back(random_tensor(v.type, backend.device(), rng));
+    else
+      return sample;
+  }
+  auto run = [&] { run_kernel(*kernel, inputs, output_types, backend); };
+  sample.us = time_per_run(run, backend.default_stream());
+  if (auto* recorder = dynamic_cast<RecordingStream*>(&backend.default_stream()))
+    sample.graph_us = time_recorded(run, *recorder, backend.default_stream());
+  return sample;
+}
+
+// Eager and recorded launch cost of a one-element kernel on a device backend.
+LaunchCost time_launch(Backend& backend) {
+  Graph tiny;
+  Value* x = tiny.add_input("x", Shape{1});
+  tiny.mark_output(tiny.add_op("Relu", {x}));
+  const Node& relu = tiny.node(tiny.num_nodes() - 1);
+  std::unique_ptr<Kernel> kernel = backend.make_kernel(tiny, relu);
+  Tensor in = Tensor::zeros(Shape{1}, DType::kFloat32, backend.device());
+  Tensor out = Tensor::zeros(Shape{1}, DType::kFloat32, backend.device());
+  std::vector<Tensor> inputs = {in};
+  std::vector<TensorType> types = {{DType::kFloat32, Shape{1}}};
+  LaunchCost cost;
+  cost.eager_us =
+      time_per_run([&] { run_kernel(*kernel, inputs, types, backend); }, backend.default_stream());
+  cost.graph_us = cost.eager_us / 5;
+  auto* recorder = dynamic_cast<RecordingStream*>(&backend.default_stream());
+  if (recorder == nullptr) return cost;
+  auto capture = [&](int launches) {
+    std::vector<Tensor> outputs = {out};
+    KernelContext ctx{inputs, outputs, &backend.default_stream()};
+    backend.default_stream().synchronize();
+    recorder->begin_capture();
+    for (int k = 0; k < launches; ++k) kernel->run(ctx);
+    return recorder->end_capture();
+  };
+  constexpr int kLaunches = 32;
+  std::unique_ptr<CapturedWork> one = capture(1);
+  std::unique_ptr<CapturedWork> many = capture(kLaunches);
+  double t_one = time_per_run([&] { one->replay(); }, backend.default_stream());
+  double t_many = time_per_run([&] { many->replay(); }, backend.default_stream());
+  cost.graph_us = std::max(0.0, (t_many - t_one) / (kLaunches - 1));
+  return cost;
+}
+
+// Host -> device and device -> host copy time as latency + bytes x time per byte, from a 4 KiB
+// and an 8 MiB copy.
+std::pair<Link, Link> time_links(Backend& backend) {
+  const int64_t small = 1024, large = 2 * 1024 * 1024;  // float32 elements
+  Stream& stream = backend.default_stream();
+  auto link = [&](bool to_device) {
+    double us[2];
+    int64_t sizes[2] = {small, large};
+    for (int k = 0; k < 2; ++k) {
+      Tensor host = Tensor::zeros(Shape{sizes[k]});
+      Tensor dev = host.to(backend.device());
+      us[k] = to_device ? time_per_run([&] { (void)host.to(backend.device()); }, stream)
+                        : time_per_run([&] { (void)dev.to(Device::cpu()); }, stream);
+    }
+    double bytes = static_cast<double>(large - small) * 4;
+    return Link{us[0], std::max(0.0, (us[1] - us[0]) / bytes)};
+  };
+  return {link(true), link(false)};
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+// A progress line on stderr, rewritten in place; only on a terminal.
+class Progress {
+ public:
+  Progress(bool enabled, int total) : enabled_(enabled && total > 0 && isatty(2)), total_(total) {}
+  void update(int done, const std::string& what) {
+    if (enabled_)
+      std::fprintf(stderr, "\rlumen: calibrating %d/%d %-50.50s", done, total_, what.c_str());
+  }
+  ~Progress() {
+    if (enabled_) std::fprintf(stderr, "\r%80s\r", "");
+  }
+
+ private:
+  bool enabled_;
+  int total_;
+};
+
+}  // namespace
+
+std::string device_identity(const std::vector<Backend*>& backends) {
+  std::string out;
+  for (Backend* b : backends) {
+    if (!out.empty()) out += "; ";
+    if (b->device().type == DeviceType::kCPU)
+      out += b->name() + "=" + cpu_model_name() + " (" + std::to_string(omp_get_max_threads()) +
+             " threads)";
+    else
+      out += b->name() + "=" + b->device_name();
+  }
+  return out;
+}
+
+CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
+                            const std::vector<Backend*>& backends, double budget_s, bool progress,
+                            CostModel* model) {
+  const Clock::time_point start = Clock::now();
+  CalibrationReport report;
+  // What to measure: each signature once per backend that supports it and lacks it.
+  struct Work {
+    int node;
+    Backend* backend;
+    NodeSignature sig;
+  };
+  std::vector<Work> work;
+  std::set<std::pair<std::string, std::string>> planned;
+  for (int id : nodes) {
+    const Node& node = graph.node(id);
+    NodeSignature sig = signature_of(graph, node);
+    for (Backend* b : backends) {
+      if (!planned.insert({b->name(), sig.key}).second) continue;
+      if (model->measured(b->name(), sig.key)) {
+        ++report.cached;
+        continue;
+      }
+      std::string why;
+      if (b->supports(graph, node, &why)) work.push_back({id, b, sig});
+    }
+  }
+  Progress line(progress, static_cast<int>(work.size()));
+  const double budget_us = budget_s * 1e6;
+  for (Backend* b : backends) {
+    if (b->device().type == DeviceType::kCPU || work.empty()) continue;
+    if (!model->has_launch(b->name())) model->set_launch(b->name(), time_launch(*b));
+    if (!model->has_link(b->name())) {
+      auto [to_device, to_host] = time_links(*b);
+      model->set_link(b->name(), to_device, to_host);
+    }
+  }
+  std::mt19937 rng(1234);
+  for (size_t k = 0; k < work.size(); ++k) {
+    if (micros_since(start) > budget_us) {
+      report.skipped = static_cast<int>(work.size() - k);
+      break;
+    }
+    const Work& w = work[k];
+    line.update(static_cast<int>(k), w.sig.op + " on " + w.backend->name());
+    KernelSample sample;
+    sample.us = -1;
+    try {
+      sample = time_node(graph, graph.node(w.node), *w.backend, rng);
+    } catch (const Error&) {
+      sample.us = -1;  // no kernel for this variant, or it rejects random inputs: estimated
+    }
+    if (sample.us < 0) {
+      ++report.failed;
+      continue;
+    }
+    sample.op = w.sig.op;
+    sample.flops = w.sig.flops;
+    sample.bytes = w.sig.bytes;
+    model->add_kernel(w.backend->name(), w.sig.key, sample);
+    ++report.measured;
+  }
+  report.seconds = micros_since(start) / 1e6;
+  return report;
+}
+
+}  // namespace lumen::router

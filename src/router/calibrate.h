@@ -1,0 +1,35 @@
+// Calibration: measures on this machine what the cost model lacks for a graph (each distinct node
+// signature on each candidate backend, the host <-> device links, the launch overhead), within a
+// time budget.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "router/cost_model.h"
+
+namespace lumen::router {
+
+struct CalibrationReport {
+  int measured = 0;  // kernels timed now
+  int cached = 0;    // kernels the model already held
+  int skipped = 0;   // left unmeasured when the budget ran out (interpolated instead)
+  int failed = 0;    // whose kernel could not be built or run on random inputs (estimated)
+  double seconds = 0;
+};
+
+// "cpu=AMD EPYC 7B13 (2 threads); cuda=NVIDIA H100 80GB HBM3": what measurements hold for.
+std::string device_identity(const std::vector<Backend*>& backends);
+
+// Times, for every node in `nodes` whose signature `model` lacks on a backend in `backends` that
+// supports it, its kernel on random inputs (constants as they are): built once, warmed up, then
+// launched back to back until about 2 ms have passed, the best of five such rounds per run; on a
+// device that records work, also recorded and replayed (its time inside a CUDA graph). Also
+// measures each device backend's links and launch costs when the model lacks them. Stops when
+// `budget_s` is spent. With `progress`, writes a progress line to stderr if it is a terminal.
+CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
+                            const std::vector<Backend*>& backends, double budget_s, bool progress,
+                            CostModel* model);
+
+}  // namespace lumen::router

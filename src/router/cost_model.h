@@ -1,0 +1,100 @@
+// CostModel: predicted kernel times per (node signature, backend), from measurements where there
+// are some and interpolated by work where there are not; transfer times between the host and a
+// device; the launch overhead of a device kernel, eager and inside a replayed CUDA graph.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "lumen/graph.h"
+
+namespace lumen::router {
+
+// What a node computes, independent of where it runs.
+struct NodeSignature {
+  std::string op;    // "Conv"
+  std::string key;   // op, attributes, input and output types (and which inputs are constants)
+  double flops = 0;  // multiply-adds times two of convolutions and matrix products; else 0
+  double bytes = 0;  // bytes of every input and output
+  // The amount of work measurements of one op are interpolated by: flops, or bytes when none.
+  double work() const { return flops > 0 ? flops : bytes; }
+};
+
+// The signature of `node` in `graph` (static shapes; a dynamic one makes a key of its own).
+NodeSignature signature_of(const Graph& graph, const Node& node);
+
+// One measured kernel: the time per run of the node's kernel, launched back to back on its
+// backend (on a device: launch and execution overlap, as in an eager run), and on a device that
+// records work, the time per run inside a replayed recording (0 where not measured).
+struct KernelSample {
+  std::string op;
+  double flops = 0;
+  double bytes = 0;
+  double us = 0;
+  double graph_us = 0;
+};
+
+// Moving b bytes between the host and a device, one way: latency_us + b * us_per_byte.
+struct Link {
+  double latency_us = 0;
+  double us_per_byte = 0;
+  double us(double bytes) const { return latency_us + bytes * us_per_byte; }
+};
+
+// The host time to launch one kernel on a device: in an eager run, and inside a replayed CUDA
+// graph (most of it gone).
+struct LaunchCost {
+  double eager_us = 0;
+  double graph_us = 0;
+};
+
+// A prediction and where it came from.
+struct Prediction {
+  double us = 0;
+  double graph_us = 0;  // inside a replayed CUDA graph; 0 where no sample says
+
+  std::string source;  // "measured", "interpolated from 3 Conv samples", "estimated"
+};
+
+class CostModel {
+ public:
+  // Records a measured kernel time (replacing an earlier one of the same key and backend).
+  void add_kernel(const std::string& backend, const std::string& key, const KernelSample& sample);
+  // The measured sample, or nullptr.
+  const KernelSample* measured(const std::string& backend, const std::string& key) const;
+  // The time per run of `sig` on `backend` in an eager run: measured; else interpolated linearly in
+  // work between the nearest samples of the same op (scaled by work above the largest, the
+  // smallest's time below the smallest); else from the backend's median rate over all samples;
+  // else a conservative default (host 1 GFLOP/s and 2 GB/s, devices 1 TFLOP/s and 100 GB/s).
+  // The time inside a replayed graph is predicted the same way from the samples that have one.
+  Prediction kernel(const std::string& backend, const NodeSignature& sig) const;
+
+  void set_link(const std::string& backend, const Link& to_device, const Link& to_host);
+  bool has_link(const std::string& backend) const { return links_.count(backend) > 0; }
+  // Host -> backend and backend -> host; 10 us + 10 GB/s where nothing was measured.
+  Link to_device(const std::string& backend) const;
+  Link to_host(const std::string& backend) const;
+
+  void set_launch(const std::string& backend, const LaunchCost& cost);
+  bool has_launch(const std::string& backend) const { return launches_.count(backend) > 0; }
+  // Zero for the host; 5 us eager and 1 us in a graph where nothing was measured.
+  LaunchCost launch(const std::string& backend) const;
+
+  // Everything measured, for the cache file.
+  const std::map<std::string, std::map<std::string, KernelSample>>& samples() const {
+    return samples_;
+  }
+  const std::map<std::string, std::pair<Link, Link>>& links() const { return links_; }
+  const std::map<std::string, LaunchCost>& launches() const { return launches_; }
+
+ private:
+  std::map<std::string, std::map<std::string, KernelSample>> samples_;  // backend -> key -> sample
+  std::map<std::string, std::pair<Link, Link>> links_;  // backend -> (to device, to host)
+  std::map<std::string, LaunchCost> launches_;
+
+  // kernel()'s rule over one field of the samples (those where it is positive).
+  Prediction predict(const std::string& backend, const NodeSignature& sig,
+                     double KernelSample::*field) const;
+};
+
+}  // namespace lumen::router

@@ -1,0 +1,475 @@
+// The router: placement against brute force on random graphs, the cost model's interpolation, the
+// tune cache's round trip and invalidation, and route() with a simulated device whose costs come
+// from a cache file, so all of it runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "backends/backend.h"
+#include "graph/op_kind.h"
+#include "lumen/lumen.h"
+#include "ops/op_test_util.h"
+#include "router/placement.h"
+#include "router/router.h"
+#include "router/tune_cache.h"
+
+namespace lumen {
+namespace {
+
+using router::PlacementProblem;
+
+// Random kernel costs on `num_devices` devices (some unsupported, never all), random value sizes
+// and random links; the device 0 host is cheap for small work, others for large.
+struct ProblemMaker {
+  std::mt19937 rng;
+  int num_devices;
+  explicit ProblemMaker(uint32_t seed, int devices = 2) : rng(seed), num_devices(devices) {}
+
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(rng); }
+
+  PlacementProblem empty() {
+    PlacementProblem p;
+    p.num_devices = num_devices;
+    p.latency_us.assign(num_devices, std::vector<double>(num_devices, 0));
+    p.us_per_byte = p.latency_us;
+    for (int a = 0; a < num_devices; ++a)
+      for (int b = 0; b < num_devices; ++b)
+        if (a != b) {
+          p.latency_us[a][b] = uniform(2, 20);
+          p.us_per_byte[a][b] = uniform(1e-5, 1e-4);
+        }
+    p.values.push_back({uniform(1e3, 1e6), -1, false});  // the graph input
+    return p;
+  }
+  // A node reading `inputs`, with one output value; returns that value.
+  int add_node(PlacementProblem& p, const std::vector<int>& inputs) {
+    PlacementProblem::Node n;
+    n.inputs = inputs;
+    double work = std::exp(uniform(0, 6));
+    for (int d = 0; d < num_devices; ++d)
+      n.cost_us.push_back(d == 0 ? work * uniform(0.5, 2) : 5 + work * uniform(0.02, 0.5));
+    if (uniform(0, 1) < 0.15) n.cost_us[1 + rng() % (num_devices - 1)] = router::kUnsupported;
+    p.nodes.push_back(n);
+    p.values.push_back({uniform(1e2, 1e6), static_cast<int>(p.nodes.size()) - 1, false});
+    return static_cast<int>(p.values.size()) - 1;
+  }
+  void mark_outputs(PlacementProblem& p, int last) {
+    p.values[last].output = true;
+    for (size_t v = 1; v < p.values.size(); ++v)
+      if (uniform(0, 1) < 0.1) p.values[v].output = true;
+  }
+
+  PlacementProblem chain(int n) {
+    PlacementProblem p = empty();
+    int v = 0;
+    for (int i = 0; i < n; ++i) v = add_node(p, {v});
+    mark_outputs(p, v);
+    return p;
+  }
+  // A series-parallel graph of about n nodes after `entry`; returns its exit value.
+  int series_parallel(PlacementProblem& p, int entry, int n) {
+    if (n <= 1) return add_node(p, {entry});
+    if (n >= 4 && uniform(0, 1) < 0.5) {
+      int fork = add_node(p, {entry});
+      int left = (n - 2) / 2, right = n - 2 - left;
+      int a = series_parallel(p, fork, std::max(left, 1));
+      int b = series_parallel(p, fork, std::max(right, 1));
+      return add_node(p, {a, b});
+    }
+    int first = 1 + static_cast<int>(rng() % (n - 1));
+    return series_parallel(p, series_parallel(p, entry, first), n - first);
+  }
+  PlacementProblem sp(int n) {
+    PlacementProblem p = empty();
+    int exit = series_parallel(p, 0, n);
+    mark_outputs(p, exit);
+    return p;
+  }
+  // Each node reads one to three earlier values (or the input).
+  PlacementProblem dag(int n) {
+    PlacementProblem p = empty();
+    int v = 0;
+    for (int i = 0; i < n; ++i) {
+      std::vector<int> in;
+      int k = 1 + static_cast<int>(rng() % 3);
+      for (int j = 0; j < k; ++j) in.push_back(static_cast<int>(rng() % p.values.size()));
+      v = add_node(p, in);
+    }
+    mark_outputs(p, v);
+    return p;
+  }
+};
+
+TEST(Placement, ExactEqualsBruteForceOnChains) {
+  for (uint32_t seed = 0; seed < 150; ++seed) {
+    ProblemMaker make(seed, seed % 3 == 0 ? 3 : 2);
+    PlacementProblem p = make.chain(1 + seed % 12);
+    router::Placement brute = router::place_brute_force(p);
+    router::Placement got = router::place(p);
+    EXPECT_EQ(got.method, "exact");
+    EXPECT_NEAR(got.cost_us, brute.cost_us, 1e-9 * brute.cost_us) << "seed " << seed;
+    EXPECT_NEAR(router::evaluate(p, got.device), got.cost_us, 1e-9 * brute.cost_us);
+  }
+}
+
+TEST(Placement, ExactEqualsBruteForceOnSeriesParallelGraphs) {
+  for (uint32_t seed = 0; seed < 150; ++seed) {
+    ProblemMaker make(1000 + seed);
+    PlacementProblem p = make.sp(2 + seed % 10);
+    if (p.nodes.size() > 12) continue;
+    router::Placement brute = router::place_brute_force(p);
+    router::Placement got = router::place(p);
+    EXPECT_EQ(got.method, "exact");
+    EXPECT_NEAR(got.cost_us, brute.cost_us, 1e-9 * brute.cost_us) << "seed " << seed;
+    EXPECT_NEAR(router::evaluate(p, got.device), got.cost_us, 1e-9 * brute.cost_us);
+  }
+}
+
+TEST(Placement, HeuristicWithinFivePercentOnGeneralDags) {
+  double worst = 1;
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    ProblemMaker make(5000 + seed);
+    PlacementProblem p = make.dag(3 + seed % 10);
+    router::Placement brute = router::place_brute_force(p);
+    router::Placement heuristic = router::place_heuristic(p);
+    EXPECT_LE(heuristic.cost_us, 1.05 * brute.cost_us) << "seed " << seed;
+    EXPECT_NEAR(router::evaluate(p, heuristic.device), heuristic.cost_us, 1e-9 * brute.cost_us);
+    worst = std::max(worst, heuristic.cost_us / brute.cost_us);
+    // The exact DP is exact on any graph while its state stays small.
+    router::Placement exact = router::place(p);
+    EXPECT_NEAR(exact.cost_us, brute.cost_us, 1e-9 * brute.cost_us) << "seed " << seed;
+  }
+  std::printf("heuristic / optimum, worst of 200 DAGs: %.4f\n", worst);
+}
+
+TEST(Placement, FallsBackToTheHeuristicWhenTheStateGrows) {
+  ProblemMaker make(7);
+  PlacementProblem p = make.dag(12);
+  EXPECT_FALSE(router::place_exact(p, 1).has_value());
+  router::Placement got = router::place(p, 1);
+  EXPECT_EQ(got.method, "heuristic");
+  EXPECT_LE(got.cost_us, 1.05 * router::place_brute_force(p).cost_us);
+}
+
+// Model-sized graphs: a residual chain of 1000 nodes (exact) and a 300-node random DAG (too wide
+// for the exact state: the heuristic). Either beats or ties every single-device plan.
+TEST(Placement, PlacesModelSizedGraphs) {
+  ProblemMaker make(11);
+  PlacementProblem residual = make.empty();
+  int v = 0;
+  for (int i = 0; i < 500; ++i) {
+    int branch = make.add_node(residual, {v});
+    v = make.add_node(residual, {v, branch});
+  }
+  make.mark_outputs(residual, v);
+  PlacementProblem wide = make.dag(300);
+  for (const PlacementProblem* p : {&residual, &wide}) {
+    router::Placement got = router::place(*p);
+    EXPECT_EQ(got.method, p == &residual ? "exact" : "heuristic");
+    EXPECT_NEAR(router::evaluate(*p, got.device), got.cost_us, 1e-9 * got.cost_us);
+    for (int d = 0; d < p->num_devices; ++d) {
+      std::vector<int> all;
+      for (const auto& node : p->nodes) all.push_back(std::isfinite(node.cost_us[d]) ? d : 0);
+      EXPECT_LE(got.cost_us, router::evaluate(*p, all) * (1 + 1e-12));
+    }
+  }
+}
+
+TEST(Placement, ACopyIsPaidOncePerDeviceAndOutputsReturnToTheHost) {
+  PlacementProblem p;
+  p.num_devices = 2;
+  p.latency_us = {{0, 10}, {20, 0}};
+  p.us_per_byte = {{0, 0.001}, {0.002, 0}};
+  p.values = {{1000, -1, false}, {500, 0, true}};
+  p.nodes = {{{1, 1}, {0}}, {{1, 1}, {1}}, {{1, 1}, {1}}};  // node 0 makes value 1; 1, 2 read it
+  // Node 0 on the device: the input goes up once (10 + 1), value 1 returns as an output (20 + 1).
+  EXPECT_DOUBLE_EQ(router::evaluate(p, {1, 1, 1}), 3 + 11 + 21);
+  // Both readers on the host share one copy of value 1 down (21), besides the output's own.
+  EXPECT_DOUBLE_EQ(router::evaluate(p, {1, 0, 0}), 3 + 11 + 21 + 21);
+  EXPECT_DOUBLE_EQ(router::evaluate(p, {0, 0, 0}), 3);
+}
+
+TEST(Placement, RejectsMalformedProblems) {
+  PlacementProblem p;
+  p.num_devices = 2;
+  p.latency_us = {{0, 1}, {1, 0}};
+  p.us_per_byte = p.latency_us;
+  p.values = {{10, -1, false}};
+  p.nodes = {{{1}, {0}}};  // one cost for two devices
+  EXPECT_THROW(router::place(p), InvalidArgument);
+  p.nodes = {{{router::kUnsupported, router::kUnsupported}, {0}}};
+  EXPECT_THROW(router::place(p), InvalidArgument);
+  p.nodes = {{{1, 1}, {3}}};  // no such value
+  EXPECT_THROW(router::place(p), InvalidArgument);
+}
+
+TEST(CostModel, InterpolatesByWorkBetweenMeasurements) {
+  router::CostModel model;
+  model.add_kernel("cuda", "a", {"MatMul", 1e6, 0, 10});
+  model.add_kernel("cuda", "b", {"MatMul", 3e6, 0, 30});
+  router::NodeSignature mid{"MatMul", "c", 2e6, 0};
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", mid).us, 20);
+  router::NodeSignature big{"MatMul", "d", 6e6, 0};
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", big).us, 60);
+  router::NodeSignature small{"MatMul", "e", 1e3, 0};
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", small).us, 10);
+  EXPECT_EQ(model.kernel("cuda", {"MatMul", "a", 1e6, 0}).source, "measured");
+  // Another op of the same kind of work: the backend's median rate plus its fastest kernel.
+  router::NodeSignature conv{"Conv", "f", 1e6, 0};
+  EXPECT_GT(model.kernel("cuda", conv).us, 10);
+  EXPECT_GT(model.kernel("cpu", conv).us, 0);        // nothing measured: the default
+  EXPECT_EQ(model.kernel("cuda", mid).graph_us, 0);  // no sample has an in-graph time
+  // In-graph times interpolate the same way, from the samples that have one.
+  model.add_kernel("cuda", "r1", {"Relu", 0, 1e6, 10, 4});
+  model.add_kernel("cuda", "r2", {"Relu", 0, 3e6, 30, 12});
+  router::NodeSignature relu{"Relu", "r3", 0, 2e6};
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", relu).us, 20);
+  EXPECT_DOUBLE_EQ(model.kernel("cuda", relu).graph_us, 8);
+}
+
+std::string temp_file(const std::string& name) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("lumen_router_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
+  router::CostModel model;
+  model.add_kernel("cpu", "Conv:float32[1,3,8,8]:0123", {"Conv", 1234.5, 678, 9.25});
+  model.add_kernel("cuda", "Relu:float32[4]:abcd", {"Relu", 0, 32, 4.5, 1.25});
+  model.set_link("cuda", {8, 1e-5}, {9, 2e-5});
+  model.set_launch("cuda", {4, 0.75});
+  const std::string file = temp_file("tune.tsv");
+  router::CacheIdentity id{"0.1.0", "cpu=Test CPU (2 threads); cuda=Test GPU"};
+  router::save_cache(file, id, model);
+
+  router::CostModel back;
+  ASSERT_TRUE(router::load_cache(file, id, &back));
+  const router::KernelSample* s = back.measured("cpu", "Conv:float32[1,3,8,8]:0123");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->op, "Conv");
+  EXPECT_DOUBLE_EQ(s->flops, 1234.5);
+  EXPECT_DOUBLE_EQ(s->bytes, 678);
+  EXPECT_DOUBLE_EQ(s->us, 9.25);
+  EXPECT_DOUBLE_EQ(back.measured("cuda", "Relu:float32[4]:abcd")->us, 4.5);
+  EXPECT_DOUBLE_EQ(back.measured("cuda", "Relu:float32[4]:abcd")->graph_us, 1.25);
+  EXPECT_DOUBLE_EQ(back.to_device("cuda").latency_us, 8);
+  EXPECT_DOUBLE_EQ(back.to_host("cuda").us_per_byte, 2e-5);
+  EXPECT_DOUBLE_EQ(back.launch("cuda").graph_us, 0.75);
+
+  router::CostModel stale;
+  EXPECT_FALSE(router::load_cache(file, {"0.2.0", id.devices}, &stale));
+  EXPECT_FALSE(
+      router::load_cache(file, {id.version, "cpu=Test CPU (2 threads); cuda=Other"}, &stale));
+  EXPECT_TRUE(stale.samples().empty());
+  EXPECT_FALSE(router::load_cache(temp_file("missing.tsv"), id, &stale));
+
+  std::ofstream(file, std::ios::app) << "kernel\tcpu\tRelu\tx\t1\t2\t0\tkey\n";
+  EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
+  std::ofstream(file, std::ios::app) << "bogus line\n";
+  EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
+}
+
+// A device that runs nothing, whose costs come from the cache file: route() on it tests placement
+// end to end without a GPU.
+class SimulatedBackend final : public Backend {
+ public:
+  std::string name() const override { return "sim"; }
+  Device device() const override { return Device::cuda(0); }
+  std::string device_name() const override { return "Simulated GPU"; }
+  bool supports(const Graph&, const Node& node, std::string* reason) const override {
+    bool ok = node.op != OpKind::kSoftmax;
+    if (!ok && reason) *reason = "no Softmax";
+    return ok;
+  }
+  std::unique_ptr<Kernel> make_kernel(const Graph&, const Node& node) const override {
+    throw UnsupportedOp("sim: runs nothing");
+  }
+  Allocator& allocator() const override { return cpu_allocator(); }
+  Stream& default_stream() override { return stream_; }
+
+ private:
+  CpuStream stream_;
+};
+
+// x -> MatMul(big weight) -> Relu -> MatMul -> Softmax: output.
+Graph small_mlp(int64_t batch, int64_t width) {
+  Graph g;
+  Value* x = g.add_input("x", {batch, width});
+  Value* w1 = g.add_constant("w1", test::random_tensor({width, width}, 1));
+  Value* w2 = g.add_constant("w2", test::random_tensor({width, 10}, 2));
+  Value* h = g.add_op("MatMul", {x, w1}, {}, "mm1");
+  Value* r = g.add_op("Relu", {h}, {}, "relu");
+  Value* y = g.add_op("MatMul", {r, w2}, {}, "mm2");
+  g.mark_output(g.add_op("Softmax", {y}, {{"axis", 1}}, "softmax"));
+  return g;
+}
+
+TEST(Router, PlacesBySimulatedCostsAndExplains) {
+  Graph g = small_mlp(64, 256);
+  SimulatedBackend sim;
+  Backend* cpu = find_backend("cpu");
+  std::vector<Backend*> candidates = {&sim, cpu};  // the host goes first whatever the order
+  const std::string file = temp_file("sim.tsv");
+  router::CacheIdentity id{version(), router::device_identity({cpu, &sim})};
+  // The big MatMul is 100x faster on the device; the rest costs the same on both.
+  router::CostModel model;
+  model.set_link("sim", {10, 1e-5}, {10, 1e-5});
+  model.set_launch("sim", {3, 0.5});
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    bool big = g.node(n).name == "mm1";
+    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, big ? 2000.0 : 20.0});
+    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, big ? 20.0 : 20.0});
+  }
+  router::save_cache(file, id, model);
+  RouterOptions options;
+  options.cache_file = file;
+  options.measure = false;
+  router::RoutePlan plan = router::route(g, candidates, options);
+  ASSERT_EQ(plan.candidates[0], cpu);
+  EXPECT_TRUE(plan.cache_loaded);
+  ASSERT_EQ(plan.decisions.size(), 4u);
+  std::map<std::string, std::string> where;
+  for (const auto& d : plan.decisions) {
+    where[g.node(d.node).name] = d.backend;
+    EXPECT_FALSE(d.reason.empty());
+  }
+  EXPECT_EQ(where["mm1"], "sim");
+  EXPECT_EQ(where["softmax"], "cpu");  // only the host runs it
+  EXPECT_FALSE(plan.graph_replay);
+  // The plan's prediction is the brute-force optimum over the same costs: 4 nodes, 2 devices.
+  double best = 1e30;
+  for (int mask = 0; mask < 16; ++mask) {
+    if (mask & 8) continue;  // softmax: host only
+    double t = 0;
+    const double bytes[] = {64 * 256 * 4.0, 64 * 256 * 4.0, 64 * 256 * 4.0, 64 * 10 * 4.0,
+                            64 * 10 * 4.0};  // x, h, r, y, out
+    int dev[4] = {mask & 1, mask >> 1 & 1, mask >> 2 & 1, 0};
+    const double cpu_us[] = {2000, 20, 20, 20};
+    for (int i = 0; i < 4; ++i) t += dev[i] ? 20 : cpu_us[i];
+    int prev = 0;  // x on the host
+    for (int i = 0; i < 4; ++i) {
+      if (dev[i] != prev) t += 10 + bytes[i] * 1e-5;
+      prev = dev[i];
+    }
+    best = std::min(best, t);
+  }
+  EXPECT_NEAR(plan.predicted_us, best, 1e-6);
+  EXPECT_NEAR(plan.kernel_us + plan.transfer_us, plan.predicted_us, 1e-6);
+}
+
+TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
+  Graph g;
+  Value* x = g.add_input("x", {1024, 1024});
+  Value* h = g.add_op("Relu", {x}, {}, "r1");
+  g.mark_output(g.add_op("Relu", {h}, {}, "r2"));
+  SimulatedBackend sim;
+  Backend* cpu = find_backend("cpu");
+  router::CostModel model;
+  model.set_link("sim", {10, 1e-6}, {10, 1e-6});
+  model.set_launch("sim", {8, 1});
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, 500});
+    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 10});
+  }
+  const std::string file = temp_file("replay.tsv");
+  router::save_cache(file, {version(), router::device_identity({cpu, &sim})}, model);
+  RouterOptions options;
+  options.cache_file = file;
+  options.measure = false;
+  router::RoutePlan plan = router::route(g, {cpu, &sim}, options);
+  EXPECT_TRUE(plan.graph_replay);
+  for (const auto& d : plan.decisions) EXPECT_EQ(d.backend, "sim");
+  // Per node: (10 - 8) kernel + 1 launch; the input up and the output down.
+  double bytes = 1024 * 1024 * 4.0;
+  EXPECT_NEAR(plan.predicted_us, 2 * 3 + 2 * (10 + bytes * 1e-6), 1e-6);
+}
+
+TEST(Router, NeedsTheHostAmongItsCandidates) {
+  Graph g;
+  Value* x = g.add_input("x", {4, 4});
+  g.mark_output(g.add_op("Softmax", {x}, {}, "lonely"));
+  SimulatedBackend sim;
+  RouterOptions options;
+  options.measure = false;
+  EXPECT_THROW(router::route(g, {&sim}, options), InvalidArgument);  // no host
+}
+
+// With only the CPU, auto places everything there with no copies, measures nothing, and gives
+// the reference's outputs.
+TEST(Router, AutoOnTheHostMatchesAReference) {
+  Graph g = small_mlp(8, 32);
+  const Tensor w1 = *g.find_value("w1")->data, w2 = *g.find_value("w2")->data;
+  Runtime rt;
+  CompileOptions options;
+  options.backends = {"auto"};
+  options.router.cache_file = temp_file("never_written.tsv");
+  Executable* exe = g.compile(&rt, options);
+  EXPECT_EQ(exe->summary().find("copy"), std::string::npos);
+  EXPECT_EQ(exe->summary().find("@cuda"), std::string::npos);
+  if (available_backends().size() == 1)  // nothing to choose: nothing measured or written
+    EXPECT_FALSE(std::filesystem::exists(options.router.cache_file));
+  Tensor x = test::random_tensor({8, 32}, 3);
+  Tensor y = exe->execute({x})[0];
+  // Reference: softmax(relu(x w1) w2), in double.
+  const float* xp = x.data<float>();
+  const float* a = w1.data<float>();
+  const float* b = w2.data<float>();
+  std::vector<double> want;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<double> r(32, 0), o(10, 0);
+    for (int j = 0; j < 32; ++j) {
+      for (int k = 0; k < 32; ++k) r[j] += double(xp[i * 32 + k]) * a[k * 32 + j];
+      r[j] = std::max(r[j], 0.0);
+    }
+    double mx = -1e30, sum = 0;
+    for (int j = 0; j < 10; ++j) {
+      for (int k = 0; k < 32; ++k) o[j] += r[k] * b[k * 10 + j];
+      mx = std::max(mx, o[j]);
+    }
+    for (int j = 0; j < 10; ++j) sum += std::exp(o[j] - mx);
+    for (int j = 0; j < 10; ++j) want.push_back(std::exp(o[j] - mx) / sum);
+  }
+  test::expect_close(y, {8, 10}, want, 1e-5);
+}
+
+// Calibration on the host fills the cache; the second route reads it and measures nothing.
+TEST(Router, CalibrationIsCachedAcrossRoutes) {
+  Graph g = small_mlp(4, 16);
+  const std::string file = temp_file("calibrated.tsv");
+  std::filesystem::remove(file);
+  RouterOptions options;
+  options.cache_file = file;
+  options.progress = false;
+  std::vector<Backend*> cpu = {find_backend("cpu")};
+  router::RoutePlan first = router::route(g, cpu, options, /*explain=*/true);
+  EXPECT_EQ(first.calibration.measured, 4);
+  EXPECT_FALSE(first.cache_loaded);
+  EXPECT_TRUE(std::filesystem::exists(file));
+  for (const auto& d : first.decisions) {
+    EXPECT_EQ(d.backend, "cpu");
+    EXPECT_EQ(d.source, "measured");
+    EXPECT_GT(d.kernel_us[0], 0);
+  }
+  EXPECT_EQ(first.transfers, 0);
+  router::RoutePlan second = router::route(g, cpu, options, true);
+  EXPECT_TRUE(second.cache_loaded);
+  EXPECT_EQ(second.calibration.measured, 0);
+  EXPECT_EQ(second.calibration.cached, 4);
+  EXPECT_DOUBLE_EQ(second.predicted_us, first.predicted_us);
+  // A cache that cannot be written: measured and placed all the same, the reason kept.
+  options.cache_file = "/proc/lumen_no_such_dir/tune.tsv";
+  router::RoutePlan unsaved = router::route(g, cpu, options, true);
+  EXPECT_EQ(unsaved.calibration.measured, 4);
+  EXPECT_NE(unsaved.cache_error.find("/proc/lumen_no_such_dir"), std::string::npos);
+  EXPECT_EQ(unsaved.decisions.size(), 4u);
+}
+
+}  // namespace
+}  // namespace lumen
