@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/kernel_registry.h"
 #include "graph/schema.h"
 
@@ -38,7 +39,13 @@ class CpuBackend final : public Backend {
       std::string why = entry->check(ctx);
       if (!why.empty()) ctx.fail_unsupported("CPU: " + why);
     }
-    return entry->make(ctx);
+    // A shape or attribute oneDNN refuses (the schema let through something its primitives
+    // cannot describe) is this node's error, not a crash.
+    try {
+      return entry->make(ctx);
+    } catch (const dnnl::error& e) {
+      ctx.fail_unsupported(std::string("CPU: oneDNN cannot make this kernel: ") + e.what());
+    }
   }
 
   Allocator& allocator() const override { return cpu_allocator(); }
