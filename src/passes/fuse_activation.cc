@@ -33,8 +33,10 @@ bool runs_as_gemm(const Graph& graph, const Node& conv) {
 // A Conv, or a channels-last FusedConv without an activation yet (the channels-last pass makes
 // those; in (N, H, W, C) oneDNN runs 1x1 convolutions as brgemm kernels that apply post-ops as
 // they write, so pointwise ones fuse too).
-bool fusion_target(const Graph& graph, const Node& conv) {
-  if (conv.op == OpKind::kConv) return !runs_as_gemm(graph, conv);
+// Other backends (cuDNN) apply the activation in the same call for every convolution, so off the
+// CPU (`cpu_only` false) pointwise convolutions fuse too.
+bool fusion_target(const Graph& graph, const Node& conv, bool cpu_only) {
+  if (conv.op == OpKind::kConv) return !cpu_only || !runs_as_gemm(graph, conv);
   if (conv.op != OpKind::kFusedConv) return false;
   auto layout = conv.attrs.find("channels_last");
   auto act = conv.attrs.find("activation");
@@ -44,12 +46,13 @@ bool fusion_target(const Graph& graph, const Node& conv) {
 
 class FuseActivationPass : public Pass {
  public:
-  explicit FuseActivationPass(bool swish) : swish_(swish) {}
+  explicit FuseActivationPass(bool cpu_only) : cpu_only_(cpu_only) {}
   const char* name() const override { return "fuse-activation"; }
   bool run(Graph& graph) override {
     bool changed = false;
     for (int id : graph.topological_order())
-      if (!graph.node(id).removed && ((swish_ && fuse_silu(graph, id)) || fuse(graph, id)))
+      if (!graph.node(id).removed &&
+          ((cpu_only_ && fuse_silu(graph, id)) || fuse(graph, id, cpu_only_)))
         changed = true;
     return changed;
   }
@@ -69,7 +72,7 @@ class FuseActivationPass : public Pass {
       const Node& sig = graph.node(sv.producer);
       if (sig.op != OpKind::kSigmoid || sig.inputs[0] != y) continue;
       if (yv.producer < 0 || yv.is_output || yv.consumers.size() != 2) continue;
-      if (yv.type.dtype != DType::kFloat32 || !fusion_target(graph, graph.node(yv.producer)))
+      if (yv.type.dtype != DType::kFloat32 || !fusion_target(graph, graph.node(yv.producer), true))
         continue;
       int conv_id = yv.producer, sig_id = sv.producer, out = mul.outputs[0];
       if (!can_replace_uses(graph, out, y)) return false;
@@ -85,14 +88,14 @@ class FuseActivationPass : public Pass {
     return false;
   }
 
-  static bool fuse(Graph& graph, int act_id) {
+  static bool fuse(Graph& graph, int act_id, bool cpu_only) {
     const Node& act = graph.node(act_id);
     if (act.inputs.empty() || act.inputs[0] < 0 || act.outputs.size() != 1) return false;
     const Value& x = graph.value(act.inputs[0]);
     if (x.producer < 0 || x.is_output || x.consumers.size() != 1) return false;
     if (x.type.dtype != DType::kFloat32) return false;
     int conv_id = x.producer;
-    if (!fusion_target(graph, graph.node(conv_id))) return false;
+    if (!fusion_target(graph, graph.node(conv_id), cpu_only)) return false;
     Attributes extra;
     if (!activation_attributes(graph, act, &extra)) return false;
     int conv_out = x.id, act_out = act.outputs[0];
@@ -109,13 +112,13 @@ class FuseActivationPass : public Pass {
     return true;
   }
 
-  bool swish_;
+  bool cpu_only_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_activation_pass(bool swish) {
-  return std::make_unique<FuseActivationPass>(swish);
+std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only) {
+  return std::make_unique<FuseActivationPass>(cpu_only);
 }
 
 }  // namespace lumen

@@ -112,6 +112,38 @@ TEST(FuseActivation, SiluInEitherOrderIsOneFusedConv) {
   }
 }
 
+// A pointwise convolution + Relu stays two nodes for the CPU (oneDNN runs it as a GEMM, where the
+// post-op is a slow second pass) and becomes one FusedConv for CUDA (cuDNN applies it in the same
+// call); the fused form gives the same numbers.
+TEST(FuseActivation, PointwiseConvFusesOnlyOffTheCpu) {
+  Tensor x = test::random_tensor({2, 5, 4, 3}, 31, -2, 2);
+  Tensor w = test::random_tensor({6, 5, 1, 1}, 32, -1, 1);
+  Tensor b = test::random_tensor({6}, 33, -1, 1);
+  std::vector<double> xv = test::to_doubles(x), wv = test::to_doubles(w), bv = test::to_doubles(b);
+  std::vector<double> want(2 * 6 * 4 * 3);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t o = 0; o < 6; ++o)
+      for (int64_t p = 0; p < 12; ++p) {
+        double acc = bv[o];
+        for (int64_t c = 0; c < 5; ++c) acc += xv[(i * 5 + c) * 12 + p] * wv[o * 5 + c];
+        want[(i * 6 + o) * 12 + p] = std::max(acc, 0.0);
+      }
+  for (bool cpu : {true, false}) {
+    SCOPED_TRACE(cpu ? "cpu" : "cuda");
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* y = graph.add_op("Conv", {in, graph.add_constant("w", w), graph.add_constant("b", b)});
+    graph.mark_output(graph.add_op("Relu", {y}));
+    graph.optimize(std::vector<std::string>{cpu ? "cpu" : "cuda"});
+    std::vector<int> order = graph.topological_order();
+    ASSERT_EQ(order.size(), cpu ? 2u : 1u);
+    if (!cpu) EXPECT_EQ(op_name_of(graph, order[0]), "FusedConv");
+    Runtime rt;
+    Tensor got = graph.compile(&rt, CompileOptions{{"cpu"}})->execute({x})[0];
+    test::expect_close(got, {2, 6, 4, 3}, want, 1e-5, 1e-4);
+  }
+}
+
 TEST(FuseActivation, ConvReadTwiceIsNotFused) {
   Graph graph;
   Value* in = graph.add_input("x", {1, 2, 5, 5});
