@@ -78,7 +78,7 @@ def main():
         "run's median latency. Nodes: live nodes before and after the passes (constant folding, "
         "no-op removal, CSE, LayerNorm/GELU/attention recognition, Conv+BatchNorm folding, "
         "Conv/MatMul epilogues (bias, activation, SiLU, residual Add), channels-last regions, "
-        f"transpose folding, dead code). {args.note}",
+        f"transpose folding, dead code, then element-wise trees as one loop). {args.note}",
         "",
         "| model | nodes before | nodes after | latency off ms | latency on ms | on / off |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
