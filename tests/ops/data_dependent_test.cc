@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "ops/op_test_util.h"
@@ -102,6 +103,27 @@ TEST(DataDependent, UniqueSortedAndInFirstOccurrenceOrder) {
       test::expect_equal(out[3], DType::kInt64, n, cnt);
     }
   }
+}
+
+// Every integer width sorts by its own values (a fuzz finding read int16 data as int64), and
+// a dtype the kernel does not take is an error at compile, not a wrong answer.
+template <typename T>
+void expect_unique_sorted(const std::vector<T>& values) {
+  SCOPED_TRACE(dtype_name(DTypeOf<T>::value));
+  Tensor x = Tensor::from_vector<T>({static_cast<int64_t>(values.size())}, values);
+  std::set<T> distinct(values.begin(), values.end());
+  std::vector<double> want(distinct.begin(), distinct.end());
+  auto out = test::run_op("Unique", {x}, {{"sorted", 1}}, 1);
+  test::expect_equal(out[0], DTypeOf<T>::value, {static_cast<int64_t>(want.size())}, want);
+}
+
+TEST(DataDependent, UniqueSortsEveryIntegerWidth) {
+  expect_unique_sorted<int16_t>({-300, 7, 7, -2, 12000, -300, 5});
+  expect_unique_sorted<uint16_t>({65000, 3, 3, 40000, 1, 65000});
+  expect_unique_sorted<uint32_t>({4000000000u, 2, 2, 3000000000u, 9});
+  expect_unique_sorted<uint64_t>({uint64_t{1} << 63, 4, 4, (uint64_t{1} << 63) + 8, 1});
+  Tensor half = Tensor::zeros({4}, DType::kFloat16);
+  EXPECT_THROW(test::run_op("Unique", {half}, {{"sorted", 1}}, 1), UnsupportedOp);
 }
 
 TEST(DataDependent, UniqueAlongAnAxisComparesWholeSlices) {

@@ -118,6 +118,7 @@ int compare_elements(const void* a, const void* b, int64_t n) {
 
 using CompareFn = int (*)(const void*, const void*, int64_t);
 
+// The comparison for a dtype, or nullptr for one Unique does not take (float16, bfloat16).
 CompareFn comparator(DType dt) {
   switch (dt) {
     case DType::kFloat32:
@@ -129,11 +130,26 @@ CompareFn comparator(DType dt) {
     case DType::kUInt8:
     case DType::kBool:
       return &compare_elements<uint8_t>;
+    case DType::kInt16:
+      return &compare_elements<int16_t>;
+    case DType::kUInt16:
+      return &compare_elements<uint16_t>;
     case DType::kInt32:
       return &compare_elements<int32_t>;
-    default:
+    case DType::kUInt32:
+      return &compare_elements<uint32_t>;
+    case DType::kInt64:
       return &compare_elements<int64_t>;
+    case DType::kUInt64:
+      return &compare_elements<uint64_t>;
+    default:
+      return nullptr;
   }
+}
+
+std::string check_unique(const NodeContext& ctx) {
+  if (comparator(ctx.input_dtype(0)) != nullptr) return "";
+  return std::string("the CPU kernel does not take ") + dtype_name(ctx.input_dtype(0));
 }
 
 // Unique over slices: without an axis each element is a slice; with one, each index along the
@@ -316,7 +332,7 @@ std::unique_ptr<Kernel> make(const NodeContext& ctx) {
 
 LUMEN_REGISTER_CPU_KERNEL(NonZero, &make<NonZeroKernel>, nullptr);
 LUMEN_REGISTER_CPU_KERNEL(Compress, &make<CompressKernel>, nullptr);
-LUMEN_REGISTER_CPU_KERNEL(Unique, &make<UniqueKernel>, nullptr);
+LUMEN_REGISTER_CPU_KERNEL(Unique, &make<UniqueKernel>, &check_unique);
 LUMEN_REGISTER_CPU_KERNEL(NonMaxSuppression, &make<NonMaxSuppressionKernel>, nullptr);
 
 }  // namespace lumen::cpu
