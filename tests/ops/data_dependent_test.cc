@@ -156,6 +156,17 @@ TEST(DataDependent, UniqueAlongAnAxisComparesWholeSlices) {
   test::expect_equal(out[2], DType::kInt64, {6}, inv);
 }
 
+TEST(DataDependent, UniqueAlongAnAxisWithEmptySlices) {
+  // [3, 0] along axis 0: three empty rows, all equal, so one group holding all three (a fuzz
+  // finding: the empty slices used to be copied from a null buffer).
+  Tensor x = Tensor::empty({3, 0}, DType::kFloat32);
+  auto out = test::run_op("Unique", {x}, {{"axis", 0}}, 4);
+  test::expect_close(out[0], {1, 0}, {}, 0.0, 0.0);
+  test::expect_equal(out[1], DType::kInt64, {1}, {0});
+  test::expect_equal(out[2], DType::kInt64, {3}, {0, 0, 0});
+  test::expect_equal(out[3], DType::kInt64, {1}, {3});
+}
+
 // Reference NMS: repeatedly take the best remaining box, then drop every box overlapping it.
 std::vector<double> nms_reference(const Tensor& boxes, const Tensor& scores, int64_t max_out,
                                   float iou_t, float score_t) {

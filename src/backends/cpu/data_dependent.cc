@@ -178,8 +178,11 @@ class UniqueKernel final : public Kernel {
     const int64_t slice = outer * inner;
     std::vector<char> slices(static_cast<size_t>(dim * slice) * esize);
     const auto* src = static_cast<const char*>(x.raw_data());
+    // Empty slices (a zero dimension other than the axis) have nothing to copy, and their
+    // buffers may be null.
+    const int64_t copy_rows = inner > 0 ? outer : 0;
     for (int64_t i = 0; i < dim; ++i)
-      for (int64_t o = 0; o < outer; ++o)
+      for (int64_t o = 0; o < copy_rows; ++o)
         std::memcpy(slices.data() + (i * slice + o * inner) * esize,
                     src + (o * dim + i) * inner * esize, static_cast<size_t>(inner) * esize);
     auto at = [&](int64_t i) { return slices.data() + i * slice * esize; };
@@ -216,7 +219,7 @@ class UniqueKernel final : public Kernel {
     Tensor y = Tensor::empty(y_shape, x.dtype());
     char* dst = static_cast<char*>(y.raw_data());
     for (int64_t p = 0; p < groups; ++p)
-      for (int64_t o = 0; o < outer; ++o)
+      for (int64_t o = 0; o < copy_rows; ++o)
         std::memcpy(dst + (o * groups + p) * inner * esize,
                     at(first[by_pos[p]]) + o * inner * esize, static_cast<size_t>(inner) * esize);
     ctx.outputs[0] = std::move(y);
