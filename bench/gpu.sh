@@ -27,7 +27,7 @@ if [ "$mode" = pack ]; then
     if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
     else cp -L "$path" "$bundle"/lib/$lib; fi
   done
-  cp "$here"/gpu.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$bundle"/bench/
+  cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$bundle"/bench/
   cp "$root"/tests/models/export_zoo.py "$bundle"/tests/models/
   cp "$root"/docs/benchmarks.md "$bundle"/docs/
   du -sh "$bundle"
@@ -36,19 +36,7 @@ fi
 
 bundle=$(cd "$2" && pwd) out=$3
 mkdir -p "$out"
-lib=/tmp/lumen_gpu_lib
-mkdir -p $lib
-cp "$bundle"/lib/*.so* $lib/ 2>/dev/null || true
-[ -f "$bundle"/lib/libdnnl.so.2.xz ] && xz -dc "$bundle"/lib/libdnnl.so.2.xz > $lib/libdnnl.so.2
-# cuDNN and cuBLAS from the toolkit, else from PyTorch's wheels.
-py=$(command -v python3)
-extra=$("$py" - <<'PY' 2>/dev/null || true
-import glob, os, nvidia
-base = os.path.dirname(nvidia.__path__[0] + "/x")
-print(":".join(sorted(set(os.path.dirname(p) for p in glob.glob(base + "/*/lib/lib*.so*")))))
-PY
-)
-export LD_LIBRARY_PATH=$lib:/usr/local/cuda/lib64:${extra}:${LD_LIBRARY_PATH:-}
+source "$here"/gpu_env.sh "$bundle"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
 ldd "$bundle"/bin/lumen | grep "not found" && { echo "missing libraries"; exit 1; } || true
 

@@ -15,13 +15,7 @@ if [ "$mode" = pack ]; then
 fi
 bundle=$(cd "$2" && pwd) out=$3 models=${4:-mlp20,resnet18,mobilenet_v2,squeezenet1_1,bert_tiny,gpt_tiny}
 mkdir -p "$out"
-lib=/tmp/lumen_gpu_lib
-mkdir -p $lib
-cp "$bundle"/lib/*.so* $lib/ 2>/dev/null || true
-[ -f "$bundle"/lib/libdnnl.so.2.xz ] && xz -dc "$bundle"/lib/libdnnl.so.2.xz > $lib/libdnnl.so.2
-py=$(command -v python3)
-extra=$("$py" -c 'import glob, os, nvidia; b = nvidia.__path__[0]; print(":".join(sorted(set(os.path.dirname(p) for p in glob.glob(b + "/*/lib/lib*.so*")))))' 2>/dev/null || true)
-export LD_LIBRARY_PATH=$lib:/usr/local/cuda/lib64:${extra}:${LD_LIBRARY_PATH:-}
+source "$here"/gpu_env.sh "$bundle"
 "$bundle"/bin/lumen --version
 PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/router_bench.py "$bundle"/bin/lumen /tmp/lumen_router_work \
   --models "$models" 2>&1 | tee "$out"/router.log
