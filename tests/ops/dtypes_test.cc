@@ -260,6 +260,25 @@ TYPED_TEST(IntegerOps, CastToAndFromFloatAndInt64) {
                   truncated);
 }
 
+// Float to integer where ONNX leaves the result undefined (a fuzz finding: C++ makes it undefined
+// behaviour): NaN becomes 0, values beyond the target's range saturate, the rest truncate.
+TEST(CastDtypes, FloatOutOfRangeSaturatesAndNanIsZero) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::from_vector<float>(
+      {9}, {std::nanf(""), -1e34f, 1e34f, -inf, inf, 3.7f, -3.7f, 2147483648.f, -2147483904.f});
+  const int32_t lo32 = std::numeric_limits<int32_t>::min(), hi32 = std::numeric_limits<int32_t>::max();
+  const int64_t lo64 = std::numeric_limits<int64_t>::min(), hi64 = std::numeric_limits<int64_t>::max();
+  expect_elems<int32_t>(run_op("Cast", {x}, {{"to", int64_t{6}}})[0], x.shape(),
+                        {0, lo32, hi32, lo32, hi32, 3, -3, hi32, lo32});
+  expect_elems<int64_t>(run_op("Cast", {x}, {{"to", int64_t{7}}})[0], x.shape(),
+                        {0, lo64, hi64, lo64, hi64, 3, -3, 2147483648LL, -2147483904LL});
+  // int8 goes through int32 and wraps: the saturated int32 limits keep their low byte.
+  expect_elems<int8_t>(run_op("Cast", {x}, {{"to", int64_t{3}}})[0], x.shape(),
+                       {0, 0, -1, 0, -1, 3, -3, -1, 0});
+  Tensor d = Tensor::from_vector<double>({3}, {std::nan(""), 1e300, -1e300});
+  expect_elems<int64_t>(run_op("Cast", {d}, {{"to", int64_t{7}}})[0], d.shape(), {0, hi64, lo64});
+}
+
 // ---- floating point ----
 
 TEST(FloatDtypes, Float64ArithmeticMinMaxAndMod) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "backends/cpu/kernel_registry.h"
@@ -57,6 +58,19 @@ inline float to_float_for_half(S x) {
   }
 }
 
+// Float to a signed integer type I, truncating toward zero. ONNX leaves NaN and values beyond
+// I's range undefined (and C++ makes them undefined behaviour): here NaN becomes 0 and the rest
+// saturate at I's limits.
+template <typename I, typename F>
+inline I truncate_saturated(F x) {
+  constexpr F kLow = static_cast<F>(std::numeric_limits<I>::min());   // -2^(bits-1), exact
+  constexpr F kHigh = static_cast<F>(std::numeric_limits<I>::max());  // may round up to 2^(bits-1)
+  if (!(x == x)) return 0;
+  if (x <= kLow) return std::numeric_limits<I>::min();
+  if (x >= kHigh) return std::numeric_limits<I>::max();
+  return static_cast<I>(x);
+}
+
 template <typename D, typename S>
 inline D convert(S x) {
   if constexpr (std::is_same_v<S, F16>) {
@@ -72,14 +86,18 @@ inline D convert(S x) {
   } else if constexpr (std::is_same_v<D, BF16>) {
     return BF16{float_to_bfloat16(to_float_for_half(x))};
   } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && sizeof(D) < 4) {
-    // Truncate toward zero through int32 (vectorisable), then wrap into the narrow type.
-    return static_cast<D>(static_cast<int32_t>(x));
+    // Truncate toward zero through int32, then wrap into the narrow type.
+    return static_cast<D>(truncate_saturated<int32_t>(x));
   } else if constexpr (std::is_floating_point_v<S> && std::is_same_v<D, uint32_t>) {
-    return static_cast<D>(static_cast<int64_t>(x));  // negative values wrap
+    return static_cast<D>(truncate_saturated<int64_t>(x));  // negative values wrap
   } else if constexpr (std::is_floating_point_v<S> && std::is_same_v<D, uint64_t>) {
-    return x < S(0) ? static_cast<D>(static_cast<int64_t>(x)) : static_cast<D>(x);
+    constexpr S kTwo64 = static_cast<S>(18446744073709551616.0);
+    if (!(x >= S(0))) return static_cast<D>(truncate_saturated<int64_t>(x));  // NaN: 0
+    return x >= kTwo64 ? std::numeric_limits<D>::max() : static_cast<D>(x);
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    return truncate_saturated<D>(x);  // int32, int64
   } else {
-    return static_cast<D>(x);  // truncates toward zero for float -> int32/int64
+    return static_cast<D>(x);
   }
 }
 
