@@ -76,6 +76,7 @@ void print_profile(const std::vector<RunProfile>& runs, int top) {
     const RunProfile::Step& s = runs.front().steps[steps[k].second];
     std::printf("    %-40s %-18s %10.3f ms\n", s.node.c_str(), (s.op + "@" + s.backend).c_str(),
                 steps[k].first / 1e3);
+    if (!s.detail.empty()) std::printf("      %s\n", s.detail.c_str());
   }
 }
 
@@ -88,7 +89,9 @@ void write_chrome_trace(const RunProfile& run, const std::string& path) {
     out << ",\n{\"name\": \"" << json_escape(s.node) << "\", \"cat\": \"" << json_escape(s.op)
         << "\", \"ph\": \"X\", \"ts\": " << s.start_us << ", \"dur\": " << s.duration_us
         << ", \"pid\": 1, \"tid\": 1, \"args\": {\"op\": \"" << json_escape(s.op)
-        << "\", \"backend\": \"" << json_escape(s.backend) << "\"}}";
+        << "\", \"backend\": \"" << json_escape(s.backend) << "\"";
+    if (!s.detail.empty()) out << ", \"detail\": \"" << json_escape(s.detail) << "\"";
+    out << "}}";
   }
   out << "\n]}\n";
   if (!out) throw IoError("lumen run: cannot write the trace '" + path + "'");

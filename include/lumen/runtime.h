@@ -60,6 +60,7 @@ struct RunProfile {
     std::string backend;  // "cpu", "cuda"
     double start_us = 0;  // from the start of the run
     double duration_us = 0;
+    std::string detail;  // how the kernel runs it, when it chose at compile time ("" otherwise)
   };
   std::vector<Step> steps;  // in execution order
   double total_us = 0;      // the whole run, input checks and output copies included

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 
 #include "lumen/tensor.h"
 #include "runtime/stream.h"
@@ -29,6 +30,9 @@ class Kernel {
   // False when run() never reads input k: a constant the kernel copied into its own layout at
   // compile time (packed weights). The executable then keeps only the kernel's copy.
   virtual bool reads_input(int /*k*/) const { return true; }
+  // How the kernel runs the node, where it chose among ways at compile time (which library
+  // algorithm, what it measured), for profiles; "" when there was nothing to choose.
+  virtual std::string describe() const { return ""; }
 };
 
 }  // namespace lumen

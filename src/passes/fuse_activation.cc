@@ -33,14 +33,15 @@ bool runs_as_gemm(const Graph& graph, const Node& conv) {
 // A Conv, or a channels-last FusedConv without an activation yet (the channels-last pass makes
 // those; in (N, H, W, C) oneDNN runs 1x1 convolutions as brgemm kernels that apply post-ops as
 // they write, so pointwise ones fuse too).
-// Other backends (cuDNN) apply the activation in the same call for every convolution, so off the
-// CPU (`cpu_only` false) pointwise convolutions fuse too.
+// Other backends (CUDA) apply the activation as the output is written for every convolution, so
+// off the CPU (`cpu_only` false) pointwise convolutions and residual FusedConvs fuse too.
 bool fusion_target(const Graph& graph, const Node& conv, bool cpu_only) {
   if (conv.op == OpKind::kConv) return !cpu_only || !runs_as_gemm(graph, conv);
   if (conv.op != OpKind::kFusedConv) return false;
   auto layout = conv.attrs.find("channels_last");
   auto act = conv.attrs.find("activation");
-  return layout != conv.attrs.end() && layout->second.as_int() == 1 &&
+  const bool channels_last = layout != conv.attrs.end() && layout->second.as_int() == 1;
+  return (channels_last || !cpu_only) &&
          (act == conv.attrs.end() || act->second.as_string().empty());
 }
 

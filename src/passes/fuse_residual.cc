@@ -1,8 +1,11 @@
-// Residual fusion: Add(conv(x), z), with the convolution a channels-last FusedConv that has no
-// activation yet and whose output only this Add reads, becomes that FusedConv with z as its fourth
-// input: oneDNN adds z as the output is written (a sum post-op, in place over z when z dies there)
-// instead of a separate pass over both tensors. The activation the fuse-activation pass may add
-// afterwards applies after the sum, as in ResNet's conv -> add -> relu.
+// Residual fusion: Add(conv(x), z), with the convolution's output read by this Add alone and the
+// convolution without an activation yet, becomes that convolution as a FusedConv with z as its
+// fourth input, added as the output is written instead of in a separate pass over both tensors.
+// On the CPU (`cpu_only`) the convolution must be in channels-last form: oneDNN adds z there as a
+// sum post-op, in place over z when z dies there. Off the CPU any 2-D convolution takes it (the
+// CUDA kernel adds z in its epilogue or in cuDNN's fused call). The activation the
+// fuse-activation pass may add afterwards applies after the sum, as in ResNet's conv -> add ->
+// relu.
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -16,18 +19,22 @@ bool empty_activation(const Node& conv) {
 }
 
 // The convolution whose output `y` is, when it can take a residual input.
-int residual_target(const Graph& graph, int y) {
+int residual_target(const Graph& graph, int y, bool cpu_only) {
   const Value& v = graph.value(y);
   if (v.producer < 0 || v.is_output || v.consumers.size() != 1) return -1;
   const Node& conv = graph.node(v.producer);
-  if (conv.op != OpKind::kFusedConv || conv.inputs.size() > 3 || !empty_activation(conv)) return -1;
   auto layout = conv.attrs.find("channels_last");
-  if (layout == conv.attrs.end() || layout->second.as_int() != 1) return -1;
-  return v.producer;
+  const bool channels_last = layout != conv.attrs.end() && layout->second.as_int() == 1;
+  if (!cpu_only && conv.op == OpKind::kConv && conv.inputs.size() <= 3 &&
+      graph.value(conv.inputs[0]).type.shape.rank() == 4)
+    return v.producer;
+  if (conv.op != OpKind::kFusedConv || conv.inputs.size() > 3 || !empty_activation(conv)) return -1;
+  return channels_last == cpu_only ? v.producer : -1;
 }
 
 class FuseResidualPass : public Pass {
  public:
+  explicit FuseResidualPass(bool cpu_only) : cpu_only_(cpu_only) {}
   const char* name() const override { return "fuse-residual"; }
   bool run(Graph& graph) override {
     bool changed = false;
@@ -37,11 +44,12 @@ class FuseResidualPass : public Pass {
       for (int k = 0; k < 2; ++k) {
         int y = add.inputs[k], z = add.inputs[1 - k];
         if (y < 0 || z < 0 || y == z) continue;
-        int conv_id = residual_target(graph, y);
+        int conv_id = residual_target(graph, y, cpu_only_);
         if (conv_id < 0 || graph.value(z).type != graph.value(y).type) continue;
         int out = add.outputs[0];
         if (!can_replace_uses(graph, out, y)) continue;
         Node& conv = graph.node(conv_id);
+        conv.op = OpKind::kFusedConv;
         conv.inputs.resize(3, -1);  // bias may be omitted
         conv.inputs.push_back(-1);
         set_input(graph, conv_id, 3, z);
@@ -54,12 +62,15 @@ class FuseResidualPass : public Pass {
     }
     return changed;
   }
+
+ private:
+  bool cpu_only_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_residual_pass() {
-  return std::make_unique<FuseResidualPass>();
+std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only) {
+  return std::make_unique<FuseResidualPass>(cpu_only);
 }
 
 }  // namespace lumen

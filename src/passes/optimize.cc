@@ -29,8 +29,8 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
     manager.add(make_fold_transpose_pass());
     manager.add(make_fuse_matmul_pass());
     manager.add(make_channels_last_pass());
-    manager.add(make_fuse_residual_pass());
   }
+  manager.add(make_fuse_residual_pass(cpu_only));
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
   if (cpu_only) {

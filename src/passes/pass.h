@@ -51,9 +51,10 @@ std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only = true);
 // run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
 // so oneDNN reorders no activation per convolution.
 std::unique_ptr<Pass> make_channels_last_pass();
-// Add(conv(x), z) over a channels-last FusedConv without activation becomes that FusedConv with z
-// as a residual input (a oneDNN sum post-op).
-std::unique_ptr<Pass> make_fuse_residual_pass();
+// Add(conv(x), z) over a convolution without activation becomes a FusedConv with z as a residual
+// input. With `cpu_only` only channels-last FusedConvs take it (a oneDNN sum post-op); otherwise
+// any 2-D convolution does (the CUDA kernel's epilogue).
+std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only = true);
 // The decomposed LayerNormalization exporters write for opsets before 17 (ReduceMean, Sub, Pow,
 // ReduceMean, Add eps, Sqrt, Div, [Mul gamma], [Add beta]) becomes one LayerNormalization.
 std::unique_ptr<Pass> make_fuse_layer_norm_pass();

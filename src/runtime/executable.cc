@@ -94,7 +94,7 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
       ctx.stream->synchronize();
       profile->steps.push_back({step.node, step.op, step.backend->name(),
                                 micros_between(run_start, step_start),
-                                micros_between(step_start, Clock::now())});
+                                micros_between(step_start, Clock::now()), step.kernel->describe()});
     }
     for (size_t k = 0; k < step_outputs.size(); ++k) {
       const TensorType& want = step.output_types[k];

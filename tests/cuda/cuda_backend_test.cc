@@ -3,6 +3,9 @@
 // no CUDA device.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
+#include "backends/cuda/launch.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 
@@ -210,6 +213,127 @@ TEST(CudaKernels, Conv) {
                         {"activation_beta", 6.f}},
                        1e-4);
   expect_matches_cpu("FusedConv", {x, constant(w)}, {{"activation", "Relu"}}, 1e-4);
+  // A residual input, added before the activation (ResNet's conv -> Add -> Relu), with and
+  // without bias and activation; and a depthwise convolution with every epilogue part.
+  Tensor z = random_tensor(Shape{1, 16, 15, 13}, 46);
+  for (const char* act : {"Relu", ""}) {
+    expect_matches_cpu("FusedConv", {x, constant(w), constant(b), z},
+                       {{"pads", {1, 1, 1, 1}}, {"activation", act}}, 1e-4);
+    expect_matches_cpu("FusedConv", {x, constant(w), omitted(), z},
+                       {{"pads", {1, 1, 1, 1}}, {"activation", act}}, 1e-4);
+  }
+  // Pointwise convolutions over two images (the GEMM way, where it is the fastest), with bias,
+  // residual and ReLU, and bare.
+  Tensor px = random_tensor(Shape{2, 96, 5, 6}, 49);
+  Tensor pw = random_tensor(Shape{40, 96, 1, 1}, 50);
+  expect_matches_cpu("FusedConv",
+                     {px, constant(pw), constant(random_tensor(Shape{40}, 51)),
+                      random_tensor(Shape{2, 40, 5, 6}, 52)},
+                     {{"activation", "Relu"}}, 1e-4);
+  expect_matches_cpu("Conv", {px, constant(pw)}, {}, 1e-4);
+  Tensor dz = random_tensor(Shape{1, 8, 8, 7}, 47);
+  expect_matches_cpu("FusedConv", {x, constant(dw), constant(random_tensor(Shape{8}, 48)), dz},
+                     {{"group", 8},
+                      {"strides", {2, 2}},
+                      {"pads", {1, 1, 1, 1}},
+                      {"activation", "Clip"},
+                      {"activation_alpha", 0.f},
+                      {"activation_beta", 6.f}},
+                     1e-4);
+}
+
+// A device tensor's float data.
+float* dev(const Tensor& t) {
+  return static_cast<float*>(t.raw_data());
+}
+
+// Depthwise convolution in double: x (N, C, H, W), w (C*m, 1, kh, kw), symmetric padding.
+std::vector<double> depthwise_reference(const Tensor& x, const Tensor& w, const Tensor& b,
+                                        const Tensor& z, int64_t stride, int64_t pad, int64_t dil,
+                                        double lo, double hi) {
+  const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
+  const int64_t oc_n = w.shape()[0], kh = w.shape()[2], kw = w.shape()[3], m = oc_n / c;
+  const int64_t oh_n = (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1;
+  const int64_t ow_n = (wd + 2 * pad - dil * (kw - 1) - 1) / stride + 1;
+  std::vector<double> xv = to_doubles(x), wv = to_doubles(w), bv = to_doubles(b),
+                      zv = to_doubles(z);
+  std::vector<double> y(static_cast<size_t>(n * oc_n * oh_n * ow_n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t oc = 0; oc < oc_n; ++oc)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          double acc = bv[oc];
+          for (int64_t r = 0; r < kh; ++r)
+            for (int64_t q = 0; q < kw; ++q) {
+              int64_t ih = oh * stride - pad + r * dil, iw = ow * stride - pad + q * dil;
+              if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+              acc += xv[((i * c + oc / m) * h + ih) * wd + iw] * wv[(oc * kh + r) * kw + q];
+            }
+          size_t k = static_cast<size_t>(((i * oc_n + oc) * oh_n + oh) * ow_n + ow);
+          y[k] = std::min(std::max(acc + zv[k], lo), hi);
+        }
+  return y;
+}
+
+// The depthwise kernel and the convolution epilogue, launched directly (the conv kernel picks
+// among cuDNN and these by timing, so the graph-level tests may not reach them): every kernel
+// size it specialises (3x3, 5x5) and the general one, strides, dilation, a channel multiplier.
+TEST(CudaKernels, DepthwiseAndEpilogueLaunchers) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    int64_t c, m, h, w, k_h, k_w, stride, pad, dil;
+  };
+  const Case cases[] = {{6, 1, 11, 9, 3, 3, 1, 1, 1},
+                        {6, 2, 11, 9, 3, 3, 2, 1, 2},
+                        {4, 1, 13, 12, 5, 5, 2, 2, 1},
+                        {3, 3, 9, 10, 7, 7, 1, 3, 1},
+                        {5, 1, 8, 6, 2, 2, 1, 0, 1}};
+  uint64_t seed = 60;
+  for (const Case& t : cases) {
+    SCOPED_TRACE(std::to_string(t.k_h) + "x" + std::to_string(t.k_w) + " stride " +
+                 std::to_string(t.stride) + " multiplier " + std::to_string(t.m));
+    Tensor x = random_tensor(Shape{2, t.c, t.h, t.w}, seed++);
+    Tensor w = random_tensor(Shape{t.c * t.m, 1, t.k_h, t.k_w}, seed++);
+    Tensor b = random_tensor(Shape{t.c * t.m}, seed++);
+    const int64_t oh = (t.h + 2 * t.pad - t.dil * (t.k_h - 1) - 1) / t.stride + 1;
+    const int64_t ow = (t.w + 2 * t.pad - t.dil * (t.k_w - 1) - 1) / t.stride + 1;
+    Tensor z = random_tensor(Shape{2, t.c * t.m, oh, ow}, seed++);
+    cuda::DepthwiseDesc d;
+    d.batch = 2;
+    d.in_channels = t.c;
+    d.multiplier = t.m;
+    d.in_h = t.h;
+    d.in_w = t.w;
+    d.out_h = oh;
+    d.out_w = ow;
+    d.k_h = static_cast<int>(t.k_h);
+    d.k_w = static_cast<int>(t.k_w);
+    d.stride_h = d.stride_w = static_cast<int>(t.stride);
+    d.pad_h = d.pad_w = static_cast<int>(t.pad);
+    d.dil_h = d.dil_w = static_cast<int>(t.dil);
+    Tensor xd = x.to(Device::cuda()), wdv = w.to(Device::cuda()), bd = b.to(Device::cuda()),
+           zd = z.to(Device::cuda());
+    Tensor y = Tensor::empty(z.shape(), DType::kFloat32, Device::cuda());
+    cuda::ConvEpilogue e{dev(bd), dev(zd), cuda::UnaryOp::kClip, -0.5f, 0.75f};
+    cuda::launch_depthwise_conv(d, dev(xd), dev(wdv), dev(y), e, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_close(y.to(Device::cpu()), z.shape(),
+                 depthwise_reference(x, w, b, z, t.stride, t.pad, t.dil, -0.5, 0.75), 1e-5, 1e-4);
+  }
+  // The epilogue alone: y = LeakyRelu(y + bias[c] + z) over (3, 5, 7).
+  Tensor y0 = random_tensor(Shape{3, 5, 7}, seed++);
+  Tensor b = random_tensor(Shape{5}, seed++), z = random_tensor(Shape{3, 5, 7}, seed++);
+  Tensor yd = y0.to(Device::cuda()), bd = b.to(Device::cuda()), zd = z.to(Device::cuda());
+  cuda::launch_conv_epilogue(
+      dev(yd), 3, 5, 7, cuda::ConvEpilogue{dev(bd), dev(zd), cuda::UnaryOp::kLeakyRelu, 0.1f, 0.f},
+      nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<double> want = to_doubles(y0), bv = to_doubles(b), zv = to_doubles(z);
+  for (size_t i = 0; i < want.size(); ++i) {
+    double v = want[i] + bv[(i / 7) % 5] + zv[i];
+    want[i] = v > 0 ? v : 0.1 * v;
+  }
+  expect_close(yd.to(Device::cpu()), {3, 5, 7}, want, 1e-6, 1e-5);
 }
 
 TEST(CudaKernels, NormPoolSoftmax) {

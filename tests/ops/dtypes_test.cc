@@ -266,8 +266,10 @@ TEST(CastDtypes, FloatOutOfRangeSaturatesAndNanIsZero) {
   const float inf = std::numeric_limits<float>::infinity();
   Tensor x = Tensor::from_vector<float>(
       {9}, {std::nanf(""), -1e34f, 1e34f, -inf, inf, 3.7f, -3.7f, 2147483648.f, -2147483904.f});
-  const int32_t lo32 = std::numeric_limits<int32_t>::min(), hi32 = std::numeric_limits<int32_t>::max();
-  const int64_t lo64 = std::numeric_limits<int64_t>::min(), hi64 = std::numeric_limits<int64_t>::max();
+  const int32_t lo32 = std::numeric_limits<int32_t>::min(),
+                hi32 = std::numeric_limits<int32_t>::max();
+  const int64_t lo64 = std::numeric_limits<int64_t>::min(),
+                hi64 = std::numeric_limits<int64_t>::max();
   expect_elems<int32_t>(run_op("Cast", {x}, {{"to", int64_t{6}}})[0], x.shape(),
                         {0, lo32, hi32, lo32, hi32, 3, -3, hi32, lo32});
   expect_elems<int64_t>(run_op("Cast", {x}, {{"to", int64_t{7}}})[0], x.shape(),

@@ -171,7 +171,8 @@ class ConvKernel final : public Kernel {
     // In channels-last form the activations stay as they are (oneDNN's brgemm convolutions
     // read and write NHWC directly), so no layout changes run per call.
     memory::desc src_req = pointwise || channels_last ? src_user_ : any_desc(x_dims);
-    memory::desc dst_req = pointwise || channels_last ? dst_user_ : any_desc(y_dims);
+    // The sum post-op reads Z where Y lies, so with a residual Y is written in its own layout.
+    memory::desc dst_req = pointwise || channels_last || residual_ ? dst_user_ : any_desc(y_dims);
     memory::desc bias_md = has_bias_ ? plain_desc({out_channels}) : memory::desc();
     memory::dims strides = to_dims(g.strides), pad_l = to_dims(g.pad_begin),
                  pad_r = to_dims(pad_end), dilates = to_dims(g.dilations);

@@ -1,13 +1,31 @@
-// Conv and FusedConv (2-D, float32) through cuDNN 9's convolution API. The algorithm is measured
-// once at compile time (cudnnFindConvolutionForwardAlgorithm) among FMA-only kernels, so float32
-// stays exact (no TF32). Bias + ReLU run inside cudnnConvolutionBiasActivationForward; other
-// fused activations (Clip, HardSwish, ...) are one element-wise launch over the output.
+// Conv and FusedConv (2-D, float32). FusedConv's bias, residual (fourth input, added before the
+// activation) and activation make an epilogue. At compile time each node measures its ways to run
+// on its own shapes and keeps the fastest:
+//   - cuDNN's convolution (the algorithm found by cudnnFindConvolutionForwardAlgorithm among
+//     FMA-only kernels, so float32 stays exact: no TF32), then the epilogue as one launch of our
+//     own kernel (none when there is nothing to add);
+//   - cudnnConvolutionBiasActivationForward, which applies bias, residual and ReLU (or nothing) in
+//     the same call, with the found algorithm or implicit-precomp GEMM (the only one it takes
+//     without an activation);
+//   - our direct depthwise kernel (group == input channels) with the epilogue fused;
+//   - for pointwise convolutions (1x1, stride 1, no padding, one group), a cuBLASLt GEMM per image
+//     (W[Cout, Cin] x X[Cin, H*W]) and then the epilogue.
+// Each way is timed as a CUDA graph replay, as the Executable runs it, so host launch costs
+// (large for cuDNN's calls) do not count. Measured on an H100, the fused cuDNN call is much slower
+// than conv + epilogue on some shapes (1x1 convolutions at batch 1) and faster on others, and
+// cuDNN's float32 kernels lose to a GEMM on 1x1 convolutions over small images, so no one way is
+// right everywhere.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
 #include <mutex>
 #include <optional>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
+#include "backends/cuda/lt_matmul.h"
 #include "graph/schemas/conv_geometry.h"
 
 namespace lumen::cuda {
@@ -15,9 +33,50 @@ namespace {
 
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
-class CudnnConvKernel final : public Kernel {
+enum class ConvPath { kCudnnThenEpilogue, kCudnnFused, kDepthwise, kPointwiseGemm };
+
+// The time of one `run` in milliseconds on the GPU: a few runs captured as a CUDA graph and
+// replayed (after one eager warm-up run), or timed eagerly where capture fails.
+float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where) {
+  constexpr int kReps = 8;
+  run();
+  check(cudaStreamSynchronize(stream), where);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  if (captured) {
+    for (int r = 0; r < kReps; ++r) run();
+    captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
+               cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  if (!captured) (void)cudaGetLastError();
+  auto once = [&] {
+    if (captured) {
+      check(cudaGraphLaunch(exec, stream), where);
+    } else {
+      for (int r = 0; r < kReps; ++r) run();
+    }
+  };
+  once();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), where);
+  check(cudaEventCreate(&stop), where);
+  check(cudaEventRecord(start, stream), where);
+  once();
+  check(cudaEventRecord(stop, stream), where);
+  check(cudaEventSynchronize(stop), where);
+  float ms = 0.f;
+  check(cudaEventElapsedTime(&ms, start, stop), where);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  return ms / kReps;
+}
+
+class ConvKernel final : public Kernel {
  public:
-  explicit CudnnConvKernel(const NodeContext& ctx) : where_(ctx.where()) {
+  explicit ConvKernel(const NodeContext& ctx) : where_(ctx.where()) {
     CudaBackend& be = require_cuda_backend();
     const Shape& x = ctx.input_shape(0);
     const Shape& w = ctx.input_shape(1);
@@ -28,31 +87,37 @@ class CudnnConvKernel final : public Kernel {
     for (int i = 0; i < 2; ++i)
       if (g.pad_begin[i] != g.pad_end[i]) ctx.fail_unsupported("CUDA: asymmetric padding");
     has_bias_ = ctx.has_input(2);
+    has_residual_ = ctx.num_inputs() > 3 && ctx.has_input(3);
     std::string act = ctx.op() == OpKind::kFusedConv ? ctx.attr_string("activation", "") : "";
-    relu_ = act == "Relu";
-    if (!act.empty() && !relu_) {
-      float a = ctx.attr_float("activation_alpha", 0.f), b = ctx.attr_float("activation_beta", 0.f);
-      if (act == "LeakyRelu")
-        post_ = {UnaryOp::kLeakyRelu, a, 0.f};
-      else if (act == "Clip")
-        post_ = {UnaryOp::kClip, a, b};
-      else if (act == "Sigmoid")
-        post_ = {UnaryOp::kSigmoid, 0.f, 0.f};
-      else if (act == "Tanh")
-        post_ = {UnaryOp::kTanh, 0.f, 0.f};
-      else if (act == "HardSwish")
-        post_ = {UnaryOp::kHardSwish, 0.f, 0.f};
-      else
-        ctx.fail_unsupported("CUDA: activation '" + act + "'");
-    }
-    out_numel_ = y.numel();
+    float a = ctx.attr_float("activation_alpha", 0.f), b = ctx.attr_float("activation_beta", 0.f);
+    if (act.empty())
+      act_ = {UnaryOp::kIdentity, 0.f, 0.f};
+    else if (act == "Relu")
+      act_ = {UnaryOp::kRelu, 0.f, 0.f};
+    else if (act == "LeakyRelu")
+      act_ = {UnaryOp::kLeakyRelu, a, 0.f};
+    else if (act == "Clip")
+      act_ = {UnaryOp::kClip, a, b};
+    else if (act == "Sigmoid")
+      act_ = {UnaryOp::kSigmoid, 0.f, 0.f};
+    else if (act == "Tanh")
+      act_ = {UnaryOp::kTanh, 0.f, 0.f};
+    else if (act == "HardSwish")
+      act_ = {UnaryOp::kHardSwish, 0.f, 0.f};
+    else
+      ctx.fail_unsupported("CUDA: activation '" + act + "'");
+    channels_ = y[1];
+    spatial_ = y[2] * y[3];
+    batch_ = y[0];
+    const int64_t group = ctx.attr_int("group", 1);
+
     auto d = [](int64_t v) { return static_cast<int>(v); };
     check(cudnnCreateTensorDescriptor(&x_), where_);
     check(cudnnCreateTensorDescriptor(&y_), where_);
     check(cudnnCreateTensorDescriptor(&b_), where_);
     check(cudnnCreateFilterDescriptor(&w_), where_);
     check(cudnnCreateConvolutionDescriptor(&conv_), where_);
-    check(cudnnCreateActivationDescriptor(&act_), where_);
+    check(cudnnCreateActivationDescriptor(&relu_desc_), where_);
     check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d(x[0]), d(x[1]),
                                      d(x[2]), d(x[3])),
           where_);
@@ -68,10 +133,11 @@ class CudnnConvKernel final : public Kernel {
               conv_, d(g.pad_begin[0]), d(g.pad_begin[1]), d(g.strides[0]), d(g.strides[1]),
               d(g.dilations[0]), d(g.dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           where_);
-    check(cudnnSetConvolutionGroupCount(conv_, d(ctx.attr_int("group", 1))), where_);
+    check(cudnnSetConvolutionGroupCount(conv_, d(group)), where_);
     check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), where_);
-    check(cudnnSetActivationDescriptor(act_,
-                                       relu_ ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+    const bool relu = act_.op == UnaryOp::kRelu;
+    check(cudnnSetActivationDescriptor(relu_desc_,
+                                       relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                        CUDNN_NOT_PROPAGATE_NAN, 0.0),
           where_);
 
@@ -80,9 +146,7 @@ class CudnnConvKernel final : public Kernel {
     check(cudnnFindConvolutionForwardAlgorithm(be.cudnn(), x_, w_, conv_, y_,
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
           where_ + ": find algorithm");
-    // The fastest usable algorithm, and the fastest implicit-precomp-GEMM one:
-    // cudnnConvolutionBiasActivationForward runs an identity activation only with the latter, so
-    // a bias with no ReLU is fused only when that costs less than one more launch (cudnnAddTensor).
+    // The fastest usable algorithm, and the fastest implicit-precomp-GEMM one.
     const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
     const cudnnConvolutionFwdAlgoPerf_t* precomp = nullptr;
     for (int i = 0; i < found; ++i) {
@@ -92,92 +156,236 @@ class CudnnConvKernel final : public Kernel {
       if (precomp == nullptr && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
         precomp = &perf[i];
     }
-    constexpr float kLaunchMs = 0.003f;
-    bool chosen = best != nullptr;
-    if (chosen) {
-      const cudnnConvolutionFwdAlgoPerf_t* use = best;
-      if (has_bias_ && !relu_) {
-        if (precomp != nullptr && precomp->time <= best->time + kLaunchMs)
-          use = precomp;
-        else
-          separate_bias_ = true;
-      }
-      algo_ = use->algo;
-      workspace_ = use->memory;
+    const bool depthwise = group == x[1] && group > 1 && w[1] == 1 && y[1] % x[1] == 0;
+    if (depthwise) {
+      dw_.batch = x[0];
+      dw_.in_channels = x[1];
+      dw_.multiplier = y[1] / x[1];
+      dw_.in_h = x[2];
+      dw_.in_w = x[3];
+      dw_.out_h = y[2];
+      dw_.out_w = y[3];
+      dw_.k_h = d(w[2]);
+      dw_.k_w = d(w[3]);
+      dw_.stride_h = d(g.strides[0]);
+      dw_.stride_w = d(g.strides[1]);
+      dw_.pad_h = d(g.pad_begin[0]);
+      dw_.pad_w = d(g.pad_begin[1]);
+      dw_.dil_h = d(g.dilations[0]);
+      dw_.dil_w = d(g.dilations[1]);
     }
-    if (!chosen) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
-    be.workspace().reserve(workspace_);
+
+    // The candidates, each timed on scratch tensors of the node's shapes.
+    struct Candidate {
+      ConvPath path;
+      cudnnConvolutionFwdAlgo_t algo;
+      size_t workspace;
+    };
+    std::vector<Candidate> candidates;
+    if (best != nullptr) {
+      candidates.push_back({ConvPath::kCudnnThenEpilogue, best->algo, best->memory});
+      // The fused call applies bias, residual and ReLU only; without ReLU it takes implicit
+      // precomp GEMM alone.
+      const bool fusable = act_.op == UnaryOp::kIdentity || relu;
+      if (fusable && (has_bias_ || has_residual_ || relu)) {
+        if (relu) candidates.push_back({ConvPath::kCudnnFused, best->algo, best->memory});
+        if (precomp != nullptr && (precomp != best || !relu))
+          candidates.push_back({ConvPath::kCudnnFused, precomp->algo, precomp->memory});
+      }
+    }
+    if (depthwise) candidates.push_back({ConvPath::kDepthwise, algo_, 0});
+    const bool pointwise = group == 1 && w[2] == 1 && w[3] == 1 && g.strides[0] == 1 &&
+                           g.strides[1] == 1 && g.pad_begin[0] == 0 && g.pad_begin[1] == 0;
+    if (pointwise) {
+      GemmShape gs;  // per image: Y[Cout, HW] = W[Cout, Cin] X[Cin, HW]
+      gs.m = y[1];
+      gs.k = x[1];
+      gs.n = spatial_;
+      gs.batch = batch_;
+      gs.stride_x = 0;
+      gs.stride_w = x[1] * spatial_;
+      gs.stride_y = y[1] * spatial_;
+      try {
+        gemm_ = std::make_unique<LtMatmul>(ctx, gs, false);
+        candidates.push_back({ConvPath::kPointwiseGemm, algo_, 0});
+      } catch (const UnsupportedOp&) {
+        gemm_.reset();
+      }
+    }
+    if (candidates.empty()) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
+    size_t most = 0;
+    for (const Candidate& c : candidates) most = std::max(most, c.workspace);
+    be.workspace().reserve(most);
+
+    const Device dev = Device::cuda();
+    Tensor sx = Tensor::zeros(x, DType::kFloat32, dev), sw = Tensor::zeros(w, DType::kFloat32, dev);
+    Tensor sy = Tensor::zeros(y, DType::kFloat32, dev);
+    Tensor sb = has_bias_ ? Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev) : Tensor();
+    Tensor sz = has_residual_ ? Tensor::zeros(y, DType::kFloat32, dev) : Tensor();
+    if (!has_bias_ && candidates.size() > 1)
+      zero_bias_ = Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev);
+    // Timed on a stream of its own, so a capture there cannot catch other work.
+    check(cudaStreamSynchronize(be.stream().handle()), where_);  // the scratch zeros
+    struct OwnStream {
+      cudaStream_t handle = nullptr;
+      ~OwnStream() {
+        if (handle) cudaStreamDestroy(handle);
+      }
+    } own;
+    check(cudaStreamCreateWithFlags(&own.handle, cudaStreamNonBlocking), where_);
+    cudaStream_t stream = own.handle;
+    check(cudnnSetStream(be.cudnn(), stream), where_);
+    float best_ms = 0.f;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      path_ = candidates[k].path;
+      algo_ = candidates[k].algo;
+      workspace_ = candidates[k].workspace;
+      if (candidates.size() == 1) break;
+      float ms = time_on_stream(
+          stream,
+          [&] {
+            launch(be, stream, sx.raw_data(), sw.raw_data(), has_bias_ ? sb.raw_data() : nullptr,
+                   has_residual_ ? sz.raw_data() : nullptr, sy.raw_data());
+          },
+          where_.c_str());
+      measured_.push_back({candidates[k].path, candidates[k].algo, ms});
+      if (k == 0 || ms < best_ms) {
+        best_ms = ms;
+        chosen_ = k;
+      }
+    }
+    path_ = candidates[chosen_].path;
+    algo_ = candidates[chosen_].algo;
+    workspace_ = candidates[chosen_].workspace;
+    check(cudaStreamSynchronize(stream), where_);
+    check(cudnnSetStream(be.cudnn(), be.stream().handle()), where_);
+    if (path_ != ConvPath::kPointwiseGemm) gemm_.reset();
   }
 
-  ~CudnnConvKernel() override {
+  ~ConvKernel() override {
     if (x_) cudnnDestroyTensorDescriptor(x_);
     if (y_) cudnnDestroyTensorDescriptor(y_);
     if (b_) cudnnDestroyTensorDescriptor(b_);
     if (w_) cudnnDestroyFilterDescriptor(w_);
     if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
-    if (act_) cudnnDestroyActivationDescriptor(act_);
+    if (relu_desc_) cudnnDestroyActivationDescriptor(relu_desc_);
+  }
+
+  // The way chosen, then every way measured (graph-replay time per run).
+  std::string describe() const override {
+    std::string out = path_name(path_, algo_);
+    if (measured_.size() > 1) {
+      out += "; measured:";
+      for (const Measured& m : measured_) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, " %.4f ms", m.ms);
+        out += " " + path_name(m.path, m.algo) + ms + ",";
+      }
+      out.pop_back();
+    }
+    return out;
   }
 
   void run(KernelContext& ctx) const override {
-    if (out_numel_ == 0) return;
+    if (batch_ * channels_ * spatial_ == 0) return;
     CudaBackend& be = require_cuda_backend();
     cudaStream_t stream = stream_of(ctx);
-    check(cudnnSetStream(be.cudnn(), stream), where_);
-    const float one = 1.f, zero = 0.f;
-    void* y = ctx.outputs[0].raw_data();
-    if (separate_bias_) {
-      check(cudnnConvolutionForward(be.cudnn(), &one, x_, ctx.inputs[0].raw_data(), w_,
-                                    ctx.inputs[1].raw_data(), conv_, algo_, be.workspace().ptr(),
-                                    workspace_, &zero, y_, y),
-            where_);
-      check(cudnnAddTensor(be.cudnn(), &one, b_, ctx.inputs[2].raw_data(), &one, y_, y), where_);
-    } else if (has_bias_ || relu_) {
-      // With no bias, a ReLU still fuses: the bias is a zero-length add (z = y, alpha2 = 0).
-      const void* bias = has_bias_ ? ctx.inputs[2].raw_data() : zero_bias(ctx);
-      check(cudnnConvolutionBiasActivationForward(
-                be.cudnn(), &one, x_, ctx.inputs[0].raw_data(), w_, ctx.inputs[1].raw_data(), conv_,
-                algo_, be.workspace().ptr(), workspace_, &zero, y_, y, b_, bias, act_, y_, y),
-            where_);
-    } else {
-      check(cudnnConvolutionForward(be.cudnn(), &one, x_, ctx.inputs[0].raw_data(), w_,
-                                    ctx.inputs[1].raw_data(), conv_, algo_, be.workspace().ptr(),
-                                    workspace_, &zero, y_, y),
-            where_);
-    }
-    if (post_.has_value()) {
-      launch_unary(post_->op, post_->alpha, post_->beta, static_cast<float*>(y),
-                   static_cast<float*>(y), out_numel_, stream);
-      check_launch(where_);
-    }
+    if (path_ == ConvPath::kCudnnFused || path_ == ConvPath::kCudnnThenEpilogue)
+      check(cudnnSetStream(be.cudnn(), stream), where_);
+    launch(be, stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
+           has_bias_ ? ctx.inputs[2].raw_data() : nullptr,
+           has_residual_ ? ctx.inputs[3].raw_data() : nullptr, ctx.outputs[0].raw_data());
   }
 
  private:
-  struct Post {
+  void launch(CudaBackend& be, cudaStream_t stream, const void* x, const void* w, const void* bias,
+              const void* residual, void* y) const {
+    const float one = 1.f, zero = 0.f;
+    ConvEpilogue e{static_cast<const float*>(bias), static_cast<const float*>(residual), act_.op,
+                   act_.alpha, act_.beta};
+    switch (path_) {
+      case ConvPath::kDepthwise:
+        launch_depthwise_conv(dw_, static_cast<const float*>(x), static_cast<const float*>(w),
+                              static_cast<float*>(y), e, stream);
+        check_launch(where_);
+        return;
+      case ConvPath::kCudnnFused: {
+        // y = act(conv(x) + alpha2 * z + bias); with no residual, z is y and alpha2 is 0.
+        const float alpha2 = residual != nullptr ? 1.f : 0.f;
+        const void* z = residual != nullptr ? residual : y;
+        check(cudnnConvolutionBiasActivationForward(
+                  be.cudnn(), &one, x_, x, w_, w, conv_, algo_, be.workspace().ptr(), workspace_,
+                  &alpha2, y_, z, b_, bias != nullptr ? bias : zero_bias_.raw_data(), relu_desc_,
+                  y_, y),
+              where_);
+        return;
+      }
+      case ConvPath::kPointwiseGemm:
+        gemm_->run(stream, w, x, nullptr, nullptr, y, 1.f, 0.f);
+        if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
+          launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
+          check_launch(where_);
+        }
+        return;
+      case ConvPath::kCudnnThenEpilogue:
+        check(cudnnConvolutionForward(be.cudnn(), &one, x_, x, w_, w, conv_, algo_,
+                                      be.workspace().ptr(), workspace_, &zero, y_, y),
+              where_);
+        if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
+          launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
+          check_launch(where_);
+        }
+        return;
+    }
+  }
+
+  static std::string path_name(ConvPath path, cudnnConvolutionFwdAlgo_t algo) {
+    static const char* const kAlgos[] = {
+        "implicit-gemm", "implicit-precomp-gemm", "gemm", "direct", "fft", "fft-tiling",
+        "winograd",      "winograd-nonfused"};
+    const int a = static_cast<int>(algo);
+    const std::string cudnn =
+        std::string("cudnn ") + (a >= 0 && a < 8 ? kAlgos[a] : std::to_string(a).c_str());
+    switch (path) {
+      case ConvPath::kCudnnThenEpilogue:
+        return cudnn + " + epilogue";
+      case ConvPath::kCudnnFused:
+        return cudnn + " fused bias/residual/relu";
+      case ConvPath::kDepthwise:
+        return "depthwise kernel";
+      case ConvPath::kPointwiseGemm:
+        return "cublasLt gemm + epilogue";
+    }
+    return "";
+  }
+
+  struct Measured {
+    ConvPath path;
+    cudnnConvolutionFwdAlgo_t algo;
+    float ms;
+  };
+
+  struct Activation {
     UnaryOp op;
     float alpha, beta;
   };
 
-  const void* zero_bias(const KernelContext& ctx) const {
-    std::call_once(zero_once_, [&] {
-      int64_t channels = ctx.outputs[0].shape()[1];
-      zero_bias_ = Tensor::zeros(Shape{channels}, DType::kFloat32, Device::cuda());
-    });
-    return zero_bias_.raw_data();
-  }
-
   std::string where_;
-  bool has_bias_ = false, relu_ = false;
-  bool separate_bias_ = false;  // bias added by cudnnAddTensor after the convolution
-  std::optional<Post> post_;
-  int64_t out_numel_ = 0;
+  bool has_bias_ = false, has_residual_ = false;
+  Activation act_{UnaryOp::kIdentity, 0.f, 0.f};
+  int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
+  ConvPath path_ = ConvPath::kCudnnThenEpilogue;
+  size_t chosen_ = 0;
+  DepthwiseDesc dw_;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-  cudnnActivationDescriptor_t act_ = nullptr;
+  cudnnActivationDescriptor_t relu_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
-  mutable std::once_flag zero_once_;
-  mutable Tensor zero_bias_;
+  Tensor zero_bias_;  // for the fused cuDNN call when the node has no bias
+  std::vector<Measured> measured_;
+  std::unique_ptr<LtMatmul> gemm_;  // pointwise convolutions: the GEMM candidate
 };
 
 std::string check_conv(const NodeContext& ctx) {
@@ -185,7 +393,6 @@ std::string check_conv(const NodeContext& ctx) {
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D convolution only";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
-  if (ctx.num_inputs() > 3 && ctx.has_input(3)) return "no residual input";
   if (ctx.op() == OpKind::kFusedConv && ctx.attr_string("activation", "") == "Swish")
     return "no Swish activation";
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
@@ -193,7 +400,7 @@ std::string check_conv(const NodeContext& ctx) {
 }
 
 std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
-  return std::make_unique<CudnnConvKernel>(ctx);
+  return std::make_unique<ConvKernel>(ctx);
 }
 
 }  // namespace

@@ -1,116 +1,34 @@
-// MatMul and Gemm through cuBLASLt, float32 with float32 accumulation (CUBLAS_COMPUTE_32F: no
-// TF32). The algorithm is chosen once at compile time by cuBLASLt's heuristic; a Gemm bias that
-// is one row is added in the GEMM's epilogue.
-//
-// Lumen's tensors are row-major and cuBLASLt's matrices column-major, so Y[M,N] = X[M,K] W[K,N] is
-// computed as Y^T = W^T X^T: cuBLASLt's A is our W and its B is our X, read with no copy.
+// MatMul and Gemm through cuBLASLt (LtMatmul), float32 with float32 accumulation (no TF32). The
+// algorithm is chosen once at compile time by cuBLASLt's heuristic; a Gemm bias that is one row is
+// added in the GEMM's epilogue.
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/lt_matmul.h"
 
 namespace lumen::cuda {
 namespace {
-
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-struct GemmShape {
-  int64_t m = 0, n = 0, k = 0;
-  bool trans_x = false, trans_w = false;
-  int64_t batch = 1;
-  int64_t stride_x = 0, stride_w = 0, stride_y = 0;  // elements between batches (0: broadcast)
-};
 
 class LtGemmKernel final : public Kernel {
  public:
   // bias: a vector of n added by the epilogue; c_beta: Y = alpha*XW + beta*C with C [M, N].
   LtGemmKernel(const NodeContext& ctx, const GemmShape& s, float alpha, bool bias, float c_beta)
-      : where_(ctx.where()), s_(s), alpha_(alpha), beta_(c_beta), bias_(bias) {
-    CudaBackend& be = require_cuda_backend();
-    if (s.m == 0 || s.n == 0) return;
-    check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), where_);
-    cublasOperation_t ta = s.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t tb = s.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N;
-    check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
-          where_);
-    check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
-          where_);
-    if (bias_) {
-      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
-            where_);
-    }
-    // Column-major views: W as (n x k) op'd, X as (k x m) op'd, Y as (n x m).
-    layout(&a_, s.trans_w ? s.k : s.n, s.trans_w ? s.n : s.k, s.stride_w);
-    layout(&b_, s.trans_x ? s.m : s.k, s.trans_x ? s.k : s.m, s.stride_x);
-    layout(&d_, s.n, s.m, s.stride_y);
-    cublasLtMatmulPreference_t pref = nullptr;
-    check(cublasLtMatmulPreferenceCreate(&pref), where_);
-    size_t ws = kWorkspaceBytes;
-    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                               sizeof(ws)),
-          where_);
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(be.cublas(), op_, a_, b_, d_, d_, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    check(st, where_ + ": algorithm heuristic");
-    if (found == 0) ctx.fail_unsupported("cuBLASLt has no algorithm for this product");
-    algo_ = result.algo;
-    workspace_ = result.workspaceSize;
-    be.workspace().reserve(workspace_);
-  }
-
-  ~LtGemmKernel() override {
-    for (auto* l : {a_, b_, d_})
-      if (l) cublasLtMatrixLayoutDestroy(l);
-    if (op_) cublasLtMatmulDescDestroy(op_);
-  }
+      : matmul_(ctx, s, bias), alpha_(alpha), beta_(c_beta), bias_(bias) {}
 
   void run(KernelContext& ctx) const override {
-    if (s_.m == 0 || s_.n == 0) return;
-    CudaBackend& be = require_cuda_backend();
-    Tensor& y = ctx.outputs[0];
-    const void* c = y.raw_data();
-    if (bias_) {
-      const void* bias = ctx.inputs[2].raw_data();
-      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                           sizeof(bias)),
-            where_);
-    } else if (beta_ != 0.f) {
+    const void* c = nullptr;
+    const void* bias = nullptr;
+    if (bias_)
+      bias = ctx.inputs[2].raw_data();
+    else if (beta_ != 0.f)
       c = ctx.inputs[2].raw_data();
-    }
-    if (s_.k == 0) {
-      check(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), stream_of(ctx)), where_);
-      return;
-    }
-    check(cublasLtMatmul(be.cublas(), op_, &alpha_, ctx.inputs[1].raw_data(), a_,
-                         ctx.inputs[0].raw_data(), b_, &beta_, c, d_, y.raw_data(), d_, &algo_,
-                         be.workspace().ptr(), workspace_, stream_of(ctx)),
-          where_);
+    matmul_.run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), c, bias,
+                ctx.outputs[0].raw_data(), alpha_, beta_);
   }
 
  private:
-  void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride) {
-    check(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, rows), where_);
-    if (s_.batch > 1) {
-      int32_t count = static_cast<int32_t>(s_.batch);
-      check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                             sizeof(count)),
-            where_);
-      check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                             &stride, sizeof(stride)),
-            where_);
-    }
-  }
-
-  std::string where_;
-  GemmShape s_;
+  LtMatmul matmul_;
   float alpha_, beta_;
   bool bias_;
-  cublasLtMatmulDesc_t op_ = nullptr;  // the bias pointer is set per run (one stream, in order)
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
-  size_t workspace_ = 0;
 };
 
 std::string check_gemm(const NodeContext& ctx) {

@@ -120,6 +120,50 @@ __global__ void channel_affine_kernel(const float* x, const float* scale, const 
   }
 }
 
+__global__ void conv_epilogue_kernel(float* y, int64_t n, int64_t channels, int64_t inner,
+                                     ConvEpilogue e) {
+  GRID_LOOP(i, n) {
+    float v = y[i];
+    if (e.bias != nullptr) v += e.bias[(i / inner) % channels];
+    if (e.residual != nullptr) v += e.residual[i];
+    y[i] = apply_unary(e.op, v, e.alpha, e.beta);
+  }
+}
+
+// One thread per output element; KH/KW fixed at compile time for the common 3x3 and 5x5 (0: read
+// from the descriptor).
+template <int KH, int KW>
+__global__ void depthwise_conv_kernel(DepthwiseDesc d, const float* __restrict__ x,
+                                      const float* __restrict__ w, float* __restrict__ y,
+                                      int64_t n, ConvEpilogue e) {
+  const int kh_n = KH > 0 ? KH : d.k_h;
+  const int kw_n = KW > 0 ? KW : d.k_w;
+  const int64_t out_c = d.in_channels * d.multiplier;
+  GRID_LOOP(i, n) {
+    const int64_t ow = i % d.out_w;
+    const int64_t oh = (i / d.out_w) % d.out_h;
+    const int64_t oc = (i / (d.out_w * d.out_h)) % out_c;
+    const int64_t b = i / (d.out_w * d.out_h * out_c);
+    const float* xp = x + (b * d.in_channels + oc / d.multiplier) * d.in_h * d.in_w;
+    const float* wp = w + oc * kh_n * kw_n;
+    const int64_t ih0 = oh * d.stride_h - d.pad_h, iw0 = ow * d.stride_w - d.pad_w;
+    float acc = e.bias != nullptr ? e.bias[oc] : 0.f;
+#pragma unroll
+    for (int kh = 0; kh < kh_n; ++kh) {
+      const int64_t ih = ih0 + kh * d.dil_h;
+      if (ih < 0 || ih >= d.in_h) continue;
+#pragma unroll
+      for (int kw = 0; kw < kw_n; ++kw) {
+        const int64_t iw = iw0 + kw * d.dil_w;
+        if (iw < 0 || iw >= d.in_w) continue;
+        acc += xp[ih * d.in_w + iw] * wp[kh * kw_n + kw];
+      }
+    }
+    if (e.residual != nullptr) acc += e.residual[i];
+    y[i] = apply_unary(e.op, acc, e.alpha, e.beta);
+  }
+}
+
 __global__ void pool2d_kernel(Pool2dDesc d, const float* x, float* y, int64_t n) {
   GRID_LOOP(i, n) {
     int64_t ow = i % d.out_w;
@@ -299,6 +343,28 @@ void launch_channel_affine(const float* x, const float* scale, const float* shif
   if (n == 0) return;
   channel_affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, scale, shift, y, n, channels,
                                                                 inner);
+}
+
+void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inner,
+                          const ConvEpilogue& epilogue, cudaStream_t stream) {
+  int64_t n = outer * channels * inner;
+  if (n == 0) return;
+  conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, n, channels, inner, epilogue);
+}
+
+void launch_depthwise_conv(const DepthwiseDesc& desc, const float* x, const float* w, float* y,
+                           const ConvEpilogue& epilogue, cudaStream_t stream) {
+  int64_t n = desc.batch * desc.in_channels * desc.multiplier * desc.out_h * desc.out_w;
+  if (n == 0) return;
+  if (desc.k_h == 3 && desc.k_w == 3)
+    depthwise_conv_kernel<3, 3>
+        <<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
+  else if (desc.k_h == 5 && desc.k_w == 5)
+    depthwise_conv_kernel<5, 5>
+        <<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
+  else
+    depthwise_conv_kernel<0, 0>
+        <<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
 }
 
 void launch_pool2d(const Pool2dDesc& desc, const float* x, float* y, cudaStream_t stream) {

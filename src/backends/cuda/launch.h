@@ -56,6 +56,29 @@ void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_
 void launch_channel_affine(const float* x, const float* scale, const float* shift, float* y,
                            int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream);
 
+// What a convolution's output gets as it is finished: y = op(y + bias[c] + residual), each part
+// optional (nullptr: none; kIdentity: no activation).
+struct ConvEpilogue {
+  const float* bias = nullptr;      // [channels]
+  const float* residual = nullptr;  // shaped like y
+  UnaryOp op = UnaryOp::kIdentity;
+  float alpha = 0.f, beta = 0.f;
+};
+
+// The epilogue over y in place, y being (outer, channels, inner).
+void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inner,
+                          const ConvEpilogue& epilogue, cudaStream_t stream);
+
+// A 2-D depthwise convolution (group == input channels; `multiplier` output channels per input
+// channel), NCHW, with its epilogue applied as each output is written.
+struct DepthwiseDesc {
+  int64_t batch = 0, in_channels = 0, multiplier = 1;
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int k_h = 0, k_w = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+};
+void launch_depthwise_conv(const DepthwiseDesc& desc, const float* x, const float* w, float* y,
+                           const ConvEpilogue& epilogue, cudaStream_t stream);
+
 struct Pool2dDesc {
   int64_t planes = 0;  // N * C
   int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;

@@ -1,0 +1,88 @@
+// LtMatmul: Lumen's tensors are row-major and cuBLASLt's matrices column-major, so
+// Y[M,N] = X[M,K] W[K,N] is computed as Y^T = W^T X^T: cuBLASLt's A is our W and its B is our X,
+// read with no copy.
+#include "backends/cuda/lt_matmul.h"
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+
+namespace lumen::cuda {
+
+namespace {
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+}  // namespace
+
+LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
+    : where_(ctx.where()), s_(s), bias_(bias) {
+  CudaBackend& be = require_cuda_backend();
+  if (s.m == 0 || s.n == 0) return;
+  check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), where_);
+  cublasOperation_t ta = s.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = s.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), where_);
+  check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), where_);
+  if (bias_) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+          where_);
+  }
+  // Column-major views: W as (n x k) op'd, X as (k x m) op'd, Y as (n x m).
+  layout(&a_, s.trans_w ? s.k : s.n, s.trans_w ? s.n : s.k, s.stride_w);
+  layout(&b_, s.trans_x ? s.m : s.k, s.trans_x ? s.k : s.m, s.stride_x);
+  layout(&d_, s.n, s.m, s.stride_y);
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), where_);
+  size_t ws = kWorkspaceBytes;
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                             sizeof(ws)),
+        where_);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(be.cublas(), op_, a_, b_, d_, d_, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  check(st, where_ + ": algorithm heuristic");
+  if (found == 0) ctx.fail_unsupported("cuBLASLt has no algorithm for this product");
+  algo_ = result.algo;
+  workspace_ = result.workspaceSize;
+  be.workspace().reserve(workspace_);
+}
+
+LtMatmul::~LtMatmul() {
+  for (auto* l : {a_, b_, d_})
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  if (op_) cublasLtMatmulDescDestroy(op_);
+}
+
+void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* c,
+                   const void* bias, void* y, float alpha, float beta) const {
+  if (s_.m == 0 || s_.n == 0) return;
+  if (s_.k == 0) {
+    const size_t bytes = static_cast<size_t>(s_.m * s_.n * s_.batch) * sizeof(float);
+    check(cudaMemsetAsync(y, 0, bytes, stream), where_);
+    return;
+  }
+  CudaBackend& be = require_cuda_backend();
+  if (bias_)
+    check(
+        cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        where_);
+  check(cublasLtMatmul(be.cublas(), op_, &alpha, w, a_, x, b_, &beta, c != nullptr ? c : y, d_, y,
+                       d_, &algo_, be.workspace().ptr(), workspace_, stream),
+        where_);
+}
+
+void LtMatmul::layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride) {
+  check(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, rows), where_);
+  if (s_.batch > 1) {
+    int32_t count = static_cast<int32_t>(s_.batch);
+    check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                           sizeof(count)),
+          where_);
+    check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                           sizeof(stride)),
+          where_);
+  }
+}
+
+}  // namespace lumen::cuda

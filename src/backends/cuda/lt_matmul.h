@@ -1,0 +1,50 @@
+// A cuBLASLt product planned once: Y[M,N] = alpha * X[M,K] W[K,N] + beta * C (or + a bias row of
+// N), row-major, optionally over strided batches; float32 with float32 accumulation
+// (CUBLAS_COMPUTE_32F: no TF32). Used by Gemm/MatMul and by pointwise convolutions.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "graph/node_context.h"
+
+namespace lumen::cuda {
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_x = false, trans_w = false;
+  int64_t batch = 1;
+  int64_t stride_x = 0, stride_w = 0, stride_y = 0;  // elements between batches (0: broadcast)
+};
+
+class LtMatmul {
+ public:
+  // Picks the algorithm by cuBLASLt's heuristic and reserves its workspace; throws UnsupportedOp
+  // (naming ctx's node) when cuBLASLt has none. `bias`: a row of N added in the epilogue.
+  LtMatmul(const NodeContext& ctx, const GemmShape& shape, bool bias);
+  ~LtMatmul();
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+
+  // Enqueues Y = alpha * X W + beta * C on `stream` (C may be Y itself or nullptr when beta is 0;
+  // bias only when planned with one). K == 0 writes zeros.
+  void run(cudaStream_t stream, const void* x, const void* w, const void* c, const void* bias,
+           void* y, float alpha, float beta) const;
+
+  const GemmShape& shape() const { return s_; }
+
+ private:
+  void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride);
+
+  std::string where_;
+  GemmShape s_;
+  bool bias_;
+  cublasLtMatmulDesc_t op_ = nullptr;  // the bias pointer is set per run (one stream, in order)
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  size_t workspace_ = 0;
+};
+
+}  // namespace lumen::cuda
