@@ -2,11 +2,14 @@
 """GPU benchmark, run by bench/gpu.sh on a machine with an NVIDIA GPU, PyTorch (CUDA) and onnx:
 exports the zoo models (tests/models/export_zoo.py's definitions and weights), runs each through
 `lumen run --device cuda,cpu` (CUDA-graph replay after the first run), checks its output against
-PyTorch's, and times Lumen next to PyTorch eager and PyTorch CUDA-graph replay at float32 with
-TF32 off. Every timed run goes host -> device -> host: the input is copied in and the output
-copied out, for all three.
+PyTorch's, and times Lumen next to PyTorch eager, PyTorch CUDA-graph replay and torch.compile
+(inductor, default mode) at float32 with TF32 off, interleaved model by model in one run. Every
+timed run goes host -> device -> host: the input is copied in and the output copied out, for all.
+Each model runs at the zoo's batch; the --large models run again at batch 32 (a random input,
+checked against PyTorch on the CPU).
 
-    python3 bench/gpu_bench.py LUMEN_BIN WORK_DIR [--models mlp20,resnet50,mobilenet_v2]
+    python3 bench/gpu_bench.py LUMEN_BIN WORK_DIR [--models mlp20,resnet50,...] [--large resnet50]
+        [--no-compile]
 
 Prints a table and writes it as the `gpu` section of docs/benchmarks.md (bench/bench_doc.py) and
 to WORK_DIR/gpu_section.md.
@@ -34,8 +37,10 @@ REPEAT = 200
 def export_models(names, outdir):
     import export_zoo
     # torch >= 2.9 exports through dynamo by default; the zoo is defined for the TorchScript
-    # exporter (opset 13, as on the CPU build machines).
+    # exporter. Opset 14, not the CPU machines' 13: newer PyTorch writes attention as
+    # scaled_dot_product_attention, which that exporter lowers from opset 14 on.
     export_zoo.torch.onnx.export = functools.partial(torch.onnx.export, dynamo=False)
+    export_zoo.OPSET = max(export_zoo.OPSET, 14)
     for name in names:
         export_zoo.export(name, outdir, False)
     return export_zoo
@@ -50,37 +55,59 @@ def torch_model(export_zoo, name):
     return model
 
 
-def time_torch(model, x_host):
-    """Median ms of eager and of CUDA-graph replay, each including the copies in and out."""
+def time_host_to_host(fn, x_host):
+    """Median ms of fn(x on the device) with the copies in and out."""
+    for _ in range(10):
+        fn(x_host.cuda()).cpu()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        fn(x_host.cuda(non_blocking=False)).cpu()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def time_torch(model, x_host, compile_too):
+    """Median ms of eager, CUDA-graph replay and torch.compile (nan where it fails), each with
+    the copies in and out; PyTorch's CUDA output."""
     model = model.cuda().eval()
     with torch.no_grad():
-        for _ in range(10):
-            model(x_host.cuda()).cpu()
-        torch.cuda.synchronize()
-        eager = []
-        for _ in range(REPEAT):
-            t0 = time.perf_counter()
-            model(x_host.cuda(non_blocking=False)).cpu()
-            eager.append((time.perf_counter() - t0) * 1e3)
-        static_x = x_host.cuda()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(static_x)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            static_y = model(static_x)
-        graph = []
-        for _ in range(REPEAT):
-            t0 = time.perf_counter()
-            static_x.copy_(x_host)
-            g.replay()
-            out = static_y.cpu()
-            graph.append((time.perf_counter() - t0) * 1e3)
+        eager = time_host_to_host(model, x_host)
+        graph = [float("nan")]
+        try:
+            static_x = x_host.cuda()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    model(static_x)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                static_y = model(static_x)
+            graph = []
+            for _ in range(REPEAT):
+                t0 = time.perf_counter()
+                static_x.copy_(x_host)
+                g.replay()
+                static_y.cpu()
+                graph.append((time.perf_counter() - t0) * 1e3)
+        except Exception as e:  # noqa: BLE001 - some models cannot be captured (host syncs)
+            print(f"  CUDA-graph capture failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            torch.cuda.synchronize()
         ref = model(x_host.cuda()).cpu().numpy()
-    return statistics.median(eager), statistics.median(graph), ref, out.numpy()
+        compiled = float("nan")
+        if compile_too:
+            try:
+                t0 = time.perf_counter()
+                fn = torch.compile(model)
+                fn(x_host.cuda()).cpu()
+                print(f"  torch.compile: {time.perf_counter() - t0:.1f} s", flush=True)
+                compiled = time_host_to_host(fn, x_host)
+            except Exception as e:  # noqa: BLE001 - report and go on without the column
+                print(f"  torch.compile failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+    return eager, statistics.median(graph), compiled, ref
 
 
 def run_lumen(lumen, onnx_path, input_name, input_path, out_dir):
@@ -99,28 +126,48 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lumen")
     ap.add_argument("work")
-    ap.add_argument("--models", default="mlp20,resnet50,mobilenet_v2")
+    ap.add_argument("--models", default="mlp20,resnet50,mobilenet_v2,bert_base,gpt2_small")
+    ap.add_argument("--large", default="resnet50", help="models also run at batch 32")
+    ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     names = args.models.split(",")
+    large = [n for n in args.large.split(",") if n]
     zoo = os.path.join(args.work, "zoo")
     os.makedirs(zoo, exist_ok=True)
-    export_zoo = export_models(names, zoo)
+    export_zoo = export_models(sorted(set(names + large)), zoo)
     gpu = torch.cuda.get_device_name(0)
+    # Each large case right after its model at the zoo's batch.
+    cases = []
+    for n in names:
+        cases.append((n, None))
+        if n in large:
+            cases.append((n, 32))
+    cases += [(n, 32) for n in large if n not in names]
     rows = []
-    for name in names:
+    for name, batch in cases:
         _, input_name, shape, _ = export_zoo.MODELS[name]
         onnx_path = os.path.join(zoo, name + ".onnx")
         input_path = os.path.join(zoo, name + ".input.npy")
         x = np.load(input_path)
         expected = np.load(os.path.join(zoo, name + ".expected.npy"))
-        out_dir = os.path.join(args.work, "out_" + name)
+        model = torch_model(export_zoo, name)
+        if batch is not None:
+            rng = np.random.default_rng(7)
+            x = rng.standard_normal((batch,) + tuple(x.shape[1:])).astype(x.dtype)
+            input_path = os.path.join(zoo, f"{name}.b{batch}.input.npy")
+            np.save(input_path, x)
+            with torch.no_grad():
+                expected = model(torch.from_numpy(x)).numpy()
+        label = name if batch is None else f"{name} (batch {batch})"
+        out_dir = os.path.join(args.work, "out_" + label.replace(" ", "_").replace("(", "").replace(")", ""))
         os.makedirs(out_dir, exist_ok=True)
         lumen_ms, lumen_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir)
+        print(label, flush=True)
         print(log, flush=True)
-        eager_ms, graph_ms, torch_cuda_out, _ = time_torch(torch_model(export_zoo, name),
-                                                           torch.from_numpy(x))
+        eager_ms, graph_ms, compile_ms, torch_cuda_out = time_torch(
+            model, torch.from_numpy(x), not args.no_compile)
         scale = float(np.abs(expected).max())
         rel_cuda_torch = float(np.abs(torch_cuda_out - expected).max()) / scale
         if lumen_out is None:
@@ -128,20 +175,29 @@ def main():
         else:
             rel = float(np.abs(lumen_out - expected).max()) / scale
             status = "ok" if rel <= 1e-4 else "MISMATCH"
-        rows.append((name, "x".join(map(str, shape)), status, rel, rel_cuda_torch, lumen_ms,
-                     eager_ms, graph_ms))
+        best = min(v for v in (eager_ms, graph_ms, compile_ms) if v == v)
+        rows.append((label, "x".join(map(str, x.shape)), status, rel, rel_cuda_torch, lumen_ms,
+                     eager_ms, graph_ms, compile_ms, best))
+        print("  row:", rows[-1], flush=True)
     head = ("| model | input | check | Lumen vs PyTorch CPU (max rel) | PyTorch CUDA vs CPU | "
-            "Lumen CUDA graph ms | PyTorch eager ms | PyTorch CUDA graph ms |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+            "Lumen CUDA graph ms | PyTorch eager ms | PyTorch CUDA graph ms | torch.compile ms | "
+            "Lumen / PyTorch best |\n"
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+
+    def ms(v):
+        return "-" if v is None or v != v else f"{v:.3f}"
+
     body = "".join(
-        f"| {n} | {s} | {st} | {r:.1e} | {rt:.1e} | "
-        f"{'-' if lm is None else f'{lm:.3f}'} | {e:.3f} | {g:.3f} |\n"
-        for n, s, st, r, rt, lm, e, g in rows)
+        f"| {n} | {s} | {st} | {r:.1e} | {rt:.1e} | {ms(lm)} | {ms(e)} | {ms(g)} | {ms(c)} | "
+        f"{'-' if lm is None else f'{lm / b:.2f}'} |\n"
+        for n, s, st, r, rt, lm, e, g, c, b in rows)
     text = (f"## GPU: Lumen CUDA backend vs PyTorch {torch.__version__} ({gpu})\n\n"
-            f"float32, TF32 off in both, batch as in the zoo (MLP batch 64, others 1); median of "
-            f"{REPEAT} runs, each host input -> device -> host output. Lumen: `lumen run --device "
-            f"cuda,cpu` (the Executable recorded once as a CUDA graph and replayed). Made by "
-            f"`bash bench/gpu.sh` on the GPU machine.\n\n" + head + body)
+            f"float32, TF32 off in both; median of {REPEAT} runs, each host input -> device -> "
+            f"host output. Lumen: `lumen run --device cuda,cpu` (the Executable recorded once as "
+            f"a CUDA graph and replayed). PyTorch: eager, CUDA-graph replay, and torch.compile "
+            f"(inductor, default mode); 'PyTorch best' is the fastest of the three. Made by "
+            f"`bash bench/gpu.sh` on the GPU machine (models exported there at opset 14).\n\n"
+            + head + body)
     print(text)
     with open(os.path.join(args.work, "gpu_section.md"), "w") as f:
         f.write(text)

@@ -275,10 +275,10 @@ std::vector<double> depthwise_reference(const Tensor& x, const Tensor& w, const 
   return y;
 }
 
-// The depthwise kernel and the convolution epilogue, launched directly (the conv kernel picks
+// The depthwise, im2col and epilogue kernels, launched directly (the conv kernel picks
 // among cuDNN and these by timing, so the graph-level tests may not reach them): every kernel
 // size it specialises (3x3, 5x5) and the general one, strides, dilation, a channel multiplier.
-TEST(CudaKernels, DepthwiseAndEpilogueLaunchers) {
+TEST(CudaKernels, ConvLaunchers) {
   SKIP_WITHOUT_CUDA();
   struct Case {
     int64_t c, m, h, w, k_h, k_w, stride, pad, dil;
@@ -298,7 +298,7 @@ TEST(CudaKernels, DepthwiseAndEpilogueLaunchers) {
     const int64_t oh = (t.h + 2 * t.pad - t.dil * (t.k_h - 1) - 1) / t.stride + 1;
     const int64_t ow = (t.w + 2 * t.pad - t.dil * (t.k_w - 1) - 1) / t.stride + 1;
     Tensor z = random_tensor(Shape{2, t.c * t.m, oh, ow}, seed++);
-    cuda::DepthwiseDesc d;
+    cuda::Conv2dDesc d;
     d.batch = 2;
     d.in_channels = t.c;
     d.multiplier = t.m;
@@ -319,6 +319,24 @@ TEST(CudaKernels, DepthwiseAndEpilogueLaunchers) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     expect_close(y.to(Device::cpu()), z.shape(),
                  depthwise_reference(x, w, b, z, t.stride, t.pad, t.dil, -0.5, 0.75), 1e-5, 1e-4);
+    // The same geometry's patches as columns (im2col), against a direct gather.
+    d.multiplier = 1;
+    const int64_t rows = t.c * t.k_h * t.k_w, cols = oh * ow;
+    Tensor col = Tensor::empty(Shape{2, rows, cols}, DType::kFloat32, Device::cuda());
+    cuda::launch_im2col(d, dev(xd), dev(col), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<double> xv = to_doubles(x), want_col;
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t c = 0; c < t.c; ++c)
+        for (int64_t r = 0; r < t.k_h; ++r)
+          for (int64_t q = 0; q < t.k_w; ++q)
+            for (int64_t p = 0; p < cols; ++p) {
+              int64_t ih = (p / ow) * t.stride - t.pad + r * t.dil;
+              int64_t iw = (p % ow) * t.stride - t.pad + q * t.dil;
+              bool in = ih >= 0 && ih < t.h && iw >= 0 && iw < t.w;
+              want_col.push_back(in ? xv[((i * t.c + c) * t.h + ih) * t.w + iw] : 0.0);
+            }
+    expect_close(col.to(Device::cpu()), {2, rows, cols}, want_col, 0.0, 0.0);
   }
   // The epilogue alone: y = LeakyRelu(y + bias[c] + z) over (3, 5, 7).
   Tensor y0 = random_tensor(Shape{3, 5, 7}, seed++);

@@ -9,7 +9,8 @@
 //     without an activation);
 //   - our direct depthwise kernel (group == input channels) with the epilogue fused;
 //   - for pointwise convolutions (1x1, stride 1, no padding, one group), a cuBLASLt GEMM per image
-//     (W[Cout, Cin] x X[Cin, H*W]) and then the epilogue.
+//     (W[Cout, Cin] x X[Cin, H*W]) and then the epilogue;
+//   - for other one-group convolutions, im2col into the workspace, that GEMM, the epilogue.
 // Each way is timed as a CUDA graph replay, as the Executable runs it, so host launch costs
 // (large for cuDNN's calls) do not count. Measured on an H100, the fused cuDNN call is much slower
 // than conv + epilogue on some shapes (1x1 convolutions at batch 1) and faster on others, and
@@ -32,8 +33,9 @@ namespace lumen::cuda {
 namespace {
 
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
+constexpr size_t kMaxColumnBytes = size_t{64} << 20;
 
-enum class ConvPath { kCudnnThenEpilogue, kCudnnFused, kDepthwise, kPointwiseGemm };
+enum class ConvPath { kCudnnThenEpilogue, kCudnnFused, kDepthwise, kPointwiseGemm, kIm2colGemm };
 
 // The time of one `run` in milliseconds on the GPU: a few runs captured as a CUDA graph and
 // replayed (after one eager warm-up run), or timed eagerly where capture fails.
@@ -157,22 +159,22 @@ class ConvKernel final : public Kernel {
         precomp = &perf[i];
     }
     const bool depthwise = group == x[1] && group > 1 && w[1] == 1 && y[1] % x[1] == 0;
-    if (depthwise) {
-      dw_.batch = x[0];
-      dw_.in_channels = x[1];
-      dw_.multiplier = y[1] / x[1];
-      dw_.in_h = x[2];
-      dw_.in_w = x[3];
-      dw_.out_h = y[2];
-      dw_.out_w = y[3];
-      dw_.k_h = d(w[2]);
-      dw_.k_w = d(w[3]);
-      dw_.stride_h = d(g.strides[0]);
-      dw_.stride_w = d(g.strides[1]);
-      dw_.pad_h = d(g.pad_begin[0]);
-      dw_.pad_w = d(g.pad_begin[1]);
-      dw_.dil_h = d(g.dilations[0]);
-      dw_.dil_w = d(g.dilations[1]);
+    {
+      geo_.batch = x[0];
+      geo_.in_channels = x[1];
+      geo_.multiplier = depthwise ? y[1] / x[1] : 1;
+      geo_.in_h = x[2];
+      geo_.in_w = x[3];
+      geo_.out_h = y[2];
+      geo_.out_w = y[3];
+      geo_.k_h = d(w[2]);
+      geo_.k_w = d(w[3]);
+      geo_.stride_h = d(g.strides[0]);
+      geo_.stride_w = d(g.strides[1]);
+      geo_.pad_h = d(g.pad_begin[0]);
+      geo_.pad_w = d(g.pad_begin[1]);
+      geo_.dil_h = d(g.dilations[0]);
+      geo_.dil_w = d(g.dilations[1]);
     }
 
     // The candidates, each timed on scratch tensors of the node's shapes.
@@ -207,7 +209,28 @@ class ConvKernel final : public Kernel {
       gs.stride_y = y[1] * spatial_;
       try {
         gemm_ = std::make_unique<LtMatmul>(ctx, gs, false);
-        candidates.push_back({ConvPath::kPointwiseGemm, algo_, 0});
+        candidates.push_back({ConvPath::kPointwiseGemm, algo_, gemm_->workspace_size()});
+      } catch (const UnsupportedOp&) {
+        gemm_.reset();
+      }
+    }
+    // Other one-group convolutions: the patches as columns in the workspace, after the GEMM's
+    // own, then one GEMM per image (while the columns stay within kMaxColumnBytes).
+    const int64_t patch = x[1] * w[2] * w[3];
+    const size_t col_bytes = static_cast<size_t>(batch_ * patch * spatial_) * sizeof(float);
+    if (group == 1 && !pointwise && col_bytes <= kMaxColumnBytes) {
+      GemmShape gs;  // per image: Y[Cout, HW] = W[Cout, C*KH*KW] col[C*KH*KW, HW]
+      gs.m = y[1];
+      gs.k = patch;
+      gs.n = spatial_;
+      gs.batch = batch_;
+      gs.stride_x = 0;
+      gs.stride_w = patch * spatial_;
+      gs.stride_y = y[1] * spatial_;
+      try {
+        gemm_ = std::make_unique<LtMatmul>(ctx, gs, false);
+        col_offset_ = (gemm_->workspace_size() + 255) / 256 * 256;
+        candidates.push_back({ConvPath::kIm2colGemm, algo_, col_offset_ + col_bytes});
       } catch (const UnsupportedOp&) {
         gemm_.reset();
       }
@@ -259,7 +282,7 @@ class ConvKernel final : public Kernel {
     workspace_ = candidates[chosen_].workspace;
     check(cudaStreamSynchronize(stream), where_);
     check(cudnnSetStream(be.cudnn(), be.stream().handle()), where_);
-    if (path_ != ConvPath::kPointwiseGemm) gemm_.reset();
+    if (path_ != ConvPath::kPointwiseGemm && path_ != ConvPath::kIm2colGemm) gemm_.reset();
   }
 
   ~ConvKernel() override {
@@ -305,7 +328,7 @@ class ConvKernel final : public Kernel {
                    act_.alpha, act_.beta};
     switch (path_) {
       case ConvPath::kDepthwise:
-        launch_depthwise_conv(dw_, static_cast<const float*>(x), static_cast<const float*>(w),
+        launch_depthwise_conv(geo_, static_cast<const float*>(x), static_cast<const float*>(w),
                               static_cast<float*>(y), e, stream);
         check_launch(where_);
         return;
@@ -327,6 +350,18 @@ class ConvKernel final : public Kernel {
           check_launch(where_);
         }
         return;
+      case ConvPath::kIm2colGemm: {
+        float* col =
+            reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + col_offset_);
+        launch_im2col(geo_, static_cast<const float*>(x), col, stream);
+        check_launch(where_);
+        gemm_->run(stream, w, col, nullptr, nullptr, y, 1.f, 0.f);
+        if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
+          launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
+          check_launch(where_);
+        }
+        return;
+      }
       case ConvPath::kCudnnThenEpilogue:
         check(cudnnConvolutionForward(be.cudnn(), &one, x_, x, w_, w, conv_, algo_,
                                       be.workspace().ptr(), workspace_, &zero, y_, y),
@@ -355,6 +390,8 @@ class ConvKernel final : public Kernel {
         return "depthwise kernel";
       case ConvPath::kPointwiseGemm:
         return "cublasLt gemm + epilogue";
+      case ConvPath::kIm2colGemm:
+        return "im2col + cublasLt gemm + epilogue";
     }
     return "";
   }
@@ -376,7 +413,8 @@ class ConvKernel final : public Kernel {
   int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
   ConvPath path_ = ConvPath::kCudnnThenEpilogue;
   size_t chosen_ = 0;
-  DepthwiseDesc dw_;
+  Conv2dDesc geo_;
+  size_t col_offset_ = 0;  // im2col: where the columns start in the workspace
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;

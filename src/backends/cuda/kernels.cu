@@ -130,10 +130,28 @@ __global__ void conv_epilogue_kernel(float* y, int64_t n, int64_t channels, int6
   }
 }
 
+// One thread per column element; consecutive threads walk the output positions, so reads of x
+// and writes of col are both close to contiguous.
+__global__ void im2col_kernel(Conv2dDesc d, const float* __restrict__ x, float* __restrict__ col,
+                              int64_t n) {
+  const int64_t hw = d.out_h * d.out_w;
+  GRID_LOOP(i, n) {
+    const int64_t p = i % hw;
+    const int64_t row = (i / hw) % (d.in_channels * d.k_h * d.k_w);
+    const int64_t b = i / (hw * d.in_channels * d.k_h * d.k_w);
+    const int64_t q = row % d.k_w, r = (row / d.k_w) % d.k_h, c = row / (d.k_w * d.k_h);
+    const int64_t ih = (p / d.out_w) * d.stride_h - d.pad_h + r * d.dil_h;
+    const int64_t iw = (p % d.out_w) * d.stride_w - d.pad_w + q * d.dil_w;
+    col[i] = ih >= 0 && ih < d.in_h && iw >= 0 && iw < d.in_w
+                 ? x[((b * d.in_channels + c) * d.in_h + ih) * d.in_w + iw]
+                 : 0.f;
+  }
+}
+
 // One thread per output element; KH/KW fixed at compile time for the common 3x3 and 5x5 (0: read
 // from the descriptor).
 template <int KH, int KW>
-__global__ void depthwise_conv_kernel(DepthwiseDesc d, const float* __restrict__ x,
+__global__ void depthwise_conv_kernel(Conv2dDesc d, const float* __restrict__ x,
                                       const float* __restrict__ w, float* __restrict__ y,
                                       int64_t n, ConvEpilogue e) {
   const int kh_n = KH > 0 ? KH : d.k_h;
@@ -345,6 +363,12 @@ void launch_channel_affine(const float* x, const float* scale, const float* shif
                                                                 inner);
 }
 
+void launch_im2col(const Conv2dDesc& desc, const float* x, float* col, cudaStream_t stream) {
+  int64_t n = desc.batch * desc.in_channels * desc.k_h * desc.k_w * desc.out_h * desc.out_w;
+  if (n == 0) return;
+  im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, x, col, n);
+}
+
 void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inner,
                           const ConvEpilogue& epilogue, cudaStream_t stream) {
   int64_t n = outer * channels * inner;
@@ -352,7 +376,7 @@ void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inn
   conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, n, channels, inner, epilogue);
 }
 
-void launch_depthwise_conv(const DepthwiseDesc& desc, const float* x, const float* w, float* y,
+void launch_depthwise_conv(const Conv2dDesc& desc, const float* x, const float* w, float* y,
                            const ConvEpilogue& epilogue, cudaStream_t stream) {
   int64_t n = desc.batch * desc.in_channels * desc.multiplier * desc.out_h * desc.out_w;
   if (n == 0) return;

@@ -69,15 +69,21 @@ struct ConvEpilogue {
 void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inner,
                           const ConvEpilogue& epilogue, cudaStream_t stream);
 
-// A 2-D depthwise convolution (group == input channels; `multiplier` output channels per input
-// channel), NCHW, with its epilogue applied as each output is written.
-struct DepthwiseDesc {
-  int64_t batch = 0, in_channels = 0, multiplier = 1;
+// The geometry of a 2-D convolution over NCHW input (symmetric padding).
+struct Conv2dDesc {
+  int64_t batch = 0, in_channels = 0, multiplier = 1;  // multiplier: depthwise only
   int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int k_h = 0, k_w = 0, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
 };
-void launch_depthwise_conv(const DepthwiseDesc& desc, const float* x, const float* w, float* y,
+
+// A depthwise convolution (group == input channels; `multiplier` output channels per input
+// channel), with its epilogue applied as each output is written.
+void launch_depthwise_conv(const Conv2dDesc& desc, const float* x, const float* w, float* y,
                            const ConvEpilogue& epilogue, cudaStream_t stream);
+
+// The patches of a one-group convolution as columns, per image: col[n][(c, kh, kw)][(oh, ow)]
+// (zeros where the window is over the padding), so that Y[n] = W[Cout, C*KH*KW] x col[n].
+void launch_im2col(const Conv2dDesc& desc, const float* x, float* col, cudaStream_t stream);
 
 struct Pool2dDesc {
   int64_t planes = 0;  // N * C

@@ -34,6 +34,8 @@ class LtMatmul {
            void* y, float alpha, float beta) const;
 
   const GemmShape& shape() const { return s_; }
+  // Bytes of the backend's workspace run() uses, from its start.
+  size_t workspace_size() const { return workspace_; }
 
  private:
   void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride);
