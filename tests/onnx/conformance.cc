@@ -8,6 +8,11 @@
 // `like`, whose values are never read) has that declaration dropped; such a pass says so.
 //
 //   lumen_conformance CASES_DIR [--report FILE.md] [--min-pass N] [--filter TEXT]
+//                     [--backends cuda,cpu] [--list FILE]
+//
+// --backends compiles for those backends in order (default: every available one, CUDA first where
+// there is a GPU); --list writes one "case<TAB>status<TAB>reason" line per case, for comparing two
+// runs (with --backends, a pass's reason counts the steps on the first backend).
 //
 // Exits 1 when fewer than N cases pass (the ratchet in tests/onnx/min_pass.txt).
 #include <onnx/onnx_pb.h>
@@ -40,6 +45,9 @@ constexpr double kAtol = 1e-7;
 // by truncation while lumen rounds to nearest even.
 constexpr double kRtolBFloat16 = 1.0 / 128;
 constexpr int kTimeoutSeconds = 60;
+
+// The compile targets (--backends); empty: every available backend.
+std::vector<std::string> compile_backends;
 
 struct CaseResult {
   std::string name;
@@ -187,7 +195,9 @@ std::string run_case(const fs::path& dir) {
     for (size_t k = 0; k < inputs.size(); ++k)
       if (!options.input_values.count(input_names[k])) runtime_inputs.push_back(inputs[k]);
     lumen::Runtime rt;
-    lumen::Executable* exe = graph.compile(&rt);
+    lumen::CompileOptions compile_options;
+    compile_options.backends = compile_backends;
+    lumen::Executable* exe = graph.compile(&rt, compile_options);
     std::vector<lumen::Tensor> outputs = exe->execute(runtime_inputs);
     if (outputs.size() != out_files.size())
       return "fail\t" + std::to_string(outputs.size()) + " outputs, expected " +
@@ -200,6 +210,17 @@ std::string run_case(const fs::path& dir) {
     }
     std::string notes = frozen ? "shape inputs fixed at load" : "";
     if (redeclared) notes += std::string(notes.empty() ? "" : "; ") + "input shape from the data";
+    if (!compile_backends.empty()) {
+      // Where the steps ran, when the targets were given: "steps on cuda: 2 of 3".
+      const std::string summary = exe->summary();
+      int steps = 0, on_first = 0;
+      for (size_t p = summary.find(" @"); p != std::string::npos; p = summary.find(" @", p + 2)) {
+        ++steps;
+        on_first += summary.compare(p + 2, compile_backends[0].size(), compile_backends[0]) == 0;
+      }
+      notes += std::string(notes.empty() ? "" : "; ") + "steps on " + compile_backends[0] + ": " +
+               std::to_string(on_first) + " of " + std::to_string(steps);
+    }
     return "pass\t" + notes;
   } catch (const lumen::UnsupportedOp& e) {
     return std::string("unsupported\t") + e.what();
@@ -327,11 +348,11 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: lumen_conformance CASES_DIR [--report FILE] [--min-pass N] "
-                 "[--filter TEXT]\n");
+                 "[--filter TEXT] [--backends cuda,cpu] [--list FILE]\n");
     return 2;
   }
   fs::path root = argv[1];
-  std::string report, filter;
+  std::string report, filter, list;
   int min_pass = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
@@ -341,6 +362,12 @@ int main(int argc, char** argv) {
       min_pass = std::stoi(argv[i + 1]);
     else if (flag == "--filter")
       filter = argv[i + 1];
+    else if (flag == "--list")
+      list = argv[i + 1];
+    else if (flag == "--backends") {
+      std::stringstream names(argv[i + 1]);
+      for (std::string b; std::getline(names, b, ',');) compile_backends.push_back(b);
+    }
   }
   fs::path node_dir = fs::exists(root / "node") ? root / "node" : root;
   std::vector<fs::path> cases;
@@ -361,6 +388,11 @@ int main(int argc, char** argv) {
   std::printf("conformance: %d of %zu cases pass (%.1f%%); ratchet %d\n", pass, cases.size(),
               cases.empty() ? 0.0 : 100.0 * pass / cases.size(), min_pass);
   if (!report.empty()) write_report(report, results);
+  if (!list.empty()) {
+    std::ofstream out(list);
+    for (const CaseResult& r : results)
+      out << r.name << '\t' << r.status << '\t' << r.reason << '\n';
+  }
   if (pass < min_pass) {
     std::printf("conformance: FAILED: fewer passing cases than the ratchet\n");
     return 1;
