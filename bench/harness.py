@@ -41,16 +41,30 @@ LABELS = {"lumen": "Lumen", "ort": "ONNX Runtime", "eager": "PyTorch eager",
 RTOL = 1e-4
 
 
+# Starts the command from a small Python process with posix_spawn and prints its peak RSS. A child
+# forked straight from the harness would report the harness's own resident memory as its peak
+# (Linux keeps the pre-exec high-water mark in ru_maxrss), and the harness grows to hundreds of MB
+# holding models' outputs.
+RSS_WRAPPER = """
+import os, sys
+pid = os.posix_spawnp(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+sys.stdout.flush()
+print("\\n__peak_rss_kb__ %d" % usage.ru_maxrss, flush=True)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_child(cmd, env=None):
     """Runs cmd in a fresh process; returns (stdout+stderr, peak RSS MB); raises on failure."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env)
+    proc = subprocess.Popen(["/usr/bin/python3", "-c", RSS_WRAPPER] + cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
     out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    code = proc.wait()
     if code != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{out[-1500:]}")
-    return out, usage.ru_maxrss / 1024.0
+    m = re.search(r"__peak_rss_kb__ (\d+)\s*$", out)
+    return out[:m.start()].rstrip() + "\n", int(m.group(1)) / 1024.0
 
 
 def model_info(lumen, zoo, name):
