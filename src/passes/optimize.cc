@@ -26,6 +26,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass(cpu_only));
   if (cpu_only) {
+    manager.add(make_bn_to_affine_pass());
     manager.add(make_fold_transpose_pass());
     manager.add(make_fuse_matmul_pass());
     manager.add(make_channels_last_pass());

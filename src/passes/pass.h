@@ -55,6 +55,9 @@ std::unique_ptr<Pass> make_channels_last_pass();
 // input. With `cpu_only` only channels-last FusedConvs take it (a oneDNN sum post-op); otherwise
 // any 2-D convolution does (the CUDA kernel's epilogue).
 std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only = true);
+// BatchNormalization with constant parameters that no convolution absorbed becomes a per-channel
+// Mul and Add (so it joins channels-last regions and element-wise fusion).
+std::unique_ptr<Pass> make_bn_to_affine_pass();
 // The decomposed LayerNormalization exporters write for opsets before 17 (ReduceMean, Sub, Pow,
 // ReduceMean, Add eps, Sqrt, Div, [Mul gamma], [Add beta]) becomes one LayerNormalization.
 std::unique_ptr<Pass> make_fuse_layer_norm_pass();

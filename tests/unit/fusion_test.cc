@@ -298,6 +298,34 @@ TEST(FuseResidual, ConvAddReluIsOneFusedConv) {
   }
 }
 
+// DenseNet's BN -> ReLU with no convolution before it: on the CPU the BatchNormalization becomes a
+// per-channel Mul and Add (then fused with the ReLU), with the same numbers.
+TEST(BnToAffine, UnfoldedBatchNormIsAPerChannelAffine) {
+  const int64_t c = 3;
+  Tensor x = test::random_tensor({2, c, 4, 5}, 61, -2, 2);
+  Tensor scale = test::random_tensor({c}, 62, 0.5, 2), beta = test::random_tensor({c}, 63, -1, 1);
+  Tensor mean = test::random_tensor({c}, 64, -1, 1), var = test::random_tensor({c}, 65, 0.1, 2);
+  Graph graph;
+  Value* in = graph.add_input("x", x.shape());
+  Value* bn = graph.add_op("BatchNormalization",
+                           {in, graph.add_constant("s", scale), graph.add_constant("b", beta),
+                            graph.add_constant("m", mean), graph.add_constant("v", var)},
+                           {{"epsilon", 1e-3f}});
+  graph.mark_output(graph.add_op("Relu", {bn}));
+  graph.optimize();
+  for (int id : graph.topological_order()) EXPECT_NE(op_name_of(graph, id), "BatchNormalization");
+  std::vector<double> xv = test::to_doubles(x), sv = test::to_doubles(scale),
+                      bv = test::to_doubles(beta), mv = test::to_doubles(mean),
+                      vv = test::to_doubles(var);
+  std::vector<double> want(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const size_t ch = (i / 20) % c;
+    want[i] = std::max((xv[i] - mv[ch]) / std::sqrt(vv[ch] + 1e-3) * sv[ch] + bv[ch], 0.0);
+  }
+  Runtime rt;
+  test::expect_close(graph.compile(&rt)->execute({x})[0], {2, c, 4, 5}, want, 1e-5, 1e-4);
+}
+
 TEST(FuseResidual, ResidualOfAnotherShapeIsRejected) {
   Graph graph;
   Value* in = graph.add_input("x", {1, 2, 5, 5});
