@@ -37,6 +37,14 @@ constexpr size_t kMaxColumnBytes = size_t{64} << 20;
 
 enum class ConvPath { kCudnnThenEpilogue, kCudnnFused, kDepthwise, kPointwiseGemm, kIm2colGemm };
 
+// One way to run a convolution: the path, cuDNN's algorithm (for the cuDNN paths) and the
+// workspace it needs.
+struct ConvWay {
+  ConvPath path;
+  cudnnConvolutionFwdAlgo_t algo;
+  size_t workspace;
+};
+
 // The time of one `run` in milliseconds on the GPU: a few runs captured as a CUDA graph and
 // replayed (after one eager warm-up run), or timed eagerly where capture fails.
 float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where) {
@@ -178,12 +186,7 @@ class ConvKernel final : public Kernel {
     }
 
     // The candidates, each timed on scratch tensors of the node's shapes.
-    struct Candidate {
-      ConvPath path;
-      cudnnConvolutionFwdAlgo_t algo;
-      size_t workspace;
-    };
-    std::vector<Candidate> candidates;
+    std::vector<ConvWay> candidates;
     if (best != nullptr) {
       candidates.push_back({ConvPath::kCudnnThenEpilogue, best->algo, best->memory});
       // The fused call applies bias, residual and ReLU only; without ReLU it takes implicit
@@ -196,30 +199,15 @@ class ConvKernel final : public Kernel {
       }
     }
     if (depthwise) candidates.push_back({ConvPath::kDepthwise, algo_, 0});
+    // One-group convolutions as one GEMM per image, Y[Cout, HW] = W[Cout, C*KH*KW] X'[C*KH*KW, HW]:
+    // pointwise ones read X itself; the others read its patches as columns (im2col) in the
+    // workspace after the GEMM's own, while those stay within kMaxColumnBytes.
     const bool pointwise = group == 1 && w[2] == 1 && w[3] == 1 && g.strides[0] == 1 &&
                            g.strides[1] == 1 && g.pad_begin[0] == 0 && g.pad_begin[1] == 0;
-    if (pointwise) {
-      GemmShape gs;  // per image: Y[Cout, HW] = W[Cout, Cin] X[Cin, HW]
-      gs.m = y[1];
-      gs.k = x[1];
-      gs.n = spatial_;
-      gs.batch = batch_;
-      gs.stride_x = 0;
-      gs.stride_w = x[1] * spatial_;
-      gs.stride_y = y[1] * spatial_;
-      try {
-        gemm_ = std::make_unique<LtMatmul>(ctx, gs, false);
-        candidates.push_back({ConvPath::kPointwiseGemm, algo_, gemm_->workspace_size()});
-      } catch (const UnsupportedOp&) {
-        gemm_.reset();
-      }
-    }
-    // Other one-group convolutions: the patches as columns in the workspace, after the GEMM's
-    // own, then one GEMM per image (while the columns stay within kMaxColumnBytes).
     const int64_t patch = x[1] * w[2] * w[3];
     const size_t col_bytes = static_cast<size_t>(batch_ * patch * spatial_) * sizeof(float);
-    if (group == 1 && !pointwise && col_bytes <= kMaxColumnBytes) {
-      GemmShape gs;  // per image: Y[Cout, HW] = W[Cout, C*KH*KW] col[C*KH*KW, HW]
+    if (group == 1 && (pointwise || col_bytes <= kMaxColumnBytes)) {
+      GemmShape gs;
       gs.m = y[1];
       gs.k = patch;
       gs.n = spatial_;
@@ -229,59 +217,21 @@ class ConvKernel final : public Kernel {
       gs.stride_y = y[1] * spatial_;
       try {
         gemm_ = std::make_unique<LtMatmul>(ctx, gs, false);
-        col_offset_ = (gemm_->workspace_size() + 255) / 256 * 256;
-        candidates.push_back({ConvPath::kIm2colGemm, algo_, col_offset_ + col_bytes});
+        if (pointwise) {
+          candidates.push_back({ConvPath::kPointwiseGemm, algo_, gemm_->workspace_size()});
+        } else {
+          col_offset_ = (gemm_->workspace_size() + 255) / 256 * 256;
+          candidates.push_back({ConvPath::kIm2colGemm, algo_, col_offset_ + col_bytes});
+        }
       } catch (const UnsupportedOp&) {
         gemm_.reset();
       }
     }
     if (candidates.empty()) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
     size_t most = 0;
-    for (const Candidate& c : candidates) most = std::max(most, c.workspace);
+    for (const ConvWay& c : candidates) most = std::max(most, c.workspace);
     be.workspace().reserve(most);
-
-    const Device dev = Device::cuda();
-    Tensor sx = Tensor::zeros(x, DType::kFloat32, dev), sw = Tensor::zeros(w, DType::kFloat32, dev);
-    Tensor sy = Tensor::zeros(y, DType::kFloat32, dev);
-    Tensor sb = has_bias_ ? Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev) : Tensor();
-    Tensor sz = has_residual_ ? Tensor::zeros(y, DType::kFloat32, dev) : Tensor();
-    if (!has_bias_ && candidates.size() > 1)
-      zero_bias_ = Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev);
-    // Timed on a stream of its own, so a capture there cannot catch other work.
-    check(cudaStreamSynchronize(be.stream().handle()), where_);  // the scratch zeros
-    struct OwnStream {
-      cudaStream_t handle = nullptr;
-      ~OwnStream() {
-        if (handle) cudaStreamDestroy(handle);
-      }
-    } own;
-    check(cudaStreamCreateWithFlags(&own.handle, cudaStreamNonBlocking), where_);
-    cudaStream_t stream = own.handle;
-    check(cudnnSetStream(be.cudnn(), stream), where_);
-    float best_ms = 0.f;
-    for (size_t k = 0; k < candidates.size(); ++k) {
-      path_ = candidates[k].path;
-      algo_ = candidates[k].algo;
-      workspace_ = candidates[k].workspace;
-      if (candidates.size() == 1) break;
-      float ms = time_on_stream(
-          stream,
-          [&] {
-            launch(be, stream, sx.raw_data(), sw.raw_data(), has_bias_ ? sb.raw_data() : nullptr,
-                   has_residual_ ? sz.raw_data() : nullptr, sy.raw_data());
-          },
-          where_.c_str());
-      measured_.push_back({candidates[k].path, candidates[k].algo, ms});
-      if (k == 0 || ms < best_ms) {
-        best_ms = ms;
-        chosen_ = k;
-      }
-    }
-    path_ = candidates[chosen_].path;
-    algo_ = candidates[chosen_].algo;
-    workspace_ = candidates[chosen_].workspace;
-    check(cudaStreamSynchronize(stream), where_);
-    check(cudnnSetStream(be.cudnn(), be.stream().handle()), where_);
+    use(candidates.size() == 1 ? candidates.front() : fastest(be, candidates, x, w, y));
     if (path_ != ConvPath::kPointwiseGemm && path_ != ConvPath::kIm2colGemm) gemm_.reset();
   }
 
@@ -321,6 +271,52 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // The candidates, each timed on scratch tensors of the node's shapes, on a stream of its own so
+  // that a capture there cannot catch other work; returns the fastest (and keeps every time for
+  // describe()).
+  ConvWay fastest(CudaBackend& be, const std::vector<ConvWay>& candidates, const Shape& x,
+                  const Shape& w, const Shape& y) {
+    const Device dev = Device::cuda();
+    Tensor sx = Tensor::zeros(x, DType::kFloat32, dev), sw = Tensor::zeros(w, DType::kFloat32, dev);
+    Tensor sy = Tensor::zeros(y, DType::kFloat32, dev);
+    Tensor sb = has_bias_ ? Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev) : Tensor();
+    Tensor sz = has_residual_ ? Tensor::zeros(y, DType::kFloat32, dev) : Tensor();
+    if (!has_bias_) zero_bias_ = Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev);
+    check(cudaStreamSynchronize(be.stream().handle()), where_);  // the scratch zeros
+    struct OwnStream {
+      cudaStream_t handle = nullptr;
+      ~OwnStream() {
+        if (handle) cudaStreamDestroy(handle);
+      }
+    } own;
+    check(cudaStreamCreateWithFlags(&own.handle, cudaStreamNonBlocking), where_);
+    check(cudnnSetStream(be.cudnn(), own.handle), where_);
+    size_t chosen = 0;
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      use(candidates[k]);
+      float ms = time_on_stream(
+          own.handle,
+          [&] {
+            launch(be, own.handle, sx.raw_data(), sw.raw_data(),
+                   has_bias_ ? sb.raw_data() : nullptr, has_residual_ ? sz.raw_data() : nullptr,
+                   sy.raw_data());
+          },
+          where_.c_str());
+      measured_.push_back({candidates[k].path, candidates[k].algo, ms});
+      if (ms < measured_[chosen].ms) chosen = k;
+    }
+    check(cudaStreamSynchronize(own.handle), where_);
+    check(cudnnSetStream(be.cudnn(), be.stream().handle()), where_);
+    return candidates[chosen];
+  }
+
+  // Runs `way` from now on (launch() reads these).
+  void use(const ConvWay& way) {
+    path_ = way.path;
+    algo_ = way.algo;
+    workspace_ = way.workspace;
+  }
+
   void launch(CudaBackend& be, cudaStream_t stream, const void* x, const void* w, const void* bias,
               const void* residual, void* y) const {
     const float one = 1.f, zero = 0.f;
@@ -343,34 +339,27 @@ class ConvKernel final : public Kernel {
               where_);
         return;
       }
-      case ConvPath::kPointwiseGemm:
-        gemm_->run(stream, w, x, nullptr, nullptr, y, 1.f, 0.f);
-        if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
-          launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
-          check_launch(where_);
-        }
-        return;
       case ConvPath::kIm2colGemm: {
         float* col =
             reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + col_offset_);
         launch_im2col(geo_, static_cast<const float*>(x), col, stream);
         check_launch(where_);
         gemm_->run(stream, w, col, nullptr, nullptr, y, 1.f, 0.f);
-        if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
-          launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
-          check_launch(where_);
-        }
-        return;
+        break;
       }
+      case ConvPath::kPointwiseGemm:
+        gemm_->run(stream, w, x, nullptr, nullptr, y, 1.f, 0.f);
+        break;
       case ConvPath::kCudnnThenEpilogue:
         check(cudnnConvolutionForward(be.cudnn(), &one, x_, x, w_, w, conv_, algo_,
                                       be.workspace().ptr(), workspace_, &zero, y_, y),
               where_);
-        if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
-          launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
-          check_launch(where_);
-        }
-        return;
+        break;
+    }
+    // The GEMM and plain-cuDNN ways finish with the epilogue, when there is one.
+    if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
+      launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
+      check_launch(where_);
     }
   }
 
@@ -412,7 +401,6 @@ class ConvKernel final : public Kernel {
   Activation act_{UnaryOp::kIdentity, 0.f, 0.f};
   int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
   ConvPath path_ = ConvPath::kCudnnThenEpilogue;
-  size_t chosen_ = 0;
   Conv2dDesc geo_;
   size_t col_offset_ = 0;  // im2col: where the columns start in the workspace
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
