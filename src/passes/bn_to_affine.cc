@@ -4,8 +4,6 @@
 // regions around them (which take binary ops with constant operands) instead of ending one, and
 // the element-wise fusion then runs them with the ReLU in one pass. CPU only: the CUDA backend
 // runs BatchNormalization as one kernel.
-#include <cmath>
-
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -32,23 +30,13 @@ class BnToAffinePass : public Pass {
     const Shape& shape = x.type.shape;
     if (x.type.dtype != DType::kFloat32 || shape.rank() != 4 || !shape.is_static()) return false;
     const int64_t channels = shape[1];
-    for (int k = 1; k < 5; ++k) {
-      const Value& p = graph.value(bn.inputs[k]);
-      if (!is_constant(p) || p.data->dtype() != DType::kFloat32 || p.data->numel() != channels)
-        return false;
-    }
-    double eps = 1e-5;
-    if (auto it = bn.attrs.find("epsilon"); it != bn.attrs.end()) eps = it->second.as_float();
-    const float* scale = graph.value(bn.inputs[1]).data->data<float>();
-    const float* beta = graph.value(bn.inputs[2]).data->data<float>();
-    const float* mean = graph.value(bn.inputs[3]).data->data<float>();
-    const float* var = graph.value(bn.inputs[4]).data->data<float>();
+    std::vector<double> scale, shift;
+    if (!batch_norm_affine(graph, bn, channels, &scale, &shift)) return false;
     Tensor s = Tensor::empty(Shape{channels, 1, 1}, DType::kFloat32);
     Tensor b = Tensor::empty(Shape{channels, 1, 1}, DType::kFloat32);
     for (int64_t c = 0; c < channels; ++c) {
-      const double m = static_cast<double>(scale[c]) / std::sqrt(static_cast<double>(var[c]) + eps);
-      s.data<float>()[c] = static_cast<float>(m);
-      b.data<float>()[c] = static_cast<float>(beta[c] - mean[c] * m);
+      s.data<float>()[c] = static_cast<float>(scale[c]);
+      b.data<float>()[c] = static_cast<float>(shift[c]);
     }
     const int out = bn.outputs[0];
     const std::string base = bn.name.empty() ? "bn" : bn.name;

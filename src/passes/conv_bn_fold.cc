@@ -2,8 +2,6 @@
 // any) whose only reader is an inference BatchNormalization with constant scale, bias, mean and
 // variance becomes one Conv with new constant weights W * s and bias (B - mean) * s + beta, where
 // s = scale / sqrt(var + epsilon) per output channel.
-#include <cmath>
-
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -44,19 +42,13 @@ class ConvBnFoldPass : public Pass {
     int64_t channels = w.data->shape()[0];
     int b_id = conv.inputs.size() > 2 ? conv.inputs[2] : -1;
     if (b_id >= 0 && !is_float_constant(graph, b_id, channels)) return false;
-    for (int k = 1; k < 5; ++k)
-      if (!is_float_constant(graph, bn.inputs[k], channels)) return false;
+    std::vector<double> s, shift;
+    if (!batch_norm_affine(graph, bn, channels, &s, &shift)) return false;
 
     int conv_out = conv.outputs[0];
     int bn_out = bn.outputs[0];
     if (!can_replace_uses(graph, bn_out, conv_out)) return false;
 
-    double eps = 1e-5;
-    if (auto it = bn.attrs.find("epsilon"); it != bn.attrs.end()) eps = it->second.as_float();
-    const float* scale = graph.value(bn.inputs[1]).data->data<float>();
-    const float* beta = graph.value(bn.inputs[2]).data->data<float>();
-    const float* mean = graph.value(bn.inputs[3]).data->data<float>();
-    const float* var = graph.value(bn.inputs[4]).data->data<float>();
     const float* bias = b_id >= 0 ? graph.value(b_id).data->data<float>() : nullptr;
     const float* weights = w.data->data<float>();
     int64_t per_channel = channels ? w.data->numel() / channels : 0;
@@ -66,11 +58,9 @@ class ConvBnFoldPass : public Pass {
     float* nw = new_w.data<float>();
     float* nb = new_b.data<float>();
     for (int64_t c = 0; c < channels; ++c) {
-      double s = static_cast<double>(scale[c]) / std::sqrt(static_cast<double>(var[c]) + eps);
       for (int64_t i = 0; i < per_channel; ++i)
-        nw[c * per_channel + i] = static_cast<float>(weights[c * per_channel + i] * s);
-      double b = bias ? bias[c] : 0.0;
-      nb[c] = static_cast<float>((b - mean[c]) * s + beta[c]);
+        nw[c * per_channel + i] = static_cast<float>(weights[c * per_channel + i] * s[c]);
+      nb[c] = static_cast<float>((bias ? bias[c] : 0.0) * s[c] + shift[c]);
     }
     std::string base = graph.node(conv_id).name.empty() ? "conv" : graph.node(conv_id).name;
     int new_w_id = graph.add_constant(graph.unique_name(base + "_bn_weight"), new_w)->id;

@@ -2,6 +2,7 @@
 #include "passes/rewrite.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -175,6 +176,30 @@ bool activation_attributes(const Graph& graph, const Node& act, Attributes* attr
     default:
       return false;
   }
+}
+
+bool batch_norm_affine(const Graph& graph, const Node& bn, int64_t channels,
+                       std::vector<double>* scale, std::vector<double>* shift) {
+  if (bn.op != OpKind::kBatchNormalization || bn.inputs.size() < 5) return false;
+  const float* p[4];
+  for (int k = 0; k < 4; ++k) {
+    const int id = bn.inputs[k + 1];
+    if (id < 0) return false;
+    const Value& v = graph.value(id);
+    if (!is_constant(v) || v.data->dtype() != DType::kFloat32 || v.data->numel() != channels)
+      return false;
+    p[k] = v.data->data<float>();
+  }
+  double eps = 1e-5;
+  if (auto it = bn.attrs.find("epsilon"); it != bn.attrs.end()) eps = it->second.as_float();
+  scale->resize(static_cast<size_t>(channels));
+  shift->resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const double s = static_cast<double>(p[0][c]) / std::sqrt(static_cast<double>(p[3][c]) + eps);
+    (*scale)[c] = s;
+    (*shift)[c] = p[1][c] - p[2][c] * s;
+  }
+  return true;
 }
 
 }  // namespace lumen

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lumen/graph.h"
 
@@ -43,6 +44,12 @@ bool attributes_equal(const Attributes& a, const Attributes& b);
 // `activation_beta`) of an activation node (Relu, LeakyRelu, Clip with constant bounds, Sigmoid,
 // Tanh, HardSwish), or false when `act` cannot be fused.
 bool activation_attributes(const Graph& graph, const Node& act, Attributes* attrs);
+
+// An inference BatchNormalization as a per-channel affine map y = x * scale[c] + shift[c], with
+// scale = gamma / sqrt(var + epsilon) and shift = beta - mean * scale (in double), when its
+// gamma, beta, mean and variance are float32 constants of `channels` elements; else false.
+bool batch_norm_affine(const Graph& graph, const Node& bn, int64_t channels,
+                       std::vector<double>* scale, std::vector<double>* shift);
 
 // Op name -> number of live nodes.
 std::map<std::string, int> op_histogram(const Graph& graph);
