@@ -3,9 +3,10 @@
 #
 #   bash bench/gpu.sh pack BUILD_DIR BUNDLE   # here: a CUDA build (-DLUMEN_CUDA=ON) -> a bundle of
 #                                             # binaries, the libraries they load and the scripts
-#   bash bench/gpu.sh run BUNDLE OUT          # on the GPU machine (which has CUDA 13, cuDNN 9 and
+#   bash bench/gpu.sh run BUNDLE OUT [ARGS]   # on the GPU machine (which has CUDA 13, cuDNN 9 and
 #                                             # PyTorch, but no oneDNN or libonnx): CUDA tests,
-#                                             # zoo models checked against PyTorch, benchmark table
+#                                             # benchmark table, every other zoo model checked
+#                                             # against PyTorch (ARGS go to gpu_bench.py)
 #
 # `run` writes OUT/cuda_tests.log, OUT/bench.log, OUT/gpu_section.md and OUT/benchmarks.md (the
 # docs page with its gpu section replaced).
@@ -35,6 +36,7 @@ if [ "$mode" = pack ]; then
 fi
 
 bundle=$(cd "$2" && pwd) out=$3
+shift 3
 mkdir -p "$out"
 source "$here"/gpu_env.sh "$bundle"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out"/gpu.txt
@@ -52,7 +54,7 @@ if command -v compute-sanitizer >/dev/null; then
   tail -3 "$out"/sanitizer.log
 fi
 echo "== zoo on CUDA vs PyTorch"
-PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/gpu_bench.py "$bundle"/bin/lumen /tmp/lumen_gpu_work \
+PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/gpu_bench.py "$bundle"/bin/lumen /tmp/lumen_gpu_work "$@" \
   2>&1 | tee "$out"/bench.log
 bench_rc=${PIPESTATUS[0]}
 set -e

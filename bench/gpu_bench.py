@@ -11,8 +11,12 @@ checked against PyTorch on the CPU).
     python3 bench/gpu_bench.py LUMEN_BIN WORK_DIR [--models mlp20,resnet50,...] [--large resnet50]
         [--no-compile]
 
-Prints a table and writes it as the `gpu` section of docs/benchmarks.md (bench/bench_doc.py) and
-to WORK_DIR/gpu_section.md.
+Then every other zoo model (--check, default all of them) is only checked on CUDA: its output
+against PyTorch's on the CPU, with the same tolerance as on the CPU (tests/models/check_zoo.py),
+its latency and how many of its steps ran on CUDA.
+
+Prints the tables and writes them as the `gpu` section of docs/benchmarks.md (bench/bench_doc.py)
+and to WORK_DIR/gpu_section.md.
 """
 import argparse
 import functools
@@ -110,8 +114,8 @@ def time_torch(model, x_host, compile_too):
     return eager, statistics.median(graph), compiled, ref
 
 
-def run_lumen(lumen, onnx_path, input_name, input_path, out_dir):
-    cmd = [lumen, "run", onnx_path, "--device", "cuda,cpu", "--repeat", str(REPEAT), "--input",
+def run_lumen(lumen, onnx_path, input_name, input_path, out_dir, repeat=REPEAT):
+    cmd = [lumen, "run", onnx_path, "--device", "cuda,cpu", "--repeat", str(repeat), "--input",
            f"{input_name}={input_path}", "--output-dir", out_dir]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     text = p.stdout + p.stderr
@@ -122,6 +126,42 @@ def run_lumen(lumen, onnx_path, input_name, input_path, out_dir):
     return ms, np.load(os.path.join(out_dir, files[0])), text
 
 
+def check_zoo(args, export_zoo, zoo, names):
+    """Checks each model on CUDA against PyTorch on the CPU; returns a markdown table."""
+    rows = []
+    for name in names:
+        try:
+            export_zoo.export(name, zoo, False)
+        except Exception as e:  # noqa: BLE001 - a model this PyTorch cannot export
+            rows.append(f"| {name} | export failed: {type(e).__name__} | | | |\n")
+            continue
+        _, input_name, _, _ = export_zoo.MODELS[name]
+        expected = np.load(os.path.join(zoo, name + ".expected.npy"))
+        out_dir = os.path.join(args.work, "check_" + name)
+        os.makedirs(out_dir, exist_ok=True)
+        lumen_ms, out, log = run_lumen(args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
+                                       os.path.join(zoo, name + ".input.npy"), out_dir, 50)
+        print(name, flush=True)
+        print(log, flush=True)
+        placement = re.search(r"placement: (\d+) steps on cuda, (\d+) on cpu", log)
+        steps = f"{placement.group(1)} of {int(placement.group(1)) + int(placement.group(2))}" \
+            if placement else "-"
+        if out is None:
+            status, rel = "FAILED", "-"
+        else:
+            r = float(np.abs(out.astype(np.float64) - expected).max()) / float(np.abs(expected).max())
+            status, rel = ("ok" if r <= 1e-4 else "MISMATCH"), f"{r:.1e}"
+        ms = "-" if lumen_ms is None else f"{lumen_ms:.3f}"
+        rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} |\n")
+        print("  row:", rows[-1].strip(), flush=True)
+    if not rows:
+        return ""
+    return ("\nEvery other zoo model, checked on CUDA (`lumen run --device cuda,cpu`, median of 50 "
+            "runs) against PyTorch on the CPU; ok: max relative difference within 1e-4, as on "
+            "the CPU.\n\n| model | check | max rel | steps on CUDA | Lumen ms |\n"
+            "| --- | --- | --- | --- | ---: |\n" + "".join(rows))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lumen")
@@ -129,6 +169,8 @@ def main():
     ap.add_argument("--models", default="mlp20,resnet50,mobilenet_v2,bert_base,gpt2_small")
     ap.add_argument("--large", default="resnet50", help="models also run at batch 32")
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+    ap.add_argument("--check", default="all",
+                    help="zoo models only checked on CUDA ('all': every one not in --models)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -137,6 +179,8 @@ def main():
     zoo = os.path.join(args.work, "zoo")
     os.makedirs(zoo, exist_ok=True)
     export_zoo = export_models(sorted(set(names + large)), zoo)
+    check = [n for n in (sorted(export_zoo.MODELS) if args.check == "all" else
+                         args.check.split(",")) if n and n not in names]
     gpu = torch.cuda.get_device_name(0)
     # Each large case right after its model at the zoo's batch.
     cases = []
@@ -198,6 +242,7 @@ def main():
             f"(inductor, default mode); 'PyTorch best' is the fastest of the three. Made by "
             f"`bash bench/gpu.sh` on the GPU machine (models exported there at opset 14).\n\n"
             + head + body)
+    text += check_zoo(args, export_zoo, zoo, check)
     print(text)
     with open(os.path.join(args.work, "gpu_section.md"), "w") as f:
         f.write(text)

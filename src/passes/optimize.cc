@@ -22,29 +22,25 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_cse_pass());
   manager.add(make_fuse_layer_norm_pass());
   manager.add(make_fuse_gelu_pass());
-  if (cpu_only) manager.add(make_fuse_attention_pass());
+  manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass(cpu_only));
-  if (cpu_only) {
-    manager.add(make_bn_to_affine_pass());
-    manager.add(make_fold_transpose_pass());
-    manager.add(make_fuse_matmul_pass());
-    manager.add(make_channels_last_pass());
-  }
+  if (cpu_only) manager.add(make_bn_to_affine_pass());
+  manager.add(make_fold_transpose_pass());
+  manager.add(make_fuse_matmul_pass());
+  if (cpu_only) manager.add(make_channels_last_pass());
   manager.add(make_fuse_residual_pass(cpu_only));
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
-  if (cpu_only) {
-    // Element-wise trees fuse once the passes above have reached their fixed point: inside their
-    // rounds this fusion would take the activations and Adds that fuse-activation, fuse-matmul
-    // and fuse-residual claim only in a later round (after channels-last or a bias fusion).
-    PassManager last;
-    last.add(make_fuse_elementwise_pass());
-    const int rounds = stats.empty() ? 0 : stats.back().round;
-    for (PassStats& s : last.run(*this)) {
-      s.round += rounds;
-      stats.push_back(std::move(s));
-    }
+  // Element-wise trees fuse once the passes above have reached their fixed point: inside their
+  // rounds this fusion would take the activations and Adds that fuse-activation, fuse-matmul and
+  // fuse-residual claim only in a later round (after channels-last or a bias fusion).
+  PassManager last;
+  last.add(make_fuse_elementwise_pass());
+  const int rounds = stats.empty() ? 0 : stats.back().round;
+  for (PassStats& s : last.run(*this)) {
+    s.round += rounds;
+    stats.push_back(std::move(s));
   }
   verify();
   return stats;

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <limits>
+
 #include "backends/cuda/launch.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
@@ -193,6 +195,99 @@ TEST(CudaKernels, Gemm) {
   expect_matches_cpu("Gemm", {random_tensor(Shape{33, 7}, 39), w, random_tensor(Shape{7, 19}, 40)},
                      {{"transA", 1}, {"alpha", 0.5f}, {"beta", 2.f}});
   expect_matches_cpu("Gemm", {x, w});
+}
+
+TEST(CudaKernels, FusedMatMul) {
+  SKIP_WITHOUT_CUDA();
+  Tensor bias = random_tensor(Shape{11}, 51);
+  // Batched A times one B, bias and exact Gelu: one GEMM over all rows.
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{2, 3, 7, 9}, 52),
+                      constant(random_tensor(Shape{9, 11}, 53)), constant(bias)},
+                     {{"activation", "GeluErf"}});
+  // Both transposed, same batch, Swish, no bias.
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{2, 3, 9, 7}, 54), random_tensor(Shape{2, 3, 11, 9}, 55)},
+                     {{"trans_a", 1}, {"trans_b", 1}, {"activation", "Swish"}});
+  // A transposed over one B (B broadcast with a zero batch stride), LeakyRelu.
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{4, 9, 7}, 56), constant(random_tensor(Shape{9, 11}, 57)),
+                      constant(bias)},
+                     {{"trans_a", 1}, {"activation", "LeakyRelu"}, {"activation_alpha", 0.1f}});
+  // One A broadcast over B's batch, Clip, GeluTanh.
+  expect_matches_cpu(
+      "FusedMatMul", {random_tensor(Shape{7, 9}, 58), random_tensor(Shape{4, 9, 11}, 59)},
+      {{"activation", "Clip"}, {"activation_alpha", -0.5f}, {"activation_beta", 0.6f}});
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{1, 7, 9}, 60), random_tensor(Shape{3, 9, 11}, 61), bias},
+                     {{"activation", "GeluTanh"}});
+}
+
+// Every opcode of a FusedElementwise program, each after a prologue that reads the four kinds of
+// input (same shape, a row, a scalar, a strided column).
+TEST(CudaKernels, FusedElementwise) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{2, 3, 4, 5}, 71, -2.f, 2.f);
+  Tensor row = random_tensor(Shape{5}, 72, 0.5f, 1.5f);
+  Tensor s = random_tensor(Shape{1}, 73);
+  Tensor col = random_tensor(Shape{3, 1, 1}, 74);
+  const std::vector<float> consts = {0.25f, -0.6f, 0.7f};  // k = 0, then parameters at k = 1, 2
+  const std::vector<std::pair<const char*, int>> ops = {
+      {"Add", 0},         {"Sub", 1},       {"Mul", 2},    {"Div", 3},        {"Max", 4},
+      {"Min", 5},         {"Pow", 6},       {"Relu", 7},   {"Sigmoid", 8},    {"Tanh", 9},
+      {"Exp", 10},        {"Log", 11},      {"Neg", 12},   {"Abs", 13},       {"Sqrt", 14},
+      {"Reciprocal", 15}, {"Erf", 16},      {"Clip", 17},  {"LeakyRelu", 18}, {"HardSigmoid", 19},
+      {"HardSwish", 20},  {"Softplus", 21}, {"Swish", 22}, {"GeluErf", 23},   {"GeluTanh", 24}};
+  ASSERT_EQ(ops.size(), 25u);
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    // r4 = x * row; r5 = r4 + col; r6 = r5 - s; then op over r6 (|r6| + 0.25 where the domain
+    // needs positive values).
+    std::vector<int64_t> code = {2, 4, 0, 1, 0, 5, 4, 3, 1, 6, 5, 2};
+    int src = 6;
+    const bool positive = op == 6 || op == 11 || op == 14;
+    if (positive) {
+      code.insert(code.end(), {13, 7, 6, 0, 0, 8, 7, -1});
+      src = 8;
+    }
+    const int dst = src + 1;
+    if (op <= 5)
+      code.insert(code.end(), {op, dst, src, 1});  // with the row
+    else if (op == 6)
+      code.insert(code.end(), {op, dst, src, -3});  // ^ 0.7
+    else if (op == 17 || op == 19)
+      code.insert(code.end(), {op, dst, src, -2});  // (-0.6, 0.7)
+    else if (op == 18)
+      code.insert(code.end(), {op, dst, src, -2});
+    else
+      code.insert(code.end(), {op, dst, src, 0});
+    expect_matches_cpu("FusedElementwise", {x, row, s, col}, {{"code", code}, {"consts", consts}});
+  }
+}
+
+TEST(CudaKernels, FusedAttention) {
+  SKIP_WITHOUT_CUDA();
+  // K^T as exporters give it, a key-padding mask with -inf, several query blocks and key chunks.
+  Tensor mask = random_tensor(Shape{2, 1, 1, 45}, 81);
+  for (int j = 40; j < 45; ++j) mask.data<float>()[j] = -std::numeric_limits<float>::infinity();
+  expect_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{2, 3, 17, 40}, 82), random_tensor(Shape{2, 3, 40, 45}, 83),
+       random_tensor(Shape{2, 3, 45, 24}, 84), mask},
+      {{"scale", 0.158f}, {"k_transposed", 1}});
+  // K as is, a causal [Sq, Sk] mask, head sizes that are not multiples of 32, no batch dims.
+  Tensor causal = Tensor::empty(Shape{33, 70});
+  for (int i = 0; i < 33; ++i)
+    for (int j = 0; j < 70; ++j) causal.data<float>()[i * 70 + j] = j > i + 37 ? -1e9f : 0.f;
+  expect_matches_cpu("FusedAttention",
+                     {random_tensor(Shape{33, 72}, 85), random_tensor(Shape{70, 72}, 86),
+                      random_tensor(Shape{70, 100}, 87), constant(causal)},
+                     {{"scale", 0.12f}});
+  // No mask, one head of 128.
+  expect_matches_cpu("FusedAttention",
+                     {random_tensor(Shape{1, 9, 128}, 88), random_tensor(Shape{1, 31, 128}, 89),
+                      random_tensor(Shape{1, 31, 128}, 90)},
+                     {{"scale", 0.088f}});
 }
 
 TEST(CudaKernels, Conv) {

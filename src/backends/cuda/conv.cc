@@ -98,24 +98,9 @@ class ConvKernel final : public Kernel {
       if (g.pad_begin[i] != g.pad_end[i]) ctx.fail_unsupported("CUDA: asymmetric padding");
     has_bias_ = ctx.has_input(2);
     has_residual_ = ctx.num_inputs() > 3 && ctx.has_input(3);
-    std::string act = ctx.op() == OpKind::kFusedConv ? ctx.attr_string("activation", "") : "";
-    float a = ctx.attr_float("activation_alpha", 0.f), b = ctx.attr_float("activation_beta", 0.f);
-    if (act.empty())
-      act_ = {UnaryOp::kIdentity, 0.f, 0.f};
-    else if (act == "Relu")
-      act_ = {UnaryOp::kRelu, 0.f, 0.f};
-    else if (act == "LeakyRelu")
-      act_ = {UnaryOp::kLeakyRelu, a, 0.f};
-    else if (act == "Clip")
-      act_ = {UnaryOp::kClip, a, b};
-    else if (act == "Sigmoid")
-      act_ = {UnaryOp::kSigmoid, 0.f, 0.f};
-    else if (act == "Tanh")
-      act_ = {UnaryOp::kTanh, 0.f, 0.f};
-    else if (act == "HardSwish")
-      act_ = {UnaryOp::kHardSwish, 0.f, 0.f};
-    else
-      ctx.fail_unsupported("CUDA: activation '" + act + "'");
+    act_ = {UnaryOp::kIdentity, 0.f, 0.f};
+    if (ctx.op() == OpKind::kFusedConv && !fused_activation(ctx, &act_.op, &act_.alpha, &act_.beta))
+      ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     channels_ = y[1];
     spatial_ = y[2] * y[3];
     batch_ = y[0];
@@ -419,8 +404,10 @@ std::string check_conv(const NodeContext& ctx) {
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D convolution only";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
-  if (ctx.op() == OpKind::kFusedConv && ctx.attr_string("activation", "") == "Swish")
-    return "no Swish activation";
+  UnaryOp op{};
+  float a = 0.f, b = 0.f;
+  if (ctx.op() == OpKind::kFusedConv && !fused_activation(ctx, &op, &a, &b))
+    return "no activation '" + ctx.attr_string("activation", "") + "'";
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
   return "";
 }

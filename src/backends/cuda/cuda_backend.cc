@@ -201,4 +201,32 @@ std::string require_float32(const NodeContext& ctx) {
   return "";
 }
 
+bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* beta) {
+  const std::string act = ctx.attr_string("activation", "");
+  *alpha = ctx.attr_float("activation_alpha", 0.f);
+  *beta = ctx.attr_float("activation_beta", 0.f);
+  static const std::pair<const char*, UnaryOp> kOps[] = {
+      {"", UnaryOp::kIdentity},           {"Relu", UnaryOp::kRelu},
+      {"LeakyRelu", UnaryOp::kLeakyRelu}, {"Clip", UnaryOp::kClip},
+      {"Sigmoid", UnaryOp::kSigmoid},     {"Tanh", UnaryOp::kTanh},
+      {"HardSwish", UnaryOp::kHardSwish}, {"Swish", UnaryOp::kSwish},
+      {"GeluErf", UnaryOp::kGelu},        {"GeluTanh", UnaryOp::kGeluTanh}};
+  for (const auto& [name, unary] : kOps)
+    if (act == name) {
+      *op = unary;
+      return true;
+    }
+  return false;
+}
+
+void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
+  const int offset = out.rank() - in.rank();
+  int64_t stride = 1;
+  for (int k = out.rank() - 1; k >= 0; --k) {
+    const int j = k - offset;
+    strides[k] = j < 0 || in[j] == 1 ? 0 : stride;
+    if (j >= 0) stride *= in[j];
+  }
+}
+
 }  // namespace lumen::cuda

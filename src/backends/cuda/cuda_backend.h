@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/launch.h"
 #include "graph/node_context.h"
 #include "runtime/recording.h"
 
@@ -108,5 +109,14 @@ const KernelEntry* find_kernel(OpKind op);
 
 // The usual check: every present input is float32.
 std::string require_float32(const NodeContext& ctx);
+
+// The activation of a fused node (FusedConv, FusedMatMul: attributes activation,
+// activation_alpha, activation_beta) as an epilogue's op and parameters; false when the backend's
+// kernels have no such activation.
+bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* beta);
+
+// Element strides (out.rank() of them) that read `in`, broadcast by NumPy's rules, at each index
+// of `out`: 0 along the dims where `in` is broadcast.
+void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides);
 
 }  // namespace lumen::cuda

@@ -1,8 +1,9 @@
-// MatMul and Gemm through cuBLASLt (LtMatmul), float32 with float32 accumulation (no TF32). The
-// algorithm is chosen once at compile time by cuBLASLt's heuristic; a Gemm bias that is one row is
-// added in the GEMM's epilogue.
+// MatMul, Gemm and FusedMatMul through cuBLASLt (LtMatmul), float32 with float32 accumulation (no
+// TF32). The algorithm is chosen once at compile time by cuBLASLt's heuristic; a bias that is one
+// row is added in the GEMM's epilogue, and a FusedMatMul's activation by one in-place launch.
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
 
 namespace lumen::cuda {
@@ -97,8 +98,86 @@ std::unique_ptr<Kernel> make_matmul(const NodeContext& ctx) {
   return std::make_unique<LtGemmKernel>(ctx, s, 1.0f, false, 0.f);
 }
 
+// FusedMatMul: Y = act(op(A) op(B) + bias), each operand's batch either full or broadcast.
+class FusedMatMulKernel final : public Kernel {
+ public:
+  FusedMatMulKernel(const NodeContext& ctx, const GemmShape& s, bool bias)
+      : where_(ctx.where()), matmul_(ctx, s, bias), bias_(bias) {
+    if (!fused_activation(ctx, &act_, &alpha_, &beta_))
+      ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
+    n_ = ctx.output(0).shape.numel();
+  }
+
+  void run(KernelContext& ctx) const override {
+    cudaStream_t stream = stream_of(ctx);
+    float* y = static_cast<float*>(ctx.outputs[0].raw_data());
+    matmul_.run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), nullptr,
+                bias_ ? ctx.inputs[2].raw_data() : nullptr, y, 1.f, 0.f);
+    if (act_ != UnaryOp::kIdentity) {
+      launch_unary(act_, alpha_, beta_, y, y, n_, stream);
+      check_launch(where_);
+    }
+  }
+
+ private:
+  std::string where_;
+  LtMatmul matmul_;
+  bool bias_;
+  UnaryOp act_ = UnaryOp::kIdentity;
+  float alpha_ = 0.f, beta_ = 0.f;
+  int64_t n_ = 0;
+};
+
+int64_t batch_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int d = 0; d + 2 < s.rank(); ++d) n *= s[d];
+  return n;
+}
+
+std::string check_fused_matmul(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
+  UnaryOp op{};
+  float a = 0.f, b = 0.f;
+  if (!fused_activation(ctx, &op, &a, &b))
+    return "no activation '" + ctx.attr_string("activation", "") + "'";
+  const int64_t batch = batch_numel(ctx.output(0).shape);
+  for (int i = 0; i < 2; ++i) {
+    int64_t n = batch_numel(ctx.input_shape(i));
+    if (n != 1 && n != batch) return "batch dims broadcast both ways";
+  }
+  const Shape& x = ctx.input_shape(0);
+  if ((ctx.attr_int("trans_a", 0) == 1 ? x[-2] : x[-1]) == 0) return "an empty inner dimension";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  const Shape& y = ctx.output(0).shape;
+  GemmShape s;
+  s.trans_x = ctx.attr_int("trans_a", 0) == 1;
+  s.trans_w = ctx.attr_int("trans_b", 0) == 1;
+  s.m = y[-2];
+  s.n = y[-1];
+  s.k = s.trans_x ? a[-2] : a[-1];
+  const int64_t batch = batch_numel(y), batch_a = batch_numel(a), batch_b = batch_numel(b);
+  if (batch_b == 1 && !s.trans_x && batch_a == batch) {
+    s.m *= batch;  // every batch of A times one B: one GEMM over all rows
+  } else if (batch > 1) {
+    s.batch = batch;
+    s.stride_x = batch_a == 1 ? 0 : s.m * s.k;
+    s.stride_w = batch_b == 1 ? 0 : s.k * s.n;
+    s.stride_y = s.m * s.n;
+  }
+  const bool bias = ctx.num_inputs() > 2 && ctx.has_input(2);
+  return std::make_unique<FusedMatMulKernel>(ctx, s, bias);
+}
+
 }  // namespace
 
+LUMEN_REGISTER_CUDA_KERNEL(FusedMatMul, &make_fused_matmul, &check_fused_matmul);
 LUMEN_REGISTER_CUDA_KERNEL(Gemm, &make_gemm, &check_gemm);
 LUMEN_REGISTER_CUDA_KERNEL(MatMul, &make_matmul, &check_gemm);
 

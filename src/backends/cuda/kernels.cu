@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "backends/cuda/launch.h"
+#include "backends/cuda/unary_math.cuh"
 
 namespace lumen::cuda {
 namespace {
@@ -17,56 +18,6 @@ int blocks_for(int64_t n) {
 #define GRID_LOOP(i, n)                                                                  \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
-__device__ __forceinline__ float apply_unary(UnaryOp op, float v, float alpha, float beta) {
-  switch (op) {
-    case UnaryOp::kIdentity:
-      return v;
-    case UnaryOp::kRelu:
-      return v > 0.f ? v : 0.f;
-    case UnaryOp::kLeakyRelu:
-      return v >= 0.f ? v : alpha * v;
-    case UnaryOp::kSigmoid:
-      return 1.f / (1.f + expf(-v));
-    case UnaryOp::kTanh:
-      return tanhf(v);
-    case UnaryOp::kGelu:
-      return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case UnaryOp::kErf:
-      return erff(v);
-    case UnaryOp::kExp:
-      return expf(v);
-    case UnaryOp::kLog:
-      return logf(v);
-    case UnaryOp::kSqrt:
-      return sqrtf(v);
-    case UnaryOp::kNeg:
-      return -v;
-    case UnaryOp::kAbs:
-      return fabsf(v);
-    case UnaryOp::kReciprocal:
-      return 1.f / v;
-    case UnaryOp::kClip:
-      return fminf(fmaxf(v, alpha), beta);
-    case UnaryOp::kHardSigmoid:
-      return fminf(fmaxf(alpha * v + beta, 0.f), 1.f);
-    case UnaryOp::kHardSwish:
-      return v * fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f);
-    case UnaryOp::kFloor:
-      return floorf(v);
-    case UnaryOp::kCeil:
-      return ceilf(v);
-    case UnaryOp::kSin:
-      return sinf(v);
-    case UnaryOp::kCos:
-      return cosf(v);
-    case UnaryOp::kSoftplus:
-      return v > 20.f ? v : log1pf(expf(v));
-    case UnaryOp::kElu:
-      return v >= 0.f ? v : alpha * (expf(v) - 1.f);
-  }
-  return v;
-}
 
 __global__ void unary_kernel(UnaryOp op, float alpha, float beta, const float* x, float* y,
                              int64_t n) {
@@ -152,8 +103,8 @@ __global__ void im2col_kernel(Conv2dDesc d, const float* __restrict__ x, float* 
 // from the descriptor).
 template <int KH, int KW>
 __global__ void depthwise_conv_kernel(Conv2dDesc d, const float* __restrict__ x,
-                                      const float* __restrict__ w, float* __restrict__ y,
-                                      int64_t n, ConvEpilogue e) {
+                                      const float* __restrict__ w, float* __restrict__ y, int64_t n,
+                                      ConvEpilogue e) {
   const int kh_n = KH > 0 ? KH : d.k_h;
   const int kw_n = KW > 0 ? KW : d.k_w;
   const int64_t out_c = d.in_channels * d.multiplier;
@@ -381,14 +332,11 @@ void launch_depthwise_conv(const Conv2dDesc& desc, const float* x, const float* 
   int64_t n = desc.batch * desc.in_channels * desc.multiplier * desc.out_h * desc.out_w;
   if (n == 0) return;
   if (desc.k_h == 3 && desc.k_w == 3)
-    depthwise_conv_kernel<3, 3>
-        <<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
+    depthwise_conv_kernel<3, 3><<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
   else if (desc.k_h == 5 && desc.k_w == 5)
-    depthwise_conv_kernel<5, 5>
-        <<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
+    depthwise_conv_kernel<5, 5><<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
   else
-    depthwise_conv_kernel<0, 0>
-        <<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
+    depthwise_conv_kernel<0, 0><<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
 }
 
 void launch_pool2d(const Pool2dDesc& desc, const float* x, float* y, cudaStream_t stream) {

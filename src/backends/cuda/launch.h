@@ -32,7 +32,9 @@ enum class UnaryOp {
   kSin,
   kCos,
   kSoftplus,
-  kElu
+  kElu,
+  kSwish,     // x * sigmoid(x)
+  kGeluTanh,  // Gelu's tanh approximation (kGelu is the exact, erf form)
 };
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMin, kMax };
 
@@ -117,5 +119,49 @@ void launch_permute(const void* x, void* y, int element_bytes, int rank, const i
 void launch_gather(const void* x, const void* indices, bool indices_int64, void* y,
                    int element_bytes, int64_t outer, int64_t axis_n, int64_t inner,
                    int64_t num_indices, int* error, cudaStream_t stream);
+
+// A FusedElementwise program (graph/fused_elementwise.h) as a kernel parameter: at most
+// kEwMaxInputs inputs, kEwMaxCode instructions and kEwMaxConsts immediates, so that the whole
+// program travels with the launch (no device memory, nothing to bind in a CUDA graph).
+inline constexpr int kEwMaxInputs = 8;
+inline constexpr int kEwMaxCode = 96;
+inline constexpr int kEwMaxConsts = 48;
+inline constexpr int kEwMaxRegs = 32;  // registers a program may use, inputs included
+struct EwInstruction {
+  int8_t op = 0;   // EwOp
+  int8_t dst = 0;  // register
+  int8_t a = 0;    // register, or -(k+1) for consts[k]
+  int8_t b = 0;
+};
+struct EwDesc {
+  int num_inputs = 0, num_code = 0, rank = 0;
+  int64_t dims[kMaxRank] = {};  // the output's
+  // Per input: 0 read at the output index, 1 one value, 2 through strides[input].
+  int8_t mode[kEwMaxInputs] = {};
+  int64_t strides[kEwMaxInputs][kMaxRank] = {};
+  EwInstruction code[kEwMaxCode];
+  float consts[kEwMaxConsts] = {};
+};
+// y[i] = program(inputs at i) for i < n (n = product of desc.dims).
+void launch_fused_elementwise(const EwDesc& desc, const float* const* inputs, float* y, int64_t n,
+                              cudaStream_t stream);
+
+// FusedAttention: Y[b, i, :] = softmax_j(scale * Q[b, i, :] . K[b, j, :] + mask[b, i, j]) V[b, j,
+// :] over `batch` (the leading dims, flattened) independent heads, every operand contiguous; K is
+// [batch, D, Sk] when k_transposed. The mask (optional) is read at
+// mask_offset(b) + i * mask_q_stride + j * mask_k_stride, where mask_offset sums the leading
+// coordinates of b (dims lead_dims) times mask_lead_strides (0 where broadcast).
+inline constexpr int kAttentionMaxDepth = 128;
+struct AttentionDesc {
+  int64_t batch = 0, sq = 0, sk = 0, depth = 0, depth_v = 0;
+  float scale = 1.f;
+  bool k_transposed = false;
+  int lead_rank = 0;
+  int64_t lead_dims[kMaxRank] = {};
+  int64_t mask_lead_strides[kMaxRank] = {};
+  int64_t mask_q_stride = 0, mask_k_stride = 0;
+};
+void launch_attention(const AttentionDesc& desc, const float* q, const float* k, const float* v,
+                      const float* mask, float* y, cudaStream_t stream);
 
 }  // namespace lumen::cuda

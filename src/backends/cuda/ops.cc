@@ -164,21 +164,6 @@ BinaryOp binary_op(OpKind op) {
   }
 }
 
-// Element strides of `in` aligned to the output's trailing dims, 0 where broadcast.
-void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
-  int offset = out.rank() - in.rank();
-  int64_t stride = 1;
-  for (int k = out.rank() - 1; k >= 0; --k) {
-    int j = k - offset;
-    if (j < 0 || in[j] == 1) {
-      strides[k] = 0;
-    } else {
-      strides[k] = stride;
-    }
-    if (j >= 0) stride *= in[j];
-  }
-}
-
 std::string check_binary(const NodeContext& ctx) {
   std::string why = check_float_static(ctx);
   if (!why.empty()) return why;
