@@ -1,6 +1,6 @@
-// MatMul/Gemm epilogue fusion: MatMul -> Add(bias) -> activation and Gemm -> activation become one
-// FusedMatMul, whose kernel adds the bias and applies the activation as each output is written (a
-// oneDNN matmul with bias and an eltwise post-op on the CPU).
+// MatMul/Gemm epilogue fusion: MatMul -> Add(bias) -> activation (Gelu included) and Gemm ->
+// activation become one FusedMatMul, whose kernel adds the bias and applies the activation as each
+// output is written (a oneDNN matmul with bias and an eltwise post-op on the CPU).
 #include <cstring>
 #include <limits>
 
@@ -131,7 +131,13 @@ class FuseMatMulPass : public Pass {
     if (act.inputs.empty() || act.inputs[0] != mm.outputs[0] || act.outputs.size() != 1)
       return false;
     Attributes extra;
-    if (!activation_attributes(graph, act, &extra)) return false;
+    if (act.op == OpKind::kGelu) {  // an activation of matmuls only (transformers' FFN)
+      auto it = act.attrs.find("approximate");
+      const bool tanh = it != act.attrs.end() && it->second.as_string() == "tanh";
+      extra["activation"] = tanh ? "GeluTanh" : "GeluErf";
+    } else if (!activation_attributes(graph, act, &extra)) {
+      return false;
+    }
     int y = mm.outputs[0], act_out = act.outputs[0];
     if (!can_replace_uses(graph, act_out, y)) return false;
     std::vector<int> act_inputs = act.inputs;

@@ -27,7 +27,7 @@ bool have_cuda() {
 // One `op` node over `inputs`, compiled for `backends`, run once (or `runs` times).
 std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::string& op,
                            const std::vector<OpInput>& inputs, const Attributes& attrs = {},
-                           int runs = 1) {
+                           int runs = 1, int num_outputs = 1) {
   Graph graph;
   std::vector<Value*> values;
   std::vector<Tensor> runtime_inputs;
@@ -43,7 +43,7 @@ std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::
       runtime_inputs.push_back(in.tensor);
     }
   }
-  std::vector<Value*> outs = graph.add_op(op, values, 1, attrs, "node");
+  std::vector<Value*> outs = graph.add_op(op, values, num_outputs, attrs, "node");
   for (Value* v : outs) graph.mark_output(v);
   Runtime rt;
   CompileOptions options;
@@ -56,9 +56,10 @@ std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::
 
 // The op on CUDA (run three times: eager, recorded, replayed) matches the CPU backend.
 void expect_matches_cpu(const std::string& op, const std::vector<OpInput>& inputs,
-                        const Attributes& attrs = {}, double atol = 1e-5, double rtol = 1e-4) {
-  std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs);
-  std::vector<Tensor> got = run_on({"cuda"}, op, inputs, attrs, 3);
+                        const Attributes& attrs = {}, double atol = 1e-5, double rtol = 1e-4,
+                        int num_outputs = 1) {
+  std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs, 1, num_outputs);
+  std::vector<Tensor> got = run_on({"cuda"}, op, inputs, attrs, 3, num_outputs);
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) {
     EXPECT_EQ(got[k].device(), Device::cpu());
@@ -272,8 +273,8 @@ TEST(CudaKernels, FusedAttention) {
   for (int j = 40; j < 45; ++j) mask.data<float>()[j] = -std::numeric_limits<float>::infinity();
   expect_matches_cpu(
       "FusedAttention",
-      {random_tensor(Shape{2, 3, 17, 40}, 82), random_tensor(Shape{2, 3, 40, 45}, 83),
-       random_tensor(Shape{2, 3, 45, 24}, 84), mask},
+      {random_tensor(Shape{2, 3, 17, 64}, 82), random_tensor(Shape{2, 3, 64, 45}, 83),
+       random_tensor(Shape{2, 3, 45, 64}, 84), mask},
       {{"scale", 0.158f}, {"k_transposed", 1}});
   // K as is, a causal [Sq, Sk] mask, head sizes that are not multiples of 32, no batch dims.
   Tensor causal = Tensor::empty(Shape{33, 70});
@@ -283,6 +284,15 @@ TEST(CudaKernels, FusedAttention) {
                      {random_tensor(Shape{33, 72}, 85), random_tensor(Shape{70, 72}, 86),
                       random_tensor(Shape{70, 100}, 87), constant(causal)},
                      {{"scale", 0.12f}});
+  // Head size 32, and 40 with values of 24.
+  expect_matches_cpu("FusedAttention",
+                     {random_tensor(Shape{4, 6, 32}, 91), random_tensor(Shape{4, 33, 32}, 92),
+                      random_tensor(Shape{4, 33, 32}, 93)},
+                     {{"scale", 0.2f}});
+  expect_matches_cpu("FusedAttention",
+                     {random_tensor(Shape{2, 5, 40}, 94), random_tensor(Shape{2, 40, 9}, 95),
+                      random_tensor(Shape{2, 9, 24}, 96)},
+                     {{"scale", 0.3f}, {"k_transposed", 1}});
   // No mask, one head of 128.
   expect_matches_cpu("FusedAttention",
                      {random_tensor(Shape{1, 9, 128}, 88), random_tensor(Shape{1, 31, 128}, 89),
@@ -491,6 +501,14 @@ TEST(CudaKernels, Movement) {
   expect_matches_cpu("Reshape", {x, constant(Tensor::from_vector<int64_t>(Shape{2}, {6, 20}))});
   expect_matches_cpu("Flatten", {x}, {{"axis", 2}});
   expect_matches_cpu("Unsqueeze", {x, constant(Tensor::from_vector<int64_t>(Shape{1}, {1}))});
+  auto ints = [](std::vector<int64_t> v) {
+    return constant(Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(v.size())}, v));
+  };
+  // Slice: two axes, a step of 2, a negative step, ends past the end.
+  expect_matches_cpu("Slice", {x, ints({1, 4}), ints({3, 1}), ints({1, 3}), ints({1, -2})});
+  expect_matches_cpu("Slice", {x, ints({0, 1}), ints({99, 4}), ints({0, 2}), ints({2, 2})});
+  expect_matches_cpu("Split", {x, ints({1, 2})}, {{"axis", 1}}, 1e-5, 1e-4, 2);
+  expect_matches_cpu("Split", {x}, {{"axis", -1}, {"num_outputs", 5}}, 1e-5, 1e-4, 5);
 }
 
 TEST(CudaKernels, BadInputIsAClearError) {

@@ -69,6 +69,13 @@ std::vector<Case> cases() {
       {"Sigmoid", {}, {}, [](double v) { return 1 / (1 + std::exp(-v)); }},
       {"Tanh", {}, {}, [](double v) { return std::tanh(v); }},
       {"HardSwish", {}, {}, [](double v) { return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0); }},
+      {"Gelu", {}, {}, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"Gelu",
+       {{"approximate", "tanh"}},
+       {},
+       [](double v) {
+         return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+       }},
   };
 }
 

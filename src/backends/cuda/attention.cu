@@ -1,7 +1,7 @@
 // FusedAttention on the GPU, in the manner of FlashAttention (Dao et al., 2022): the scores are
-// never written out. A block of kWarps warps takes kRowsPerWarp query rows per warp; it walks the
-// keys in chunks of 32, staging each chunk of K and V in shared memory, and every warp updates its
-// rows' running maximum, running sum and output accumulator with the chunk (the online softmax of
+// never written out. A block of kWarps warps takes one query row per warp; it walks the keys in
+// chunks of 32, staging each chunk of K and V in shared memory, and every warp updates its row's
+// running maximum, running sum and output accumulator with the chunk (the online softmax of
 // Milakov and Gimelshein, 2018). Lane j of a warp scores key j of the chunk; lane t then owns the
 // output columns t, t + 32, ... float32 throughout.
 #include <cfloat>
@@ -12,9 +12,7 @@ namespace lumen::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = 2;
 constexpr int kChunk = 32;
-constexpr int kCols = kAttentionMaxDepth / 32;  // output columns per lane
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -26,45 +24,51 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-__global__ void attention_kernel(const __grid_constant__ AttentionDesc d, const float* q,
-                                 const float* k, const float* v, const float* mask, float* y) {
+// One query row per warp, kWarps rows per block. kD: the head size when fixed at compile time
+// (32, 64 or 128, for both Q/K and V), or 0 to read d.depth and d.depth_v.
+template <int kD>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_kernel(const __grid_constant__ AttentionDesc d, const float* __restrict__ q,
+                     const float* __restrict__ k, const float* __restrict__ v,
+                     const float* __restrict__ mask, float* __restrict__ y) {
+  constexpr int kCols = (kD > 0 ? kD : kAttentionMaxDepth) / 32;  // output columns per lane
   extern __shared__ float smem[];
-  const int64_t dk = d.depth, dv = d.depth_v;
+  const int dk = kD > 0 ? kD : static_cast<int>(d.depth);
+  const int dv = kD > 0 ? kD : static_cast<int>(d.depth_v);
   float* ks = smem;                    // [kChunk][dk + 1] (padded: lane j reads row j)
   float* vs = ks + kChunk * (dk + 1);  // [kChunk][dv]
-  float* qs = vs + kChunk * dv;        // [kWarps * kRowsPerWarp][dk]
+  float* qs = vs + kChunk * dv;        // [kWarps][dk]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t rows_per_block = kWarps * kRowsPerWarp;
-  const int64_t blocks_per_head = (d.sq + rows_per_block - 1) / rows_per_block;
+  const int64_t blocks_per_head = (d.sq + kWarps - 1) / kWarps;
   const int64_t b = blockIdx.x / blocks_per_head;
-  const int64_t row0 = (blockIdx.x % blocks_per_head) * rows_per_block;
+  const int64_t row0 = (blockIdx.x % blocks_per_head) * kWarps;
+  const int64_t row = row0 + warp;
   const float* qb = q + b * d.sq * dk;
   const float* kb = k + b * d.sk * dk;
   const float* vb = v + b * d.sk * dv;
 
-  int64_t mask_base = 0;
+  const float* mask_row = nullptr;
   if (mask != nullptr) {
-    int64_t rest = b;
+    int64_t base = 0, rest = b;
     for (int j = d.lead_rank - 1; j >= 0; --j) {
-      mask_base += (rest % d.lead_dims[j]) * d.mask_lead_strides[j];
+      base += (rest % d.lead_dims[j]) * d.mask_lead_strides[j];
       rest /= d.lead_dims[j];
     }
+    mask_row = mask + base + (row < d.sq ? row : 0) * d.mask_q_stride;
   }
   // The block's query rows, scaled once.
-  for (int64_t idx = threadIdx.x; idx < rows_per_block * dk; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < kWarps * dk; idx += blockDim.x) {
     const int64_t r = row0 + idx / dk;
     qs[idx] = r < d.sq ? qb[r * dk + idx % dk] * d.scale : 0.f;
   }
-  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kCols];
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0.f;
-    for (int c = 0; c < kCols; ++c) acc[r][c] = 0.f;
-  }
+  const float* qrow = qs + warp * dk;
+  float m = -INFINITY, l = 0.f, acc[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
   for (int64_t j0 = 0; j0 < d.sk; j0 += kChunk) {
     __syncthreads();  // the previous chunk is consumed (and qs written, the first time)
-    for (int64_t idx = threadIdx.x; idx < kChunk * dk; idx += blockDim.x) {
-      int64_t j, c;
+    for (int idx = threadIdx.x; idx < kChunk * dk; idx += blockDim.x) {
+      int j, c;
       if (d.k_transposed) {  // K^T [dk][sk]: consecutive threads read consecutive keys
         j = idx % kChunk;
         c = idx / kChunk;
@@ -77,54 +81,43 @@ __global__ void attention_kernel(const __grid_constant__ AttentionDesc d, const 
       if (key < d.sk) val = d.k_transposed ? kb[c * d.sk + key] : kb[key * dk + c];
       ks[j * (dk + 1) + c] = val;
     }
-    for (int64_t idx = threadIdx.x; idx < kChunk * dv; idx += blockDim.x) {
+    for (int idx = threadIdx.x; idx < kChunk * dv; idx += blockDim.x) {
       const int64_t key = j0 + idx / dv;
       vs[idx] = key < d.sk ? vb[key * dv + idx % dv] : 0.f;
     }
     __syncthreads();
     const int64_t key = j0 + lane;
-    float s[kRowsPerWarp];
-    for (int r = 0; r < kRowsPerWarp; ++r) s[r] = 0.f;
     const float* krow = ks + lane * (dk + 1);
-    for (int64_t c = 0; c < dk; ++c) {
-      const float kv = krow[c];
-      for (int r = 0; r < kRowsPerWarp; ++r) s[r] += qs[(warp * kRowsPerWarp + r) * dk + c] * kv;
+    float s = 0.f;
+#pragma unroll 16
+    for (int c = 0; c < dk; ++c) s += qrow[c] * krow[c];
+    if (key >= d.sk)
+      s = -INFINITY;
+    else if (mask_row != nullptr)
+      s += mask_row[key * d.mask_k_stride];
+    const float m_new = fmaxf(m, warp_max(s));
+    // A row masked out so far (every score -inf) keeps zero weight instead of exp(nan).
+    const float p = m_new == -INFINITY ? 0.f : expf(s - m_new);
+    const float correction = m_new == -INFINITY ? 1.f : expf(m - m_new);
+    l = l * correction + warp_sum(p);
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[c] *= correction;
+    const int n_keys = d.sk - j0 < kChunk ? static_cast<int>(d.sk - j0) : kChunk;
+    for (int j = 0; j < n_keys; ++j) {
+      const float pj = __shfl_sync(0xffffffffu, p, j);
+      const float* vrow = vs + j * dv;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c)
+        if (kD > 0 || lane + 32 * c < dv) acc[c] += pj * vrow[lane + 32 * c];
     }
-    const int64_t n_keys = d.sk - j0 < kChunk ? d.sk - j0 : kChunk;
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int64_t row = row0 + warp * kRowsPerWarp + r;
-      if (key >= d.sk) {
-        s[r] = -INFINITY;
-      } else if (mask != nullptr && row < d.sq) {
-        s[r] += mask[mask_base + row * d.mask_q_stride + key * d.mask_k_stride];
-      }
-      const float m_new = fmaxf(m[r], warp_max(s[r]));
-      // A row masked out so far (every score -inf) keeps zero weight instead of exp(nan).
-      const float p = m_new == -INFINITY ? 0.f : __expf(s[r] - m_new);
-      const float correction = m_new == -INFINITY ? 1.f : __expf(m[r] - m_new);
-      l[r] = l[r] * correction + warp_sum(p);
-      for (int c = 0; c < kCols; ++c) acc[r][c] *= correction;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float pj = __shfl_sync(0xffffffffu, p, static_cast<int>(j));
-        const float* vrow = vs + j * dv;
-        for (int c = 0; c < kCols; ++c) {
-          const int64_t col = lane + 32 * c;
-          if (col < dv) acc[r][c] += pj * vrow[col];
-        }
-      }
-      m[r] = m_new;
-    }
+    m = m_new;
   }
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int64_t row = row0 + warp * kRowsPerWarp + r;
-    if (row >= d.sq) continue;
-    float* out = y + (b * d.sq + row) * dv;
-    const float inv = 1.f / l[r];
-    for (int c = 0; c < kCols; ++c) {
-      const int64_t col = lane + 32 * c;
-      if (col < dv) out[col] = acc[r][c] * inv;
-    }
-  }
+  if (row >= d.sq) return;
+  float* out = y + (b * d.sq + row) * dv;
+  const float inv = 1.f / l;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c)
+    if (kD > 0 || lane + 32 * c < dv) out[lane + 32 * c] = acc[c] * inv;
 }
 
 }  // namespace
@@ -132,12 +125,19 @@ __global__ void attention_kernel(const __grid_constant__ AttentionDesc d, const 
 void launch_attention(const AttentionDesc& desc, const float* q, const float* k, const float* v,
                       const float* mask, float* y, cudaStream_t stream) {
   if (desc.batch == 0 || desc.sq == 0 || desc.depth_v == 0) return;
-  const int64_t rows_per_block = kWarps * kRowsPerWarp;
-  const int64_t blocks = desc.batch * ((desc.sq + rows_per_block - 1) / rows_per_block);
-  const size_t smem = sizeof(float) * (kChunk * (desc.depth + 1) + kChunk * desc.depth_v +
-                                       rows_per_block * desc.depth);
-  attention_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, smem, stream>>>(desc, q, k, v,
-                                                                                 mask, y);
+  const int64_t blocks = desc.batch * ((desc.sq + kWarps - 1) / kWarps);
+  const size_t smem =
+      sizeof(float) * (kChunk * (desc.depth + 1) + kChunk * desc.depth_v + kWarps * desc.depth);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  const int64_t d = desc.depth_v == desc.depth ? desc.depth : 0;
+  if (d == 64)
+    attention_kernel<64><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
+  else if (d == 32)
+    attention_kernel<32><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
+  else if (d == 128)
+    attention_kernel<128><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
+  else
+    attention_kernel<0><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
 }
 
 }  // namespace lumen::cuda

@@ -252,16 +252,33 @@ struct PermuteDesc {
   int64_t strides[kMaxRank];
 };
 
-template <typename T>
-__global__ void permute_kernel(const T* x, T* y, PermuteDesc d, int64_t n) {
-  GRID_LOOP(i, n) {
-    int64_t rest = i, src = 0;
+// I: the index type, 32-bit whenever every offset fits (64-bit division is several times slower).
+template <typename T, typename I>
+__global__ void permute_kernel(const T* x, T* y, PermuteDesc d, I n) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    I rest = i, src = 0;
     for (int k = d.rank - 1; k >= 0; --k) {
-      src += (rest % d.dims[k]) * d.strides[k];
-      rest /= d.dims[k];
+      const I dim = static_cast<I>(d.dims[k]);
+      src += (rest % dim) * static_cast<I>(d.strides[k]);
+      rest /= dim;
     }
     y[i] = x[src];
   }
+}
+
+template <typename T>
+void launch_permute_typed(const void* x, void* y, const PermuteDesc& d, int64_t n,
+                          cudaStream_t stream) {
+  int64_t reach = n;
+  for (int k = 0; k < d.rank; ++k)
+    reach += (d.dims[k] - 1) * (d.strides[k] < 0 ? -d.strides[k] : d.strides[k]);
+  if (reach < (int64_t{1} << 31))
+    permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), d, static_cast<int32_t>(n));
+  else
+    permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x),
+                                                           static_cast<T*>(y), d, n);
 }
 
 template <typename T, typename I>
@@ -382,20 +399,16 @@ void launch_permute(const void* x, void* y, int element_bytes, int rank, const i
   }
   switch (element_bytes) {
     case 1:
-      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x),
-                                                             static_cast<uint8_t*>(y), d, n);
+      launch_permute_typed<uint8_t>(x, y, d, n, stream);
       break;
     case 2:
-      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint16_t*>(x),
-                                                             static_cast<uint16_t*>(y), d, n);
+      launch_permute_typed<uint16_t>(x, y, d, n, stream);
       break;
     case 4:
-      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
-                                                             static_cast<uint32_t*>(y), d, n);
+      launch_permute_typed<uint32_t>(x, y, d, n, stream);
       break;
     default:
-      permute_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x),
-                                                             static_cast<uint64_t*>(y), d, n);
+      launch_permute_typed<uint64_t>(x, y, d, n, stream);
   }
 }
 

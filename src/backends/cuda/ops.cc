@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "graph/schemas/conv_geometry.h"
+#include "graph/schemas/movement.h"
 
 namespace lumen::cuda {
 namespace {
@@ -371,6 +372,62 @@ std::unique_ptr<Kernel> make_transpose(const NodeContext& ctx) {
   });
 }
 
+// Slice: one strided copy, every start, end, axis and step known at compile time.
+std::string check_slice(const NodeContext& ctx) {
+  std::string why = check_float_rank(ctx);
+  if (!why.empty()) return why;
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
+      return "input " + std::to_string(i) + " must be known at build time";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const SliceSpec spec = slice_spec(ctx);
+  const int rank = x.rank();
+  std::vector<int64_t> in_strides(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x[d + 1];
+  std::vector<int64_t> dims(rank), strides(rank);
+  int64_t offset = 0;
+  for (int d = 0; d < rank; ++d) {
+    dims[d] = spec.output[d];
+    strides[d] = spec.steps[d] * in_strides[d];
+    if (spec.output.numel() > 0) offset += spec.starts[d] * in_strides[d];
+  }
+  const int es = static_cast<int>(dtype_size(ctx.input_dtype(0)));
+  const int64_t n = spec.output.numel();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_permute(static_cast<const char*>(k.inputs[0].raw_data()) + offset * es,
+                   k.outputs[0].raw_data(), es, rank, dims.data(), strides.data(), n, s);
+  });
+}
+
+// Split: each output is a block of columns of the input's rows (one strided copy each).
+std::unique_ptr<Kernel> make_split(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const int axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= x[d];
+  const size_t es = dtype_size(ctx.input_dtype(0));
+  const size_t in_row = x.numel() / std::max<int64_t>(outer, 1) * es;
+  std::vector<size_t> widths;
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    widths.push_back(ctx.output(i).shape.numel() / std::max<int64_t>(outer, 1) * es);
+  std::string where = ctx.where();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    size_t col = 0;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      if (widths[i] > 0 && outer > 0)
+        check(cudaMemcpy2DAsync(k.outputs[i].raw_data(), widths[i],
+                                static_cast<const char*>(k.inputs[0].raw_data()) + col, in_row,
+                                widths[i], outer, cudaMemcpyDeviceToDevice, s),
+              where);
+      col += widths[i];
+    }
+  });
+}
+
 // Concat: each input is a block of rows copied into its columns of the output (one strided copy).
 std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
   const Shape& y = ctx.output(0).shape;
@@ -471,6 +528,8 @@ LUMEN_REGISTER_CUDA_KERNEL(ReduceMean, &make_reduce_mean, &check_reduce_mean);
 LUMEN_REGISTER_CUDA_KERNEL(ReduceMax, &make_reduce_mean, &check_reduce_mean);
 LUMEN_REGISTER_CUDA_KERNEL(Transpose, &make_transpose, &check_float_rank);
 LUMEN_REGISTER_CUDA_KERNEL(Concat, &make_concat, &check_float_data);
+LUMEN_REGISTER_CUDA_KERNEL(Slice, &make_slice, &check_slice);
+LUMEN_REGISTER_CUDA_KERNEL(Split, &make_split, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Gather, &make_gather, &check_gather);
 LUMEN_REGISTER_CUDA_KERNEL(Reshape, &make_view, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Flatten, &make_view, &check_float_data);
