@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <limits>
 
 #include "backends/cuda/launch.h"
@@ -457,6 +458,52 @@ TEST(CudaKernels, ConvLaunchers) {
     want[i] = v > 0 ? v : 0.1 * v;
   }
   expect_close(yd.to(Device::cpu()), {3, 5, 7}, want, 1e-6, 1e-5);
+}
+
+// Both ways of FusedAttention launched directly, whichever a node would choose: the fused kernel
+// against the CPU backend, and the plain way's softmax step against a double reference.
+TEST(CudaKernels, AttentionLaunchers) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t sq = 17, sk = 45, depth = 64;
+  Tensor q = random_tensor(Shape{2, 3, sq, depth}, 101),
+         kt = random_tensor(Shape{2, 3, depth, sk}, 102);
+  Tensor v = random_tensor(Shape{2, 3, sk, depth}, 103),
+         mask = random_tensor(Shape{2, 1, 1, sk}, 104);
+  cuda::AttentionDesc d;
+  d.batch = 6;
+  d.sq = sq;
+  d.sk = sk;
+  d.depth = d.depth_v = depth;
+  d.scale = 0.3f;
+  d.k_transposed = true;
+  d.lead_rank = 2;
+  d.lead_dims[0] = 2;
+  d.lead_dims[1] = 3;
+  d.mask_lead_strides[0] = sk;  // mask [2, 1, 1, sk]: the heads and rows broadcast
+  d.mask_k_stride = 1;
+  Tensor qd = q.to(Device::cuda()), kd = kt.to(Device::cuda()), vd = v.to(Device::cuda()),
+         md = mask.to(Device::cuda());
+  Tensor y = Tensor::empty(Shape{2, 3, sq, depth}, DType::kFloat32, Device::cuda());
+  cuda::launch_attention(d, dev(qd), dev(kd), dev(vd), dev(md), dev(y), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Tensor want = run_on({"cpu"}, "FusedAttention", {q, kt, v, mask},
+                       {{"scale", 0.3f}, {"k_transposed", 1}})[0];
+  expect_close(y.to(Device::cpu()), want.shape(), to_doubles(want), 1e-5, 1e-4);
+
+  Tensor scores = random_tensor(Shape{2, 3, sq, sk}, 105, -3.f, 3.f);
+  Tensor sd = scores.to(Device::cuda());
+  cuda::launch_attention_softmax(d, dev(sd), dev(md), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<double> s = to_doubles(scores), m = to_doubles(mask), p(s.size());
+  for (int64_t r = 0; r < 6 * sq; ++r) {
+    const int64_t b = r / (3 * sq);
+    double mx = -1e300, sum = 0;
+    for (int64_t j = 0; j < sk; ++j) mx = std::max(mx, 0.3 * s[r * sk + j] + m[b * sk + j]);
+    for (int64_t j = 0; j < sk; ++j) sum += std::exp(0.3 * s[r * sk + j] + m[b * sk + j] - mx);
+    for (int64_t j = 0; j < sk; ++j)
+      p[r * sk + j] = std::exp(0.3 * s[r * sk + j] + m[b * sk + j] - mx) / sum;
+  }
+  expect_close(sd.to(Device::cpu()), scores.shape(), p, 1e-6, 1e-4);
 }
 
 TEST(CudaKernels, NormPoolSoftmax) {

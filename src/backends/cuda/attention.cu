@@ -120,7 +120,51 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (kD > 0 || lane + 32 * c < dv) out[lane + 32 * c] = acc[c] * inv;
 }
 
+// One warp per score row: max, sum of exponentials, then the probabilities in place.
+__global__ void attention_softmax_kernel(const __grid_constant__ AttentionDesc d, float* s,
+                                         const float* __restrict__ mask) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= d.batch * d.sq) return;
+  const int64_t b = r / d.sq, i = r % d.sq;
+  const float* mask_row = nullptr;
+  if (mask != nullptr) {
+    int64_t base = 0, rest = b;
+    for (int j = d.lead_rank - 1; j >= 0; --j) {
+      base += (rest % d.lead_dims[j]) * d.mask_lead_strides[j];
+      rest /= d.lead_dims[j];
+    }
+    mask_row = mask + base + i * d.mask_q_stride;
+  }
+  float* row = s + r * d.sk;
+  float m = -INFINITY;
+  for (int64_t j = lane; j < d.sk; j += 32) {
+    float v = row[j] * d.scale;
+    if (mask_row != nullptr) v += mask_row[j * d.mask_k_stride];
+    row[j] = v;
+    m = fmaxf(m, v);
+  }
+  m = warp_max(m);
+  float sum = 0.f;
+  for (int64_t j = lane; j < d.sk; j += 32) {
+    const float e = m == -INFINITY ? 0.f : expf(row[j] - m);
+    row[j] = e;
+    sum += e;
+  }
+  const float inv = 1.f / warp_sum(sum);
+  for (int64_t j = lane; j < d.sk; j += 32) row[j] *= inv;
+}
+
 }  // namespace
+
+void launch_attention_softmax(const AttentionDesc& desc, float* scores, const float* mask,
+                              cudaStream_t stream) {
+  const int64_t rows = desc.batch * desc.sq;
+  if (rows == 0 || desc.sk == 0) return;
+  constexpr int kRowsPerBlock = 8;
+  attention_softmax_kernel<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                             kRowsPerBlock * 32, 0, stream>>>(desc, scores, mask);
+}
 
 void launch_attention(const AttentionDesc& desc, const float* q, const float* k, const float* v,
                       const float* mask, float* y, cudaStream_t stream) {

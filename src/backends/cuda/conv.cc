@@ -45,45 +45,6 @@ struct ConvWay {
   size_t workspace;
 };
 
-// The time of one `run` in milliseconds on the GPU: a few runs captured as a CUDA graph and
-// replayed (after one eager warm-up run), or timed eagerly where capture fails.
-float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where) {
-  constexpr int kReps = 8;
-  run();
-  check(cudaStreamSynchronize(stream), where);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-  if (captured) {
-    for (int r = 0; r < kReps; ++r) run();
-    captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
-               cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-  }
-  if (!captured) (void)cudaGetLastError();
-  auto once = [&] {
-    if (captured) {
-      check(cudaGraphLaunch(exec, stream), where);
-    } else {
-      for (int r = 0; r < kReps; ++r) run();
-    }
-  };
-  once();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), where);
-  check(cudaEventCreate(&stop), where);
-  check(cudaEventRecord(start, stream), where);
-  once();
-  check(cudaEventRecord(stop, stream), where);
-  check(cudaEventSynchronize(stop), where);
-  float ms = 0.f;
-  check(cudaEventElapsedTime(&ms, start, stop), where);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
-  return ms / kReps;
-}
-
 class ConvKernel final : public Kernel {
  public:
   explicit ConvKernel(const NodeContext& ctx) : where_(ctx.where()) {
@@ -268,13 +229,7 @@ class ConvKernel final : public Kernel {
     Tensor sz = has_residual_ ? Tensor::zeros(y, DType::kFloat32, dev) : Tensor();
     if (!has_bias_) zero_bias_ = Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev);
     check(cudaStreamSynchronize(be.stream().handle()), where_);  // the scratch zeros
-    struct OwnStream {
-      cudaStream_t handle = nullptr;
-      ~OwnStream() {
-        if (handle) cudaStreamDestroy(handle);
-      }
-    } own;
-    check(cudaStreamCreateWithFlags(&own.handle, cudaStreamNonBlocking), where_);
+    TimingStream own(where_);
     check(cudnnSetStream(be.cudnn(), own.handle), where_);
     size_t chosen = 0;
     for (size_t k = 0; k < candidates.size(); ++k) {

@@ -3,6 +3,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <array>
+#include <functional>
 
 #include "backends/backend_registry.h"
 #include "backends/cuda/cuda_check.h"
@@ -217,6 +218,51 @@ bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* 
       return true;
     }
   return false;
+}
+
+float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where) {
+  constexpr int kReps = 8;
+  run();
+  check(cudaStreamSynchronize(stream), where);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  if (captured) {
+    for (int r = 0; r < kReps; ++r) run();
+    captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
+               cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+  }
+  if (!captured) (void)cudaGetLastError();
+  auto once = [&] {
+    if (captured) {
+      check(cudaGraphLaunch(exec, stream), where);
+    } else {
+      for (int r = 0; r < kReps; ++r) run();
+    }
+  };
+  once();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), where);
+  check(cudaEventCreate(&stop), where);
+  check(cudaEventRecord(start, stream), where);
+  once();
+  check(cudaEventRecord(stop, stream), where);
+  check(cudaEventSynchronize(stop), where);
+  float ms = 0.f;
+  check(cudaEventElapsedTime(&ms, start, stop), where);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  return ms / kReps;
+}
+
+TimingStream::TimingStream(const std::string& where) {
+  check(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking), where);
+}
+
+TimingStream::~TimingStream() {
+  if (handle) cudaStreamDestroy(handle);
 }
 
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -114,6 +115,20 @@ std::string require_float32(const NodeContext& ctx);
 // activation_alpha, activation_beta) as an epilogue's op and parameters; false when the backend's
 // kernels have no such activation.
 bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* beta);
+
+// The GPU time in milliseconds of one `run` (which enqueues work on `stream`): a few runs
+// captured as a CUDA graph and replayed, as an Executable runs them, after one eager warm-up; timed
+// eagerly where capture fails. For kernels that choose among their ways at compile time.
+float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where);
+
+// A stream of its own for time_on_stream, so that a capture there cannot catch other work.
+struct TimingStream {
+  explicit TimingStream(const std::string& where);
+  ~TimingStream();
+  TimingStream(const TimingStream&) = delete;
+  TimingStream& operator=(const TimingStream&) = delete;
+  cudaStream_t handle = nullptr;
+};
 
 // Element strides (out.rank() of them) that read `in`, broadcast by NumPy's rules, at each index
 // of `out`: 0 along the dims where `in` is broadcast.

@@ -1,12 +1,16 @@
 // CUDA kernels of the optimizer's fused element-wise and attention nodes (FusedElementwise,
 // FusedAttention): the node's program or geometry is read once at compile time into the
-// descriptor its launch takes.
+// descriptor its launch takes; attention also chooses between two ways by timing them.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
+#include "backends/cuda/lt_matmul.h"
 #include "graph/fused_elementwise.h"
 
 namespace lumen::cuda {
@@ -114,6 +118,10 @@ std::string check_attention(const NodeContext& ctx) {
   return "";
 }
 
+// Two ways, the faster kept (timed at compile time as CUDA-graph replays): the fused kernel, or
+// scores = Q K^T by a batched cuBLASLt GEMM into the workspace, the scaled and masked softmax in
+// place, then Y = P V by a second GEMM. Which wins depends on the shapes (the fused kernel has
+// fewer launches and no scores in memory; the GEMMs use the GPU better on long sequences).
 class AttentionKernel final : public Kernel {
  public:
   explicit AttentionKernel(const NodeContext& ctx) : where_(ctx.where()) {
@@ -143,19 +151,111 @@ class AttentionKernel final : public Kernel {
       d_.mask_q_stride = strides[rank - 2];
       d_.mask_k_stride = strides[rank - 1];
     }
+    const size_t score_bytes = static_cast<size_t>(d_.batch * d_.sq * d_.sk) * sizeof(float);
+    if (score_bytes == 0 || score_bytes > kMaxScoreBytes) return;
+    GemmShape qk;  // [sq, depth] x [depth, sk] per head
+    qk.m = d_.sq;
+    qk.k = d_.depth;
+    qk.n = d_.sk;
+    qk.trans_w = !d_.k_transposed;
+    qk.batch = d_.batch;
+    qk.stride_x = d_.sq * d_.depth;
+    qk.stride_w = d_.sk * d_.depth;
+    qk.stride_y = d_.sq * d_.sk;
+    GemmShape pv;  // [sq, sk] x [sk, depth_v] per head
+    pv.m = d_.sq;
+    pv.k = d_.sk;
+    pv.n = d_.depth_v;
+    pv.batch = d_.batch;
+    pv.stride_x = d_.sq * d_.sk;
+    pv.stride_w = d_.sk * d_.depth_v;
+    pv.stride_y = d_.sq * d_.depth_v;
+    try {
+      qk_ = std::make_unique<LtMatmul>(ctx, qk, false);
+      pv_ = std::make_unique<LtMatmul>(ctx, pv, false);
+    } catch (const UnsupportedOp&) {
+      qk_.reset();
+      pv_.reset();
+      return;
+    }
+    CudaBackend& be = require_cuda_backend();
+    score_offset_ = (std::max(qk_->workspace_size(), pv_->workspace_size()) + 255) / 256 * 256;
+    be.workspace().reserve(score_offset_ + score_bytes);
+    choose(be, q, k, v, ctx);
   }
 
   void run(KernelContext& ctx) const override {
     auto in = [&](int i) { return static_cast<const float*>(ctx.inputs[i].raw_data()); };
-    launch_attention(d_, in(0), in(1), in(2), has_mask_ ? in(3) : nullptr,
-                     static_cast<float*>(ctx.outputs[0].raw_data()), stream_of(ctx));
-    check_launch(where_);
+    launch(stream_of(ctx), in(0), in(1), in(2), has_mask_ ? in(3) : nullptr,
+           static_cast<float*>(ctx.outputs[0].raw_data()));
+  }
+
+  std::string describe() const override {
+    if (!qk_ && gemm_ms_ < 0) return "";
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "%s; measured: fused kernel %.4f ms, gemm + softmax + gemm %.4f ms",
+                  qk_ ? "gemm + softmax + gemm" : "fused kernel", fused_ms_, gemm_ms_);
+    return text;
   }
 
  private:
+  static constexpr size_t kMaxScoreBytes = size_t{64} << 20;
+
+  void launch(cudaStream_t stream, const float* q, const float* k, const float* v,
+              const float* mask, float* y) const {
+    if (!qk_) {
+      launch_attention(d_, q, k, v, mask, y, stream);
+      check_launch(where_);
+      return;
+    }
+    CudaBackend& be = require_cuda_backend();
+    float* scores =
+        reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + score_offset_);
+    qk_->run(stream, q, k, nullptr, nullptr, scores, 1.f, 0.f);
+    launch_attention_softmax(d_, scores, mask, stream);
+    check_launch(where_);
+    pv_->run(stream, scores, v, nullptr, nullptr, y, 1.f, 0.f);
+  }
+
+  // Times both ways on scratch tensors and keeps the GEMMs only when they are faster.
+  void choose(CudaBackend& be, const Shape& q, const Shape& k, const Shape& v,
+              const NodeContext& ctx) {
+    const Device dev = Device::cuda();
+    Tensor sq = Tensor::zeros(q, DType::kFloat32, dev), sk = Tensor::zeros(k, DType::kFloat32, dev);
+    Tensor sv = Tensor::zeros(v, DType::kFloat32, dev);
+    Tensor sy = Tensor::zeros(ctx.output(0).shape, DType::kFloat32, dev);
+    Tensor sm = has_mask_ ? Tensor::zeros(ctx.input_shape(3), DType::kFloat32, dev) : Tensor();
+    check(cudaStreamSynchronize(be.stream().handle()), where_);
+    TimingStream own(where_);
+    auto time = [&] {
+      return time_on_stream(
+          own.handle,
+          [&] {
+            launch(own.handle, static_cast<const float*>(sq.raw_data()),
+                   static_cast<const float*>(sk.raw_data()),
+                   static_cast<const float*>(sv.raw_data()),
+                   has_mask_ ? static_cast<const float*>(sm.raw_data()) : nullptr,
+                   static_cast<float*>(sy.raw_data()));
+          },
+          where_.c_str());
+    };
+    gemm_ms_ = time();
+    std::unique_ptr<LtMatmul> qk = std::move(qk_), pv = std::move(pv_);
+    fused_ms_ = time();
+    if (gemm_ms_ < fused_ms_) {
+      qk_ = std::move(qk);
+      pv_ = std::move(pv);
+    }
+    check(cudaStreamSynchronize(own.handle), where_);
+  }
+
   std::string where_;
   AttentionDesc d_;
   bool has_mask_ = false;
+  std::unique_ptr<LtMatmul> qk_, pv_;  // set when the GEMM way runs
+  size_t score_offset_ = 0;
+  float fused_ms_ = -1.f, gemm_ms_ = -1.f;
 };
 
 std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {

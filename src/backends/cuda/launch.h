@@ -163,5 +163,9 @@ struct AttentionDesc {
 };
 void launch_attention(const AttentionDesc& desc, const float* q, const float* k, const float* v,
                       const float* mask, float* y, cudaStream_t stream);
+// The softmax step of attention computed the plain way, in place over the scores
+// [batch, sq, sk] = Q K^T: s = softmax(desc.scale * s + mask) along sk, the mask read as above.
+void launch_attention_softmax(const AttentionDesc& desc, float* scores, const float* mask,
+                              cudaStream_t stream);
 
 }  // namespace lumen::cuda
