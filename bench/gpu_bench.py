@@ -114,9 +114,10 @@ def time_torch(model, x_host, compile_too):
     return eager, statistics.median(graph), compiled, ref
 
 
-def run_lumen(lumen, onnx_path, input_name, input_path, out_dir, repeat=REPEAT):
+def run_lumen(lumen, onnx_path, input_name, input_path, out_dir, repeat=REPEAT,
+              precision="float32"):
     cmd = [lumen, "run", onnx_path, "--device", "cuda,cpu", "--repeat", str(repeat), "--input",
-           f"{input_name}={input_path}", "--output-dir", out_dir]
+           f"{input_name}={input_path}", "--output-dir", out_dir, "--precision", precision]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     text = p.stdout + p.stderr
     if p.returncode != 0:
@@ -133,7 +134,7 @@ def check_zoo(args, export_zoo, zoo, names):
         try:
             export_zoo.export(name, zoo, False)
         except Exception as e:  # noqa: BLE001 - a model this PyTorch cannot export
-            rows.append(f"| {name} | export failed: {type(e).__name__} | | | |\n")
+            rows.append(f"| {name} | export failed: {type(e).__name__} | | | | | |\n")
             continue
         _, input_name, _, _ = export_zoo.MODELS[name]
         expected = np.load(os.path.join(zoo, name + ".expected.npy"))
@@ -152,14 +153,22 @@ def check_zoo(args, export_zoo, zoo, names):
             r = float(np.abs(out.astype(np.float64) - expected).max()) / float(np.abs(expected).max())
             status, rel = ("ok" if r <= 1e-4 else "MISMATCH"), f"{r:.1e}"
         ms = "-" if lumen_ms is None else f"{lumen_ms:.3f}"
-        rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} |\n")
+        tf32_ms, tf32_out, tf32_log = run_lumen(
+            args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
+            os.path.join(zoo, name + ".input.npy"), out_dir, 50, "tf32")
+        print(tf32_log, flush=True)
+        t_rel = "-" if tf32_out is None else \
+            f"{float(np.abs(tf32_out.astype(np.float64) - expected).max()) / float(np.abs(expected).max()):.1e}"
+        t_ms = "-" if tf32_ms is None else f"{tf32_ms:.3f}"
+        rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} | {t_ms} | {t_rel} |\n")
         print("  row:", rows[-1].strip(), flush=True)
     if not rows:
         return ""
     return ("\nEvery other zoo model, checked on CUDA (`lumen run --device cuda,cpu`, median of 50 "
             "runs) against PyTorch on the CPU; ok: max relative difference within 1e-4, as on "
-            "the CPU.\n\n| model | check | max rel | steps on CUDA | Lumen ms |\n"
-            "| --- | --- | --- | --- | ---: |\n" + "".join(rows))
+            "the CPU; the TF32 columns as above.\n\n| model | check | max rel | steps on CUDA | "
+            "Lumen ms | Lumen TF32 ms | TF32 max rel |\n"
+            "| --- | --- | --- | --- | ---: | ---: | ---: |\n" + "".join(rows))
 
 
 def main():
@@ -174,7 +183,7 @@ def main():
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    names = args.models.split(",")
+    names = [n for n in args.models.split(",") if n]
     large = [n for n in args.large.split(",") if n]
     zoo = os.path.join(args.work, "zoo")
     os.makedirs(zoo, exist_ok=True)
@@ -210,6 +219,9 @@ def main():
         lumen_ms, lumen_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir)
         print(label, flush=True)
         print(log, flush=True)
+        tf32_ms, tf32_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
+                                           precision="tf32")
+        print(log, flush=True)
         eager_ms, graph_ms, compile_ms, torch_cuda_out = time_torch(
             model, torch.from_numpy(x), not args.no_compile)
         scale = float(np.abs(expected).max())
@@ -220,27 +232,32 @@ def main():
             rel = float(np.abs(lumen_out - expected).max()) / scale
             status = "ok" if rel <= 1e-4 else "MISMATCH"
         best = min(v for v in (eager_ms, graph_ms, compile_ms) if v == v)
+        tf32_rel = float("nan") if tf32_out is None else \
+            float(np.abs(tf32_out - expected).max()) / scale
         rows.append((label, "x".join(map(str, x.shape)), status, rel, rel_cuda_torch, lumen_ms,
-                     eager_ms, graph_ms, compile_ms, best))
+                     eager_ms, graph_ms, compile_ms, best, tf32_ms, tf32_rel))
         print("  row:", rows[-1], flush=True)
     head = ("| model | input | check | Lumen vs PyTorch CPU (max rel) | PyTorch CUDA vs CPU | "
             "Lumen CUDA graph ms | PyTorch eager ms | PyTorch CUDA graph ms | torch.compile ms | "
-            "Lumen / PyTorch best |\n"
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+            "Lumen / PyTorch best | Lumen TF32 ms | TF32 max rel |\n"
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 
     def ms(v):
         return "-" if v is None or v != v else f"{v:.3f}"
 
     body = "".join(
         f"| {n} | {s} | {st} | {r:.1e} | {rt:.1e} | {ms(lm)} | {ms(e)} | {ms(g)} | {ms(c)} | "
-        f"{'-' if lm is None else f'{lm / b:.2f}'} |\n"
-        for n, s, st, r, rt, lm, e, g, c, b in rows)
+        f"{'-' if lm is None else f'{lm / b:.2f}'} | {ms(tm)} | {tr:.1e} |\n"
+        for n, s, st, r, rt, lm, e, g, c, b, tm, tr in rows)
     text = (f"## GPU: Lumen CUDA backend vs PyTorch {torch.__version__} ({gpu})\n\n"
             f"float32, TF32 off in both; median of {REPEAT} runs, each host input -> device -> "
             f"host output. Lumen: `lumen run --device cuda,cpu` (the Executable recorded once as "
             f"a CUDA graph and replayed). PyTorch: eager, CUDA-graph replay, and torch.compile "
             f"(inductor, default mode); 'PyTorch best' is the fastest of the three. Made by "
-            f"`bash bench/gpu.sh` on the GPU machine (models exported there at opset 14).\n\n"
+            f"`bash bench/gpu.sh` on the GPU machine (models exported there at opset 14). The "
+            f"TF32 columns: Lumen compiled with `--precision tf32` (CUDA matmuls and convolutions "
+            f"on TF32 tensor cores) and its max relative difference from PyTorch's float32 on "
+            f"the CPU.\n\n"
             + head + body)
     text += check_zoo(args, export_zoo, zoo, check)
     print(text)

@@ -19,6 +19,8 @@ void usage() {
       "[--repeat "
       "N]\n"
       "        [--no-optimize] run the graph as imported, without the optimizer passes\n"
+      "        [--precision float32|tf32]  tf32: CUDA matmuls and convolutions on TF32 tensor "
+      "cores\n"
       "        [--profile]     time every step: per op kind and the slowest nodes\n"
       "        [--trace FILE]  --profile, and write one run as a Chrome trace (Perfetto)\n"
       "  inspect MODEL.onnx    inputs, outputs, opset, parameters, FLOPs and op histogram\n"

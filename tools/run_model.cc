@@ -102,6 +102,7 @@ int run_model(const std::vector<std::string>& args) {
   int64_t repeat = 10;
   bool optimize = true;
   bool profile = false;
+  Precision precision = Precision::kFloat32;
   std::string trace;
   for (size_t i = 1; i < args.size(); ++i) {
     auto value = [&](const char* flag) -> std::string {
@@ -121,6 +122,11 @@ int run_model(const std::vector<std::string>& args) {
       out_dir = value("--output-dir");
     } else if (a == "--device") {
       device = value("--device");
+    } else if (a == "--precision") {
+      std::string p = value("--precision");
+      if (p != "float32" && p != "tf32")
+        throw InvalidArgument("--precision must be float32 or tf32, not '" + p + "'");
+      precision = p == "tf32" ? Precision::kTF32 : Precision::kFloat32;
     } else if (a == "--no-optimize") {
       optimize = false;
     } else if (a == "--profile") {
@@ -156,6 +162,7 @@ int run_model(const std::vector<std::string>& args) {
   CompileOptions compile;
   compile.backends = device == "auto" ? std::vector<std::string>{"auto"} : device_list;
   compile.release_weights = true;
+  compile.precision = precision;
   Executable* exe = nullptr;
   {
     // The graph goes once compiled, and gives each weight up as soon as its readers packed it

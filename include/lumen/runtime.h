@@ -13,6 +13,13 @@
 
 namespace lumen {
 
+// How exactly float32 math is done where a backend offers a faster, rounder way.
+enum class Precision {
+  kFloat32,  // float32 throughout (the default; on CUDA, TF32 tensor cores are not used)
+  kTF32,     // CUDA matrix products and convolutions may round their inputs to TF32 (10-bit
+             // mantissa) on tensor cores, accumulating in float32; the CPU is unaffected
+};
+
 struct CompileOptions {
   // Backends to place nodes on, in order of preference ("cpu", "cuda"): each node goes to the first
   // that supports it; empty means every available backend. {"auto"}: every available backend, each
@@ -24,6 +31,8 @@ struct CompileOptions {
   bool release_weights = false;
   // How the router measures and caches costs, with backends {"auto"}.
   RouterOptions router;
+  // Float32 exactly, or TF32 where CUDA offers it (weights stay float32).
+  Precision precision = Precision::kFloat32;
   // Whether backends is {"auto"}.
   bool is_auto() const { return backends.size() == 1 && backends[0] == "auto"; }
 };

@@ -8,6 +8,7 @@
 #include "backends/kernel.h"
 #include "lumen/allocator.h"
 #include "lumen/graph.h"
+#include "lumen/runtime.h"
 #include "runtime/stream.h"
 
 namespace lumen {
@@ -21,8 +22,10 @@ class Backend {
   virtual std::string device_name() const { return name(); }
   // Whether this backend can run `node` as typed; if not, *reason says why.
   virtual bool supports(const Graph& graph, const Node& node, std::string* reason) const = 0;
-  // Builds the node's kernel (once, at compile time). Throws UnsupportedOp with the reason.
-  virtual std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node) const = 0;
+  // Builds the node's kernel (once, at compile time), at the compile's precision. Throws
+  // UnsupportedOp with the reason.
+  virtual std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node,
+                                              Precision precision) const = 0;
   virtual Allocator& allocator() const = 0;
   virtual Stream& default_stream() = 0;
 };

@@ -13,7 +13,7 @@ std::vector<Tensor> evaluate_on_cpu(const Graph& graph, const Node& node,
   Backend& cpu = cpu::cpu_backend();
   std::string reason;
   if (!cpu.supports(graph, node, &reason)) throw UnsupportedOp(reason);
-  auto kernel = cpu.make_kernel(graph, node);
+  auto kernel = cpu.make_kernel(graph, node, Precision::kFloat32);
   std::vector<Tensor> outputs(node.outputs.size());
   if (!kernel->makes_outputs())
     for (size_t k = 0; k < outputs.size(); ++k) {

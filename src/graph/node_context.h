@@ -7,6 +7,7 @@
 
 #include "graph/op_kind.h"
 #include "lumen/graph.h"
+#include "lumen/runtime.h"
 
 namespace lumen {
 
@@ -14,11 +15,14 @@ namespace lumen {
 // throw InvalidModel (naming the node) on a wrong type or a missing required attribute.
 class NodeContext {
  public:
-  NodeContext(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+  NodeContext(const Graph& graph, const Node& node, Precision precision = Precision::kFloat32)
+      : graph_(graph), node_(node), precision_(precision) {}
 
   const Graph& graph() const { return graph_; }
   const Node& node() const { return node_; }
   OpKind op() const { return node_.op; }
+  // The compile's precision, for kernel factories (CompileOptions::precision).
+  Precision precision() const { return precision_; }
   // "node 'conv1' (Conv)" for error messages.
   std::string where() const;
 
@@ -55,6 +59,7 @@ class NodeContext {
  private:
   const Graph& graph_;
   const Node& node_;
+  Precision precision_;
 };
 
 // What a schema's infer function gets: a NodeContext that may also set the output types.

@@ -103,7 +103,7 @@ KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, s
     if (!t.shape.is_static()) return sample;
     output_types.push_back(t);
   }
-  std::unique_ptr<Kernel> kernel = backend.make_kernel(graph, node);
+  std::unique_ptr<Kernel> kernel = backend.make_kernel(graph, node, Precision::kFloat32);
   std::vector<Tensor> inputs;
   for (int in : node.inputs) {
     if (in < 0) {
@@ -131,7 +131,7 @@ LaunchCost time_launch(Backend& backend) {
   Value* x = tiny.add_input("x", Shape{1});
   tiny.mark_output(tiny.add_op("Relu", {x}));
   const Node& relu = tiny.node(tiny.num_nodes() - 1);
-  std::unique_ptr<Kernel> kernel = backend.make_kernel(tiny, relu);
+  std::unique_ptr<Kernel> kernel = backend.make_kernel(tiny, relu, Precision::kFloat32);
   Tensor in = Tensor::zeros(Shape{1}, DType::kFloat32, backend.device());
   Tensor out = Tensor::zeros(Shape{1}, DType::kFloat32, backend.device());
   std::vector<Tensor> inputs = {in};

@@ -176,7 +176,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (step.backend == nullptr)
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
     n.backend = step.backend->name();
-    if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n);
+    if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n, options.precision);
     Device device = step.backend->device();
     for (int in : n.inputs) {
       if (in < 0) {

@@ -301,6 +301,36 @@ TEST(CudaKernels, FusedAttention) {
                      {{"scale", 0.088f}});
 }
 
+// CompileOptions::precision = kTF32: products and convolutions on TF32 tensor cores stay within
+// TF32's rounding (inputs keep 10 mantissa bits) of the CPU's float32.
+TEST(CudaKernels, Tf32Precision) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{1, 16, 20, 20}, 111);
+  Tensor w = random_tensor(Shape{32, 16, 3, 3}, 112);
+  Tensor a = random_tensor(Shape{48, 256}, 113), b = random_tensor(Shape{256, 40}, 114);
+  for (const bool conv : {true, false}) {
+    SCOPED_TRACE(conv ? "Conv" : "MatMul");
+    Graph g;
+    Value* in = g.add_input("in", conv ? x.shape() : a.shape());
+    Value* y = conv ? g.add_op("Conv", {in, g.add_constant("w", w)}, {{"pads", {1, 1, 1, 1}}})
+                    : g.add_op("MatMul", {in, g.add_constant("b", b)});
+    g.mark_output(y);
+    Runtime rt;
+    CompileOptions cpu;
+    cpu.backends = {"cpu"};
+    Tensor want = g.compile(&rt, cpu)->execute({conv ? x : a})[0];
+    CompileOptions tf32;
+    tf32.backends = {"cuda"};
+    tf32.precision = Precision::kTF32;
+    Executable* exe = g.compile(&rt, tf32);
+    for (int r = 0; r < 2; ++r) {
+      Tensor got = exe->execute({conv ? x : a})[0];
+      // Sums of 144 (conv) or 256 products of values in [-1, 1], each input rounded to 11 bits.
+      expect_close(got, want.shape(), to_doubles(want), 2e-2, 1e-2);
+    }
+  }
+}
+
 TEST(CudaKernels, Conv) {
   SKIP_WITHOUT_CUDA();
   Tensor x = random_tensor(Shape{1, 8, 15, 13}, 41);

@@ -286,7 +286,7 @@ class SimulatedBackend final : public Backend {
     if (!ok && reason) *reason = "no Softmax";
     return ok;
   }
-  std::unique_ptr<Kernel> make_kernel(const Graph&, const Node& node) const override {
+  std::unique_ptr<Kernel> make_kernel(const Graph&, const Node& node, Precision) const override {
     throw UnsupportedOp("sim: runs nothing");
   }
   Allocator& allocator() const override { return cpu_allocator(); }

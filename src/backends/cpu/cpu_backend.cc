@@ -31,8 +31,9 @@ class CpuBackend final : public Backend {
     return why.empty();
   }
 
-  std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node) const override {
-    NodeContext ctx(graph, node);
+  std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node,
+                                      Precision precision) const override {
+    NodeContext ctx(graph, node, precision);
     const KernelEntry* entry = find_kernel(node.op);
     if (entry == nullptr) ctx.fail_unsupported("no CPU kernel");
     if (entry->check != nullptr) {

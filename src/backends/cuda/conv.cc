@@ -2,8 +2,8 @@
 // activation) and activation make an epilogue. At compile time each node measures its ways to run
 // on its own shapes and keeps the fastest:
 //   - cuDNN's convolution (the algorithm found by cudnnFindConvolutionForwardAlgorithm among
-//     FMA-only kernels, so float32 stays exact: no TF32), then the epilogue as one launch of our
-//     own kernel (none when there is nothing to add);
+//     FMA-only kernels, so float32 stays exact: no TF32 unless the compile asks for it), then the
+//     epilogue as one launch of our own kernel (none when there is nothing to add);
 //   - cudnnConvolutionBiasActivationForward, which applies bias, residual and ReLU (or nothing) in
 //     the same call, with the found algorithm or implicit-precomp GEMM (the only one it takes
 //     without an activation);
@@ -90,7 +90,9 @@ class ConvKernel final : public Kernel {
               d(g.dilations[0]), d(g.dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           where_);
     check(cudnnSetConvolutionGroupCount(conv_, d(group)), where_);
-    check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), where_);
+    // TF32 (CompileOptions::precision) lets cuDNN take its tensor-core algorithms.
+    const bool tf32 = ctx.precision() == Precision::kTF32;
+    check(cudnnSetConvolutionMathType(conv_, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), where_);
     const bool relu = act_.op == UnaryOp::kRelu;
     check(cudnnSetActivationDescriptor(relu_desc_,
                                        relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
@@ -107,7 +109,9 @@ class ConvKernel final : public Kernel {
     const cudnnConvolutionFwdAlgoPerf_t* precomp = nullptr;
     for (int i = 0; i < found; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-      if (perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
+      const bool exact =
+          perf[i].mathType == CUDNN_FMA_MATH || perf[i].mathType == CUDNN_DEFAULT_MATH;
+      if (!exact && !(tf32 && perf[i].mathType == CUDNN_TENSOR_OP_MATH)) continue;
       if (best == nullptr) best = &perf[i];
       if (precomp == nullptr && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
         precomp = &perf[i];

@@ -144,8 +144,9 @@ bool CudaBackend::supports(const Graph& graph, const Node& node, std::string* re
   return why.empty();
 }
 
-std::unique_ptr<Kernel> CudaBackend::make_kernel(const Graph& graph, const Node& node) const {
-  NodeContext ctx(graph, node);
+std::unique_ptr<Kernel> CudaBackend::make_kernel(const Graph& graph, const Node& node,
+                                                 Precision precision) const {
+  NodeContext ctx(graph, node, precision);
   const KernelEntry* entry = find_kernel(node.op);
   if (entry == nullptr) ctx.fail_unsupported("no CUDA kernel");
   if (entry->check != nullptr) {

@@ -61,7 +61,8 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(device_); }
   std::string device_name() const override;
   bool supports(const Graph& graph, const Node& node, std::string* reason) const override;
-  std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node) const override;
+  std::unique_ptr<Kernel> make_kernel(const Graph& graph, const Node& node,
+                                      Precision precision) const override;
   Allocator& allocator() const override;
   Stream& default_stream() override { return *stream_; }
 

@@ -16,7 +16,9 @@ LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
     : where_(ctx.where()), s_(s), bias_(bias) {
   CudaBackend& be = require_cuda_backend();
   if (s.m == 0 || s.n == 0) return;
-  check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), where_);
+  const cublasComputeType_t compute =
+      ctx.precision() == Precision::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  check(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), where_);
   cublasOperation_t ta = s.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = s.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N;
   check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), where_);

@@ -1,6 +1,7 @@
 // A cuBLASLt product planned once: Y[M,N] = alpha * X[M,K] W[K,N] + beta * C (or + a bias row of
 // N), row-major, optionally over strided batches; float32 with float32 accumulation
-// (CUBLAS_COMPUTE_32F: no TF32). Used by Gemm/MatMul and by pointwise convolutions.
+// (CUBLAS_COMPUTE_32F: no TF32, unless the node's compile asks for TF32). Used by Gemm/MatMul and
+// by pointwise convolutions.
 #pragma once
 
 #include <cublasLt.h>
