@@ -79,6 +79,11 @@ TEST(Transpose, LargeRunsInParallel) {
   check_transpose({2, 96, 64, 24}, {0, 3, 1, 2}, DType::kFloat16, 302);  // NHWC -> NCHW
   check_transpose({2, 24, 96, 64}, {0, 2, 3, 1}, DType::kUInt8, 303);    // NCHW -> NHWC
   check_transpose({64, 32, 48}, {1, 0, 2}, DType::kFloat32, 304);        // rows move whole
+  // Planes 3 or 4 rows tall split into bands of columns across threads (an image's NCHW -> NHWC).
+  check_transpose({1, 3, 224, 224}, {0, 2, 3, 1}, DType::kFloat32, 305);
+  check_transpose({2, 4, 67, 129}, {0, 2, 3, 1}, DType::kFloat32, 306);
+  check_transpose({3, 40000}, {1, 0}, DType::kInt64, 307);
+  check_transpose({4, 5000}, {1, 0}, DType::kUInt8, 308);
 }
 
 TEST(Transpose, DefaultPermReverses) {

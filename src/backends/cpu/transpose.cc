@@ -58,9 +58,20 @@ inline void transpose_8x8(const uint32_t* src, int64_t lds, uint32_t* dst, int64
 }
 #endif
 
+// The whole of a plane only kA rows tall (a0 = 0, a1 = kA; NCHW -> NHWC with 3 channels): with kA
+// fixed the inner loop unrolls and g++ vectorises the loop over b (interleaved stores).
+template <typename T, int kA>
+inline void transpose_short(const T* __restrict src, int64_t lds, T* __restrict dst, int64_t ldd,
+                            int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b)
+    for (int a = 0; a < kA; ++a) dst[b * ldd + a] = src[a * lds + b];
+}
+
 template <typename T>
 inline void transpose_tile(const T* src, int64_t lds, T* dst, int64_t ldd, int64_t a0, int64_t a1,
                            int64_t b0, int64_t b1) {
+  if (a0 == 0 && a1 == 3) return transpose_short<T, 3>(src, lds, dst, ldd, b0, b1);
+  if (a0 == 0 && a1 == 4) return transpose_short<T, 4>(src, lds, dst, ldd, b0, b1);
 #ifdef __AVX2__
   if constexpr (sizeof(T) == 4) {
     int64_t a8 = a0 + (a1 - a0) / 8 * 8, b8 = b0 + (b1 - b0) / 8 * 8;
@@ -169,13 +180,20 @@ class TransposeKernel final : public Kernel {
       }
     int64_t planes = 1;
     for (int64_t d : od) planes *= d;
+    // One unit per tile row (a block) or, when that leaves fewer units than threads (a plane few
+    // rows tall, such as NCHW -> NHWC with 3 channels), per band of b blocks too.
     int64_t a_blocks = (na + kTile - 1) / kTile;
-    int64_t units = planes * a_blocks;
+    int64_t b_blocks = (nb + kTile - 1) / kTile;
     bool parallel = planes * na * nb * static_cast<int64_t>(sizeof(T)) >= kParallelBytes;
+    const int64_t threads = parallel ? omp_get_max_threads() : 1;
+    int64_t b_bands = planes * a_blocks >= threads ? 1 : std::min(b_blocks, 4 * threads);
+    int64_t band = (b_blocks + b_bands - 1) / b_bands * kTile;  // b elements per band
+    int64_t units = planes * a_blocks * b_bands;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t u = 0; u < units; ++u) {
-      int64_t plane = u / a_blocks, a0 = (u % a_blocks) * kTile;
+      int64_t plane = u / (a_blocks * b_bands), a0 = (u / b_bands % a_blocks) * kTile;
       int64_t a1 = std::min(na, a0 + kTile);
+      int64_t b_lo = (u % b_bands) * band, b_hi = std::min(nb, b_lo + band);
       int64_t soff = 0, doff = 0, rest = plane;
       for (int k = static_cast<int>(od.size()) - 1; k >= 0; --k) {
         int64_t i = rest % od[k];
@@ -183,8 +201,8 @@ class TransposeKernel final : public Kernel {
         soff += i * is[k];
         doff += i * os[k];
       }
-      for (int64_t b0 = 0; b0 < nb; b0 += kTile)
-        transpose_tile(src + soff, lds, dst + doff, ldd, a0, a1, b0, std::min(nb, b0 + kTile));
+      for (int64_t b0 = b_lo; b0 < b_hi; b0 += kTile)
+        transpose_tile(src + soff, lds, dst + doff, ldd, a0, a1, b0, std::min(b_hi, b0 + kTile));
     }
   }
 
