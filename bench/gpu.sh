@@ -20,6 +20,14 @@ if [ "$mode" = pack ]; then
   mkdir -p "$bundle"/bin "$bundle"/lib "$bundle"/bench "$bundle"/tests/models "$bundle"/docs
   cp "$build"/lumen "$build"/tests/cuda_backend_test "$bundle"/bin/
   strip "$bundle"/bin/*
+  # Every other test program (the op tests compile for every available backend, so on the GPU
+  # machine they run CUDA's kernels against their double-precision references), compressed.
+  mkdir -p "$bundle"/tests/bin
+  for t in "$build"/tests/*_test; do
+    case $(basename "$t") in cuda_backend_test|soak_test|concurrency_test) continue ;; esac
+    cp "$t" "$bundle"/tests/bin/ && strip "$bundle"/tests/bin/"$(basename "$t")"
+  done
+  tar cJf "$bundle"/tests.tar.xz -C "$bundle"/tests bin && rm -r "$bundle"/tests/bin
   cp -L "$build"/liblumen.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen.so.0
   # The Debian libraries the GPU machine lacks, each under its soname (oneDNN compressed).
   for lib in libdnnl.so.2 libprotobuf.so.32 libonnx_proto.so.1 libOpenCL.so.1 libgomp.so.1; do
@@ -53,6 +61,13 @@ if command -v compute-sanitizer >/dev/null; then
   echo "compute-sanitizer exit $? ($(grep -c 'ERROR SUMMARY: 0' "$out"/sanitizer.log) clean summaries)"
   tail -3 "$out"/sanitizer.log
 fi
+echo "== every other test program, with CUDA available"
+tar xJf "$bundle"/tests.tar.xz -C /tmp
+for t in /tmp/bin/*_test; do
+  "$t" --gtest_brief=1 > "$out"/$(basename "$t").log 2>&1
+  echo "$(basename "$t"): exit $? ($(grep -h "tests ran" "$out"/$(basename "$t").log | head -1))"
+done | tee "$out"/other_tests.log
+grep -h "^\[  FAILED  \]" "$out"/*_test.log | sort -u | head -40 || true
 echo "== zoo on CUDA vs PyTorch"
 PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/gpu_bench.py "$bundle"/bin/lumen /tmp/lumen_gpu_work "$@" \
   2>&1 | tee "$out"/bench.log
