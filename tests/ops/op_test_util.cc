@@ -83,8 +83,15 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& in
   std::vector<Value*> outs = graph.add_op(op, values, num_outputs, attrs, "node");
   for (Value* v : outs) graph.mark_output(v);
   Runtime rt;
-  Executable* exe = graph.compile(&rt);
+  CompileOptions options;
+  options.backends = run_op_backends();
+  Executable* exe = graph.compile(&rt, options);
   return exe->execute(runtime_inputs);
+}
+
+std::vector<std::string>& run_op_backends() {
+  static std::vector<std::string> backends = {"cpu"};
+  return backends;
 }
 
 void expect_close(const Tensor& got, const Shape& want_shape, const std::vector<double>& want,

@@ -36,7 +36,12 @@ inline OpInput omitted() {
   return OpInput(Tensor(), false);
 }
 
-// Builds a graph with one `op` node over `inputs`, compiles it for the CPU and runs it.
+// The backends run_op compiles for, in order of preference: {"cpu"} unless the test program was
+// started with --lumen-backends=LIST (tests/test_main.cc), e.g. cuda,cpu on a GPU machine so that
+// every op test checks the CUDA kernels against its reference.
+std::vector<std::string>& run_op_backends();
+
+// Builds a graph with one `op` node over `inputs`, compiles it for run_op_backends() and runs it.
 std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
                            const Attributes& attrs = {}, int num_outputs = 1);
 

@@ -63,7 +63,9 @@ Tensor i64s(const std::vector<int64_t>& v) {
 // The same bytes seen with another shape, as the reference of a view op.
 void expect_view(const Tensor& got, const Tensor& x, const Shape& want_shape) {
   expect_equal(got, x.dtype(), want_shape, to_doubles(x));
-  EXPECT_EQ(got.raw_data(), x.raw_data()) << "expected a view sharing the input's memory";
+  // On the CPU the output is the input's memory; a device backend's output comes back as a copy.
+  if (run_op_backends().front() == "cpu")
+    EXPECT_EQ(got.raw_data(), x.raw_data()) << "expected a view sharing the input's memory";
 }
 
 // ----- Identity, Reshape, Flatten -------------------------------------------------------------

@@ -368,6 +368,11 @@ std::string check_conv(const NodeContext& ctx) {
   if (ctx.op() == OpKind::kFusedConv && !fused_activation(ctx, &op, &a, &b))
     return "no activation '" + ctx.attr_string("activation", "") + "'";
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
+  const Shape& w = ctx.input_shape(1);
+  if (w.rank() != 4) return "a 4-D weight";
+  ConvGeometry g = window_geometry(ctx, ctx.input_shape(0), {w[2], w[3]}, false);
+  for (int i = 0; i < 2; ++i)
+    if (g.pad_begin[i] != g.pad_end[i]) return "asymmetric padding";
   return "";
 }
 

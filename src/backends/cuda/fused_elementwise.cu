@@ -30,9 +30,9 @@ __device__ float run_instruction(const EwDesc& d, const EwInstruction& in, const
     case EwOp::kDiv:
       return a / operand(r, d, in.b);
     case EwOp::kMax:
-      return fmaxf(a, operand(r, d, in.b));
+      return max_nan(a, operand(r, d, in.b));
     case EwOp::kMin:
-      return fminf(a, operand(r, d, in.b));
+      return min_nan(a, operand(r, d, in.b));
     case EwOp::kPow: {
       const float p = operand(r, d, in.b);
       if (p == 2.f) return a * a;
@@ -60,7 +60,7 @@ __device__ float run_instruction(const EwDesc& d, const EwInstruction& in, const
     case EwOp::kErf:
       return erff(a);
     case EwOp::kClip:
-      return fminf(fmaxf(a, d.consts[-in.b - 1]), d.consts[-in.b]);
+      return clamp_nan(a, d.consts[-in.b - 1], d.consts[-in.b]);
     case EwOp::kLeakyRelu:
       return apply_unary(UnaryOp::kLeakyRelu, a, d.consts[-in.b - 1], 0.f);
     case EwOp::kHardSigmoid:

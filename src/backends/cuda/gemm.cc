@@ -36,6 +36,10 @@ std::string check_gemm(const NodeContext& ctx) {
   std::string why = require_float32(ctx);
   if (!why.empty()) return why;
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
+  const Shape& x0 = ctx.input_shape(0);
+  if (ctx.op() == OpKind::kGemm && x0.rank() == 2 &&
+      x0[ctx.attr_int("transA", 0) != 0 ? 0 : 1] == 0)
+    return "an empty inner dimension";  // Y = beta * C, which the CPU kernel computes
   if (ctx.op() == OpKind::kGemm && ctx.has_input(2)) {
     const Shape& c = ctx.input_shape(2);
     const Shape& y = ctx.output(0).shape;

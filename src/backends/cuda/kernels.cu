@@ -37,9 +37,9 @@ __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
     case BinaryOp::kPow:
       return powf(a, b);
     case BinaryOp::kMin:
-      return fminf(a, b);
+      return min_nan(a, b);
     case BinaryOp::kMax:
-      return fmaxf(a, b);
+      return max_nan(a, b);
   }
   return a;
 }
@@ -166,12 +166,12 @@ __global__ void row_reduce_kernel(const float* x, float* y, int64_t rows, int64_
     const float* row = x + r * n;
     float acc = max ? -FLT_MAX : 0.f;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      acc = max ? fmaxf(acc, row[j]) : acc + row[j];
+      acc = max ? max_nan(acc, row[j]) : acc + row[j];
     part[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
       if (threadIdx.x < s)
-        part[threadIdx.x] = max ? fmaxf(part[threadIdx.x], part[threadIdx.x + s])
+        part[threadIdx.x] = max ? max_nan(part[threadIdx.x], part[threadIdx.x + s])
                                 : part[threadIdx.x] + part[threadIdx.x + s];
       __syncthreads();
     }

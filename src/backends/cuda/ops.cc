@@ -129,6 +129,8 @@ UnaryOp unary_op(OpKind op) {
 
 std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
   UnaryOp op = unary_op(ctx.op());
+  if (op == UnaryOp::kGelu && ctx.attr_string("approximate", "none") == "tanh")
+    op = UnaryOp::kGeluTanh;
   float alpha = 0.f, beta = 0.f;
   if (ctx.op() == OpKind::kLeakyRelu) alpha = ctx.attr_float("alpha", 0.01f);
   if (ctx.op() == OpKind::kElu) alpha = ctx.attr_float("alpha", 1.0f);

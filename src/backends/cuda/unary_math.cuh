@@ -6,12 +6,24 @@
 
 namespace lumen::cuda {
 
+// Maximum, minimum and clamp that return NaN when an operand is NaN, as ONNX's Max, Min, Clip and
+// the CPU kernels do (fmaxf and fminf return the other operand).
+__device__ __forceinline__ float max_nan(float a, float b) {
+  return a != a || b != b ? a + b : fmaxf(a, b);
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  return a != a || b != b ? a + b : fminf(a, b);
+}
+__device__ __forceinline__ float clamp_nan(float v, float lo, float hi) {
+  return v != v ? v : fminf(fmaxf(v, lo), hi);
+}
+
 __device__ __forceinline__ float apply_unary(UnaryOp op, float v, float alpha, float beta) {
   switch (op) {
     case UnaryOp::kIdentity:
       return v;
     case UnaryOp::kRelu:
-      return v > 0.f ? v : 0.f;
+      return v < 0.f ? 0.f : v;  // NaN stays NaN
     case UnaryOp::kLeakyRelu:
       return v >= 0.f ? v : alpha * v;
     case UnaryOp::kSigmoid:
@@ -35,11 +47,11 @@ __device__ __forceinline__ float apply_unary(UnaryOp op, float v, float alpha, f
     case UnaryOp::kReciprocal:
       return 1.f / v;
     case UnaryOp::kClip:
-      return fminf(fmaxf(v, alpha), beta);
+      return clamp_nan(v, alpha, beta);
     case UnaryOp::kHardSigmoid:
-      return fminf(fmaxf(alpha * v + beta, 0.f), 1.f);
+      return clamp_nan(alpha * v + beta, 0.f, 1.f);
     case UnaryOp::kHardSwish:
-      return v * fminf(fmaxf(v / 6.f + 0.5f, 0.f), 1.f);
+      return v * clamp_nan(v / 6.f + 0.5f, 0.f, 1.f);
     case UnaryOp::kFloor:
       return floorf(v);
     case UnaryOp::kCeil:
