@@ -112,6 +112,13 @@ def test_bad_input(digits, tmp_path):
             lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(device="cuda")
     with pytest.raises(lumen.UnsupportedOp, match="fp16"):
         lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(precision="fp16")
+    with pytest.raises(lumen.InvalidArgument, match="tf32"):
+        lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(precision="bf8")
+    # TF32 changes CUDA kernels only: on the CPU the output is float32's, bit for bit
+    tf32 = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu", precision="tf32")
+    fp32 = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu")
+    assert tf32.precision == "tf32"
+    np.testing.assert_array_equal(tf32(x).numpy(), fp32(x).numpy())
     close(model(x).numpy(), ref)  # still works
 
 
