@@ -571,6 +571,9 @@ TEST(CudaKernels, Movement) {
   expect_matches_cpu("Transpose", {x});
   expect_matches_cpu("Concat", {x, random_tensor(Shape{2, 2, 4, 5}, 62)}, {{"axis", 1}});
   expect_matches_cpu("Concat", {x, random_tensor(Shape{2, 3, 4, 1}, 63)}, {{"axis", -1}});
+  // One known index on the outermost axis (a Q/K/V split): a view, no copy.
+  expect_matches_cpu("Gather", {x, constant(Tensor::scalar<int64_t>(1))});
+  expect_matches_cpu("Gather", {x, constant(Tensor::from_vector<int64_t>(Shape{1}, {-2}))});
   expect_matches_cpu("Gather", {x, constant(Tensor::from_vector<int64_t>(Shape{3}, {2, -1, 0}))},
                      {{"axis", 2}});
   expect_matches_cpu("Gather",

@@ -473,6 +473,23 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
   int64_t axis_n = x[axis], num = ctx.input_shape(1).numel();
   bool i64 = ctx.input_dtype(1) == DType::kInt64;
   int es = static_cast<int>(dtype_size(ctx.input_dtype(0)));
+  const Tensor* known = ctx.input_value(1);
+  if (outer == 1 && num == 1 && known != nullptr) {
+    // One known index along the outermost dimension (a transformer's Q/K/V split): the output is
+    // a contiguous block of the input, so a view of it, with no copy and no launch.
+    int64_t index = static_cast<int64_t>(known->item_as_double(0));
+    if (index < 0) index += axis_n;
+    if (index < 0 || index >= axis_n)
+      ctx.fail_model("index " + std::to_string(index) + " is out of range for " +
+                     std::to_string(axis_n));
+    Shape shape = ctx.output(0).shape;
+    return std::make_unique<LaunchKernel>(
+        ctx.where(),
+        [=](const KernelContext& k, cudaStream_t) {
+          k.outputs[0] = k.inputs[0].reshape(Shape{axis_n, inner}).narrow(index, 1).reshape(shape);
+        },
+        true);
+  }
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
     launch_gather(k.inputs[0].raw_data(), k.inputs[1].raw_data(), i64, k.outputs[0].raw_data(), es,
                   outer, axis_n, inner, num, nullptr, s);
