@@ -114,6 +114,11 @@ def time_torch(model, x_host, compile_too):
     return eager, statistics.median(graph), compiled, ref
 
 
+def max_rel(out, expected):
+    """max |out - expected| / max |expected|, in float64."""
+    return float(np.abs(out.astype(np.float64) - expected).max()) / float(np.abs(expected).max())
+
+
 def run_lumen(lumen, onnx_path, input_name, input_path, out_dir, repeat=REPEAT,
               precision="float32"):
     cmd = [lumen, "run", onnx_path, "--device", "cuda,cpu", "--repeat", str(repeat), "--input",
@@ -150,15 +155,14 @@ def check_zoo(args, export_zoo, zoo, names):
         if out is None:
             status, rel = "FAILED", "-"
         else:
-            r = float(np.abs(out.astype(np.float64) - expected).max()) / float(np.abs(expected).max())
+            r = max_rel(out, expected)
             status, rel = ("ok" if r <= 1e-4 else "MISMATCH"), f"{r:.1e}"
         ms = "-" if lumen_ms is None else f"{lumen_ms:.3f}"
         tf32_ms, tf32_out, tf32_log = run_lumen(
             args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
             os.path.join(zoo, name + ".input.npy"), out_dir, 50, "tf32")
         print(tf32_log, flush=True)
-        t_rel = "-" if tf32_out is None else \
-            f"{float(np.abs(tf32_out.astype(np.float64) - expected).max()) / float(np.abs(expected).max()):.1e}"
+        t_rel = "-" if tf32_out is None else f"{max_rel(tf32_out, expected):.1e}"
         t_ms = "-" if tf32_ms is None else f"{tf32_ms:.3f}"
         rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} | {t_ms} | {t_rel} |\n")
         print("  row:", rows[-1].strip(), flush=True)
@@ -224,16 +228,14 @@ def main():
         print(log, flush=True)
         eager_ms, graph_ms, compile_ms, torch_cuda_out = time_torch(
             model, torch.from_numpy(x), not args.no_compile)
-        scale = float(np.abs(expected).max())
-        rel_cuda_torch = float(np.abs(torch_cuda_out - expected).max()) / scale
+        rel_cuda_torch = max_rel(torch_cuda_out, expected)
         if lumen_out is None:
             rel, status = float("nan"), "FAILED"
         else:
-            rel = float(np.abs(lumen_out - expected).max()) / scale
+            rel = max_rel(lumen_out, expected)
             status = "ok" if rel <= 1e-4 else "MISMATCH"
         best = min(v for v in (eager_ms, graph_ms, compile_ms) if v == v)
-        tf32_rel = float("nan") if tf32_out is None else \
-            float(np.abs(tf32_out - expected).max()) / scale
+        tf32_rel = float("nan") if tf32_out is None else max_rel(tf32_out, expected)
         rows.append((label, "x".join(map(str, x.shape)), status, rel, rel_cuda_torch, lumen_ms,
                      eager_ms, graph_ms, compile_ms, best, tf32_ms, tf32_rel))
         print("  row:", rows[-1], flush=True)

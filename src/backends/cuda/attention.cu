@@ -24,6 +24,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Where query row `i` of head `b` reads its mask (the head's leading coordinates times their mask
+// strides, plus the row's).
+__device__ __forceinline__ const float* mask_row_of(const AttentionDesc& d, const float* mask,
+                                                    int64_t b, int64_t i) {
+  int64_t base = 0;
+  for (int j = d.lead_rank - 1; j >= 0; --j) {
+    base += (b % d.lead_dims[j]) * d.mask_lead_strides[j];
+    b /= d.lead_dims[j];
+  }
+  return mask + base + i * d.mask_q_stride;
+}
+
 // One query row per warp, kWarps rows per block. kD: the head size when fixed at compile time
 // (32, 64 or 128, for both Q/K and V), or 0 to read d.depth and d.depth_v.
 template <int kD>
@@ -47,15 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const float* kb = k + b * d.sk * dk;
   const float* vb = v + b * d.sk * dv;
 
-  const float* mask_row = nullptr;
-  if (mask != nullptr) {
-    int64_t base = 0, rest = b;
-    for (int j = d.lead_rank - 1; j >= 0; --j) {
-      base += (rest % d.lead_dims[j]) * d.mask_lead_strides[j];
-      rest /= d.lead_dims[j];
-    }
-    mask_row = mask + base + (row < d.sq ? row : 0) * d.mask_q_stride;
-  }
+  const float* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, row < d.sq ? row : 0);
   // The block's query rows, scaled once.
   for (int idx = threadIdx.x; idx < kWarps * dk; idx += blockDim.x) {
     const int64_t r = row0 + idx / dk;
@@ -127,15 +131,7 @@ __global__ void attention_softmax_kernel(const __grid_constant__ AttentionDesc d
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= d.batch * d.sq) return;
   const int64_t b = r / d.sq, i = r % d.sq;
-  const float* mask_row = nullptr;
-  if (mask != nullptr) {
-    int64_t base = 0, rest = b;
-    for (int j = d.lead_rank - 1; j >= 0; --j) {
-      base += (rest % d.lead_dims[j]) * d.mask_lead_strides[j];
-      rest /= d.lead_dims[j];
-    }
-    mask_row = mask + base + i * d.mask_q_stride;
-  }
+  const float* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, i);
   float* row = s + r * d.sk;
   float m = -INFINITY;
   for (int64_t j = lane; j < d.sk; j += 32) {

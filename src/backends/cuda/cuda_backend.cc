@@ -203,6 +203,17 @@ std::string require_float32(const NodeContext& ctx) {
   return "";
 }
 
+std::string require_float32_static(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && !ctx.input_shape(i).is_static())
+      return "input " + std::to_string(i) + "'s shape is known only at run time";
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    if (!ctx.output(i).shape.is_static()) return "the output shape is known only at run time";
+  return "";
+}
+
 bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* beta) {
   const std::string act = ctx.attr_string("activation", "");
   *alpha = ctx.attr_float("activation_alpha", 0.f);

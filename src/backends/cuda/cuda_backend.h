@@ -111,6 +111,9 @@ const KernelEntry* find_kernel(OpKind op);
 
 // The usual check: every present input is float32.
 std::string require_float32(const NodeContext& ctx);
+// require_float32, and every input and output shape known at compile time (where the kernel reads
+// its geometry).
+std::string require_float32_static(const NodeContext& ctx);
 
 // The activation of a fused node (FusedConv, FusedMatMul: attributes activation,
 // activation_alpha, activation_beta) as an epilogue's op and parameters; false when the backend's

@@ -16,19 +16,10 @@
 namespace lumen::cuda {
 namespace {
 
-std::string check_static_float(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
-  if (!why.empty()) return why;
-  for (int i = 0; i < ctx.num_inputs(); ++i)
-    if (ctx.has_input(i) && !ctx.input_shape(i).is_static()) return "dynamic input shapes";
-  if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
-  return "";
-}
-
 // ---- FusedElementwise ----
 
 std::string check_fused_elementwise(const NodeContext& ctx) {
-  std::string why = check_static_float(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
   if (ctx.num_inputs() > kEwMaxInputs)
     return std::to_string(ctx.num_inputs()) + " inputs (the CUDA kernel takes " +
@@ -105,7 +96,7 @@ std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
 // ---- FusedAttention ----
 
 std::string check_attention(const NodeContext& ctx) {
-  std::string why = check_static_float(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
   const Shape& q = ctx.input_shape(0);
   const Shape& v = ctx.input_shape(2);

@@ -33,9 +33,8 @@ class LtGemmKernel final : public Kernel {
 };
 
 std::string check_gemm(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
-  if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
   const Shape& x0 = ctx.input_shape(0);
   if (ctx.op() == OpKind::kGemm && x0.rank() == 2 &&
       x0[ctx.attr_int("transA", 0) != 0 ? 0 : 1] == 0)
@@ -139,9 +138,8 @@ int64_t batch_numel(const Shape& s) {
 }
 
 std::string check_fused_matmul(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
-  if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
   UnaryOp op{};
   float a = 0.f, b = 0.f;
   if (!fused_activation(ctx, &op, &a, &b))

@@ -73,11 +73,6 @@ std::string check_float_data(const NodeContext& ctx) {
   return check_static_output(ctx);
 }
 
-std::string check_float_static(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
-  return why.empty() ? check_static_output(ctx) : why;
-}
-
 UnaryOp unary_op(OpKind op) {
   switch (op) {
     case OpKind::kRelu:
@@ -168,7 +163,7 @@ BinaryOp binary_op(OpKind op) {
 }
 
 std::string check_binary(const NodeContext& ctx) {
-  std::string why = check_float_static(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
   if (ctx.num_inputs() != 2) return "takes two inputs";
   if (ctx.output(0).shape.rank() > kMaxRank) return "rank above 8";
@@ -213,7 +208,7 @@ std::unique_ptr<Kernel> make_batch_norm(const NodeContext& ctx) {
 }
 
 std::string check_pool(const NodeContext& ctx) {
-  std::string why = check_float_static(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D pooling only";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
@@ -274,7 +269,7 @@ std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
 }
 
 std::string check_layer_norm(const NodeContext& ctx) {
-  std::string why = check_float_static(ctx);
+  std::string why = require_float32_static(ctx);
   if (!why.empty()) return why;
   if (ctx.num_outputs() > 1) return "Mean and InvStdDev outputs are not supported";
   const Shape& x = ctx.input_shape(0);
@@ -507,27 +502,27 @@ std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
 
 }  // namespace
 
-LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &require_float32_static);
 LUMEN_REGISTER_CUDA_KERNEL(Clip, &make_unary, &check_float_consts);
-LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &require_float32_static);
 LUMEN_REGISTER_CUDA_KERNEL(Add, &make_binary, &check_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Sub, &make_binary, &check_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Mul, &make_binary, &check_binary);
@@ -540,8 +535,8 @@ LUMEN_REGISTER_CUDA_KERNEL(MaxPool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(AveragePool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(GlobalAveragePool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(GlobalMaxPool, &make_pool, &check_pool);
-LUMEN_REGISTER_CUDA_KERNEL(Softmax, &make_softmax, &check_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(LogSoftmax, &make_softmax, &check_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Softmax, &make_softmax, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(LogSoftmax, &make_softmax, &require_float32_static);
 LUMEN_REGISTER_CUDA_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
 LUMEN_REGISTER_CUDA_KERNEL(ReduceMean, &make_reduce_mean, &check_reduce_mean);
 LUMEN_REGISTER_CUDA_KERNEL(ReduceMax, &make_reduce_mean, &check_reduce_mean);
