@@ -114,6 +114,19 @@ def time_torch(model, x_host, compile_too):
     return eager, statistics.median(graph), compiled, ref
 
 
+class Autocast(torch.nn.Module):
+    """The model under torch.autocast(float16) (products and convolutions in float16, reductions
+    and normalisations in float32), returning float32: PyTorch's float16 mode."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        with torch.autocast("cuda", dtype=torch.float16):
+            return self.model(x).float()
+
+
 def max_rel(out, expected):
     """max |out - expected| / max |expected|, in float64."""
     return float(np.abs(out.astype(np.float64) - expected).max()) / float(np.abs(expected).max())
@@ -164,15 +177,23 @@ def check_zoo(args, export_zoo, zoo, names):
         print(tf32_log, flush=True)
         t_rel = "-" if tf32_out is None else f"{max_rel(tf32_out, expected):.1e}"
         t_ms = "-" if tf32_ms is None else f"{tf32_ms:.3f}"
-        rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} | {t_ms} | {t_rel} |\n")
+        h_ms, h_out, h_log = run_lumen(
+            args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
+            os.path.join(zoo, name + ".input.npy"), out_dir, 50, "float16")
+        print(h_log, flush=True)
+        h_rel = "-" if h_out is None else f"{max_rel(h_out, expected):.1e}"
+        h_ms = "-" if h_ms is None else f"{h_ms:.3f}"
+        rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} | {t_ms} | {t_rel} | {h_ms} | "
+                    f"{h_rel} |\n")
         print("  row:", rows[-1].strip(), flush=True)
     if not rows:
         return ""
     return ("\nEvery other zoo model, checked on CUDA (`lumen run --device cuda,cpu`, median of 50 "
             "runs) against PyTorch on the CPU; ok: max relative difference within 1e-4, as on "
-            "the CPU; the TF32 columns as above.\n\n| model | check | max rel | steps on CUDA | "
-            "Lumen ms | Lumen TF32 ms | TF32 max rel |\n"
-            "| --- | --- | --- | --- | ---: | ---: | ---: |\n" + "".join(rows))
+            "the CPU; the TF32 and float16 columns as above.\n\n| model | check | max rel | "
+            "steps on CUDA | Lumen ms | Lumen TF32 ms | TF32 max rel | Lumen fp16 ms | "
+            "fp16 max rel |\n"
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n" + "".join(rows))
 
 
 def main():
@@ -226,8 +247,16 @@ def main():
         tf32_ms, tf32_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
                                            precision="tf32")
         print(log, flush=True)
+        half_ms, half_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
+                                           precision="float16")
+        print(log, flush=True)
         eager_ms, graph_ms, compile_ms, torch_cuda_out = time_torch(
             model, torch.from_numpy(x), not args.no_compile)
+        # PyTorch's float16: autocast, eager and as a CUDA graph (the faster kept).
+        ac_eager, ac_graph, _, ac_out = time_torch(Autocast(model), torch.from_numpy(x), False)
+        ac_best = min(v for v in (ac_eager, ac_graph) if v == v)
+        half_rel = float("nan") if half_out is None else max_rel(half_out, expected)
+        ac_rel = max_rel(ac_out, expected)
         rel_cuda_torch = max_rel(torch_cuda_out, expected)
         if lumen_out is None:
             rel, status = float("nan"), "FAILED"
@@ -237,20 +266,24 @@ def main():
         best = min(v for v in (eager_ms, graph_ms, compile_ms) if v == v)
         tf32_rel = float("nan") if tf32_out is None else max_rel(tf32_out, expected)
         rows.append((label, "x".join(map(str, x.shape)), status, rel, rel_cuda_torch, lumen_ms,
-                     eager_ms, graph_ms, compile_ms, best, tf32_ms, tf32_rel))
+                     eager_ms, graph_ms, compile_ms, best, tf32_ms, tf32_rel, half_ms, half_rel,
+                     ac_best, ac_rel))
         print("  row:", rows[-1], flush=True)
     head = ("| model | input | check | Lumen vs PyTorch CPU (max rel) | PyTorch CUDA vs CPU | "
             "Lumen CUDA graph ms | PyTorch eager ms | PyTorch CUDA graph ms | torch.compile ms | "
-            "Lumen / PyTorch best | Lumen TF32 ms | TF32 max rel |\n"
-            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+            "Lumen / PyTorch best | Lumen TF32 ms | TF32 max rel | Lumen fp16 ms | fp16 max rel | "
+            "PyTorch autocast fp16 ms | autocast max rel | Lumen fp16 / autocast |\n"
+            "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+            "| ---: | ---: | ---: | ---: |\n")
 
     def ms(v):
         return "-" if v is None or v != v else f"{v:.3f}"
 
     body = "".join(
         f"| {n} | {s} | {st} | {r:.1e} | {rt:.1e} | {ms(lm)} | {ms(e)} | {ms(g)} | {ms(c)} | "
-        f"{'-' if lm is None else f'{lm / b:.2f}'} | {ms(tm)} | {tr:.1e} |\n"
-        for n, s, st, r, rt, lm, e, g, c, b, tm, tr in rows)
+        f"{'-' if lm is None else f'{lm / b:.2f}'} | {ms(tm)} | {tr:.1e} | {ms(hm)} | {hr:.1e} | "
+        f"{ms(am)} | {ar:.1e} | {'-' if hm is None else f'{hm / am:.2f}'} |\n"
+        for n, s, st, r, rt, lm, e, g, c, b, tm, tr, hm, hr, am, ar in rows)
     text = (f"## GPU: Lumen CUDA backend vs PyTorch {torch.__version__} ({gpu})\n\n"
             f"float32, TF32 off in both; median of {REPEAT} runs, each host input -> device -> "
             f"host output. Lumen: `lumen run --device cuda,cpu` (the Executable recorded once as "
@@ -259,7 +292,11 @@ def main():
             f"`bash bench/gpu.sh` on the GPU machine (models exported there at opset 14). The "
             f"TF32 columns: Lumen compiled with `--precision tf32` (CUDA matmuls and convolutions "
             f"on TF32 tensor cores) and its max relative difference from PyTorch's float32 on "
-            f"the CPU.\n\n"
+            f"the CPU. The fp16 columns: Lumen compiled with `--precision float16` (values on "
+            f"CUDA stored as float16, weights converted once, float32 math inside kernels; "
+            f"float32 in and out) next to PyTorch under torch.autocast(float16), the faster of "
+            f"eager and CUDA-graph replay, each with its max relative difference from float32 "
+            f"on the CPU.\n\n"
             + head + body)
     text += check_zoo(args, export_zoo, zoo, check)
     print(text)

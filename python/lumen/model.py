@@ -32,20 +32,17 @@ class Model:
         """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
         router), "cpu", or "cuda" (lumen.DeviceError when this build or machine has none).
         precision: "fp32" (exact float32), "tf32" (CUDA matrix products and convolutions on TF32
-        tensor cores; the CPU is unaffected), or "fp16", which raises lumen.UnsupportedOp until a
-        backend offers it. Returns the model."""
+        tensor cores; the CPU is unaffected), or "fp16" (what runs on CUDA stores its values as
+        float16 and uses tensor cores, computing in float32 inside each kernel; inputs and outputs
+        stay float32; the CPU is unaffected). Returns the model."""
         if device == "auto":
             backends = ["auto"]  # the router: each node where it is predicted to run fastest
         else:
             backends = [_lumen._device(device).split(":")[0]]
-        if precision not in ("fp32", "tf32"):
-            if precision == "fp16":
-                raise _lumen.UnsupportedOp(
-                    f"compile: precision 'fp16' is not offered by this build's backends "
-                    f"({', '.join(_lumen.backends())}); use precision='fp32' or 'tf32'")
+        if precision not in ("fp32", "tf32", "fp16"):
             raise _lumen.InvalidArgument(f"compile: precision must be 'fp32', 'tf32' or 'fp16', "
                                          f"got {precision!r}")
-        self._session = _lumen._Session(self.path, backends, precision == "tf32")
+        self._session = _lumen._Session(self.path, backends, precision)
         self.device, self.precision = device, precision
         return self
 

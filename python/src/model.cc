@@ -39,15 +39,17 @@ py::list type_list(const std::vector<TensorInfo>& infos) {
 
 void bind_model(py::module_& m) {
   py::class_<OnnxSession>(m, "_Session")
-      .def(py::init(
-               [](const std::string& path, const std::vector<std::string>& backends, bool tf32) {
-                 CompileOptions compile;
-                 compile.backends = backends;
-                 compile.precision = tf32 ? Precision::kTF32 : Precision::kFloat32;
-                 py::gil_scoped_release release;
-                 return std::make_unique<OnnxSession>(path, OnnxLoadOptions{}, compile);
-               }),
-           py::arg("path"), py::arg("backends"), py::arg("tf32") = false)
+      .def(py::init([](const std::string& path, const std::vector<std::string>& backends,
+                       const std::string& precision) {
+             CompileOptions compile;
+             compile.backends = backends;
+             compile.precision = precision == "tf32"   ? Precision::kTF32
+                                 : precision == "fp16" ? Precision::kFloat16
+                                                       : Precision::kFloat32;
+             py::gil_scoped_release release;
+             return std::make_unique<OnnxSession>(path, OnnxLoadOptions{}, compile);
+           }),
+           py::arg("path"), py::arg("backends"), py::arg("precision") = "fp32")
       .def(
           "run",
           [](OnnxSession& s, const py::dict& inputs) {

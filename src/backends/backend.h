@@ -28,6 +28,9 @@ class Backend {
                                               Precision precision) const = 0;
   virtual Allocator& allocator() const = 0;
   virtual Stream& default_stream() = 0;
+  // Whether every kernel that supports a node with float32 tensors also runs it with those tensors
+  // in float16 (so a Precision::kFloat16 compile may store the node's float values as half).
+  virtual bool takes_float16() const { return false; }
 };
 
 // Backends compiled in and usable on this machine, best first.

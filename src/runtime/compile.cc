@@ -8,6 +8,7 @@
 #include "router/router.h"
 #include "runtime/control_flow.h"
 #include "runtime/executable_impl.h"
+#include "runtime/float16.h"
 
 namespace lumen {
 namespace {
@@ -89,6 +90,31 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   // With "auto", the router picks each node's backend; otherwise the first that supports it.
   std::vector<Backend*> routed;
   if (options.is_auto()) routed = router::route(*this, backends, options.router).backend_of;
+  // Each node's backend: the CPU for control flow (its subgraphs are placed on their own), the
+  // router's choice, or the first backend that supports it.
+  std::vector<Backend*> placed(nodes_.size(), nullptr);
+  for (int id : topological_order()) {
+    if (!needed[id]) continue;
+    Node& n = nodes_[id];
+    if (is_control_flow(n.op)) {
+      placed[id] = find_backend("cpu");
+      continue;
+    }
+    if (!routed.empty()) placed[id] = routed[id];
+    std::string reasons;
+    for (Backend* b : backends) {
+      if (placed[id] != nullptr) break;
+      std::string why;
+      if (b->supports(*this, n, &why)) {
+        placed[id] = b;
+        break;
+      }
+      reasons += (reasons.empty() ? "" : "; ") + b->name() + ": " + why;
+    }
+    if (placed[id] == nullptr)
+      throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
+  }
+  if (options.precision == Precision::kFloat16) convert_to_float16(*this, placed, needed);
 
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot
@@ -156,25 +182,10 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (!needed[id]) continue;
     Node& n = nodes_[id];
     Step step;
-    std::string reasons;
-    if (is_control_flow(n.op)) {
-      // The kernel runs compiled subgraphs, each placed on its own; the node itself only
-      // hands tensors over, on the host.
-      step.backend = find_backend("cpu");
-      step.kernel = make_control_flow_kernel(runtime, options, *this, n);
-    }
-    if (step.backend == nullptr && !routed.empty()) step.backend = routed[id];
-    for (Backend* b : backends) {
-      if (step.backend != nullptr) break;
-      std::string why;
-      if (b->supports(*this, n, &why)) {
-        step.backend = b;
-        break;
-      }
-      reasons += (reasons.empty() ? "" : "; ") + b->name() + ": " + why;
-    }
-    if (step.backend == nullptr)
-      throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
+    step.backend = placed[id];
+    // A control-flow kernel runs compiled subgraphs, each placed on its own; the node itself only
+    // hands tensors over, on the host.
+    if (is_control_flow(n.op)) step.kernel = make_control_flow_kernel(runtime, options, *this, n);
     n.backend = step.backend->name();
     if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n, options.precision);
     Device device = step.backend->device();

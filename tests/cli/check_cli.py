@@ -96,15 +96,17 @@ def main():
 
         check_router(build, tmp)
 
-        # TF32 changes only CUDA kernels: on the CPU the output is the float32 one, bit for bit.
+        # TF32 and float16 change only CUDA kernels: on the CPU the output is the float32 one,
+        # bit for bit.
         exact = lumen(build, "run", MODEL, "--repeat", "1", "--output-dir", f"{tmp}/f32")
-        lumen(build, "run", MODEL, "--repeat", "1", "--precision", "tf32", "--output-dir",
-              f"{tmp}/tf32")
-        for f in os.listdir(f"{tmp}/f32"):
-            assert open(f"{tmp}/f32/{f}", "rb").read() == open(f"{tmp}/tf32/{f}", "rb").read(), f
+        for p in ("tf32", "float16"):
+            lumen(build, "run", MODEL, "--repeat", "1", "--device", "cpu", "--precision", p,
+                  "--output-dir", f"{tmp}/{p}")
+            for f in os.listdir(f"{tmp}/f32"):
+                assert open(f"{tmp}/f32/{f}", "rb").read() == open(f"{tmp}/{p}/{f}", "rb").read()
         assert "checksum" in exact, exact
         err = lumen(build, "run", MODEL, "--precision", "fp8", ok=False)
-        assert "--precision must be float32 or tf32" in err, err
+        assert "--precision must be float32, tf32 or float16" in err, err
         err = lumen(build, "run", MODEL, "--trace", ok=False)
         assert "--trace needs a value" in err, err
         err = lumen(build, "inspect", os.path.join(tmp, "missing.onnx"), ok=False)

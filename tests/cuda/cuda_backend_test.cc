@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backends/cuda/launch.h"
+#include "core/half.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 
@@ -28,7 +29,8 @@ bool have_cuda() {
 // One `op` node over `inputs`, compiled for `backends`, run once (or `runs` times).
 std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::string& op,
                            const std::vector<OpInput>& inputs, const Attributes& attrs = {},
-                           int runs = 1, int num_outputs = 1) {
+                           int runs = 1, int num_outputs = 1,
+                           Precision precision = Precision::kFloat32) {
   Graph graph;
   std::vector<Value*> values;
   std::vector<Tensor> runtime_inputs;
@@ -49,6 +51,7 @@ std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::
   Runtime rt;
   CompileOptions options;
   options.backends = backends;
+  options.precision = precision;
   Executable* exe = graph.compile(&rt, options);
   std::vector<Tensor> result;
   for (int r = 0; r < runs; ++r) result = exe->execute(runtime_inputs);
@@ -301,6 +304,161 @@ TEST(CudaKernels, FusedAttention) {
                      {{"scale", 0.088f}});
 }
 
+// The op compiled for CUDA with Precision::kFloat16 (float32 values cast to float16 at the edges,
+// constants converted at compile time, every kernel on half storage) stays within float16's
+// rounding of the CPU's float32, and its outputs are float32 again. Run three times (eager,
+// recorded, replayed).
+void expect_half_matches_cpu(const std::string& op, const std::vector<OpInput>& inputs,
+                             const Attributes& attrs = {}, double atol = 2e-2, double rtol = 1e-2,
+                             int num_outputs = 1) {
+  SCOPED_TRACE(op + " in float16");
+  std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs, 1, num_outputs);
+  std::vector<Tensor> got =
+      run_on({"cuda"}, op, inputs, attrs, 3, num_outputs, Precision::kFloat16);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].dtype(), want[k].dtype());
+    expect_close(got[k], want[k].shape(), to_doubles(want[k]), atol, rtol);
+  }
+}
+
+TEST(CudaFloat16, ElementwiseAndProducts) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{2, 3, 4, 5}, 201, -2.f, 2.f);
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Gelu", "Exp", "Neg", "HardSwish"})
+    expect_half_matches_cpu(op, {x});
+  expect_half_matches_cpu(
+      "Clip", {x, constant(Tensor::scalar<float>(-0.5f)), constant(Tensor::scalar<float>(1.25f))});
+  expect_half_matches_cpu("Add", {x, random_tensor(Shape{4, 1}, 202)});
+  expect_half_matches_cpu("Mul", {x, constant(random_tensor(Shape{5}, 203))});
+  expect_half_matches_cpu("Div", {x, random_tensor(Shape{2, 3, 4, 5}, 204, 0.5f, 2.f)});
+  // r4 = x * row; r5 = r4 + col; r6 = r5 - s; r7 = GeluTanh(r6)
+  expect_half_matches_cpu(
+      "FusedElementwise",
+      {x, random_tensor(Shape{5}, 205), random_tensor(Shape{1}, 206),
+       random_tensor(Shape{3, 1, 1}, 207)},
+      {{"code", std::vector<int64_t>{2, 4, 0, 1, 0, 5, 4, 3, 1, 6, 5, 2, 24, 7, 6, 0}},
+       {"consts", std::vector<float>{0.25f}}});
+  Tensor a = random_tensor(Shape{48, 256}, 208), b = random_tensor(Shape{256, 40}, 209);
+  // Sums of 256 products of values in [-1, 1] (about 9 in size), each input rounded to 11 bits.
+  expect_half_matches_cpu("MatMul", {a, constant(b)}, {}, 5e-2, 1e-2);
+  expect_half_matches_cpu(
+      "MatMul", {random_tensor(Shape{3, 7, 64}, 210), random_tensor(Shape{3, 64, 9}, 211)}, {},
+      5e-2, 1e-2);
+  expect_half_matches_cpu(
+      "Gemm",
+      {a, constant(random_tensor(Shape{40, 256}, 212)), constant(random_tensor(Shape{40}, 213))},
+      {{"transB", 1}}, 5e-2, 1e-2);
+  expect_half_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{2, 16, 64}, 214), constant(random_tensor(Shape{64, 24}, 215)),
+       constant(random_tensor(Shape{24}, 216))},
+      {{"activation", "GeluErf"}}, 5e-2, 1e-2);
+}
+
+TEST(CudaFloat16, ConvNormPoolAttention) {
+  SKIP_WITHOUT_CUDA();
+  Tensor x = random_tensor(Shape{1, 8, 15, 13}, 221);
+  Tensor w = random_tensor(Shape{16, 8, 3, 3}, 222);
+  Tensor b = random_tensor(Shape{16}, 223);
+  expect_half_matches_cpu("Conv", {x, constant(w), constant(b)}, {{"pads", {1, 1, 1, 1}}}, 5e-2);
+  expect_half_matches_cpu("FusedConv",
+                          {x, constant(w), constant(b), random_tensor(Shape{1, 16, 15, 13}, 224)},
+                          {{"pads", {1, 1, 1, 1}}, {"activation", "Relu"}}, 5e-2);
+  expect_half_matches_cpu(
+      "Conv",
+      {x, constant(random_tensor(Shape{8, 1, 3, 3}, 225)), constant(random_tensor(Shape{8}, 226))},
+      {{"group", 8}, {"pads", {1, 1, 1, 1}}});
+  expect_half_matches_cpu(
+      "FusedConv",
+      {random_tensor(Shape{2, 96, 5, 6}, 227), constant(random_tensor(Shape{40, 96, 1, 1}, 228))},
+      {{"activation", "Clip"}, {"activation_alpha", 0.f}, {"activation_beta", 6.f}}, 5e-2);
+  expect_half_matches_cpu(
+      "BatchNormalization",
+      {x, constant(random_tensor(Shape{8}, 229)), constant(random_tensor(Shape{8}, 230)),
+       constant(random_tensor(Shape{8}, 231)), constant(random_tensor(Shape{8}, 232, 0.5f, 2.f))});
+  expect_half_matches_cpu("MaxPool", {x},
+                          {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  expect_half_matches_cpu("AveragePool", {x}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}});
+  expect_half_matches_cpu("GlobalAveragePool", {x});
+  expect_half_matches_cpu("Softmax", {x}, {}, 1e-3, 1e-2);
+  expect_half_matches_cpu("Softmax", {x}, {{"axis", 1}}, 1e-3, 1e-2);
+  Tensor y = random_tensor(Shape{3, 5, 64}, 233);
+  expect_half_matches_cpu("LayerNormalization", {y, constant(random_tensor(Shape{64}, 234)),
+                                                 constant(random_tensor(Shape{64}, 235))});
+  expect_half_matches_cpu("ReduceMean", {y}, {{"axes", {2}}, {"keepdims", 1}}, 1e-3);
+  expect_half_matches_cpu("Transpose", {x}, {{"perm", {0, 2, 3, 1}}});
+  expect_half_matches_cpu("Concat", {x, random_tensor(Shape{1, 2, 15, 13}, 236)}, {{"axis", 1}});
+  expect_half_matches_cpu("Gather",
+                          {random_tensor(Shape{10, 6}, 237), random_ints(Shape{2, 3}, 238, 0, 9)});
+  Tensor mask = random_tensor(Shape{2, 1, 1, 45}, 239);
+  for (int j = 40; j < 45; ++j) mask.data<float>()[j] = -std::numeric_limits<float>::infinity();
+  expect_half_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{2, 3, 17, 64}, 240), random_tensor(Shape{2, 3, 64, 45}, 241),
+       random_tensor(Shape{2, 3, 45, 64}, 242), mask},
+      {{"scale", 0.125f}, {"k_transposed", 1}}, 1e-2);
+  expect_half_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{4, 6, 32}, 243), random_tensor(Shape{4, 33, 32}, 244),
+       random_tensor(Shape{4, 33, 32}, 245)},
+      {{"scale", 0.2f}}, 1e-2);
+}
+
+// A graph half on CUDA and half on the CPU (an op CUDA lacks): float16 values are cast back to
+// float32 for the CPU node and graph outputs, float32 ones cast to float16 for CUDA nodes; a
+// float16 input runs on CUDA as it is.
+TEST(CudaFloat16, MixedPlacementAndHalfModels) {
+  SKIP_WITHOUT_CUDA();
+  Tensor xv = random_tensor(Shape{4, 33}, 251, -3.f, 3.f);
+  Graph g;
+  Value* x = g.add_input("x", xv.shape());
+  Value* r = g.add_op("Relu", {x});
+  Value* sum = g.add_op("Add", {r, g.add_op("Atan", {r})});  // Atan: CPU only
+  Value* y =
+      g.add_op("MatMul", {sum, g.add_constant("w", random_tensor(Shape{33, 8}, 252))}, {}, "y");
+  g.mark_output(y);
+  g.mark_output(r);
+  const std::string y_name = y->name;
+  Runtime rt;
+  CompileOptions cpu;
+  cpu.backends = {"cpu"};
+  std::vector<Tensor> want = g.compile(&rt, cpu)->execute({xv});
+  CompileOptions half;
+  half.backends = {"cuda", "cpu"};
+  half.precision = Precision::kFloat16;
+  Executable* exe = g.compile(&rt, half);
+  ASSERT_EQ(exe->outputs().size(), 2u);
+  EXPECT_EQ(exe->outputs()[0].name, y_name);
+  EXPECT_EQ(exe->outputs()[0].type.dtype, DType::kFloat32);
+  EXPECT_EQ(exe->outputs()[1].type.dtype, DType::kFloat32);
+  for (int run = 0; run < 2; ++run) {
+    std::vector<Tensor> got = exe->execute({xv});
+    expect_close(got[0], want[0].shape(), to_doubles(want[0]), 5e-2, 1e-2);
+    expect_close(got[1], want[1].shape(), to_doubles(want[1]), 2e-3, 1e-3);
+  }
+  // A model that is float16 already (no precision option): its kernels run on half storage.
+  Tensor hv = Tensor::empty(Shape{3, 40}, DType::kFloat16);
+  std::vector<double> src = to_doubles(random_tensor(Shape{3, 40}, 253, -2.f, 2.f));
+  Graph g3;
+  Value* h = g3.add_input("h", hv.shape(), DType::kFloat16);
+  g3.mark_output(g3.add_op("Softmax", {g3.add_op("Sigmoid", {h})}));
+  for (size_t i = 0; i < src.size(); ++i)
+    static_cast<uint16_t*>(hv.raw_data())[i] = float_to_half(static_cast<float>(src[i]));
+  CompileOptions on_cuda;
+  on_cuda.backends = {"cuda"};
+  Tensor got = g3.compile(&rt, on_cuda)->execute({hv})[0];
+  EXPECT_EQ(got.dtype(), DType::kFloat16);
+  std::vector<double> want_soft(src.size());
+  for (int row = 0; row < 3; ++row) {
+    double sum_e = 0;
+    for (int j = 0; j < 40; ++j) sum_e += std::exp(1 / (1 + std::exp(-src[row * 40 + j])));
+    for (int j = 0; j < 40; ++j)
+      want_soft[row * 40 + j] = std::exp(1 / (1 + std::exp(-src[row * 40 + j]))) / sum_e;
+  }
+  expect_close(got, hv.shape(), want_soft, 1e-4, 5e-3);
+}
+
 // CompileOptions::precision = kTF32: products and convolutions on TF32 tensor cores stay within
 // TF32's rounding (inputs keep 10 mantissa bits) of the CPU's float32.
 TEST(CudaKernels, Tf32Precision) {
@@ -451,7 +609,7 @@ TEST(CudaKernels, ConvLaunchers) {
            zd = z.to(Device::cuda());
     Tensor y = Tensor::empty(z.shape(), DType::kFloat32, Device::cuda());
     cuda::ConvEpilogue e{dev(bd), dev(zd), cuda::UnaryOp::kClip, -0.5f, 0.75f};
-    cuda::launch_depthwise_conv(d, dev(xd), dev(wdv), dev(y), e, nullptr);
+    cuda::launch_depthwise_conv(cuda::Storage::kFloat32, d, dev(xd), dev(wdv), dev(y), e, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     expect_close(y.to(Device::cpu()), z.shape(),
                  depthwise_reference(x, w, b, z, t.stride, t.pad, t.dil, -0.5, 0.75), 1e-5, 1e-4);
@@ -459,7 +617,7 @@ TEST(CudaKernels, ConvLaunchers) {
     d.multiplier = 1;
     const int64_t rows = t.c * t.k_h * t.k_w, cols = oh * ow;
     Tensor col = Tensor::empty(Shape{2, rows, cols}, DType::kFloat32, Device::cuda());
-    cuda::launch_im2col(d, dev(xd), dev(col), nullptr);
+    cuda::launch_im2col(cuda::Storage::kFloat32, d, dev(xd), dev(col), nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<double> xv = to_doubles(x), want_col;
     for (int64_t i = 0; i < 2; ++i)
@@ -479,8 +637,8 @@ TEST(CudaKernels, ConvLaunchers) {
   Tensor b = random_tensor(Shape{5}, seed++), z = random_tensor(Shape{3, 5, 7}, seed++);
   Tensor yd = y0.to(Device::cuda()), bd = b.to(Device::cuda()), zd = z.to(Device::cuda());
   cuda::launch_conv_epilogue(
-      dev(yd), 3, 5, 7, cuda::ConvEpilogue{dev(bd), dev(zd), cuda::UnaryOp::kLeakyRelu, 0.1f, 0.f},
-      nullptr);
+      cuda::Storage::kFloat32, dev(yd), 3, 5, 7,
+      cuda::ConvEpilogue{dev(bd), dev(zd), cuda::UnaryOp::kLeakyRelu, 0.1f, 0.f}, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<double> want = to_doubles(y0), bv = to_doubles(b), zv = to_doubles(z);
   for (size_t i = 0; i < want.size(); ++i) {
@@ -514,7 +672,8 @@ TEST(CudaKernels, AttentionLaunchers) {
   Tensor qd = q.to(Device::cuda()), kd = kt.to(Device::cuda()), vd = v.to(Device::cuda()),
          md = mask.to(Device::cuda());
   Tensor y = Tensor::empty(Shape{2, 3, sq, depth}, DType::kFloat32, Device::cuda());
-  cuda::launch_attention(d, dev(qd), dev(kd), dev(vd), dev(md), dev(y), nullptr);
+  cuda::launch_attention(cuda::Storage::kFloat32, d, dev(qd), dev(kd), dev(vd), dev(md), dev(y),
+                         nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Tensor want = run_on({"cpu"}, "FusedAttention", {q, kt, v, mask},
                        {{"scale", 0.3f}, {"k_transposed", 1}})[0];
@@ -522,7 +681,7 @@ TEST(CudaKernels, AttentionLaunchers) {
 
   Tensor scores = random_tensor(Shape{2, 3, sq, sk}, 105, -3.f, 3.f);
   Tensor sd = scores.to(Device::cuda());
-  cuda::launch_attention_softmax(d, dev(sd), dev(md), nullptr);
+  cuda::launch_attention_softmax(cuda::Storage::kFloat32, d, dev(sd), dev(md), nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<double> s = to_doubles(scores), m = to_doubles(mask), p(s.size());
   for (int64_t r = 0; r < 6 * sq; ++r) {

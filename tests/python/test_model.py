@@ -110,15 +110,20 @@ def test_bad_input(digits, tmp_path):
     if "cuda" not in lumen.backends():
         with pytest.raises(lumen.DeviceError, match="cuda"):
             lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(device="cuda")
-    with pytest.raises(lumen.UnsupportedOp, match="fp16"):
-        lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(precision="fp16")
     with pytest.raises(lumen.InvalidArgument, match="tf32"):
         lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(precision="bf8")
-    # TF32 changes CUDA kernels only: on the CPU the output is float32's, bit for bit
-    tf32 = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu", precision="tf32")
+    # TF32 and float16 change CUDA kernels only: on the CPU the output is float32's, bit for bit
     fp32 = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu")
-    assert tf32.precision == "tf32"
-    np.testing.assert_array_equal(tf32(x).numpy(), fp32(x).numpy())
+    for precision in ("tf32", "fp16"):
+        other = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu", precision)
+        assert other.precision == precision
+        np.testing.assert_array_equal(other(x).numpy(), fp32(x).numpy())
+    if "cuda" in lumen.backends():
+        # float16 on the GPU: float32 in and out, close to float32's result
+        half = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cuda", "fp16")
+        out = half(x).numpy()
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
     close(model(x).numpy(), ref)  # still works
 
 

@@ -3,10 +3,12 @@
 // chunks of 32, staging each chunk of K and V in shared memory, and every warp updates its row's
 // running maximum, running sum and output accumulator with the chunk (the online softmax of
 // Milakov and Gimelshein, 2018). Lane j of a warp scores key j of the chunk; lane t then owns the
-// output columns t, t + 32, ... float32 throughout.
+// output columns t, t + 32, ... Q, K, V, the mask and Y are float or __half (storage.cuh); the
+// staging, scores and accumulators are float32 throughout.
 #include <cfloat>
 
 #include "backends/cuda/launch.h"
+#include "backends/cuda/storage.cuh"
 
 namespace lumen::cuda {
 namespace {
@@ -26,8 +28,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // Where query row `i` of head `b` reads its mask (the head's leading coordinates times their mask
 // strides, plus the row's).
-__device__ __forceinline__ const float* mask_row_of(const AttentionDesc& d, const float* mask,
-                                                    int64_t b, int64_t i) {
+template <typename T>
+__device__ __forceinline__ const T* mask_row_of(const AttentionDesc& d, const T* mask, int64_t b,
+                                                int64_t i) {
   int64_t base = 0;
   for (int j = d.lead_rank - 1; j >= 0; --j) {
     base += (b % d.lead_dims[j]) * d.mask_lead_strides[j];
@@ -38,11 +41,11 @@ __device__ __forceinline__ const float* mask_row_of(const AttentionDesc& d, cons
 
 // One query row per warp, kWarps rows per block. kD: the head size when fixed at compile time
 // (32, 64 or 128, for both Q/K and V), or 0 to read d.depth and d.depth_v.
-template <int kD>
+template <typename T, int kD>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_kernel(const __grid_constant__ AttentionDesc d, const float* __restrict__ q,
-                     const float* __restrict__ k, const float* __restrict__ v,
-                     const float* __restrict__ mask, float* __restrict__ y) {
+    attention_kernel(const __grid_constant__ AttentionDesc d, const T* __restrict__ q,
+                     const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ mask,
+                     T* __restrict__ y) {
   constexpr int kCols = (kD > 0 ? kD : kAttentionMaxDepth) / 32;  // output columns per lane
   extern __shared__ float smem[];
   const int dk = kD > 0 ? kD : static_cast<int>(d.depth);
@@ -55,15 +58,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t b = blockIdx.x / blocks_per_head;
   const int64_t row0 = (blockIdx.x % blocks_per_head) * kWarps;
   const int64_t row = row0 + warp;
-  const float* qb = q + b * d.sq * dk;
-  const float* kb = k + b * d.sk * dk;
-  const float* vb = v + b * d.sk * dv;
+  const T* qb = q + b * d.sq * dk;
+  const T* kb = k + b * d.sk * dk;
+  const T* vb = v + b * d.sk * dv;
 
-  const float* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, row < d.sq ? row : 0);
+  const T* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, row < d.sq ? row : 0);
   // The block's query rows, scaled once.
   for (int idx = threadIdx.x; idx < kWarps * dk; idx += blockDim.x) {
     const int64_t r = row0 + idx / dk;
-    qs[idx] = r < d.sq ? qb[r * dk + idx % dk] * d.scale : 0.f;
+    qs[idx] = r < d.sq ? to_float(qb[r * dk + idx % dk]) * d.scale : 0.f;
   }
   const float* qrow = qs + warp * dk;
   float m = -INFINITY, l = 0.f, acc[kCols];
@@ -82,12 +85,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
       const int64_t key = j0 + j;
       float val = 0.f;
-      if (key < d.sk) val = d.k_transposed ? kb[c * d.sk + key] : kb[key * dk + c];
+      if (key < d.sk) val = to_float(d.k_transposed ? kb[c * d.sk + key] : kb[key * dk + c]);
       ks[j * (dk + 1) + c] = val;
     }
     for (int idx = threadIdx.x; idx < kChunk * dv; idx += blockDim.x) {
       const int64_t key = j0 + idx / dv;
-      vs[idx] = key < d.sk ? vb[key * dv + idx % dv] : 0.f;
+      vs[idx] = key < d.sk ? to_float(vb[key * dv + idx % dv]) : 0.f;
     }
     __syncthreads();
     const int64_t key = j0 + lane;
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (key >= d.sk)
       s = -INFINITY;
     else if (mask_row != nullptr)
-      s += mask_row[key * d.mask_k_stride];
+      s += to_float(mask_row[key * d.mask_k_stride]);
     const float m_new = fmaxf(m, warp_max(s));
     // A row masked out so far (every score -inf) keeps zero weight instead of exp(nan).
     const float p = m_new == -INFINITY ? 0.f : expf(s - m_new);
@@ -117,67 +120,79 @@ __global__ void __launch_bounds__(kWarps * 32)
     m = m_new;
   }
   if (row >= d.sq) return;
-  float* out = y + (b * d.sq + row) * dv;
+  T* out = y + (b * d.sq + row) * dv;
   const float inv = 1.f / l;
 #pragma unroll
   for (int c = 0; c < kCols; ++c)
-    if (kD > 0 || lane + 32 * c < dv) out[lane + 32 * c] = acc[c] * inv;
+    if (kD > 0 || lane + 32 * c < dv) out[lane + 32 * c] = from_float<T>(acc[c] * inv);
 }
 
 // One warp per score row: max, sum of exponentials, then the probabilities in place.
-__global__ void attention_softmax_kernel(const __grid_constant__ AttentionDesc d, float* s,
-                                         const float* __restrict__ mask) {
+template <typename T>
+__global__ void attention_softmax_kernel(const __grid_constant__ AttentionDesc d, T* s,
+                                         const T* __restrict__ mask) {
   const int lane = threadIdx.x & 31;
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= d.batch * d.sq) return;
   const int64_t b = r / d.sq, i = r % d.sq;
-  const float* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, i);
-  float* row = s + r * d.sk;
+  const T* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, i);
+  T* row = s + r * d.sk;
+  // The scaled, masked score of key j (recomputed rather than stored, so half scores are rounded
+  // only once, as probabilities).
+  auto score = [&](int64_t j) {
+    float v = to_float(row[j]) * d.scale;
+    if (mask_row != nullptr) v += to_float(mask_row[j * d.mask_k_stride]);
+    return v;
+  };
   float m = -INFINITY;
-  for (int64_t j = lane; j < d.sk; j += 32) {
-    float v = row[j] * d.scale;
-    if (mask_row != nullptr) v += mask_row[j * d.mask_k_stride];
-    row[j] = v;
-    m = fmaxf(m, v);
-  }
+  for (int64_t j = lane; j < d.sk; j += 32) m = fmaxf(m, score(j));
   m = warp_max(m);
   float sum = 0.f;
-  for (int64_t j = lane; j < d.sk; j += 32) {
-    const float e = m == -INFINITY ? 0.f : expf(row[j] - m);
-    row[j] = e;
-    sum += e;
-  }
+  for (int64_t j = lane; j < d.sk; j += 32) sum += m == -INFINITY ? 0.f : expf(score(j) - m);
   const float inv = 1.f / warp_sum(sum);
-  for (int64_t j = lane; j < d.sk; j += 32) row[j] *= inv;
+  for (int64_t j = lane; j < d.sk; j += 32)
+    row[j] = from_float<T>(m == -INFINITY ? 0.f : expf(score(j) - m) * inv);
 }
 
 }  // namespace
 
-void launch_attention_softmax(const AttentionDesc& desc, float* scores, const float* mask,
+void launch_attention_softmax(Storage st, const AttentionDesc& desc, void* scores, const void* mask,
                               cudaStream_t stream) {
   const int64_t rows = desc.batch * desc.sq;
   if (rows == 0 || desc.sk == 0) return;
   constexpr int kRowsPerBlock = 8;
-  attention_softmax_kernel<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                             kRowsPerBlock * 32, 0, stream>>>(desc, scores, mask);
+  const unsigned grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    attention_softmax_kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(desc, static_cast<T*>(scores),
+                                                                      static_cast<const T*>(mask));
+  });
 }
 
-void launch_attention(const AttentionDesc& desc, const float* q, const float* k, const float* v,
-                      const float* mask, float* y, cudaStream_t stream) {
+void launch_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
+                      const void* v, const void* mask, void* y, cudaStream_t stream) {
   if (desc.batch == 0 || desc.sq == 0 || desc.depth_v == 0) return;
   const int64_t blocks = desc.batch * ((desc.sq + kWarps - 1) / kWarps);
   const size_t smem =
       sizeof(float) * (kChunk * (desc.depth + 1) + kChunk * desc.depth_v + kWarps * desc.depth);
   const unsigned grid = static_cast<unsigned>(blocks);
   const int64_t d = desc.depth_v == desc.depth ? desc.depth : 0;
-  if (d == 64)
-    attention_kernel<64><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
-  else if (d == 32)
-    attention_kernel<32><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
-  else if (d == 128)
-    attention_kernel<128><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
-  else
-    attention_kernel<0><<<grid, kWarps * 32, smem, stream>>>(desc, q, k, v, mask, y);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    const T* tq = static_cast<const T*>(q);
+    const T* tk = static_cast<const T*>(k);
+    const T* tv = static_cast<const T*>(v);
+    const T* tm = static_cast<const T*>(mask);
+    T* ty = static_cast<T*>(y);
+    if (d == 64)
+      attention_kernel<T, 64><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+    else if (d == 32)
+      attention_kernel<T, 32><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+    else if (d == 128)
+      attention_kernel<T, 128><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+    else
+      attention_kernel<T, 0><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+  });
 }
 
 }  // namespace lumen::cuda

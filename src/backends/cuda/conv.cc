@@ -1,6 +1,6 @@
-// Conv and FusedConv (2-D, float32). FusedConv's bias, residual (fourth input, added before the
-// activation) and activation make an epilogue. At compile time each node measures its ways to run
-// on its own shapes and keeps the fastest:
+// Conv and FusedConv (2-D, float32 or float16 with float32 accumulation). FusedConv's bias,
+// residual (fourth input, added before the activation) and activation make an epilogue. At compile
+// time each node measures its ways to run on its own shapes and keeps the fastest:
 //   - cuDNN's convolution (the algorithm found by cudnnFindConvolutionForwardAlgorithm among
 //     FMA-only kernels, so float32 stays exact: no TF32 unless the compile asks for it), then the
 //     epilogue as one launch of our own kernel (none when there is nothing to add);
@@ -66,6 +66,9 @@ class ConvKernel final : public Kernel {
     spatial_ = y[2] * y[3];
     batch_ = y[0];
     const int64_t group = ctx.attr_int("group", 1);
+    storage_ = storage_of(ctx.input_dtype(0));
+    const bool half = storage_ == Storage::kFloat16;
+    const cudnnDataType_t type = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 
     auto d = [](int64_t v) { return static_cast<int>(v); };
     check(cudnnCreateTensorDescriptor(&x_), where_);
@@ -74,25 +77,26 @@ class ConvKernel final : public Kernel {
     check(cudnnCreateFilterDescriptor(&w_), where_);
     check(cudnnCreateConvolutionDescriptor(&conv_), where_);
     check(cudnnCreateActivationDescriptor(&relu_desc_), where_);
-    check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d(x[0]), d(x[1]),
-                                     d(x[2]), d(x[3])),
-          where_);
-    check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d(y[0]), d(y[1]),
-                                     d(y[2]), d(y[3])),
-          where_);
-    check(cudnnSetTensor4dDescriptor(b_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d(y[1]), 1, 1),
-          where_);
-    check(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d(w[0]), d(w[1]),
-                                     d(w[2]), d(w[3])),
-          where_);
+    check(
+        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, type, d(x[0]), d(x[1]), d(x[2]), d(x[3])),
+        where_);
+    check(
+        cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, type, d(y[0]), d(y[1]), d(y[2]), d(y[3])),
+        where_);
+    check(cudnnSetTensor4dDescriptor(b_, CUDNN_TENSOR_NCHW, type, 1, d(y[1]), 1, 1), where_);
+    check(
+        cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, d(w[0]), d(w[1]), d(w[2]), d(w[3])),
+        where_);
     check(cudnnSetConvolution2dDescriptor(
               conv_, d(g.pad_begin[0]), d(g.pad_begin[1]), d(g.strides[0]), d(g.strides[1]),
               d(g.dilations[0]), d(g.dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           where_);
     check(cudnnSetConvolutionGroupCount(conv_, d(group)), where_);
-    // TF32 (CompileOptions::precision) lets cuDNN take its tensor-core algorithms.
-    const bool tf32 = ctx.precision() == Precision::kTF32;
-    check(cudnnSetConvolutionMathType(conv_, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), where_);
+    // TF32 (CompileOptions::precision) lets cuDNN take its tensor-core algorithms; float16 data
+    // (accumulated in float32, the convolution's compute type above) always may.
+    const bool tensor_ops = half || ctx.precision() == Precision::kTF32;
+    check(cudnnSetConvolutionMathType(conv_, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+          where_);
     const bool relu = act_.op == UnaryOp::kRelu;
     check(cudnnSetActivationDescriptor(relu_desc_,
                                        relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
@@ -111,7 +115,7 @@ class ConvKernel final : public Kernel {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
       const bool exact =
           perf[i].mathType == CUDNN_FMA_MATH || perf[i].mathType == CUDNN_DEFAULT_MATH;
-      if (!exact && !(tf32 && perf[i].mathType == CUDNN_TENSOR_OP_MATH)) continue;
+      if (!exact && !(tensor_ops && perf[i].mathType == CUDNN_TENSOR_OP_MATH)) continue;
       if (best == nullptr) best = &perf[i];
       if (precomp == nullptr && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
         precomp = &perf[i];
@@ -140,8 +144,8 @@ class ConvKernel final : public Kernel {
     if (best != nullptr) {
       candidates.push_back({ConvPath::kCudnnThenEpilogue, best->algo, best->memory});
       // The fused call applies bias, residual and ReLU only; without ReLU it takes implicit
-      // precomp GEMM alone.
-      const bool fusable = act_.op == UnaryOp::kIdentity || relu;
+      // precomp GEMM alone. Not offered for float16, whose bias type the call constrains.
+      const bool fusable = !half && (act_.op == UnaryOp::kIdentity || relu);
       if (fusable && (has_bias_ || has_residual_ || relu)) {
         if (relu) candidates.push_back({ConvPath::kCudnnFused, best->algo, best->memory});
         if (precomp != nullptr && (precomp != best || !relu))
@@ -155,7 +159,8 @@ class ConvKernel final : public Kernel {
     const bool pointwise = group == 1 && w[2] == 1 && w[3] == 1 && g.strides[0] == 1 &&
                            g.strides[1] == 1 && g.pad_begin[0] == 0 && g.pad_begin[1] == 0;
     const int64_t patch = x[1] * w[2] * w[3];
-    const size_t col_bytes = static_cast<size_t>(batch_ * patch * spatial_) * sizeof(float);
+    const size_t col_bytes =
+        static_cast<size_t>(batch_ * patch * spatial_) * storage_bytes(storage_);
     if (group == 1 && (pointwise || col_bytes <= kMaxColumnBytes)) {
       GemmShape gs;
       gs.m = y[1];
@@ -227,11 +232,12 @@ class ConvKernel final : public Kernel {
   ConvWay fastest(CudaBackend& be, const std::vector<ConvWay>& candidates, const Shape& x,
                   const Shape& w, const Shape& y) {
     const Device dev = Device::cuda();
-    Tensor sx = Tensor::zeros(x, DType::kFloat32, dev), sw = Tensor::zeros(w, DType::kFloat32, dev);
-    Tensor sy = Tensor::zeros(y, DType::kFloat32, dev);
-    Tensor sb = has_bias_ ? Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev) : Tensor();
-    Tensor sz = has_residual_ ? Tensor::zeros(y, DType::kFloat32, dev) : Tensor();
-    if (!has_bias_) zero_bias_ = Tensor::zeros(Shape{y[1]}, DType::kFloat32, dev);
+    const DType t = storage_ == Storage::kFloat16 ? DType::kFloat16 : DType::kFloat32;
+    Tensor sx = Tensor::zeros(x, t, dev), sw = Tensor::zeros(w, t, dev);
+    Tensor sy = Tensor::zeros(y, t, dev);
+    Tensor sb = has_bias_ ? Tensor::zeros(Shape{y[1]}, t, dev) : Tensor();
+    Tensor sz = has_residual_ ? Tensor::zeros(y, t, dev) : Tensor();
+    if (!has_bias_) zero_bias_ = Tensor::zeros(Shape{y[1]}, t, dev);
     check(cudaStreamSynchronize(be.stream().handle()), where_);  // the scratch zeros
     TimingStream own(where_);
     check(cudnnSetStream(be.cudnn(), own.handle), where_);
@@ -264,12 +270,10 @@ class ConvKernel final : public Kernel {
   void launch(CudaBackend& be, cudaStream_t stream, const void* x, const void* w, const void* bias,
               const void* residual, void* y) const {
     const float one = 1.f, zero = 0.f;
-    ConvEpilogue e{static_cast<const float*>(bias), static_cast<const float*>(residual), act_.op,
-                   act_.alpha, act_.beta};
+    ConvEpilogue e{bias, residual, act_.op, act_.alpha, act_.beta};
     switch (path_) {
       case ConvPath::kDepthwise:
-        launch_depthwise_conv(geo_, static_cast<const float*>(x), static_cast<const float*>(w),
-                              static_cast<float*>(y), e, stream);
+        launch_depthwise_conv(storage_, geo_, x, w, y, e, stream);
         check_launch(where_);
         return;
       case ConvPath::kCudnnFused: {
@@ -284,9 +288,8 @@ class ConvKernel final : public Kernel {
         return;
       }
       case ConvPath::kIm2colGemm: {
-        float* col =
-            reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + col_offset_);
-        launch_im2col(geo_, static_cast<const float*>(x), col, stream);
+        void* col = static_cast<char*>(be.workspace().ptr()) + col_offset_;
+        launch_im2col(storage_, geo_, x, col, stream);
         check_launch(where_);
         gemm_->run(stream, w, col, nullptr, nullptr, y, 1.f, 0.f);
         break;
@@ -302,7 +305,7 @@ class ConvKernel final : public Kernel {
     }
     // The GEMM and plain-cuDNN ways finish with the epilogue, when there is one.
     if (bias != nullptr || residual != nullptr || act_.op != UnaryOp::kIdentity) {
-      launch_conv_epilogue(static_cast<float*>(y), batch_, channels_, spatial_, e, stream);
+      launch_conv_epilogue(storage_, y, batch_, channels_, spatial_, e, stream);
       check_launch(where_);
     }
   }
@@ -344,6 +347,7 @@ class ConvKernel final : public Kernel {
   bool has_bias_ = false, has_residual_ = false;
   Activation act_{UnaryOp::kIdentity, 0.f, 0.f};
   int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
+  Storage storage_ = Storage::kFloat32;
   ConvPath path_ = ConvPath::kCudnnThenEpilogue;
   Conv2dDesc geo_;
   size_t col_offset_ = 0;  // im2col: where the columns start in the workspace
@@ -359,7 +363,7 @@ class ConvKernel final : public Kernel {
 };
 
 std::string check_conv(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D convolution only";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";

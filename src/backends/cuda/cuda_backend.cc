@@ -195,16 +195,22 @@ const KernelEntry* find_kernel(OpKind op) {
   return e.make ? &e : nullptr;
 }
 
-std::string require_float32(const NodeContext& ctx) {
-  for (int i = 0; i < ctx.num_inputs(); ++i)
-    if (ctx.has_input(i) && ctx.input_dtype(i) != DType::kFloat32)
-      return std::string("input ") + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
-             "; the CUDA kernel takes float32";
+std::string require_float(const NodeContext& ctx) {
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    const DType t = ctx.input_dtype(i);
+    if (!is_gpu_float(t))
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(t) +
+             "; the CUDA kernel takes float32 or float16";
+    if (t != ctx.input_dtype(0))
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(t) + " and input 0 " +
+             dtype_name(ctx.input_dtype(0)) + "; the CUDA kernel takes one float type";
+  }
   return "";
 }
 
-std::string require_float32_static(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+std::string require_float_static(const NodeContext& ctx) {
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   for (int i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i) && !ctx.input_shape(i).is_static())

@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
                                       Precision precision) const override;
   Allocator& allocator() const override;
   Stream& default_stream() override { return *stream_; }
+  bool takes_float16() const override { return true; }
 
   CudaStream& stream() { return *stream_; }
   cublasLtHandle_t cublas() const { return cublas_; }
@@ -109,11 +110,20 @@ const KernelEntry* find_kernel(OpKind op);
   static const bool lumen_cuda_kernel_registered_##Name = ::lumen::cuda::register_kernel( \
       ::lumen::OpKind::k##Name, ::lumen::cuda::KernelEntry{__VA_ARGS__})
 
-// The usual check: every present input is float32.
-std::string require_float32(const NodeContext& ctx);
-// require_float32, and every input and output shape known at compile time (where the kernel reads
+// Whether the backend's float kernels take `dtype` (float32 or float16).
+inline bool is_gpu_float(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16;
+}
+// The kernels' element type of a float32 or float16 tensor.
+inline Storage storage_of(DType dtype) {
+  return dtype == DType::kFloat16 ? Storage::kFloat16 : Storage::kFloat32;
+}
+
+// The usual check: every present input is float32, or every one float16 (one storage per node).
+std::string require_float(const NodeContext& ctx);
+// require_float, and every input and output shape known at compile time (where the kernel reads
 // its geometry).
-std::string require_float32_static(const NodeContext& ctx);
+std::string require_float_static(const NodeContext& ctx);
 
 // The activation of a fused node (FusedConv, FusedMatMul: attributes activation,
 // activation_alpha, activation_beta) as an epilogue's op and parameters; false when the backend's

@@ -2,6 +2,7 @@
 // small array of float registers, reading each input once and writing the output once. The
 // program is a kernel parameter, identical for every thread, so the switch below never diverges.
 #include "backends/cuda/launch.h"
+#include "backends/cuda/storage.cuh"
 #include "backends/cuda/unary_math.cuh"
 #include "graph/fused_elementwise.h"
 
@@ -10,8 +11,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
+template <typename T>
 struct EwInputs {
-  const float* p[kEwMaxInputs];
+  const T* p[kEwMaxInputs];
 };
 
 __device__ __forceinline__ float operand(const float* regs, const EwDesc& d, int8_t x) {
@@ -80,23 +82,24 @@ __device__ float run_instruction(const EwDesc& d, const EwInstruction& in, const
   }
 }
 
-__global__ void fused_elementwise_kernel(const __grid_constant__ EwDesc d, EwInputs in, float* y,
+template <typename T>
+__global__ void fused_elementwise_kernel(const __grid_constant__ EwDesc d, EwInputs<T> in, T* y,
                                          int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     float r[kEwMaxRegs];
     for (int k = 0; k < d.num_inputs; ++k) {
       if (d.mode[k] == 0) {
-        r[k] = in.p[k][i];
+        r[k] = to_float(in.p[k][i]);
       } else if (d.mode[k] == 1) {
-        r[k] = in.p[k][0];
+        r[k] = to_float(in.p[k][0]);
       } else {
         int64_t rest = i, at = 0;
         for (int j = d.rank - 1; j >= 0; --j) {
           at += (rest % d.dims[j]) * d.strides[k][j];
           rest /= d.dims[j];
         }
-        r[k] = in.p[k][at];
+        r[k] = to_float(in.p[k][at]);
       }
     }
     float v = 0.f;
@@ -104,20 +107,24 @@ __global__ void fused_elementwise_kernel(const __grid_constant__ EwDesc d, EwInp
       v = run_instruction(d, d.code[c], r);
       r[d.code[c].dst] = v;
     }
-    y[i] = v;
+    y[i] = from_float<T>(v);
   }
 }
 
 }  // namespace
 
-void launch_fused_elementwise(const EwDesc& desc, const float* const* inputs, float* y, int64_t n,
-                              cudaStream_t stream) {
+void launch_fused_elementwise(Storage st, const EwDesc& desc, const void* const* inputs, void* y,
+                              int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  EwInputs in{};
-  for (int k = 0; k < desc.num_inputs; ++k) in.p[k] = inputs[k];
   int64_t blocks = (n + kThreads - 1) / kThreads;
   if (blocks > 65535 * 8) blocks = 65535 * 8;
-  fused_elementwise_kernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(desc, in, y, n);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    EwInputs<T> in{};
+    for (int k = 0; k < desc.num_inputs; ++k) in.p[k] = static_cast<const T*>(inputs[k]);
+    fused_elementwise_kernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(
+        desc, in, static_cast<T*>(y), n);
+  });
 }
 
 }  // namespace lumen::cuda

@@ -19,7 +19,7 @@ namespace {
 // ---- FusedElementwise ----
 
 std::string check_fused_elementwise(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   if (ctx.num_inputs() > kEwMaxInputs)
     return std::to_string(ctx.num_inputs()) + " inputs (the CUDA kernel takes " +
@@ -65,14 +65,13 @@ class FusedElementwiseKernel final : public Kernel {
                     static_cast<int8_t>(in.a), static_cast<int8_t>(in.b)};
     }
     for (size_t i = 0; i < consts.size(); ++i) d_.consts[i] = consts[i];
+    storage_ = storage_of(ctx.output(0).dtype);
   }
 
   void run(KernelContext& ctx) const override {
-    const float* inputs[kEwMaxInputs] = {};
-    for (int k = 0; k < d_.num_inputs; ++k)
-      inputs[k] = static_cast<const float*>(ctx.inputs[k].raw_data());
-    launch_fused_elementwise(d_, inputs, static_cast<float*>(ctx.outputs[0].raw_data()), n_,
-                             stream_of(ctx));
+    const void* inputs[kEwMaxInputs] = {};
+    for (int k = 0; k < d_.num_inputs; ++k) inputs[k] = ctx.inputs[k].raw_data();
+    launch_fused_elementwise(storage_, d_, inputs, ctx.outputs[0].raw_data(), n_, stream_of(ctx));
     check_launch(where_);
   }
 
@@ -87,6 +86,7 @@ class FusedElementwiseKernel final : public Kernel {
   std::string where_;
   EwDesc d_;
   int64_t n_ = 0;
+  Storage storage_ = Storage::kFloat32;
 };
 
 std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
@@ -96,7 +96,7 @@ std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
 // ---- FusedAttention ----
 
 std::string check_attention(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   const Shape& q = ctx.input_shape(0);
   const Shape& v = ctx.input_shape(2);
@@ -120,6 +120,7 @@ class AttentionKernel final : public Kernel {
     const Shape& k = ctx.input_shape(1);
     const Shape& v = ctx.input_shape(2);
     const int rank = q.rank();
+    storage_ = storage_of(ctx.input_dtype(0));
     d_.k_transposed = ctx.attr_int("k_transposed", 0) == 1;
     d_.scale = ctx.attr_float("scale", 1.0f);
     d_.sq = q[-2];
@@ -142,7 +143,8 @@ class AttentionKernel final : public Kernel {
       d_.mask_q_stride = strides[rank - 2];
       d_.mask_k_stride = strides[rank - 1];
     }
-    const size_t score_bytes = static_cast<size_t>(d_.batch * d_.sq * d_.sk) * sizeof(float);
+    const size_t score_bytes =
+        static_cast<size_t>(d_.batch * d_.sq * d_.sk) * storage_bytes(storage_);
     if (score_bytes == 0 || score_bytes > kMaxScoreBytes) return;
     GemmShape qk;  // [sq, depth] x [depth, sk] per head
     qk.m = d_.sq;
@@ -176,9 +178,9 @@ class AttentionKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
-    auto in = [&](int i) { return static_cast<const float*>(ctx.inputs[i].raw_data()); };
+    auto in = [&](int i) { return ctx.inputs[i].raw_data(); };
     launch(stream_of(ctx), in(0), in(1), in(2), has_mask_ ? in(3) : nullptr,
-           static_cast<float*>(ctx.outputs[0].raw_data()));
+           ctx.outputs[0].raw_data());
   }
 
   std::string describe() const override {
@@ -193,18 +195,17 @@ class AttentionKernel final : public Kernel {
  private:
   static constexpr size_t kMaxScoreBytes = size_t{64} << 20;
 
-  void launch(cudaStream_t stream, const float* q, const float* k, const float* v,
-              const float* mask, float* y) const {
+  void launch(cudaStream_t stream, const void* q, const void* k, const void* v, const void* mask,
+              void* y) const {
     if (!qk_) {
-      launch_attention(d_, q, k, v, mask, y, stream);
+      launch_attention(storage_, d_, q, k, v, mask, y, stream);
       check_launch(where_);
       return;
     }
     CudaBackend& be = require_cuda_backend();
-    float* scores =
-        reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + score_offset_);
+    void* scores = static_cast<char*>(be.workspace().ptr()) + score_offset_;
     qk_->run(stream, q, k, nullptr, nullptr, scores, 1.f, 0.f);
-    launch_attention_softmax(d_, scores, mask, stream);
+    launch_attention_softmax(storage_, d_, scores, mask, stream);
     check_launch(where_);
     pv_->run(stream, scores, v, nullptr, nullptr, y, 1.f, 0.f);
   }
@@ -213,21 +214,19 @@ class AttentionKernel final : public Kernel {
   void choose(CudaBackend& be, const Shape& q, const Shape& k, const Shape& v,
               const NodeContext& ctx) {
     const Device dev = Device::cuda();
-    Tensor sq = Tensor::zeros(q, DType::kFloat32, dev), sk = Tensor::zeros(k, DType::kFloat32, dev);
-    Tensor sv = Tensor::zeros(v, DType::kFloat32, dev);
-    Tensor sy = Tensor::zeros(ctx.output(0).shape, DType::kFloat32, dev);
-    Tensor sm = has_mask_ ? Tensor::zeros(ctx.input_shape(3), DType::kFloat32, dev) : Tensor();
+    const DType t = ctx.input_dtype(0);
+    Tensor sq = Tensor::zeros(q, t, dev), sk = Tensor::zeros(k, t, dev);
+    Tensor sv = Tensor::zeros(v, t, dev);
+    Tensor sy = Tensor::zeros(ctx.output(0).shape, t, dev);
+    Tensor sm = has_mask_ ? Tensor::zeros(ctx.input_shape(3), t, dev) : Tensor();
     check(cudaStreamSynchronize(be.stream().handle()), where_);
     TimingStream own(where_);
     auto time = [&] {
       return time_on_stream(
           own.handle,
           [&] {
-            launch(own.handle, static_cast<const float*>(sq.raw_data()),
-                   static_cast<const float*>(sk.raw_data()),
-                   static_cast<const float*>(sv.raw_data()),
-                   has_mask_ ? static_cast<const float*>(sm.raw_data()) : nullptr,
-                   static_cast<float*>(sy.raw_data()));
+            launch(own.handle, sq.raw_data(), sk.raw_data(), sv.raw_data(),
+                   has_mask_ ? sm.raw_data() : nullptr, sy.raw_data());
           },
           where_.c_str());
     };
@@ -243,6 +242,7 @@ class AttentionKernel final : public Kernel {
 
   std::string where_;
   AttentionDesc d_;
+  Storage storage_ = Storage::kFloat32;
   bool has_mask_ = false;
   std::unique_ptr<LtMatmul> qk_, pv_;  // set when the GEMM way runs
   size_t score_offset_ = 0;

@@ -1,6 +1,7 @@
-// MatMul, Gemm and FusedMatMul through cuBLASLt (LtMatmul), float32 with float32 accumulation (no
-// TF32). The algorithm is chosen once at compile time by cuBLASLt's heuristic; a bias that is one
-// row is added in the GEMM's epilogue, and a FusedMatMul's activation by one in-place launch.
+// MatMul, Gemm and FusedMatMul through cuBLASLt (LtMatmul), float32 (no TF32 unless asked) or
+// float16, with float32 accumulation. The algorithm is chosen once at compile time by cuBLASLt's
+// heuristic; a bias that is one row is added in the GEMM's epilogue, and a FusedMatMul's activation
+// by one in-place launch.
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
@@ -33,7 +34,7 @@ class LtGemmKernel final : public Kernel {
 };
 
 std::string check_gemm(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   const Shape& x0 = ctx.input_shape(0);
   if (ctx.op() == OpKind::kGemm && x0.rank() == 2 &&
@@ -109,15 +110,16 @@ class FusedMatMulKernel final : public Kernel {
     if (!fused_activation(ctx, &act_, &alpha_, &beta_))
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     n_ = ctx.output(0).shape.numel();
+    storage_ = storage_of(ctx.output(0).dtype);
   }
 
   void run(KernelContext& ctx) const override {
     cudaStream_t stream = stream_of(ctx);
-    float* y = static_cast<float*>(ctx.outputs[0].raw_data());
+    void* y = ctx.outputs[0].raw_data();
     matmul_.run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), nullptr,
                 bias_ ? ctx.inputs[2].raw_data() : nullptr, y, 1.f, 0.f);
     if (act_ != UnaryOp::kIdentity) {
-      launch_unary(act_, alpha_, beta_, y, y, n_, stream);
+      launch_unary(storage_, act_, alpha_, beta_, y, y, n_, stream);
       check_launch(where_);
     }
   }
@@ -129,6 +131,7 @@ class FusedMatMulKernel final : public Kernel {
   UnaryOp act_ = UnaryOp::kIdentity;
   float alpha_ = 0.f, beta_ = 0.f;
   int64_t n_ = 0;
+  Storage storage_ = Storage::kFloat32;
 };
 
 int64_t batch_numel(const Shape& s) {
@@ -138,7 +141,7 @@ int64_t batch_numel(const Shape& s) {
 }
 
 std::string check_fused_matmul(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   UnaryOp op{};
   float a = 0.f, b = 0.f;

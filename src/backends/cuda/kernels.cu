@@ -1,8 +1,11 @@
 // The CUDA backend's own kernels: element-wise, normalisation, pooling, softmax, data movement.
-// One thread per output element unless noted; grid-stride loops so any size launches.
+// One thread per output element unless noted; grid-stride loops so any size launches. Each kernel
+// is a template over its tensors' element type T (float or __half, storage.cuh) and computes in
+// float32.
 #include <cfloat>
 
 #include "backends/cuda/launch.h"
+#include "backends/cuda/storage.cuh"
 #include "backends/cuda/unary_math.cuh"
 
 namespace lumen::cuda {
@@ -19,9 +22,14 @@ int blocks_for(int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-__global__ void unary_kernel(UnaryOp op, float alpha, float beta, const float* x, float* y,
-                             int64_t n) {
-  GRID_LOOP(i, n) y[i] = apply_unary(op, x[i], alpha, beta);
+template <typename T>
+__global__ void unary_kernel(UnaryOp op, float alpha, float beta, const T* x, T* y, int64_t n) {
+  GRID_LOOP(i, n) y[i] = from_float<T>(apply_unary(op, to_float(x[i]), alpha, beta));
+}
+
+template <typename S, typename D>
+__global__ void cast_kernel(const S* x, D* y, int64_t n) {
+  GRID_LOOP(i, n) y[i] = from_float<D>(to_float(x[i]));
 }
 
 __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
@@ -44,13 +52,14 @@ __device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
   return a;
 }
 
-__global__ void binary_same_kernel(BinaryOp op, const float* a, const float* b, float* y,
-                                   int64_t n) {
-  GRID_LOOP(i, n) y[i] = apply_binary(op, a[i], b[i]);
+template <typename T>
+__global__ void binary_same_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n) {
+  GRID_LOOP(i, n) y[i] = from_float<T>(apply_binary(op, to_float(a[i]), to_float(b[i])));
 }
 
-__global__ void binary_broadcast_kernel(BinaryOp op, const float* a, const float* b, float* y,
-                                        int64_t n, BroadcastDesc d) {
+template <typename T>
+__global__ void binary_broadcast_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n,
+                                        BroadcastDesc d) {
   GRID_LOOP(i, n) {
     int64_t rest = i, ia = 0, ib = 0;
     for (int k = d.rank - 1; k >= 0; --k) {
@@ -59,31 +68,36 @@ __global__ void binary_broadcast_kernel(BinaryOp op, const float* a, const float
       ia += c * d.a_strides[k];
       ib += c * d.b_strides[k];
     }
-    y[i] = apply_binary(op, a[ia], b[ib]);
+    y[i] = from_float<T>(apply_binary(op, to_float(a[ia]), to_float(b[ib])));
   }
 }
 
-__global__ void channel_affine_kernel(const float* x, const float* scale, const float* shift,
-                                      float* y, int64_t n, int64_t channels, int64_t inner) {
+template <typename T>
+__global__ void channel_affine_kernel(const T* x, const float* scale, const float* shift, T* y,
+                                      int64_t n, int64_t channels, int64_t inner) {
   GRID_LOOP(i, n) {
     int64_t c = (i / inner) % channels;
-    y[i] = x[i] * scale[c] + shift[c];
+    y[i] = from_float<T>(to_float(x[i]) * scale[c] + shift[c]);
   }
 }
 
-__global__ void conv_epilogue_kernel(float* y, int64_t n, int64_t channels, int64_t inner,
+template <typename T>
+__global__ void conv_epilogue_kernel(T* y, int64_t n, int64_t channels, int64_t inner,
                                      ConvEpilogue e) {
+  const T* bias = static_cast<const T*>(e.bias);
+  const T* residual = static_cast<const T*>(e.residual);
   GRID_LOOP(i, n) {
-    float v = y[i];
-    if (e.bias != nullptr) v += e.bias[(i / inner) % channels];
-    if (e.residual != nullptr) v += e.residual[i];
-    y[i] = apply_unary(e.op, v, e.alpha, e.beta);
+    float v = to_float(y[i]);
+    if (bias != nullptr) v += to_float(bias[(i / inner) % channels]);
+    if (residual != nullptr) v += to_float(residual[i]);
+    y[i] = from_float<T>(apply_unary(e.op, v, e.alpha, e.beta));
   }
 }
 
 // One thread per column element; consecutive threads walk the output positions, so reads of x
 // and writes of col are both close to contiguous.
-__global__ void im2col_kernel(Conv2dDesc d, const float* __restrict__ x, float* __restrict__ col,
+template <typename T>
+__global__ void im2col_kernel(Conv2dDesc d, const T* __restrict__ x, T* __restrict__ col,
                               int64_t n) {
   const int64_t hw = d.out_h * d.out_w;
   GRID_LOOP(i, n) {
@@ -95,16 +109,18 @@ __global__ void im2col_kernel(Conv2dDesc d, const float* __restrict__ x, float* 
     const int64_t iw = (p % d.out_w) * d.stride_w - d.pad_w + q * d.dil_w;
     col[i] = ih >= 0 && ih < d.in_h && iw >= 0 && iw < d.in_w
                  ? x[((b * d.in_channels + c) * d.in_h + ih) * d.in_w + iw]
-                 : 0.f;
+                 : from_float<T>(0.f);
   }
 }
 
 // One thread per output element; KH/KW fixed at compile time for the common 3x3 and 5x5 (0: read
 // from the descriptor).
-template <int KH, int KW>
-__global__ void depthwise_conv_kernel(Conv2dDesc d, const float* __restrict__ x,
-                                      const float* __restrict__ w, float* __restrict__ y, int64_t n,
+template <typename T, int KH, int KW>
+__global__ void depthwise_conv_kernel(Conv2dDesc d, const T* __restrict__ x,
+                                      const T* __restrict__ w, T* __restrict__ y, int64_t n,
                                       ConvEpilogue e) {
+  const T* bias = static_cast<const T*>(e.bias);
+  const T* residual = static_cast<const T*>(e.residual);
   const int kh_n = KH > 0 ? KH : d.k_h;
   const int kw_n = KW > 0 ? KW : d.k_w;
   const int64_t out_c = d.in_channels * d.multiplier;
@@ -113,10 +129,10 @@ __global__ void depthwise_conv_kernel(Conv2dDesc d, const float* __restrict__ x,
     const int64_t oh = (i / d.out_w) % d.out_h;
     const int64_t oc = (i / (d.out_w * d.out_h)) % out_c;
     const int64_t b = i / (d.out_w * d.out_h * out_c);
-    const float* xp = x + (b * d.in_channels + oc / d.multiplier) * d.in_h * d.in_w;
-    const float* wp = w + oc * kh_n * kw_n;
+    const T* xp = x + (b * d.in_channels + oc / d.multiplier) * d.in_h * d.in_w;
+    const T* wp = w + oc * kh_n * kw_n;
     const int64_t ih0 = oh * d.stride_h - d.pad_h, iw0 = ow * d.stride_w - d.pad_w;
-    float acc = e.bias != nullptr ? e.bias[oc] : 0.f;
+    float acc = bias != nullptr ? to_float(bias[oc]) : 0.f;
 #pragma unroll
     for (int kh = 0; kh < kh_n; ++kh) {
       const int64_t ih = ih0 + kh * d.dil_h;
@@ -125,20 +141,21 @@ __global__ void depthwise_conv_kernel(Conv2dDesc d, const float* __restrict__ x,
       for (int kw = 0; kw < kw_n; ++kw) {
         const int64_t iw = iw0 + kw * d.dil_w;
         if (iw < 0 || iw >= d.in_w) continue;
-        acc += xp[ih * d.in_w + iw] * wp[kh * kw_n + kw];
+        acc += to_float(xp[ih * d.in_w + iw]) * to_float(wp[kh * kw_n + kw]);
       }
     }
-    if (e.residual != nullptr) acc += e.residual[i];
-    y[i] = apply_unary(e.op, acc, e.alpha, e.beta);
+    if (residual != nullptr) acc += to_float(residual[i]);
+    y[i] = from_float<T>(apply_unary(e.op, acc, e.alpha, e.beta));
   }
 }
 
-__global__ void pool2d_kernel(Pool2dDesc d, const float* x, float* y, int64_t n) {
+template <typename T>
+__global__ void pool2d_kernel(Pool2dDesc d, const T* x, T* y, int64_t n) {
   GRID_LOOP(i, n) {
     int64_t ow = i % d.out_w;
     int64_t oh = (i / d.out_w) % d.out_h;
     int64_t p = i / (d.out_w * d.out_h);
-    const float* plane = x + p * d.in_h * d.in_w;
+    const T* plane = x + p * d.in_h * d.in_w;
     int64_t h0 = oh * d.s_h - d.pad_t, w0 = ow * d.s_w - d.pad_l;
     float acc = d.max ? -FLT_MAX : 0.f;
     int64_t count = 0, padded = 0;
@@ -149,24 +166,25 @@ __global__ void pool2d_kernel(Pool2dDesc d, const float* x, float* y, int64_t n)
         if (h >= -d.pad_t && h < d.in_h + d.pad_b && w >= -d.pad_l && w < d.in_w + d.pad_r)
           ++padded;
         if (h < 0 || h >= d.in_h || w < 0 || w >= d.in_w) continue;
-        float v = plane[h * d.in_w + w];
+        float v = to_float(plane[h * d.in_w + w]);
         acc = d.max ? fmaxf(acc, v) : acc + v;
         ++count;
       }
     }
     if (!d.max) acc /= static_cast<float>(d.count_include_pad ? padded : (count ? count : 1));
-    y[i] = acc;
+    y[i] = from_float<T>(acc);
   }
 }
 
 // One block per row; a tree reduction in shared memory.
-__global__ void row_reduce_kernel(const float* x, float* y, int64_t rows, int64_t n, bool max) {
+template <typename T>
+__global__ void row_reduce_kernel(const T* x, T* y, int64_t rows, int64_t n, bool max) {
   __shared__ float part[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* row = x + r * n;
+    const T* row = x + r * n;
     float acc = max ? -FLT_MAX : 0.f;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      acc = max ? max_nan(acc, row[j]) : acc + row[j];
+      acc = max ? max_nan(acc, to_float(row[j])) : acc + to_float(row[j]);
     part[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -175,7 +193,7 @@ __global__ void row_reduce_kernel(const float* x, float* y, int64_t rows, int64_
                                 : part[threadIdx.x] + part[threadIdx.x + s];
       __syncthreads();
     }
-    if (threadIdx.x == 0) y[r] = max ? part[0] : part[0] / static_cast<float>(n);
+    if (threadIdx.x == 0) y[r] = from_float<T>(max ? part[0] : part[0] / static_cast<float>(n));
     __syncthreads();
   }
 }
@@ -195,54 +213,65 @@ __device__ float block_reduce(float v, bool max, float* shared) {
 }
 
 // Softmax along a contiguous axis (inner == 1): one block per row.
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+template <typename T>
+__global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n, bool log) {
   __shared__ float shared[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* in = x + r * n;
-    float* out = y + r * n;
+    const T* in = x + r * n;
+    T* out = y + r * n;
     float m = -FLT_MAX;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, in[j]);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, to_float(in[j]));
     m = block_reduce(m, true, shared);
     float s = 0.f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(in[j] - m);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(to_float(in[j]) - m);
     s = block_reduce(s, false, shared);
     float ls = logf(s);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      out[j] = log ? in[j] - m - ls : expf(in[j] - m) / s;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float v = to_float(in[j]);
+      out[j] = from_float<T>(log ? v - m - ls : expf(v - m) / s);
+    }
   }
 }
 
 // Softmax along a strided axis: one thread per (outer, inner) column.
-__global__ void softmax_strided_kernel(const float* x, float* y, int64_t outer, int64_t n,
-                                       int64_t inner, bool log) {
+template <typename T>
+__global__ void softmax_strided_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
+                                       bool log) {
   GRID_LOOP(i, outer * inner) {
     int64_t o = i / inner, in = i % inner;
-    const float* col = x + o * n * inner + in;
-    float* dst = y + o * n * inner + in;
+    const T* col = x + o * n * inner + in;
+    T* dst = y + o * n * inner + in;
     float m = -FLT_MAX;
-    for (int64_t j = 0; j < n; ++j) m = fmaxf(m, col[j * inner]);
+    for (int64_t j = 0; j < n; ++j) m = fmaxf(m, to_float(col[j * inner]));
     float s = 0.f;
-    for (int64_t j = 0; j < n; ++j) s += expf(col[j * inner] - m);
+    for (int64_t j = 0; j < n; ++j) s += expf(to_float(col[j * inner]) - m);
     float ls = logf(s);
-    for (int64_t j = 0; j < n; ++j)
-      dst[j * inner] = log ? col[j * inner] - m - ls : expf(col[j * inner] - m) / s;
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = to_float(col[j * inner]);
+      dst[j * inner] = from_float<T>(log ? v - m - ls : expf(v - m) / s);
+    }
   }
 }
 
-__global__ void layer_norm_kernel(const float* x, const float* scale, const float* bias, float* y,
-                                  int64_t rows, int64_t n, float eps) {
+template <typename T>
+__global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, T* y, int64_t rows,
+                                  int64_t n, float eps) {
   __shared__ float shared[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* in = x + r * n;
-    float* out = y + r * n;
+    const T* in = x + r * n;
+    T* out = y + r * n;
     float s = 0.f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += in[j];
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += to_float(in[j]);
     float mean = block_reduce(s, false, shared) / static_cast<float>(n);
     float v = 0.f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (in[j] - mean) * (in[j] - mean);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float c = to_float(in[j]) - mean;
+      v += c * c;
+    }
     float inv = rsqrtf(block_reduce(v, false, shared) / static_cast<float>(n) + eps);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      out[j] = (in[j] - mean) * inv * scale[j] + (bias ? bias[j] : 0.f);
+      out[j] = from_float<T>((to_float(in[j]) - mean) * inv * to_float(scale[j]) +
+                             (bias ? to_float(bias[j]) : 0.f));
   }
 }
 
@@ -301,13 +330,29 @@ __global__ void gather_kernel(const T* x, const I* idx, T* y, int64_t outer, int
 
 }  // namespace
 
-void launch_unary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
-                  cudaStream_t stream) {
+void launch_unary(Storage st, UnaryOp op, float alpha, float beta, const void* x, void* y,
+                  int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, alpha, beta, x, y, n);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, alpha, beta, static_cast<const T*>(x),
+                                                         static_cast<T*>(y), n);
+  });
 }
 
-void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+void launch_cast(Storage from, const void* x, Storage to, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_storage(from, [&](auto from_tag) {
+    using S = decltype(from_tag);
+    with_storage(to, [&](auto to_tag) {
+      using D = decltype(to_tag);
+      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const S*>(x),
+                                                          static_cast<D*>(y), n);
+    });
+  });
+}
+
+void launch_binary(Storage st, BinaryOp op, const void* a, const void* b, void* y, int64_t n,
                    const BroadcastDesc& desc, cudaStream_t stream) {
   if (n == 0) return;
   bool same = true;
@@ -317,75 +362,122 @@ void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_
       same = false;
     stride *= desc.dims[k];
   }
-  if (same)
-    binary_same_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, y, n);
-  else
-    binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, y, n, desc);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    const T* ta = static_cast<const T*>(a);
+    const T* tb = static_cast<const T*>(b);
+    if (same)
+      binary_same_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, ta, tb, static_cast<T*>(y), n);
+    else
+      binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, ta, tb,
+                                                                      static_cast<T*>(y), n, desc);
+  });
 }
 
-void launch_channel_affine(const float* x, const float* scale, const float* shift, float* y,
-                           int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream) {
+void launch_channel_affine(Storage st, const void* x, const float* scale, const float* shift,
+                           void* y, int64_t outer, int64_t channels, int64_t inner,
+                           cudaStream_t stream) {
   int64_t n = outer * channels * inner;
   if (n == 0) return;
-  channel_affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, scale, shift, y, n, channels,
-                                                                inner);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    channel_affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), scale, shift, static_cast<T*>(y), n, channels, inner);
+  });
 }
 
-void launch_im2col(const Conv2dDesc& desc, const float* x, float* col, cudaStream_t stream) {
+void launch_im2col(Storage st, const Conv2dDesc& desc, const void* x, void* col,
+                   cudaStream_t stream) {
   int64_t n = desc.batch * desc.in_channels * desc.k_h * desc.k_w * desc.out_h * desc.out_w;
   if (n == 0) return;
-  im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, x, col, n);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, static_cast<const T*>(x),
+                                                          static_cast<T*>(col), n);
+  });
 }
 
-void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inner,
+void launch_conv_epilogue(Storage st, void* y, int64_t outer, int64_t channels, int64_t inner,
                           const ConvEpilogue& epilogue, cudaStream_t stream) {
   int64_t n = outer * channels * inner;
   if (n == 0) return;
-  conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, n, channels, inner, epilogue);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), n, channels,
+                                                                 inner, epilogue);
+  });
 }
 
-void launch_depthwise_conv(const Conv2dDesc& desc, const float* x, const float* w, float* y,
-                           const ConvEpilogue& epilogue, cudaStream_t stream) {
+void launch_depthwise_conv(Storage st, const Conv2dDesc& desc, const void* x, const void* w,
+                           void* y, const ConvEpilogue& epilogue, cudaStream_t stream) {
   int64_t n = desc.batch * desc.in_channels * desc.multiplier * desc.out_h * desc.out_w;
   if (n == 0) return;
-  if (desc.k_h == 3 && desc.k_w == 3)
-    depthwise_conv_kernel<3, 3><<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
-  else if (desc.k_h == 5 && desc.k_w == 5)
-    depthwise_conv_kernel<5, 5><<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
-  else
-    depthwise_conv_kernel<0, 0><<<blocks_for(n), kThreads, 0, stream>>>(desc, x, w, y, n, epilogue);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    const T* tx = static_cast<const T*>(x);
+    const T* tw = static_cast<const T*>(w);
+    T* ty = static_cast<T*>(y);
+    if (desc.k_h == 3 && desc.k_w == 3)
+      depthwise_conv_kernel<T, 3, 3>
+          <<<blocks_for(n), kThreads, 0, stream>>>(desc, tx, tw, ty, n, epilogue);
+    else if (desc.k_h == 5 && desc.k_w == 5)
+      depthwise_conv_kernel<T, 5, 5>
+          <<<blocks_for(n), kThreads, 0, stream>>>(desc, tx, tw, ty, n, epilogue);
+    else
+      depthwise_conv_kernel<T, 0, 0>
+          <<<blocks_for(n), kThreads, 0, stream>>>(desc, tx, tw, ty, n, epilogue);
+  });
 }
 
-void launch_pool2d(const Pool2dDesc& desc, const float* x, float* y, cudaStream_t stream) {
+void launch_pool2d(Storage st, const Pool2dDesc& desc, const void* x, void* y,
+                   cudaStream_t stream) {
   int64_t n = desc.planes * desc.out_h * desc.out_w;
   if (n == 0) return;
-  pool2d_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, x, y, n);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    pool2d_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, static_cast<const T*>(x),
+                                                          static_cast<T*>(y), n);
+  });
 }
 
-void launch_row_reduce(const float* x, float* y, int64_t rows, int64_t n, bool max,
+void launch_row_reduce(Storage st, const void* x, void* y, int64_t rows, int64_t n, bool max,
                        cudaStream_t stream) {
   if (rows == 0) return;
   int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
-  row_reduce_kernel<<<blocks, kThreads, 0, stream>>>(x, y, rows, n, max);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    row_reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                       rows, n, max);
+  });
 }
 
-void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log,
-                    cudaStream_t stream) {
+void launch_softmax(Storage st, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                    bool log, cudaStream_t stream) {
   if (outer * n * inner == 0) return;
-  if (inner == 1) {
-    int blocks = static_cast<int>(outer < 65535 ? outer : 65535);
-    softmax_rows_kernel<<<blocks, kThreads, 0, stream>>>(x, y, outer, n, log);
-  } else {
-    softmax_strided_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, outer, n,
-                                                                               inner, log);
-  }
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    const T* tx = static_cast<const T*>(x);
+    T* ty = static_cast<T*>(y);
+    if (inner == 1) {
+      int blocks = static_cast<int>(outer < 65535 ? outer : 65535);
+      softmax_rows_kernel<<<blocks, kThreads, 0, stream>>>(tx, ty, outer, n, log);
+    } else {
+      softmax_strided_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(tx, ty, outer, n,
+                                                                                 inner, log);
+    }
+  });
 }
 
-void launch_layer_norm(const float* x, const float* scale, const float* bias, float* y,
+void launch_layer_norm(Storage st, const void* x, const void* scale, const void* bias, void* y,
                        int64_t rows, int64_t n, float epsilon, cudaStream_t stream) {
   if (rows == 0) return;
   int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
-  layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(x, scale, bias, y, rows, n, epsilon);
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
+        static_cast<T*>(y), rows, n, epsilon);
+  });
 }
 
 void launch_permute(const void* x, void* y, int element_bytes, int rank, const int64_t* dims,

@@ -4,11 +4,20 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace lumen::cuda {
 
 inline constexpr int kMaxRank = 8;
+
+// The element type of a node's floating-point tensors on the GPU: every float input and output of
+// one node has the same (the kernels compute in float32 and round once on store). Pointers to
+// such tensors are `void*` below, read as float or __half by `storage`.
+enum class Storage : uint8_t { kFloat32, kFloat16 };
+inline size_t storage_bytes(Storage s) {
+  return s == Storage::kFloat16 ? 2 : 4;
+}
 
 enum class UnaryOp {
   kIdentity,
@@ -40,8 +49,12 @@ enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMin, kMax };
 
 // y[i] = op(x[i]); alpha and beta are the op's parameters (LeakyRelu/Elu slope, Clip min/max,
 // HardSigmoid alpha/beta).
-void launch_unary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
-                  cudaStream_t stream);
+void launch_unary(Storage st, UnaryOp op, float alpha, float beta, const void* x, void* y,
+                  int64_t n, cudaStream_t stream);
+
+// y[i] = x[i] converted from one storage to the other (Cast between float32 and float16; float
+// to half rounds to nearest even, overflowing to infinity).
+void launch_cast(Storage from, const void* x, Storage to, void* y, int64_t n, cudaStream_t stream);
 
 // Broadcast binary op over an output of `rank` dims; a_strides/b_strides are element strides per
 // output dim (0 where the input is broadcast).
@@ -51,24 +64,26 @@ struct BroadcastDesc {
   int64_t a_strides[kMaxRank] = {};
   int64_t b_strides[kMaxRank] = {};
 };
-void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+void launch_binary(Storage st, BinaryOp op, const void* a, const void* b, void* y, int64_t n,
                    const BroadcastDesc& desc, cudaStream_t stream);
 
-// y[o, c, i] = x[o, c, i] * scale[c] + shift[c]   (inference BatchNormalization)
-void launch_channel_affine(const float* x, const float* scale, const float* shift, float* y,
-                           int64_t outer, int64_t channels, int64_t inner, cudaStream_t stream);
+// y[o, c, i] = x[o, c, i] * scale[c] + shift[c]   (inference BatchNormalization; scale and
+// shift are float32 whatever x's storage)
+void launch_channel_affine(Storage st, const void* x, const float* scale, const float* shift,
+                           void* y, int64_t outer, int64_t channels, int64_t inner,
+                           cudaStream_t stream);
 
 // What a convolution's output gets as it is finished: y = op(y + bias[c] + residual), each part
-// optional (nullptr: none; kIdentity: no activation).
+// optional (nullptr: none; kIdentity: no activation). bias and residual have y's storage.
 struct ConvEpilogue {
-  const float* bias = nullptr;      // [channels]
-  const float* residual = nullptr;  // shaped like y
+  const void* bias = nullptr;      // [channels]
+  const void* residual = nullptr;  // shaped like y
   UnaryOp op = UnaryOp::kIdentity;
   float alpha = 0.f, beta = 0.f;
 };
 
 // The epilogue over y in place, y being (outer, channels, inner).
-void launch_conv_epilogue(float* y, int64_t outer, int64_t channels, int64_t inner,
+void launch_conv_epilogue(Storage st, void* y, int64_t outer, int64_t channels, int64_t inner,
                           const ConvEpilogue& epilogue, cudaStream_t stream);
 
 // The geometry of a 2-D convolution over NCHW input (symmetric padding).
@@ -80,12 +95,13 @@ struct Conv2dDesc {
 
 // A depthwise convolution (group == input channels; `multiplier` output channels per input
 // channel), with its epilogue applied as each output is written.
-void launch_depthwise_conv(const Conv2dDesc& desc, const float* x, const float* w, float* y,
-                           const ConvEpilogue& epilogue, cudaStream_t stream);
+void launch_depthwise_conv(Storage st, const Conv2dDesc& desc, const void* x, const void* w,
+                           void* y, const ConvEpilogue& epilogue, cudaStream_t stream);
 
 // The patches of a one-group convolution as columns, per image: col[n][(c, kh, kw)][(oh, ow)]
 // (zeros where the window is over the padding), so that Y[n] = W[Cout, C*KH*KW] x col[n].
-void launch_im2col(const Conv2dDesc& desc, const float* x, float* col, cudaStream_t stream);
+void launch_im2col(Storage st, const Conv2dDesc& desc, const void* x, void* col,
+                   cudaStream_t stream);
 
 struct Pool2dDesc {
   int64_t planes = 0;  // N * C
@@ -95,19 +111,19 @@ struct Pool2dDesc {
   bool max = true;
   bool count_include_pad = false;
 };
-void launch_pool2d(const Pool2dDesc& desc, const float* x, float* y, cudaStream_t stream);
+void launch_pool2d(Storage st, const Pool2dDesc& desc, const void* x, void* y, cudaStream_t stream);
 
 // y[r] = mean (or max) of x[r, 0..n)   (global pooling, ReduceMean over trailing axes)
-void launch_row_reduce(const float* x, float* y, int64_t rows, int64_t n, bool max,
+void launch_row_reduce(Storage st, const void* x, void* y, int64_t rows, int64_t n, bool max,
                        cudaStream_t stream);
 
 // Softmax (or LogSoftmax) of x seen as [outer, n, inner] along n.
-void launch_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log,
-                    cudaStream_t stream);
+void launch_softmax(Storage st, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                    bool log, cudaStream_t stream);
 
 // LayerNormalization over rows of n: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be
-// null).
-void launch_layer_norm(const float* x, const float* scale, const float* bias, float* y,
+// null); scale and bias have x's storage.
+void launch_layer_norm(Storage st, const void* x, const void* scale, const void* bias, void* y,
                        int64_t rows, int64_t n, float epsilon, cudaStream_t stream);
 
 // y[out index] = x[...] with out dims `dims` and, per output dim, the input's element stride.
@@ -143,8 +159,8 @@ struct EwDesc {
   float consts[kEwMaxConsts] = {};
 };
 // y[i] = program(inputs at i) for i < n (n = product of desc.dims).
-void launch_fused_elementwise(const EwDesc& desc, const float* const* inputs, float* y, int64_t n,
-                              cudaStream_t stream);
+void launch_fused_elementwise(Storage st, const EwDesc& desc, const void* const* inputs, void* y,
+                              int64_t n, cudaStream_t stream);
 
 // FusedAttention: Y[b, i, :] = softmax_j(scale * Q[b, i, :] . K[b, j, :] + mask[b, i, j]) V[b, j,
 // :] over `batch` (the leading dims, flattened) independent heads, every operand contiguous; K is
@@ -161,11 +177,11 @@ struct AttentionDesc {
   int64_t mask_lead_strides[kMaxRank] = {};
   int64_t mask_q_stride = 0, mask_k_stride = 0;
 };
-void launch_attention(const AttentionDesc& desc, const float* q, const float* k, const float* v,
-                      const float* mask, float* y, cudaStream_t stream);
+void launch_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
+                      const void* v, const void* mask, void* y, cudaStream_t stream);
 // The softmax step of attention computed the plain way, in place over the scores
 // [batch, sq, sk] = Q K^T: s = softmax(desc.scale * s + mask) along sk, the mask read as above.
-void launch_attention_softmax(const AttentionDesc& desc, float* scores, const float* mask,
+void launch_attention_softmax(Storage st, const AttentionDesc& desc, void* scores, const void* mask,
                               cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -13,7 +13,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 }  // namespace
 
 LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
-    : where_(ctx.where()), s_(s), bias_(bias) {
+    : where_(ctx.where()), s_(s), bias_(bias), storage_(storage_of(ctx.input_dtype(0))) {
   CudaBackend& be = require_cuda_backend();
   if (s.m == 0 || s.n == 0) return;
   const cublasComputeType_t compute =
@@ -60,7 +60,7 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
                    const void* bias, void* y, float alpha, float beta) const {
   if (s_.m == 0 || s_.n == 0) return;
   if (s_.k == 0) {
-    const size_t bytes = static_cast<size_t>(s_.m * s_.n * s_.batch) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(s_.m * s_.n * s_.batch) * storage_bytes(storage_);
     check(cudaMemsetAsync(y, 0, bytes, stream), where_);
     return;
   }
@@ -75,7 +75,8 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
 }
 
 void LtMatmul::layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride) {
-  check(cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, rows), where_);
+  const cudaDataType_t type = storage_ == Storage::kFloat16 ? CUDA_R_16F : CUDA_R_32F;
+  check(cublasLtMatrixLayoutCreate(l, type, rows, cols, rows), where_);
   if (s_.batch > 1) {
     int32_t count = static_cast<int32_t>(s_.batch);
     check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,

@@ -1,7 +1,8 @@
 // A cuBLASLt product planned once: Y[M,N] = alpha * X[M,K] W[K,N] + beta * C (or + a bias row of
-// N), row-major, optionally over strided batches; float32 with float32 accumulation
-// (CUBLAS_COMPUTE_32F: no TF32, unless the node's compile asks for TF32). Used by Gemm/MatMul and
-// by pointwise convolutions.
+// N), row-major, optionally over strided batches; every matrix in the node's storage (float32, or
+// float16 on tensor cores), always with float32 accumulation (CUBLAS_COMPUTE_32F: no TF32 for
+// float32, unless the node's compile asks for TF32). Used by Gemm/MatMul, FusedMatMul, attention
+// and convolutions.
 #pragma once
 
 #include <cublasLt.h>
@@ -9,6 +10,7 @@
 
 #include <string>
 
+#include "backends/cuda/launch.h"
 #include "graph/node_context.h"
 
 namespace lumen::cuda {
@@ -23,7 +25,8 @@ struct GemmShape {
 class LtMatmul {
  public:
   // Picks the algorithm by cuBLASLt's heuristic and reserves its workspace; throws UnsupportedOp
-  // (naming ctx's node) when cuBLASLt has none. `bias`: a row of N added in the epilogue.
+  // (naming ctx's node) when cuBLASLt has none. `bias`: a row of N added in the epilogue. The
+  // storage is that of ctx's input 0 (every operand, C, bias and Y share it).
   LtMatmul(const NodeContext& ctx, const GemmShape& shape, bool bias);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
@@ -44,6 +47,7 @@ class LtMatmul {
   std::string where_;
   GemmShape s_;
   bool bias_;
+  Storage storage_;
   cublasLtMatmulDesc_t op_ = nullptr;  // the bias pointer is set per run (one stream, in order)
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};

@@ -35,11 +35,11 @@ std::unique_ptr<Kernel> launch(const NodeContext& ctx, LaunchKernel::Fn fn) {
   return std::make_unique<LaunchKernel>(ctx.where(), std::move(fn));
 }
 
-const float* in(const KernelContext& k, int i) {
-  return static_cast<const float*>(k.inputs[i].raw_data());
+const void* in(const KernelContext& k, int i) {
+  return k.inputs[i].raw_data();
 }
-float* out(const KernelContext& k, int i = 0) {
-  return static_cast<float*>(k.outputs[i].raw_data());
+void* out(const KernelContext& k, int i = 0) {
+  return k.outputs[i].raw_data();
 }
 
 // A scalar parameter given as a build-time input (Clip's min and max), or the fallback.
@@ -52,8 +52,8 @@ float const_scalar(const NodeContext& ctx, int i, float fallback) {
 }
 
 std::string check_float_consts(const NodeContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input_dtype(0) != DType::kFloat32)
-    return "the CUDA kernel takes float32";
+  if (!ctx.has_input(0) || !is_gpu_float(ctx.input_dtype(0)))
+    return "the CUDA kernel takes float32 or float16";
   for (int i = 1; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
       return "input " + std::to_string(i) + " must be known at build time";
@@ -68,8 +68,7 @@ std::string check_static_output(const NodeContext& ctx) {
 
 // Data movement of float tensors; integer tensors (shape arithmetic) stay on the host.
 std::string check_float_data(const NodeContext& ctx) {
-  if (ctx.input_dtype(0) != DType::kFloat32)
-    return "integer data (shape arithmetic) stays on the host";
+  if (!is_gpu_float(ctx.input_dtype(0))) return "integer data (shape arithmetic) stays on the host";
   return check_static_output(ctx);
 }
 
@@ -138,8 +137,9 @@ std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
     beta = const_scalar(ctx, 2, 3.402823466e38f);
   }
   int64_t n = ctx.output(0).shape.numel();
+  const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_unary(op, alpha, beta, in(k, 0), out(k), n, s);
+    launch_unary(st, op, alpha, beta, in(k, 0), out(k), n, s);
   });
 }
 
@@ -163,7 +163,7 @@ BinaryOp binary_op(OpKind op) {
 }
 
 std::string check_binary(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   if (ctx.num_inputs() != 2) return "takes two inputs";
   if (ctx.output(0).shape.rank() > kMaxRank) return "rank above 8";
@@ -179,8 +179,9 @@ std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
   broadcast_strides(ctx.input_shape(0), y, d.a_strides);
   broadcast_strides(ctx.input_shape(1), y, d.b_strides);
   int64_t n = y.numel();
+  const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_binary(op, in(k, 0), in(k, 1), out(k), n, d, s);
+    launch_binary(st, op, in(k, 0), in(k, 1), out(k), n, d, s);
   });
 }
 
@@ -201,14 +202,15 @@ std::unique_ptr<Kernel> make_batch_norm(const NodeContext& ctx) {
   Tensor dscale = scale.to(Device::cuda()), dshift = shift.to(Device::cuda());
   int64_t outer = x.rank() > 0 ? x[0] : 1;
   int64_t inner = c ? x.numel() / (outer * c) : 0;
+  const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_channel_affine(in(k, 0), static_cast<const float*>(dscale.raw_data()),
+    launch_channel_affine(st, in(k, 0), static_cast<const float*>(dscale.raw_data()),
                           static_cast<const float*>(dshift.raw_data()), out(k), outer, c, inner, s);
   });
 }
 
 std::string check_pool(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D pooling only";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
@@ -221,10 +223,11 @@ std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
   const Shape& y = ctx.output(0).shape;
   bool global = ctx.op() == OpKind::kGlobalAveragePool || ctx.op() == OpKind::kGlobalMaxPool;
   bool max = ctx.op() == OpKind::kMaxPool || ctx.op() == OpKind::kGlobalMaxPool;
+  const Storage st = storage_of(ctx.input_dtype(0));
   if (global) {
     int64_t rows = x[0] * x[1], n = x[2] * x[3];
     return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-      launch_row_reduce(in(k, 0), out(k), rows, n, max, s);
+      launch_row_reduce(st, in(k, 0), out(k), rows, n, max, s);
     });
   }
   std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
@@ -247,8 +250,9 @@ std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
   d.pad_r = g.pad_end[1];
   d.max = max;
   d.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0;
-  return launch(
-      ctx, [=](const KernelContext& k, cudaStream_t s) { launch_pool2d(d, in(k, 0), out(k), s); });
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_pool2d(st, d, in(k, 0), out(k), s);
+  });
 }
 
 int normalize_axis(const NodeContext& ctx, int64_t axis, int rank) {
@@ -263,13 +267,14 @@ std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
   for (int d = 0; d < axis; ++d) outer *= x[d];
   for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
   bool log = ctx.op() == OpKind::kLogSoftmax;
+  const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_softmax(in(k, 0), out(k), outer, n, inner, log, s);
+    launch_softmax(st, in(k, 0), out(k), outer, n, inner, log, s);
   });
 }
 
 std::string check_layer_norm(const NodeContext& ctx) {
-  std::string why = require_float32_static(ctx);
+  std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
   if (ctx.num_outputs() > 1) return "Mean and InvStdDev outputs are not supported";
   const Shape& x = ctx.input_shape(0);
@@ -290,8 +295,9 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   for (int d = axis; d < x.rank(); ++d) n *= x[d];
   float eps = ctx.attr_float("epsilon", 1e-5f);
   bool bias = ctx.has_input(2);
+  const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_layer_norm(in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), rows, n, eps, s);
+    launch_layer_norm(st, in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), rows, n, eps, s);
   });
 }
 
@@ -312,7 +318,7 @@ std::vector<int> reduce_axes(const NodeContext& ctx) {
 }
 
 std::string check_reduce_mean(const NodeContext& ctx) {
-  if (ctx.input_dtype(0) != DType::kFloat32) return "the CUDA kernel takes float32";
+  if (!is_gpu_float(ctx.input_dtype(0))) return "the CUDA kernel takes float32 or float16";
   std::string why = check_static_output(ctx);
   if (!why.empty()) return why;
   if (ctx.has_input(1) && ctx.input_value(1) == nullptr) return "axes must be known at build time";
@@ -331,8 +337,9 @@ std::unique_ptr<Kernel> make_reduce_mean(const NodeContext& ctx) {
   for (int a : axes) n *= x[a];
   int64_t rows = n ? x.numel() / n : 0;
   bool max = ctx.op() == OpKind::kReduceMax;
+  const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_row_reduce(in(k, 0), out(k), rows, n, max, s);
+    launch_row_reduce(st, in(k, 0), out(k), rows, n, max, s);
   });
 }
 
@@ -455,7 +462,7 @@ std::string check_gather(const NodeContext& ctx) {
   if (!why.empty()) return why;
   DType idx = ctx.input_dtype(1);
   if (idx != DType::kInt64 && idx != DType::kInt32) return "indices must be int64 or int32";
-  if (ctx.input_dtype(0) != DType::kFloat32) return "the CUDA kernel gathers float32 data";
+  if (!is_gpu_float(ctx.input_dtype(0))) return "the CUDA kernel gathers float32 or float16 data";
   return "";
 }
 
@@ -491,6 +498,21 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
   });
 }
 
+// Cast between float32 and float16 (the edges of a float16 compile, or a float16 model's own).
+std::string check_cast(const NodeContext& ctx) {
+  if (!is_gpu_float(ctx.input_dtype(0)) || !is_gpu_float(ctx.output(0).dtype))
+    return "the CUDA kernel casts between float32 and float16 only";
+  return check_static_output(ctx);
+}
+
+std::unique_ptr<Kernel> make_cast(const NodeContext& ctx) {
+  const Storage from = storage_of(ctx.input_dtype(0)), to = storage_of(ctx.output(0).dtype);
+  const int64_t n = ctx.output(0).shape.numel();
+  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_cast(from, in(k, 0), to, out(k), n, s);
+  });
+}
+
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity: a view of the input with the inferred shape.
 std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
   Shape shape = ctx.output(0).shape;
@@ -502,27 +524,27 @@ std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
 
 }  // namespace
 
-LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &require_float_static);
 LUMEN_REGISTER_CUDA_KERNEL(Clip, &make_unary, &check_float_consts);
-LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &require_float_static);
 LUMEN_REGISTER_CUDA_KERNEL(Add, &make_binary, &check_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Sub, &make_binary, &check_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Mul, &make_binary, &check_binary);
@@ -535,8 +557,8 @@ LUMEN_REGISTER_CUDA_KERNEL(MaxPool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(AveragePool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(GlobalAveragePool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(GlobalMaxPool, &make_pool, &check_pool);
-LUMEN_REGISTER_CUDA_KERNEL(Softmax, &make_softmax, &require_float32_static);
-LUMEN_REGISTER_CUDA_KERNEL(LogSoftmax, &make_softmax, &require_float32_static);
+LUMEN_REGISTER_CUDA_KERNEL(Softmax, &make_softmax, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(LogSoftmax, &make_softmax, &require_float_static);
 LUMEN_REGISTER_CUDA_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
 LUMEN_REGISTER_CUDA_KERNEL(ReduceMean, &make_reduce_mean, &check_reduce_mean);
 LUMEN_REGISTER_CUDA_KERNEL(ReduceMax, &make_reduce_mean, &check_reduce_mean);
@@ -545,6 +567,7 @@ LUMEN_REGISTER_CUDA_KERNEL(Concat, &make_concat, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Slice, &make_slice, &check_slice);
 LUMEN_REGISTER_CUDA_KERNEL(Split, &make_split, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Gather, &make_gather, &check_gather);
+LUMEN_REGISTER_CUDA_KERNEL(Cast, &make_cast, &check_cast);
 LUMEN_REGISTER_CUDA_KERNEL(Reshape, &make_view, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Flatten, &make_view, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Squeeze, &make_view, &check_float_data);
