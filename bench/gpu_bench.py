@@ -183,8 +183,14 @@ def check_zoo(args, export_zoo, zoo, names):
         print(h_log, flush=True)
         h_rel = "-" if h_out is None else f"{max_rel(h_out, expected):.1e}"
         h_ms = "-" if h_ms is None else f"{h_ms:.3f}"
+        b_ms, b_out, b_log = run_lumen(
+            args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
+            os.path.join(zoo, name + ".input.npy"), out_dir, 50, "bfloat16")
+        print(b_log, flush=True)
+        b_rel = "-" if b_out is None else f"{max_rel(b_out, expected):.1e}"
+        b_ms = "-" if b_ms is None else f"{b_ms:.3f}"
         rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} | {t_ms} | {t_rel} | {h_ms} | "
-                    f"{h_rel} |\n")
+                    f"{h_rel} | {b_ms} | {b_rel} |\n")
         print("  row:", rows[-1].strip(), flush=True)
     if not rows:
         return ""
@@ -192,8 +198,9 @@ def check_zoo(args, export_zoo, zoo, names):
             "runs) against PyTorch on the CPU; ok: max relative difference within 1e-4, as on "
             "the CPU; the TF32 and float16 columns as above.\n\n| model | check | max rel | "
             "steps on CUDA | Lumen ms | Lumen TF32 ms | TF32 max rel | Lumen fp16 ms | "
-            "fp16 max rel |\n"
-            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n" + "".join(rows))
+            "fp16 max rel | Lumen bf16 ms | bf16 max rel |\n"
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n" +
+            "".join(rows))
 
 
 def main():
@@ -250,6 +257,10 @@ def main():
         half_ms, half_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
                                            precision="float16")
         print(log, flush=True)
+        bf_ms, bf_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
+                                       precision="bfloat16")
+        print(log, flush=True)
+        bf_rel = float("nan") if bf_out is None else max_rel(bf_out, expected)
         eager_ms, graph_ms, compile_ms, torch_cuda_out = time_torch(
             model, torch.from_numpy(x), not args.no_compile)
         # PyTorch's float16: autocast, eager and as a CUDA graph (the faster kept).
@@ -267,14 +278,15 @@ def main():
         tf32_rel = float("nan") if tf32_out is None else max_rel(tf32_out, expected)
         rows.append((label, "x".join(map(str, x.shape)), status, rel, rel_cuda_torch, lumen_ms,
                      eager_ms, graph_ms, compile_ms, best, tf32_ms, tf32_rel, half_ms, half_rel,
-                     ac_best, ac_rel))
+                     ac_best, ac_rel, bf_ms, bf_rel))
         print("  row:", rows[-1], flush=True)
     head = ("| model | input | check | Lumen vs PyTorch CPU (max rel) | PyTorch CUDA vs CPU | "
             "Lumen CUDA graph ms | PyTorch eager ms | PyTorch CUDA graph ms | torch.compile ms | "
             "Lumen / PyTorch best | Lumen TF32 ms | TF32 max rel | Lumen fp16 ms | fp16 max rel | "
-            "PyTorch autocast fp16 ms | autocast max rel | Lumen fp16 / autocast |\n"
+            "PyTorch autocast fp16 ms | autocast max rel | Lumen fp16 / autocast | Lumen bf16 ms | "
+            "bf16 max rel |\n"
             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-            "| ---: | ---: | ---: | ---: |\n")
+            "| ---: | ---: | ---: | ---: | ---: | ---: |\n")
 
     def ms(v):
         return "-" if v is None or v != v else f"{v:.3f}"
@@ -282,8 +294,8 @@ def main():
     body = "".join(
         f"| {n} | {s} | {st} | {r:.1e} | {rt:.1e} | {ms(lm)} | {ms(e)} | {ms(g)} | {ms(c)} | "
         f"{'-' if lm is None else f'{lm / b:.2f}'} | {ms(tm)} | {tr:.1e} | {ms(hm)} | {hr:.1e} | "
-        f"{ms(am)} | {ar:.1e} | {'-' if hm is None else f'{hm / am:.2f}'} |\n"
-        for n, s, st, r, rt, lm, e, g, c, b, tm, tr, hm, hr, am, ar in rows)
+        f"{ms(am)} | {ar:.1e} | {'-' if hm is None else f'{hm / am:.2f}'} | {ms(bm)} | {br:.1e} |\n"
+        for n, s, st, r, rt, lm, e, g, c, b, tm, tr, hm, hr, am, ar, bm, br in rows)
     text = (f"## GPU: Lumen CUDA backend vs PyTorch {torch.__version__} ({gpu})\n\n"
             f"float32, TF32 off in both; median of {REPEAT} runs, each host input -> device -> "
             f"host output. Lumen: `lumen run --device cuda,cpu` (the Executable recorded once as "
@@ -296,7 +308,7 @@ def main():
             f"CUDA stored as float16, weights converted once, float32 math inside kernels; "
             f"float32 in and out) next to PyTorch under torch.autocast(float16), the faster of "
             f"eager and CUDA-graph replay, each with its max relative difference from float32 "
-            f"on the CPU.\n\n"
+            f"on the CPU. The bf16 columns: Lumen with `--precision bfloat16`, the same way.\n\n"
             + head + body)
     text += check_zoo(args, export_zoo, zoo, check)
     print(text)

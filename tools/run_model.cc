@@ -124,11 +124,13 @@ int run_model(const std::vector<std::string>& args) {
       device = value("--device");
     } else if (a == "--precision") {
       std::string p = value("--precision");
-      if (p != "float32" && p != "tf32" && p != "float16")
-        throw InvalidArgument("--precision must be float32, tf32 or float16, not '" + p + "'");
-      precision = p == "tf32"      ? Precision::kTF32
-                  : p == "float16" ? Precision::kFloat16
-                                   : Precision::kFloat32;
+      if (p != "float32" && p != "tf32" && p != "float16" && p != "bfloat16")
+        throw InvalidArgument("--precision must be float32, tf32, float16 or bfloat16, not '" + p +
+                              "'");
+      precision = p == "tf32"       ? Precision::kTF32
+                  : p == "float16"  ? Precision::kFloat16
+                  : p == "bfloat16" ? Precision::kBFloat16
+                                    : Precision::kFloat32;
     } else if (a == "--no-optimize") {
       optimize = false;
     } else if (a == "--profile") {

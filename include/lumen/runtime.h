@@ -15,13 +15,14 @@ namespace lumen {
 
 // How exactly float32 math is done where a backend offers a faster, rounder way.
 enum class Precision {
-  kFloat32,  // float32 throughout (the default; on CUDA, TF32 tensor cores are not used)
-  kTF32,     // CUDA matrix products and convolutions may round their inputs to TF32 (10-bit
-             // mantissa) on tensor cores, accumulating in float32; the CPU is unaffected
-  kFloat16,  // the float32 values of nodes placed on CUDA are stored as float16 (weights converted
-             // once at compile time, tensor cores for products and convolutions, float32
-             // accumulation and float32 math inside every kernel); casts at the edges keep the
-             // graph's inputs and outputs float32. Converts the Graph in place, as optimize() does
+  kFloat32,   // float32 throughout (the default; on CUDA, TF32 tensor cores are not used)
+  kTF32,      // CUDA matrix products and convolutions may round their inputs to TF32 (10-bit
+              // mantissa) on tensor cores, accumulating in float32; the CPU is unaffected
+  kFloat16,   // the float32 values of nodes placed on CUDA are stored as float16 (weights converted
+              // once at compile time, tensor cores for products and convolutions, float32
+              // accumulation and float32 math inside every kernel); casts at the edges keep the
+              // graph's inputs and outputs float32. Converts the Graph in place, as optimize() does
+  kBFloat16,  // as kFloat16, with bfloat16 (float32's range, 8-bit mantissa)
 };
 
 struct CompileOptions {
@@ -35,7 +36,8 @@ struct CompileOptions {
   bool release_weights = false;
   // How the router measures and caches costs, with backends {"auto"}.
   RouterOptions router;
-  // Float32 exactly, TF32 where CUDA offers it (weights stay float32), or float16 on CUDA.
+  // Float32 exactly, TF32 where CUDA offers it (weights stay float32), or float16 / bfloat16 on
+  // CUDA.
   Precision precision = Precision::kFloat32;
   // Whether backends is {"auto"}.
   bool is_auto() const { return backends.size() == 1 && backends[0] == "auto"; }

@@ -34,14 +34,15 @@ class Model:
         precision: "fp32" (exact float32), "tf32" (CUDA matrix products and convolutions on TF32
         tensor cores; the CPU is unaffected), or "fp16" (what runs on CUDA stores its values as
         float16 and uses tensor cores, computing in float32 inside each kernel; inputs and outputs
-        stay float32; the CPU is unaffected). Returns the model."""
+        stay float32; the CPU is unaffected), or "bf16" (the same with bfloat16). Returns the
+        model."""
         if device == "auto":
             backends = ["auto"]  # the router: each node where it is predicted to run fastest
         else:
             backends = [_lumen._device(device).split(":")[0]]
-        if precision not in ("fp32", "tf32", "fp16"):
-            raise _lumen.InvalidArgument(f"compile: precision must be 'fp32', 'tf32' or 'fp16', "
-                                         f"got {precision!r}")
+        if precision not in ("fp32", "tf32", "fp16", "bf16"):
+            raise _lumen.InvalidArgument(f"compile: precision must be 'fp32', 'tf32', 'fp16' or "
+                                         f"'bf16', got {precision!r}")
         self._session = _lumen._Session(self.path, backends, precision)
         self.device, self.precision = device, precision
         return self

@@ -45,6 +45,7 @@ void bind_model(py::module_& m) {
              compile.backends = backends;
              compile.precision = precision == "tf32"   ? Precision::kTF32
                                  : precision == "fp16" ? Precision::kFloat16
+                                 : precision == "bf16" ? Precision::kBFloat16
                                                        : Precision::kFloat32;
              py::gil_scoped_release release;
              return std::make_unique<OnnxSession>(path, OnnxLoadOptions{}, compile);

@@ -29,8 +29,9 @@ class Backend {
   virtual Allocator& allocator() const = 0;
   virtual Stream& default_stream() = 0;
   // Whether every kernel that supports a node with float32 tensors also runs it with those tensors
-  // in float16 (so a Precision::kFloat16 compile may store the node's float values as half).
-  virtual bool takes_float16() const { return false; }
+  // in float16 or bfloat16 (so a Precision::kFloat16 or kBFloat16 compile may store the node's
+  // float values so).
+  virtual bool takes_half_floats() const { return false; }
 };
 
 // Backends compiled in and usable on this machine, best first.

@@ -8,7 +8,7 @@
 #include "router/router.h"
 #include "runtime/control_flow.h"
 #include "runtime/executable_impl.h"
-#include "runtime/float16.h"
+#include "runtime/half_storage.h"
 
 namespace lumen {
 namespace {
@@ -114,7 +114,10 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (placed[id] == nullptr)
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
   }
-  if (options.precision == Precision::kFloat16) convert_to_float16(*this, placed, needed);
+  if (options.precision == Precision::kFloat16)
+    convert_to_half_storage(*this, DType::kFloat16, placed, needed);
+  if (options.precision == Precision::kBFloat16)
+    convert_to_half_storage(*this, DType::kBFloat16, placed, needed);
 
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot

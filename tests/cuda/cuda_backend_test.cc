@@ -304,25 +304,29 @@ TEST(CudaKernels, FusedAttention) {
                      {{"scale", 0.088f}});
 }
 
-// The op compiled for CUDA with Precision::kFloat16 (float32 values cast to float16 at the edges,
-// constants converted at compile time, every kernel on half storage) stays within float16's
-// rounding of the CPU's float32, and its outputs are float32 again. Run three times (eager,
-// recorded, replayed).
+// The op compiled for CUDA with Precision::kFloat16 and then kBFloat16 (float32 values cast to
+// 16 bits at the edges, constants converted at compile time, every kernel on 16-bit storage) stays
+// within that format's rounding of the CPU's float32 (atol and rtol are float16's; bfloat16, with 3
+// fewer mantissa bits, gets 8 times both), and its outputs are float32 again. Run three times
+// (eager, recorded, replayed).
 void expect_half_matches_cpu(const std::string& op, const std::vector<OpInput>& inputs,
                              const Attributes& attrs = {}, double atol = 2e-2, double rtol = 1e-2,
                              int num_outputs = 1) {
-  SCOPED_TRACE(op + " in float16");
   std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs, 1, num_outputs);
-  std::vector<Tensor> got =
-      run_on({"cuda"}, op, inputs, attrs, 3, num_outputs, Precision::kFloat16);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    EXPECT_EQ(got[k].dtype(), want[k].dtype());
-    expect_close(got[k], want[k].shape(), to_doubles(want[k]), atol, rtol);
+  for (const Precision p : {Precision::kFloat16, Precision::kBFloat16}) {
+    const bool bf16 = p == Precision::kBFloat16;
+    SCOPED_TRACE(op + (bf16 ? " in bfloat16" : " in float16"));
+    std::vector<Tensor> got = run_on({"cuda"}, op, inputs, attrs, 3, num_outputs, p);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].dtype(), want[k].dtype());
+      expect_close(got[k], want[k].shape(), to_doubles(want[k]), bf16 ? 8 * atol : atol,
+                   bf16 ? 8 * rtol : rtol);
+    }
   }
 }
 
-TEST(CudaFloat16, ElementwiseAndProducts) {
+TEST(CudaHalfPrecision, ElementwiseAndProducts) {
   SKIP_WITHOUT_CUDA();
   Tensor x = random_tensor(Shape{2, 3, 4, 5}, 201, -2.f, 2.f);
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "Gelu", "Exp", "Neg", "HardSwish"})
@@ -356,7 +360,7 @@ TEST(CudaFloat16, ElementwiseAndProducts) {
       {{"activation", "GeluErf"}}, 5e-2, 1e-2);
 }
 
-TEST(CudaFloat16, ConvNormPoolAttention) {
+TEST(CudaHalfPrecision, ConvNormPoolAttention) {
   SKIP_WITHOUT_CUDA();
   Tensor x = random_tensor(Shape{1, 8, 15, 13}, 221);
   Tensor w = random_tensor(Shape{16, 8, 3, 3}, 222);
@@ -408,7 +412,7 @@ TEST(CudaFloat16, ConvNormPoolAttention) {
 // A graph half on CUDA and half on the CPU (an op CUDA lacks): float16 values are cast back to
 // float32 for the CPU node and graph outputs, float32 ones cast to float16 for CUDA nodes; a
 // float16 input runs on CUDA as it is.
-TEST(CudaFloat16, MixedPlacementAndHalfModels) {
+TEST(CudaHalfPrecision, MixedPlacementAndHalfModels) {
   SKIP_WITHOUT_CUDA();
   Tensor xv = random_tensor(Shape{4, 33}, 251, -3.f, 3.f);
   Graph g;

@@ -67,8 +67,10 @@ class ConvKernel final : public Kernel {
     batch_ = y[0];
     const int64_t group = ctx.attr_int("group", 1);
     storage_ = storage_of(ctx.input_dtype(0));
-    const bool half = storage_ == Storage::kFloat16;
-    const cudnnDataType_t type = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    const bool half = storage_ != Storage::kFloat32;
+    const cudnnDataType_t type = storage_ == Storage::kFloat16    ? CUDNN_DATA_HALF
+                                 : storage_ == Storage::kBFloat16 ? CUDNN_DATA_BFLOAT16
+                                                                  : CUDNN_DATA_FLOAT;
 
     auto d = [](int64_t v) { return static_cast<int>(v); };
     check(cudnnCreateTensorDescriptor(&x_), where_);
@@ -105,9 +107,14 @@ class ConvKernel final : public Kernel {
 
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
-    check(cudnnFindConvolutionForwardAlgorithm(be.cudnn(), x_, w_, conv_, y_,
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
-          where_ + ": find algorithm");
+    // For 16-bit storage cuDNN may have no algorithm for some geometry (bfloat16 in particular):
+    // the other ways below remain.
+    const cudnnStatus_t find = cudnnFindConvolutionForwardAlgorithm(
+        be.cudnn(), x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf);
+    if (find != CUDNN_STATUS_SUCCESS) {
+      if (!half) check(find, where_ + ": find algorithm");
+      found = 0;
+    }
     // The fastest usable algorithm, and the fastest implicit-precomp-GEMM one.
     const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
     const cudnnConvolutionFwdAlgoPerf_t* precomp = nullptr;
@@ -144,8 +151,9 @@ class ConvKernel final : public Kernel {
     if (best != nullptr) {
       candidates.push_back({ConvPath::kCudnnThenEpilogue, best->algo, best->memory});
       // The fused call applies bias, residual and ReLU only; without ReLU it takes implicit
-      // precomp GEMM alone. Not offered for float16, whose bias type the call constrains.
-      const bool fusable = !half && (act_.op == UnaryOp::kIdentity || relu);
+      // precomp GEMM alone. Offered for float32 and float16 (bias in y's type), not bfloat16.
+      const bool fusable =
+          storage_ != Storage::kBFloat16 && (act_.op == UnaryOp::kIdentity || relu);
       if (fusable && (has_bias_ || has_residual_ || relu)) {
         if (relu) candidates.push_back({ConvPath::kCudnnFused, best->algo, best->memory});
         if (precomp != nullptr && (precomp != best || !relu))
@@ -232,7 +240,7 @@ class ConvKernel final : public Kernel {
   ConvWay fastest(CudaBackend& be, const std::vector<ConvWay>& candidates, const Shape& x,
                   const Shape& w, const Shape& y) {
     const Device dev = Device::cuda();
-    const DType t = storage_ == Storage::kFloat16 ? DType::kFloat16 : DType::kFloat32;
+    const DType t = dtype_of(storage_);
     Tensor sx = Tensor::zeros(x, t, dev), sw = Tensor::zeros(w, t, dev);
     Tensor sy = Tensor::zeros(y, t, dev);
     Tensor sb = has_bias_ ? Tensor::zeros(Shape{y[1]}, t, dev) : Tensor();

@@ -201,7 +201,7 @@ std::string require_float(const NodeContext& ctx) {
     const DType t = ctx.input_dtype(i);
     if (!is_gpu_float(t))
       return std::string("input ") + std::to_string(i) + " is " + dtype_name(t) +
-             "; the CUDA kernel takes float32 or float16";
+             "; the CUDA kernel takes float32, float16 or bfloat16";
     if (t != ctx.input_dtype(0))
       return std::string("input ") + std::to_string(i) + " is " + dtype_name(t) + " and input 0 " +
              dtype_name(ctx.input_dtype(0)) + "; the CUDA kernel takes one float type";

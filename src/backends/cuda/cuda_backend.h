@@ -65,7 +65,7 @@ class CudaBackend final : public Backend {
                                       Precision precision) const override;
   Allocator& allocator() const override;
   Stream& default_stream() override { return *stream_; }
-  bool takes_float16() const override { return true; }
+  bool takes_half_floats() const override { return true; }
 
   CudaStream& stream() { return *stream_; }
   cublasLtHandle_t cublas() const { return cublas_; }
@@ -110,16 +110,24 @@ const KernelEntry* find_kernel(OpKind op);
   static const bool lumen_cuda_kernel_registered_##Name = ::lumen::cuda::register_kernel( \
       ::lumen::OpKind::k##Name, ::lumen::cuda::KernelEntry{__VA_ARGS__})
 
-// Whether the backend's float kernels take `dtype` (float32 or float16).
+// Whether the backend's float kernels take `dtype` (float32, float16 or bfloat16).
 inline bool is_gpu_float(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat16;
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
 }
-// The kernels' element type of a float32 or float16 tensor.
+// The kernels' element type of a float32, float16 or bfloat16 tensor.
 inline Storage storage_of(DType dtype) {
-  return dtype == DType::kFloat16 ? Storage::kFloat16 : Storage::kFloat32;
+  return dtype == DType::kFloat16    ? Storage::kFloat16
+         : dtype == DType::kBFloat16 ? Storage::kBFloat16
+                                     : Storage::kFloat32;
+}
+inline DType dtype_of(Storage storage) {
+  return storage == Storage::kFloat16    ? DType::kFloat16
+         : storage == Storage::kBFloat16 ? DType::kBFloat16
+                                         : DType::kFloat32;
 }
 
-// The usual check: every present input is float32, or every one float16 (one storage per node).
+// The usual check: every present input is float32, or every one float16, or every one bfloat16
+// (one storage per node).
 std::string require_float(const NodeContext& ctx);
 // require_float, and every input and output shape known at compile time (where the kernel reads
 // its geometry).

@@ -81,12 +81,13 @@ __global__ void channel_affine_kernel(const T* x, const float* scale, const floa
   }
 }
 
-template <typename T>
-__global__ void conv_epilogue_kernel(T* y, int64_t n, int64_t channels, int64_t inner,
-                                     ConvEpilogue e) {
+// I: the index type, 32-bit whenever n fits (the channel of each element is a division).
+template <typename T, typename I>
+__global__ void conv_epilogue_kernel(T* y, I n, I channels, I inner, ConvEpilogue e) {
   const T* bias = static_cast<const T*>(e.bias);
   const T* residual = static_cast<const T*>(e.residual);
-  GRID_LOOP(i, n) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
     float v = to_float(y[i]);
     if (bias != nullptr) v += to_float(bias[(i / inner) % channels]);
     if (residual != nullptr) v += to_float(residual[i]);
@@ -403,8 +404,13 @@ void launch_conv_epilogue(Storage st, void* y, int64_t outer, int64_t channels, 
   if (n == 0) return;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
-    conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), n, channels,
-                                                                 inner, epilogue);
+    if (n < (int64_t{1} << 31))
+      conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+          static_cast<T*>(y), static_cast<uint32_t>(n), static_cast<uint32_t>(channels),
+          static_cast<uint32_t>(inner), epilogue);
+    else
+      conv_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), n, channels,
+                                                                   inner, epilogue);
   });
 }
 

@@ -13,10 +13,10 @@ inline constexpr int kMaxRank = 8;
 
 // The element type of a node's floating-point tensors on the GPU: every float input and output of
 // one node has the same (the kernels compute in float32 and round once on store). Pointers to
-// such tensors are `void*` below, read as float or __half by `storage`.
-enum class Storage : uint8_t { kFloat32, kFloat16 };
+// such tensors are `void*` below, read as float, __half or __nv_bfloat16 by `storage`.
+enum class Storage : uint8_t { kFloat32, kFloat16, kBFloat16 };
 inline size_t storage_bytes(Storage s) {
-  return s == Storage::kFloat16 ? 2 : 4;
+  return s == Storage::kFloat32 ? 4 : 2;
 }
 
 enum class UnaryOp {
@@ -52,8 +52,8 @@ enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMin, kMax };
 void launch_unary(Storage st, UnaryOp op, float alpha, float beta, const void* x, void* y,
                   int64_t n, cudaStream_t stream);
 
-// y[i] = x[i] converted from one storage to the other (Cast between float32 and float16; float
-// to half rounds to nearest even, overflowing to infinity).
+// y[i] = x[i] converted from one storage to the other (Cast between float32, float16 and
+// bfloat16; narrowing rounds to nearest even, overflowing to infinity).
 void launch_cast(Storage from, const void* x, Storage to, void* y, int64_t n, cudaStream_t stream);
 
 // Broadcast binary op over an output of `rank` dims; a_strides/b_strides are element strides per

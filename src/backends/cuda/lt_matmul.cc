@@ -75,7 +75,9 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
 }
 
 void LtMatmul::layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride) {
-  const cudaDataType_t type = storage_ == Storage::kFloat16 ? CUDA_R_16F : CUDA_R_32F;
+  const cudaDataType_t type = storage_ == Storage::kFloat16    ? CUDA_R_16F
+                              : storage_ == Storage::kBFloat16 ? CUDA_R_16BF
+                                                               : CUDA_R_32F;
   check(cublasLtMatrixLayoutCreate(l, type, rows, cols, rows), where_);
   if (s_.batch > 1) {
     int32_t count = static_cast<int32_t>(s_.batch);

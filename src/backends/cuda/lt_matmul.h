@@ -1,8 +1,8 @@
 // A cuBLASLt product planned once: Y[M,N] = alpha * X[M,K] W[K,N] + beta * C (or + a bias row of
 // N), row-major, optionally over strided batches; every matrix in the node's storage (float32, or
-// float16 on tensor cores), always with float32 accumulation (CUBLAS_COMPUTE_32F: no TF32 for
-// float32, unless the node's compile asks for TF32). Used by Gemm/MatMul, FusedMatMul, attention
-// and convolutions.
+// float16 or bfloat16 on tensor cores), always with float32 accumulation (CUBLAS_COMPUTE_32F: no
+// TF32 for float32, unless the node's compile asks for TF32). Used by Gemm/MatMul, FusedMatMul,
+// attention and convolutions.
 #pragma once
 
 #include <cublasLt.h>

@@ -1,6 +1,6 @@
-// convert_to_float16: one pass over the values, deciding each float32 value's storage from its
+// convert_to_half_storage: one pass over the values, deciding each float32 value's storage from its
 // producer and readers.
-#include "runtime/float16.h"
+#include "runtime/half_storage.h"
 
 #include <algorithm>
 
@@ -11,13 +11,15 @@
 namespace lumen {
 namespace {
 
-// The tensor's float32 values rounded to float16 (nearest even), on the host.
-Tensor to_half(const Tensor& t) {
+// The tensor's float32 values rounded to `half` (nearest even), on the host.
+Tensor to_half(const Tensor& t, DType half) {
   Tensor host = t.to(Device::cpu());
-  Tensor out = Tensor::empty(host.shape(), DType::kFloat16);
+  Tensor out = Tensor::empty(host.shape(), half);
   const float* src = host.data<float>();
   auto* dst = static_cast<uint16_t*>(out.raw_data());
-  for (int64_t i = 0; i < host.numel(); ++i) dst[i] = float_to_half(src[i]);
+  const bool bf16 = half == DType::kBFloat16;
+  for (int64_t i = 0; i < host.numel(); ++i)
+    dst[i] = bf16 ? float_to_bfloat16(src[i]) : float_to_half(src[i]);
   return out;
 }
 
@@ -48,19 +50,21 @@ int add_cast(Graph& graph, int value, DType dtype, Backend* backend, std::vector
 
 }  // namespace
 
-int convert_to_float16(Graph& graph, std::vector<Backend*>& placed, std::vector<bool>& needed) {
+int convert_to_half_storage(Graph& graph, DType half, std::vector<Backend*>& placed,
+                            std::vector<bool>& needed) {
   const int num_nodes = graph.num_nodes();
-  std::vector<bool> half(num_nodes, false);
+  std::vector<bool> on_half(num_nodes, false);
   int count = 0;
   for (int id = 0; id < num_nodes; ++id) {
     const Node& n = graph.node(id);
-    if (!needed[id] || n.removed || placed[id] == nullptr || !placed[id]->takes_float16()) continue;
+    if (!needed[id] || n.removed || placed[id] == nullptr || !placed[id]->takes_half_floats())
+      continue;
     bool any = false;
     for (int v : n.inputs)
       if (v >= 0 && graph.value(v).type.dtype == DType::kFloat32) any = true;
     for (int v : n.outputs)
       if (graph.value(v).type.dtype == DType::kFloat32) any = true;
-    half[id] = any;
+    on_half[id] = any;
     count += any ? 1 : 0;
   }
   if (count == 0) return 0;
@@ -71,14 +75,14 @@ int convert_to_float16(Graph& graph, std::vector<Backend*>& placed, std::vector<
     std::vector<int> half_readers, float_readers;
     for (int c : graph.value(v).consumers) {
       if (c >= num_nodes || !needed[c] || graph.node(c).removed) continue;
-      auto& list = half[c] ? half_readers : float_readers;
+      auto& list = on_half[c] ? half_readers : float_readers;
       if (std::find(list.begin(), list.end(), c) == list.end()) list.push_back(c);
     }
     Value& value = graph.value(v);
     const bool constant = value.data.has_value() && !value.is_input;
-    const bool from_half = !constant && value.producer >= 0 && half[value.producer];
+    const bool from_half = !constant && value.producer >= 0 && on_half[value.producer];
     if (from_half) {
-      value.type.dtype = DType::kFloat16;
+      value.type.dtype = half;
       if (float_readers.empty() && !value.is_output) continue;
       const int f32 = add_cast(graph, v, DType::kFloat32, placed[value.producer], placed, needed);
       for (int c : float_readers) rewire(graph, c, v, f32);
@@ -86,23 +90,25 @@ int convert_to_float16(Graph& graph, std::vector<Backend*>& placed, std::vector<
         // The graph's output keeps its name and float32 type: the cast's value takes both.
         const std::string name = graph.value(v).name;
         graph.replace_output(v, f32);
-        graph.rename(&graph.value(v), graph.unique_name(name + "/float16"));
+        graph.rename(&graph.value(v), graph.unique_name(name + "/" + dtype_name(half)));
         graph.rename(&graph.value(f32), name);
       }
       continue;
     }
     if (half_readers.empty()) continue;
     if (constant && !value.user_weight && float_readers.empty()) {
-      value.data = to_half(*value.data);
-      value.type.dtype = DType::kFloat16;
+      value.data = to_half(*value.data, half);
+      value.type.dtype = half;
       continue;
     }
     int f16;
     if (constant && !value.user_weight) {
-      f16 =
-          graph.add_constant(graph.unique_name(value.name + "/float16"), to_half(*value.data))->id;
+      f16 = graph
+                .add_constant(graph.unique_name(value.name + "/" + dtype_name(half)),
+                              to_half(*value.data, half))
+                ->id;
     } else {
-      f16 = add_cast(graph, v, DType::kFloat16, placed[half_readers.front()], placed, needed);
+      f16 = add_cast(graph, v, half, placed[half_readers.front()], placed, needed);
     }
     for (int c : half_readers) rewire(graph, c, v, f16);
   }
