@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -252,17 +253,34 @@ class ConvKernel final : public Kernel {
     size_t chosen = 0;
     for (size_t k = 0; k < candidates.size(); ++k) {
       use(candidates[k]);
-      float ms = time_on_stream(
-          own.handle,
-          [&] {
-            launch(be, own.handle, sx.raw_data(), sw.raw_data(),
-                   has_bias_ ? sb.raw_data() : nullptr, has_residual_ ? sz.raw_data() : nullptr,
-                   sy.raw_data());
-          },
-          where_.c_str());
+      float ms = std::numeric_limits<float>::infinity();
+      try {
+        ms = time_on_stream(
+            own.handle,
+            [&] {
+              launch(be, own.handle, sx.raw_data(), sw.raw_data(),
+                     has_bias_ ? sb.raw_data() : nullptr, has_residual_ ? sz.raw_data() : nullptr,
+                     sy.raw_data());
+            },
+            where_.c_str());
+      } catch (const DeviceError&) {
+        // cuDNN refused this way's parameters (its fused call takes fewer 16-bit geometries than
+        // it reports): not a candidate. The refusal comes before any work is enqueued; leave the
+        // stream out of capture in any case.
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(own.handle, &capturing) == cudaSuccess &&
+            capturing != cudaStreamCaptureStatusNone) {
+          cudaGraph_t partial = nullptr;
+          cudaStreamEndCapture(own.handle, &partial);
+          if (partial != nullptr) cudaGraphDestroy(partial);
+        }
+        cudaGetLastError();
+      }
       measured_.push_back({candidates[k].path, candidates[k].algo, ms});
       if (ms < measured_[chosen].ms) chosen = k;
     }
+    if (!(measured_[chosen].ms < std::numeric_limits<float>::infinity()))
+      throw DeviceError(where_ + ": no way to run this convolution worked");
     check(cudaStreamSynchronize(own.handle), where_);
     check(cudnnSetStream(be.cudnn(), be.stream().handle()), where_);
     return candidates[chosen];
