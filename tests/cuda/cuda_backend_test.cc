@@ -512,6 +512,12 @@ TEST(CudaKernels, Conv) {
   Tensor b = random_tensor(Shape{16}, 43);
   expect_matches_cpu("Conv", {x, constant(w), constant(b)}, {{"pads", {1, 1, 1, 1}}}, 1e-4);
   expect_matches_cpu("Conv", {x, constant(w)}, {{"strides", {2, 2}}}, 1e-4);
+  // Grouped (not depthwise), two images: cuDNN or one GEMM per image batched over the groups.
+  expect_matches_cpu(
+      "Conv",
+      {random_tensor(Shape{2, 12, 9, 9}, 47), constant(random_tensor(Shape{18, 4, 3, 3}, 48)),
+       constant(random_tensor(Shape{18}, 40))},
+      {{"group", 3}, {"pads", {1, 1, 1, 1}}}, 1e-4);
   Tensor dw = random_tensor(Shape{8, 1, 3, 3}, 44);
   expect_matches_cpu("Conv", {x, constant(dw), constant(random_tensor(Shape{8}, 45))},
                      {{"group", 8}, {"pads", {1, 1, 1, 1}}, {"dilations", {2, 2}}}, 1e-4);

@@ -164,21 +164,32 @@ class ConvKernel final : public Kernel {
     if (depthwise) candidates.push_back({ConvPath::kDepthwise, algo_, 0});
     // One-group convolutions as one GEMM per image, Y[Cout, HW] = W[Cout, C*KH*KW] X'[C*KH*KW, HW]:
     // pointwise ones read X itself; the others read its patches as columns (im2col) in the
-    // workspace after the GEMM's own, while those stay within kMaxColumnBytes.
+    // workspace after the GEMM's own, while those stay within kMaxColumnBytes. Grouped ones
+    // (other than depthwise) as one GEMM per image batched over the groups, group g's weights
+    // times its block of the columns, so that every grouped convolution has a way that does not
+    // depend on cuDNN (which refuses some in 16-bit storage).
     const bool pointwise = group == 1 && w[2] == 1 && w[3] == 1 && g.strides[0] == 1 &&
                            g.strides[1] == 1 && g.pad_begin[0] == 0 && g.pad_begin[1] == 0;
     const int64_t patch = x[1] * w[2] * w[3];
     const size_t col_bytes =
         static_cast<size_t>(batch_ * patch * spatial_) * storage_bytes(storage_);
-    if (group == 1 && (pointwise || col_bytes <= kMaxColumnBytes)) {
+    group_ = group;
+    if (!depthwise && (pointwise || col_bytes <= kMaxColumnBytes)) {
       GemmShape gs;
-      gs.m = y[1];
-      gs.k = patch;
+      gs.m = y[1] / group;
+      gs.k = patch / group;
       gs.n = spatial_;
-      gs.batch = batch_;
-      gs.stride_x = 0;
-      gs.stride_w = patch * spatial_;
-      gs.stride_y = y[1] * spatial_;
+      if (group == 1) {
+        gs.batch = batch_;
+        gs.stride_x = 0;
+        gs.stride_w = patch * spatial_;
+        gs.stride_y = y[1] * spatial_;
+      } else {
+        gs.batch = group;
+        gs.stride_x = gs.m * gs.k;
+        gs.stride_w = gs.k * spatial_;
+        gs.stride_y = gs.m * spatial_;
+      }
       try {
         gemm_ = std::make_unique<LtMatmul>(ctx, gs, false);
         if (pointwise) {
@@ -317,7 +328,18 @@ class ConvKernel final : public Kernel {
         void* col = static_cast<char*>(be.workspace().ptr()) + col_offset_;
         launch_im2col(storage_, geo_, x, col, stream);
         check_launch(where_);
-        gemm_->run(stream, w, col, nullptr, nullptr, y, 1.f, 0.f);
+        if (group_ == 1) {
+          gemm_->run(stream, w, col, nullptr, nullptr, y, 1.f, 0.f);
+          break;
+        }
+        // Grouped: one GEMM batched over the groups per image.
+        const size_t es = storage_bytes(storage_);
+        const size_t col_image =
+            static_cast<size_t>(geo_.in_channels * geo_.k_h * geo_.k_w * spatial_) * es;
+        const size_t y_image = static_cast<size_t>(channels_ * spatial_) * es;
+        for (int64_t n = 0; n < batch_; ++n)
+          gemm_->run(stream, w, static_cast<const char*>(col) + n * col_image, nullptr, nullptr,
+                     static_cast<char*>(y) + n * y_image, 1.f, 0.f);
         break;
       }
       case ConvPath::kPointwiseGemm:
@@ -372,7 +394,7 @@ class ConvKernel final : public Kernel {
   std::string where_;
   bool has_bias_ = false, has_residual_ = false;
   Activation act_{UnaryOp::kIdentity, 0.f, 0.f};
-  int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
+  int64_t batch_ = 0, channels_ = 0, spatial_ = 0, group_ = 1;
   Storage storage_ = Storage::kFloat32;
   ConvPath path_ = ConvPath::kCudnnThenEpilogue;
   Conv2dDesc geo_;
