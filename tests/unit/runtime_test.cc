@@ -3,8 +3,13 @@
 
 #include <thread>
 
+#include "backends/backend.h"
+#include "core/half.h"
+#include "graph/op_kind.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
+#include "runtime/half_storage.h"
+#include "runtime/stream.h"
 
 namespace lumen {
 namespace {
@@ -178,6 +183,93 @@ TEST(Runtime, UnsupportedDTypeIsReportedAtCompile) {
   } catch (const ShapeError&) {
     // Also acceptable: the schema refused the dtype when the node was added.
   }
+}
+
+// A device backend that runs nothing but takes 16-bit floats: the float16 rewrite without a GPU.
+class HalfBackend final : public Backend {
+ public:
+  std::string name() const override { return "half"; }
+  Device device() const override { return Device::cuda(0); }
+  bool supports(const Graph&, const Node&, std::string*) const override { return true; }
+  std::unique_ptr<Kernel> make_kernel(const Graph&, const Node&, Precision) const override {
+    throw UnsupportedOp("half: runs nothing");
+  }
+  Allocator& allocator() const override { return cpu_allocator(); }
+  Stream& default_stream() override { return stream_; }
+  bool takes_half_floats() const override { return true; }
+
+ private:
+  CpuStream stream_;
+};
+
+// x -> MatMul(w) -> Add(c) on the 16-bit device, then Atan and Sub(c) on the CPU; the Add's output
+// is also a graph output.
+TEST(HalfStorage, CastsAtTheEdgesAndConvertsConstants) {
+  Graph g;
+  Value* x = g.add_input("x", {2, 8});
+  Tensor wv = test::random_tensor({8, 4}, 301);
+  Value* w = g.add_constant("w", wv);
+  Value* c = g.add_constant("c", test::random_tensor({4}, 302));
+  Value* h = g.add_op("MatMul", {x, w}, {}, "mm");
+  Value* a = g.add_op("Add", {h, c}, {}, "add");
+  Value* t = g.add_op("Atan", {a}, {}, "atan");
+  Value* z = g.add_op("Sub", {t, c}, {}, "sub");
+  g.mark_output(a);
+  g.mark_output(z);
+  const std::string a_name = a->name;
+  const int x_id = x->id, w_id = w->id, c_id = c->id, h_id = h->id, a_id = a->id;
+  HalfBackend half;
+  Backend* cpu = find_backend("cpu");
+  std::vector<Backend*> placed = {&half, &half, cpu, cpu};
+  std::vector<bool> needed(4, true);
+  ASSERT_EQ(convert_to_half_storage(g, DType::kFloat16, placed, needed), 2);
+  g.verify();
+  ASSERT_EQ(static_cast<int>(placed.size()), g.num_nodes());
+  ASSERT_EQ(static_cast<int>(needed.size()), g.num_nodes());
+  const Node& mm = g.node(0);
+  const Node& add = g.node(1);
+  const Node& atan = g.node(2);
+  const Node& sub = g.node(3);
+  // The input stays float32 and is cast on the device.
+  EXPECT_EQ(g.value(x_id).type.dtype, DType::kFloat32);
+  const Node& to_half = g.node(g.value(mm.inputs[0]).producer);
+  EXPECT_EQ(to_half.op, OpKind::kCast);
+  EXPECT_EQ(to_half.inputs[0], x_id);
+  EXPECT_EQ(placed[to_half.id], &half);
+  // w is read only on the device: converted in place, each value rounded to nearest.
+  EXPECT_EQ(mm.inputs[1], w_id);
+  ASSERT_EQ(g.value(w_id).type.dtype, DType::kFloat16);
+  const auto* wh = static_cast<const uint16_t*>(g.value(w_id).data->raw_data());
+  for (int64_t i = 0; i < wv.numel(); ++i) EXPECT_EQ(wh[i], float_to_half(wv.data<float>()[i]));
+  // c is read on both: the CPU keeps it, the device reads a float16 copy.
+  EXPECT_EQ(g.value(c_id).type.dtype, DType::kFloat32);
+  EXPECT_EQ(sub.inputs[1], c_id);
+  EXPECT_NE(add.inputs[1], c_id);
+  EXPECT_EQ(g.value(add.inputs[1]).type.dtype, DType::kFloat16);
+  EXPECT_TRUE(g.value(add.inputs[1]).data.has_value());
+  // The device's values are float16; the CPU reads the Add's output through a cast back, and the
+  // graph output is that cast, under the original name, float32.
+  EXPECT_EQ(g.value(h_id).type.dtype, DType::kFloat16);
+  EXPECT_EQ(g.value(a_id).type.dtype, DType::kFloat16);
+  const Value& back = g.value(atan.inputs[0]);
+  EXPECT_EQ(g.node(back.producer).op, OpKind::kCast);
+  EXPECT_EQ(back.type.dtype, DType::kFloat32);
+  EXPECT_EQ(placed[back.producer], &half);
+  EXPECT_EQ(g.outputs()[0], back.id);
+  EXPECT_EQ(back.name, a_name);
+  EXPECT_NE(g.value(a_id).name, a_name);
+  EXPECT_EQ(g.value(g.outputs()[1]).type.dtype, DType::kFloat32);
+  // bfloat16 the same way; a graph with no 16-bit backend is left alone.
+  Graph g2;
+  g2.mark_output(g2.add_op("Relu", {g2.add_input("x", {3})}));
+  std::vector<Backend*> on_cpu = {cpu};
+  std::vector<bool> one(1, true);
+  EXPECT_EQ(convert_to_half_storage(g2, DType::kBFloat16, on_cpu, one), 0);
+  EXPECT_EQ(g2.num_nodes(), 1);
+  std::vector<Backend*> on_half = {&half};
+  EXPECT_EQ(convert_to_half_storage(g2, DType::kBFloat16, on_half, one), 1);
+  EXPECT_EQ(g2.value(g2.node(0).outputs[0]).type.dtype, DType::kBFloat16);
+  EXPECT_EQ(g2.value(g2.outputs()[0]).type.dtype, DType::kFloat32);
 }
 
 }  // namespace
