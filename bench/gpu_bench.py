@@ -127,6 +127,10 @@ class Autocast(torch.nn.Module):
             return self.model(x).float()
 
 
+# The reduced precisions every model also runs at (`lumen run --precision`), in table order.
+REDUCED = ("tf32", "float16", "bfloat16")
+
+
 def max_rel(out, expected):
     """max |out - expected| / max |expected|, in float64."""
     return float(np.abs(out.astype(np.float64) - expected).max()) / float(np.abs(expected).max())
@@ -152,7 +156,7 @@ def check_zoo(args, export_zoo, zoo, names):
         try:
             export_zoo.export(name, zoo, False)
         except Exception as e:  # noqa: BLE001 - a model this PyTorch cannot export
-            rows.append(f"| {name} | export failed: {type(e).__name__} | | | | | |\n")
+            rows.append(f"| {name} | export failed: {type(e).__name__} |" + " |" * 9 + "\n")
             continue
         _, input_name, _, _ = export_zoo.MODELS[name]
         expected = np.load(os.path.join(zoo, name + ".expected.npy"))
@@ -170,27 +174,15 @@ def check_zoo(args, export_zoo, zoo, names):
         else:
             r = max_rel(out, expected)
             status, rel = ("ok" if r <= 1e-4 else "MISMATCH"), f"{r:.1e}"
-        ms = "-" if lumen_ms is None else f"{lumen_ms:.3f}"
-        tf32_ms, tf32_out, tf32_log = run_lumen(
-            args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
-            os.path.join(zoo, name + ".input.npy"), out_dir, 50, "tf32")
-        print(tf32_log, flush=True)
-        t_rel = "-" if tf32_out is None else f"{max_rel(tf32_out, expected):.1e}"
-        t_ms = "-" if tf32_ms is None else f"{tf32_ms:.3f}"
-        h_ms, h_out, h_log = run_lumen(
-            args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
-            os.path.join(zoo, name + ".input.npy"), out_dir, 50, "float16")
-        print(h_log, flush=True)
-        h_rel = "-" if h_out is None else f"{max_rel(h_out, expected):.1e}"
-        h_ms = "-" if h_ms is None else f"{h_ms:.3f}"
-        b_ms, b_out, b_log = run_lumen(
-            args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
-            os.path.join(zoo, name + ".input.npy"), out_dir, 50, "bfloat16")
-        print(b_log, flush=True)
-        b_rel = "-" if b_out is None else f"{max_rel(b_out, expected):.1e}"
-        b_ms = "-" if b_ms is None else f"{b_ms:.3f}"
-        rows.append(f"| {name} | {status} | {rel} | {steps} | {ms} | {t_ms} | {t_rel} | {h_ms} | "
-                    f"{h_rel} | {b_ms} | {b_rel} |\n")
+        cells = [name, status, rel, steps, "-" if lumen_ms is None else f"{lumen_ms:.3f}"]
+        for precision in REDUCED:
+            p_ms, p_out, p_log = run_lumen(
+                args.lumen, os.path.join(zoo, name + ".onnx"), input_name,
+                os.path.join(zoo, name + ".input.npy"), out_dir, 50, precision)
+            print(p_log, flush=True)
+            cells.append("-" if p_ms is None else f"{p_ms:.3f}")
+            cells.append("-" if p_out is None else f"{max_rel(p_out, expected):.1e}")
+        rows.append("| " + " | ".join(cells) + " |\n")
         print("  row:", rows[-1].strip(), flush=True)
     if not rows:
         return ""
@@ -251,22 +243,18 @@ def main():
         lumen_ms, lumen_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir)
         print(label, flush=True)
         print(log, flush=True)
-        tf32_ms, tf32_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
-                                           precision="tf32")
-        print(log, flush=True)
-        half_ms, half_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
-                                           precision="float16")
-        print(log, flush=True)
-        bf_ms, bf_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
-                                       precision="bfloat16")
-        print(log, flush=True)
-        bf_rel = float("nan") if bf_out is None else max_rel(bf_out, expected)
+        reduced = {}  # precision -> (ms, max rel)
+        for precision in REDUCED:
+            p_ms, p_out, log = run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
+                                         precision=precision)
+            print(log, flush=True)
+            reduced[precision] = (p_ms, float("nan") if p_out is None else max_rel(p_out, expected))
+        (tf32_ms, tf32_rel), (half_ms, half_rel), (bf_ms, bf_rel) = (reduced[p] for p in REDUCED)
         eager_ms, graph_ms, compile_ms, torch_cuda_out = time_torch(
             model, torch.from_numpy(x), not args.no_compile)
         # PyTorch's float16: autocast, eager and as a CUDA graph (the faster kept).
         ac_eager, ac_graph, _, ac_out = time_torch(Autocast(model), torch.from_numpy(x), False)
         ac_best = min(v for v in (ac_eager, ac_graph) if v == v)
-        half_rel = float("nan") if half_out is None else max_rel(half_out, expected)
         ac_rel = max_rel(ac_out, expected)
         rel_cuda_torch = max_rel(torch_cuda_out, expected)
         if lumen_out is None:
@@ -275,7 +263,6 @@ def main():
             rel = max_rel(lumen_out, expected)
             status = "ok" if rel <= 1e-4 else "MISMATCH"
         best = min(v for v in (eager_ms, graph_ms, compile_ms) if v == v)
-        tf32_rel = float("nan") if tf32_out is None else max_rel(tf32_out, expected)
         rows.append((label, "x".join(map(str, x.shape)), status, rel, rel_cuda_torch, lumen_ms,
                      eager_ms, graph_ms, compile_ms, best, tf32_ms, tf32_rel, half_ms, half_rel,
                      ac_best, ac_rel, bf_ms, bf_rel))
