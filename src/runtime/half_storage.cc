@@ -101,16 +101,15 @@ int convert_to_half_storage(Graph& graph, DType half, std::vector<Backend*>& pla
       value.type.dtype = half;
       continue;
     }
-    int f16;
-    if (constant && !value.user_weight) {
-      f16 = graph
-                .add_constant(graph.unique_name(value.name + "/" + dtype_name(half)),
-                              to_half(*value.data, half))
-                ->id;
-    } else {
-      f16 = add_cast(graph, v, half, placed[half_readers.front()], placed, needed);
-    }
-    for (int c : half_readers) rewire(graph, c, v, f16);
+    // A 16-bit copy for the 16-bit readers: converted now when constant, else cast at run time.
+    const int narrow =
+        constant && !value.user_weight
+            ? graph
+                  .add_constant(graph.unique_name(value.name + "/" + dtype_name(half)),
+                                to_half(*value.data, half))
+                  ->id
+            : add_cast(graph, v, half, placed[half_readers.front()], placed, needed);
+    for (int c : half_readers) rewire(graph, c, v, narrow);
   }
   return count;
 }
