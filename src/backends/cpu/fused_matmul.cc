@@ -7,6 +7,7 @@
 
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/packed_gemm.h"
 
 namespace lumen::cpu {
 namespace {
@@ -114,6 +115,20 @@ class FusedMatMulKernel final : public Kernel {
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     mode_ = Mode::kDirect;
     bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
+    GemmActivation act;
+    if (b_flat && !trans_a && b_const && prefer_packed_gemm() &&
+        parse_gemm_activation(ctx.attr_string("activation", ""), &act)) {
+      // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
+      mode_ = Mode::kPacked;
+      rows_ = batch * m;
+      n_ = n;
+      k_ = k;
+      epilogue_.activation = act;
+      epilogue_.alpha = ctx.attr_float("activation_alpha", 0.0f);
+      epilogue_.beta = ctx.attr_float("activation_beta", 0.0f);
+      packed_ = PackedMatrix(b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
+      return;
+    }
     if (b_flat && !trans_a) {
       Md bias = bias_md(2, n);
       dnnl_call(where_, [&] {
@@ -157,7 +172,9 @@ class FusedMatMulKernel final : public Kernel {
   }
 
   bool reads_input(int k) const override {
-    return k != 1 || mode_ != Mode::kDirect || !mm_.packed();
+    if (k != 1) return true;
+    if (mode_ == Mode::kPacked) return false;
+    return mode_ != Mode::kDirect || !mm_.packed();
   }
 
   void run(KernelContext& ctx) const override {
@@ -170,6 +187,12 @@ class FusedMatMulKernel final : public Kernel {
       return;
     }
     const float* a = ctx.inputs[0].data<float>();
+    if (mode_ == Mode::kPacked) {
+      GemmEpilogue e = epilogue_;
+      e.bias = bias;
+      packed_gemm(rows_, a, k_, packed_, y, n_, e);
+      return;
+    }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] {
@@ -184,12 +207,15 @@ class FusedMatMulKernel final : public Kernel {
   }
 
  private:
-  enum class Mode { kEmpty, kZeroK, kDirect, kLoop };
+  enum class Mode { kEmpty, kZeroK, kDirect, kLoop, kPacked };
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   bool has_bias_ = false;
   int64_t out_numel_ = 0;
-  int64_t rows_ = 0, n_ = 0;  // kZeroK: the output seen as [rows_, n_]
+  int64_t rows_ = 0, n_ = 0;  // kZeroK, kPacked: the output seen as [rows_, n_]
+  int64_t k_ = 0;             // kPacked: A's columns
+  PackedMatrix packed_;       // kPacked: the constant B
+  GemmEpilogue epilogue_;     // kPacked: the activation (the bias is bound per run)
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/packed_gemm.h"
 
 namespace lumen::cpu {
 namespace {
@@ -51,6 +52,15 @@ class MatMulKernel final : public Kernel {
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     mode_ = Mode::kDirect;
     bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
+    if (b_flat && b_const && bs.rank() >= 2 && prefer_packed_gemm()) {
+      // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
+      mode_ = Mode::kPacked;
+      rows_ = batch * m;
+      k_ = k;
+      n_ = n;
+      packed_ = PackedMatrix(b_const, k, n, n, 1);
+      return;
+    }
     if (b_flat) {
       // Here A's batch equals the output's, so [batch, M, K] is simply [batch * M, K].
       dnnl_call(where_, [&] {
@@ -96,7 +106,9 @@ class MatMulKernel final : public Kernel {
   }
 
   bool reads_input(int k) const override {
-    return k != 1 || mode_ != Mode::kDirect || !mm_.packed();
+    if (k != 1) return true;
+    if (mode_ == Mode::kPacked) return false;
+    return mode_ != Mode::kDirect || !mm_.packed();
   }
 
   void run(KernelContext& ctx) const override {
@@ -107,6 +119,10 @@ class MatMulKernel final : public Kernel {
       return;
     }
     const float* a = ctx.inputs[0].data<float>();
+    if (mode_ == Mode::kPacked) {
+      packed_gemm(rows_, a, k_, packed_, y, n_, GemmEpilogue{});
+      return;
+    }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] {
@@ -121,10 +137,12 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
-  enum class Mode { kEmpty, kZero, kDirect, kLoop };
+  enum class Mode { kEmpty, kZero, kDirect, kLoop, kPacked };
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   int64_t out_numel_ = 0;
+  int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked: A as [rows_, k_], the output as [rows_, n_]
+  PackedMatrix packed_;               // kPacked: the constant B
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;

@@ -4,6 +4,9 @@
 // 1.5-7x faster than a direct loop on one core), with the end padding stretched to cover
 // ceil_mode's overhang. oneDNN would count that overhang in count_include_pad's divisor, which
 // ONNX does not, so that one case (and anything oneDNN rejects) runs a direct OpenMP kernel.
+// Channels-last 2-D pooling runs a direct kernel that reduces each window's channel vectors:
+// oneDNN 2.6's avx2 pooling took 0.43 ms on squeezenet's first MaxPool (64 channels, 111x111,
+// 3x3 stride 2) where the direct kernel takes about a tenth of that.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -62,9 +65,13 @@ class PoolKernel final : public Kernel {
            g.dilations[i], g.pad_begin[i], g.pad_end[i]};
     }
     bool include_pad = !is_max_ && ctx.attr_int("count_include_pad", 0) != 0;
-    if (x.numel() > 0 && ctx.output(0).shape.numel() > 0) make_primitive(ctx, g, include_pad);
+    direct_channels_last_ = channels_last_ && g.spatial == 2;
+    channels_ = x[1];
+    batch_ = x[0];
+    if (x.numel() > 0 && ctx.output(0).shape.numel() > 0 && !direct_channels_last_)
+      make_primitive(ctx, g, include_pad);
     // The direct kernel below reads (N, C, spatial...) only.
-    if (channels_last_ && !has_primitive_ && x.numel() > 0)
+    if (channels_last_ && !direct_channels_last_ && !has_primitive_ && x.numel() > 0)
       ctx.fail_unsupported("CPU: this channels-last pooling geometry has no oneDNN primitive");
     if (is_max_ || has_primitive_) return;
     // Divisor of each output position, per axis (window counts multiply across axes).
@@ -84,6 +91,11 @@ class PoolKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
+    if (direct_channels_last_) {
+      if (ctx.outputs[0].numel() == 0) return;
+      is_max_ ? pool_channels_last<true>(ctx) : pool_channels_last<false>(ctx);
+      return;
+    }
     if (has_primitive_) {
       if (ctx.outputs[0].numel() == 0) return;
       dnnl_call(where_, [&] {
@@ -146,6 +158,49 @@ class PoolKernel final : public Kernel {
     }
   }
 
+  // (N, H, W, C) input and output: each output pixel is the max (or mean) of its window's channel
+  // vectors, so the inner loop runs over contiguous channels.
+  template <bool kMax>
+  void pool_channels_last(KernelContext& ctx) const {
+    const Axis &ah = axes_[1], &aw = axes_[2];
+    const int64_t c = channels_;
+    const float* x = ctx.inputs[0].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    const int64_t rows = batch_ * ah.out;
+    const int64_t work = rows * aw.out * ah.k * aw.k * c;
+    const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t oh = r % ah.out;
+      const float* image = x + (r / ah.out) * ah.in * aw.in * c;
+      for (int64_t ow = 0; ow < aw.out; ++ow) {
+        float* out = y + (r * aw.out + ow) * c;
+        std::fill(out, out + c, init);
+        for (int64_t kh = 0; kh < ah.k; ++kh) {
+          const int64_t ih = oh * ah.s - ah.pad_begin + kh * ah.d;
+          if (ih < 0 || ih >= ah.in) continue;
+          for (int64_t kw = 0; kw < aw.k; ++kw) {
+            const int64_t iw = ow * aw.s - aw.pad_begin + kw * aw.d;
+            if (iw < 0 || iw >= aw.in) continue;
+            const float* in = image + (ih * aw.in + iw) * c;
+            if constexpr (kMax) {
+#pragma omp simd
+              for (int64_t i = 0; i < c; ++i) out[i] = in[i] > out[i] ? in[i] : out[i];
+            } else {
+#pragma omp simd
+              for (int64_t i = 0; i < c; ++i) out[i] += in[i];
+            }
+          }
+        }
+        if constexpr (!kMax) {
+          const float scale = 1.0f / (counts_[1][oh] * counts_[2][ow]);
+#pragma omp simd
+          for (int64_t i = 0; i < c; ++i) out[i] *= scale;
+        }
+      }
+    }
+  }
+
   // Sets up the oneDNN primitive when it computes exactly what ONNX asks for.
   void make_primitive(const NodeContext& ctx, const ConvGeometry& g, bool include_pad) {
     dnnl::memory::dims strides, kernel, dilation, pad_l, pad_r;
@@ -200,10 +255,13 @@ class PoolKernel final : public Kernel {
   std::string where_;
   bool is_max_;
   bool channels_last_;
+  bool direct_channels_last_ = false;  // 2-D (N, H, W, C): pool_channels_last runs it
   bool has_primitive_ = false;
   dnnl::primitive prim_;
   dnnl::memory::desc src_md_, dst_md_, scratch_md_;
   int64_t planes_ = 0;
+  int64_t channels_ = 0;
+  int64_t batch_ = 0;
   Axis axes_[3];
   std::vector<float> counts_[3];
 };

@@ -1,0 +1,379 @@
+// The packed GEMM of packed_gemm.h: a 6 x 16 AVX2/FMA micro-kernel (12 accumulator registers)
+// over B panels packed at compile time, blocked for the caches (kKc rows of B per block, kMc rows
+// of A per tile, so a tile's A block stays in L2 while each 16-column B panel stays in L1), tiles
+// shared out over the OpenMP threads. A is read in place: the micro-kernel broadcasts from six row
+// pointers, so a row-major matrix and a convolution window (one pointer per output pixel and
+// filter tap, a zero row for padding) are fed the same way.
+#include "backends/cpu/packed_gemm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/elementwise_math.h"
+
+namespace lumen::cpu {
+namespace {
+
+constexpr int64_t kMr = 6;     // rows of C per micro-kernel call
+constexpr int64_t kNr = 16;    // columns of C per micro-kernel call (two 8-float registers)
+constexpr int64_t kKc = 256;   // rows of B per block: a 16-column panel is 16 KiB, in L1
+constexpr int64_t kMc = 96;    // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
+constexpr int64_t kParallelFlops = 1 << 20;
+
+// Zeros that stand in for a padding row of a convolution window, or a row past m.
+alignas(64) const float kZeroRow[kKc] = {};
+
+// A stretch of the k axis over which each of the six A rows is contiguous.
+struct Segment {
+  std::array<const float*, kMr> a;
+  int64_t len;
+};
+
+// Copies the six rows the segments point at into a (kc x 6) panel: a[kk * 6 + r]. Packed, the
+// micro-kernel reads A from one contiguous stream (rows 4 KiB apart in place would share L1 sets).
+inline void pack_a(const Segment* segs, int64_t nseg, float* a) {
+  for (int64_t s = 0; s < nseg; ++s) {
+    const Segment& seg = segs[s];
+    for (int64_t kk = 0; kk < seg.len; ++kk, a += kMr)
+      for (int64_t r = 0; r < kMr; ++r) a[r] = seg.a[r][kk];
+  }
+}
+
+// acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16).
+inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
+                         bool load_c) {
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (load_c) {
+    c00 = _mm256_loadu_ps(c + 0 * ldc), c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
+    c10 = _mm256_loadu_ps(c + 1 * ldc), c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
+    c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+    c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+    c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+    c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+  } else {
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+  }
+  for (int64_t kk = 0; kk < kc; ++kk, a += kMr, b += kNr) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00), c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10), c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20), c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30), c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40), c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50), c51 = _mm256_fmadd_ps(av, b1, c51);
+  }
+  _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+  _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+  _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+  _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
+// The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
+// partial ones through a 6 x 16 buffer.
+inline void tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
+                        int64_t rows, int64_t cols, bool load_c) {
+  if (rows == kMr && cols == kNr) {
+    micro_kernel(a, kc, b, c, ldc, load_c);
+    return;
+  }
+  alignas(32) float buf[kMr * kNr] = {};
+  if (load_c)
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(buf + r * kNr, c + r * ldc, cols * 4);
+  micro_kernel(a, kc, b, buf, kNr, load_c);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, buf + r * kNr, cols * 4);
+}
+
+// Bias and activation over `cols` finished outputs of one row, whose first column is col0.
+void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
+  if (e.bias) {
+    const float* bias = e.bias + col0;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) y[j] += bias[j];
+  }
+  const float alpha = e.alpha, beta = e.beta;
+  switch (e.activation) {
+    case GemmActivation::kNone:
+      break;
+    case GemmActivation::kRelu:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = select(y[j] > 0.0f, y[j], 0.0f);
+      break;
+    case GemmActivation::kLeakyRelu:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = select(y[j] < 0.0f, alpha * y[j], y[j]);
+      break;
+    case GemmActivation::kClip:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        float v = select(y[j] < alpha, alpha, y[j]);
+        y[j] = select(v > beta, beta, v);
+      }
+      break;
+    case GemmActivation::kSigmoid:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = sigmoid_f(y[j]);
+      break;
+    case GemmActivation::kTanh:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = tanh_f(y[j]);
+      break;
+    case GemmActivation::kHardSwish:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        float g = y[j] * (1.0f / 6.0f) + 0.5f;
+        g = select(g < 0.0f, 0.0f, g);
+        g = select(g > 1.0f, 1.0f, g);
+        y[j] *= g;
+      }
+      break;
+    case GemmActivation::kSwish:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
+      break;
+    case GemmActivation::kGeluErf:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j)
+        y[j] = 0.5f * y[j] * (1.0f + erf_f(y[j] * 0.70710678118654752f));
+      break;
+    case GemmActivation::kGeluTanh:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = y[j];
+        y[j] = 0.5f * v * (1.0f + tanh_f(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+      }
+      break;
+  }
+}
+
+// Where each A row of a tile comes from, block of k by block of k.
+class RowSource {
+ public:
+  RowSource(const float* a, int64_t lda) : a_(a), lda_(lda) {}
+  // The segments of rows [m0, m0 + 6) (rows >= m are zero) over k in [k0, k0 + kc).
+  int64_t segments(int64_t m0, int64_t m, int64_t k0, int64_t kc, Segment* out) const {
+    Segment& s = out[0];
+    for (int64_t r = 0; r < kMr; ++r)
+      s.a[r] = m0 + r < m ? a_ + (m0 + r) * lda_ + k0 : kZeroRow;
+    s.len = kc;
+    return 1;
+  }
+  static int64_t max_segments(int64_t /*kc*/) { return 1; }
+
+ private:
+  const float* a_;
+  int64_t lda_;
+};
+
+// A rows of a channels-last convolution: row m is output pixel (n, oh, ow), column (kh, kw, c).
+class WindowSource {
+ public:
+  WindowSource(const ConvWindow& w, const float* x) : w_(w), x_(x) {}
+  int64_t segments(int64_t m0, int64_t m, int64_t k0, int64_t kc, Segment* out) const {
+    const int64_t ch = w_.channels;
+    // Each row's image, output position's top-left input corner, or null past m.
+    std::array<const float*, kMr> image{};
+    std::array<int64_t, kMr> top{}, left{};
+    for (int64_t r = 0; r < kMr; ++r) {
+      const int64_t row = m0 + r;
+      if (row >= m) continue;
+      const int64_t ow = row % w_.out_w, oh = (row / w_.out_w) % w_.out_h;
+      const int64_t n = row / (w_.out_w * w_.out_h);
+      image[r] = x_ + n * w_.in_h * w_.in_w * ch;
+      top[r] = oh * w_.stride_h - w_.pad_top;
+      left[r] = ow * w_.stride_w - w_.pad_left;
+    }
+    int64_t nseg = 0;
+    for (int64_t k = k0; k < k0 + kc;) {
+      const int64_t tap = k / ch, c = k % ch;
+      const int64_t len = std::min(ch - c, k0 + kc - k);
+      const int64_t dh = (tap / w_.kernel_w) * w_.dilation_h;
+      const int64_t dw = (tap % w_.kernel_w) * w_.dilation_w;
+      Segment& s = out[nseg++];
+      for (int64_t r = 0; r < kMr; ++r) {
+        const int64_t ih = top[r] + dh, iw = left[r] + dw;
+        const bool inside = image[r] && ih >= 0 && ih < w_.in_h && iw >= 0 && iw < w_.in_w;
+        s.a[r] = inside ? image[r] + (ih * w_.in_w + iw) * ch + c : kZeroRow;
+      }
+      s.len = len;
+      k += len;
+    }
+    return nseg;
+  }
+  int64_t max_segments(int64_t kc) const { return kc / w_.channels + 2; }
+
+ private:
+  ConvWindow w_;
+  const float* x_;
+};
+
+// C = epilogue(A x B) with A's rows from `src`: tiles of kMc rows by a share of the columns, over
+// the OpenMP threads; per tile, block by block of k, each B panel runs down the tile's rows.
+template <typename Source>
+void gemm_driver(int64_t m, const Source& src, const PackedMatrix& b, float* c, int64_t ldc,
+                 const GemmEpilogue& e) {
+  const int64_t n = b.n(), k = b.k();
+  if (m == 0 || n == 0) return;
+  const int64_t panels = (n + kNr - 1) / kNr;
+  // Tiles of equal height (a multiple of 6, at most kMc), so no thread waits on a short last one.
+  const int64_t m_tiles = (m + kMc - 1) / kMc;
+  const int64_t mc = ((m + m_tiles - 1) / m_tiles + kMr - 1) / kMr * kMr;
+  const bool parallel = 2 * m * n * k > kParallelFlops && omp_get_max_threads() > 1;
+  const int64_t threads = parallel ? omp_get_max_threads() : 1;
+  // Enough column shares that every thread has work, at least one panel each.
+  int64_t n_tiles = std::min(panels, std::max<int64_t>(1, (2 * threads + m_tiles - 1) / m_tiles));
+  const int64_t panels_per_tile = (panels + n_tiles - 1) / n_tiles;
+  n_tiles = (panels + panels_per_tile - 1) / panels_per_tile;
+  const int64_t tiles = m_tiles * n_tiles;
+  const int64_t max_seg = src.max_segments(std::min(kKc, std::max<int64_t>(k, 1)));
+
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t mt = t / n_tiles, nt = t % n_tiles;
+    const int64_t row0 = mt * mc, rows = std::min(mc, m - row0);
+    if (rows <= 0) continue;
+    const int64_t jp0 = nt * panels_per_tile, jp1 = std::min(panels, jp0 + panels_per_tile);
+    const int64_t m_panels = (rows + kMr - 1) / kMr;
+    thread_local std::vector<Segment> segs;
+    thread_local std::vector<float> packed_a;
+    segs.resize(static_cast<size_t>(max_seg));
+    packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr));
+    if (k == 0) {  // nothing to multiply: C is the residual (or zero), then the epilogue
+      for (int64_t r = 0; r < rows; ++r) {
+        float* y = c + (row0 + r) * ldc;
+        const int64_t col0 = jp0 * kNr, cols = std::min(n, jp1 * kNr) - col0;
+        if (!e.accumulate) std::fill(y + col0, y + col0 + cols, 0.0f);
+        finish_row(y + col0, cols, col0, e);
+      }
+      continue;
+    }
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0);
+      const bool first = k0 == 0, last = k0 + kc == k;
+      for (int64_t ip = 0; ip < m_panels; ++ip) {
+        const int64_t nseg = src.segments(row0 + ip * kMr, m, k0, kc, segs.data());
+        pack_a(segs.data(), nseg, &packed_a[ip * kc * kMr]);
+      }
+      for (int64_t jp = jp0; jp < jp1; ++jp) {
+        const float* panel = b.panel(k0, jp);
+        const int64_t col0 = jp * kNr, cols = std::min(kNr, n - col0);
+        for (int64_t ip = 0; ip < m_panels; ++ip) {
+          const int64_t r0 = row0 + ip * kMr, prow = std::min(kMr, m - r0);
+          float* tile = c + r0 * ldc + col0;
+          tile_kernel(&packed_a[ip * kc * kMr], kc, panel, tile, ldc, prow, cols,
+                      !first || e.accumulate);
+          if (last)
+            for (int64_t r = 0; r < prow; ++r) finish_row(tile + r * ldc, cols, col0, e);
+        }
+      }
+    }
+  }
+}
+
+// Packs B(i, j) = at(i, j) for i < k, j < n into the panel layout.
+template <typename At>
+void pack_panels(int64_t k, int64_t n, int64_t panels, float* data, At at) {
+  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k - k0);
+    float* block = data + k0 * panels * kNr;
+    for (int64_t jp = 0; jp < panels; ++jp) {
+      float* panel = block + jp * kc * kNr;
+      for (int64_t kk = 0; kk < kc; ++kk)
+        for (int64_t j = 0; j < kNr; ++j) {
+          const int64_t col = jp * kNr + j;
+          panel[kk * kNr + j] = col < n ? at(k0 + kk, col) : 0.0f;
+        }
+    }
+  }
+}
+
+}  // namespace
+
+bool prefer_packed_gemm() {
+  static const bool prefer =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      !__builtin_cpu_supports("avx512f");
+  return prefer;
+}
+
+bool parse_gemm_activation(const std::string& name, GemmActivation* out) {
+  static const std::pair<const char*, GemmActivation> kNames[] = {
+      {"", GemmActivation::kNone},           {"Relu", GemmActivation::kRelu},
+      {"LeakyRelu", GemmActivation::kLeakyRelu}, {"Clip", GemmActivation::kClip},
+      {"Sigmoid", GemmActivation::kSigmoid}, {"Tanh", GemmActivation::kTanh},
+      {"HardSwish", GemmActivation::kHardSwish}, {"Swish", GemmActivation::kSwish},
+      {"GeluErf", GemmActivation::kGeluErf}, {"GeluTanh", GemmActivation::kGeluTanh}};
+  for (const auto& [n, a] : kNames)
+    if (name == n) {
+      *out = a;
+      return true;
+    }
+  return false;
+}
+
+PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_stride,
+                           int64_t col_stride)
+    : k_(k), n_(n), panels_((n + kNr - 1) / kNr) {
+  data_.assign(static_cast<size_t>(k * panels_ * kNr), 0.0f);
+  // Whole rows of 16 are copied, or whole columns of the block when B is stored transposed.
+  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+    const int64_t kc = std::min(kKc, k - k0);
+    for (int64_t jp = 0; jp < panels_; ++jp) {
+      float* panel = data_.data() + k0 * panels_ * kNr + jp * kc * kNr;
+      const int64_t cols = std::min(kNr, n - jp * kNr);
+      const float* src = b + k0 * row_stride + jp * kNr * col_stride;
+      if (col_stride == 1) {
+        for (int64_t kk = 0; kk < kc; ++kk)
+          std::memcpy(panel + kk * kNr, src + kk * row_stride, cols * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < cols; ++j)
+          for (int64_t kk = 0; kk < kc; ++kk)
+            panel[kk * kNr + j] = src[j * col_stride + kk * row_stride];
+      }
+    }
+  }
+}
+
+PackedMatrix PackedMatrix::from_conv_weights(const float* w, int64_t out_channels,
+                                             int64_t in_channels, int64_t kh, int64_t kw) {
+  PackedMatrix p;
+  p.k_ = kh * kw * in_channels;
+  p.n_ = out_channels;
+  p.panels_ = (out_channels + kNr - 1) / kNr;
+  p.data_.resize(static_cast<size_t>(p.k_ * p.panels_ * kNr));
+  pack_panels(p.k_, p.n_, p.panels_, p.data_.data(), [&](int64_t row, int64_t o) {
+    const int64_t i = row % in_channels, tap = row / in_channels;
+    return w[(o * in_channels + i) * kh * kw + tap];
+  });
+  return p;
+}
+
+const float* PackedMatrix::panel(int64_t k0, int64_t jp) const {
+  const int64_t kc = std::min(kKc, k_ - k0);
+  return data_.data() + k0 * panels_ * kNr + jp * kc * kNr;
+}
+
+void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
+                 int64_t ldc, const GemmEpilogue& epilogue) {
+  gemm_driver(m, RowSource(a, lda), b, c, ldc, epilogue);
+}
+
+void packed_conv(const ConvWindow& window, const float* x, const PackedMatrix& b, float* y,
+                 const GemmEpilogue& epilogue) {
+  const int64_t m = window.batch * window.out_h * window.out_w;
+  gemm_driver(m, WindowSource(window, x), b, y, b.n(), epilogue);
+}
+
+}  // namespace lumen::cpu
