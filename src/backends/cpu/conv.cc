@@ -9,7 +9,6 @@
 
 #include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/kernel_registry.h"
-#include "backends/cpu/packed_gemm.h"
 #include "graph/schemas/conv_geometry.h"
 
 namespace lumen::cpu {
@@ -161,27 +160,6 @@ class ConvKernel final : public Kernel {
     src_user_ = channels_last ? channels_last_desc(x_dims) : plain_desc(x_dims);
     dst_user_ = channels_last ? channels_last_desc(y_dims) : plain_desc(y_dims);
 
-    GemmActivation act;
-    const Tensor* w_value = ctx.input_value(1);
-    if (channels_last && group == 1 && g.spatial == 2 && channels >= 8 && w_value &&
-        prefer_packed_gemm() && parse_gemm_activation(ctx.attr_string("activation", ""), &act)) {
-      // An AVX2 machine: Lumen's packed GEMM over the input's windows (packed_gemm.h says why).
-      packed_ = true;
-      epilogue_.activation = act;
-      epilogue_.alpha = ctx.attr_float("activation_alpha", 0.0f);
-      epilogue_.beta = ctx.attr_float("activation_beta", 0.0f);
-      epilogue_.accumulate = residual_;
-      window_ = {x[0],         g.in[0],        g.in[1],          channels,
-                 g.out[0],     g.out[1],       kernel[0],        kernel[1],
-                 g.strides[0], g.strides[1],   g.pad_begin[0],   g.pad_begin[1],
-                 g.dilations[0], g.dilations[1]};
-      pointwise_gemm_ = kernel[0] == 1 && kernel[1] == 1 && g.strides[0] == 1 &&
-                        g.strides[1] == 1 && g.pad_begin[0] == 0 && g.pad_begin[1] == 0;
-      packed_w_gemm_ = PackedMatrix::from_conv_weights(w_value->data<float>(), out_channels,
-                                                       channels, kernel[0], kernel[1]);
-      return;
-    }
-
     // Pointwise stride-1 convolutions run fastest as a plain GEMM on NCHW (measured with
     // oneDNN 2.6 on AVX-512: 0.26 ms plain vs 0.58 ms blocked + reorders for 256->64 at 56x56);
     // everything else is faster in oneDNN's blocked layout even counting the reorders (3x3
@@ -241,28 +219,13 @@ class ConvKernel final : public Kernel {
   // Y may be written over a dying residual Z: the sum post-op then reads Z where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
   // Weights packed at compile time are never read again.
-  bool reads_input(int k) const override { return k != 1 || (!packed_w_ && !packed_); }
+  bool reads_input(int k) const override { return k != 1 || !packed_w_; }
 
   void run(KernelContext& ctx) const override {
     Tensor& y = ctx.outputs[0];
     if (out_shape_.numel() == 0) return;
     const Tensor& x = ctx.inputs[0];
     const Tensor* bias = has_bias_ ? &ctx.inputs[2] : nullptr;
-    if (packed_) {
-      // The residual is summed from Y: copied there unless Y was planned over it (in place).
-      if (residual_ && ctx.inputs[3].raw_data() != y.raw_data())
-        std::memcpy(y.raw_data(), ctx.inputs[3].raw_data(), y.nbytes());
-      GemmEpilogue e = epilogue_;
-      e.bias = bias ? bias->data<float>() : nullptr;
-      if (pointwise_gemm_) {
-        const int64_t rows = window_.batch * window_.in_h * window_.in_w;
-        packed_gemm(rows, x.data<float>(), window_.channels, packed_w_gemm_, y.data<float>(),
-                    packed_w_gemm_.n(), e);
-      } else {
-        packed_conv(window_, x.data<float>(), packed_w_gemm_, y.data<float>(), e);
-      }
-      return;
-    }
     dnnl_call(where_, [&] {
       dnnl::engine& eng = dnnl_engine();
       dnnl::stream& strm = dnnl_stream();
@@ -377,12 +340,6 @@ class ConvKernel final : public Kernel {
   bool has_bias_ = false;
   bool residual_ = false;
   bool shortfall_ = false;
-  // Lumen's packed GEMM (AVX2 machines, channels-last, one group, constant weights).
-  bool packed_ = false;
-  bool pointwise_gemm_ = false;  // 1x1, stride 1, no padding: X is a plain [N*H*W, C] matrix
-  ConvWindow window_;
-  PackedMatrix packed_w_gemm_;
-  GemmEpilogue epilogue_;
   dnnl::primitive prim_;
   memory::desc src_user_, dst_user_, w_user_;
   memory::desc src_md_, dst_md_, w_md_, prim_scratch_md_;

@@ -1,16 +1,13 @@
 // The packed GEMM of packed_gemm.h: a 6 x 16 AVX2/FMA micro-kernel (12 accumulator registers)
-// over B panels packed at compile time, blocked for the caches (kKc rows of B per block, kMc rows
-// of A per tile, so a tile's A block stays in L2 while each 16-column B panel stays in L1), tiles
-// shared out over the OpenMP threads. A is read in place: the micro-kernel broadcasts from six row
-// pointers, so a row-major matrix and a convolution window (one pointer per output pixel and
-// filter tap, a zero row for padding) are fed the same way.
+// over B panels packed at compile time, blocked for the caches (kKc rows of B per block, at most
+// kMc rows of A per tile, so a tile's packed A block stays in L2 while each 16-column B panel
+// stays in L1), tiles shared out over the OpenMP threads.
 #include "backends/cpu/packed_gemm.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -25,23 +22,12 @@ constexpr int64_t kKc = 256;   // rows of B per block: a 16-column panel is 16 K
 constexpr int64_t kMc = 96;    // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
 constexpr int64_t kParallelFlops = 1 << 20;
 
-// Zeros that stand in for a padding row of a convolution window, or a row past m.
-alignas(64) const float kZeroRow[kKc] = {};
-
-// A stretch of the k axis over which each of the six A rows is contiguous.
-struct Segment {
-  std::array<const float*, kMr> a;
-  int64_t len;
-};
-
-// Copies the six rows the segments point at into a (kc x 6) panel: a[kk * 6 + r]. Packed, the
-// micro-kernel reads A from one contiguous stream (rows 4 KiB apart in place would share L1 sets).
-inline void pack_a(const Segment* segs, int64_t nseg, float* a) {
-  for (int64_t s = 0; s < nseg; ++s) {
-    const Segment& seg = segs[s];
-    for (int64_t kk = 0; kk < seg.len; ++kk, a += kMr)
-      for (int64_t r = 0; r < kMr; ++r) a[r] = seg.a[r][kk];
-  }
+// Copies `rows` (at most 6) rows of kc elements, lda apart, into a (kc x 6) panel:
+// dst[kk * 6 + r], zero past `rows`. Packed, the micro-kernel reads A as one contiguous stream
+// (in place, rows 4 KiB apart would share L1 sets and evict each other).
+inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst) {
+  for (int64_t kk = 0; kk < kc; ++kk, dst += kMr)
+    for (int64_t r = 0; r < kMr; ++r) dst[r] = r < rows ? a[r * lda + kk] : 0.0f;
 }
 
 // acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16).
@@ -158,72 +144,18 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
   }
 }
 
-// Where each A row of a tile comes from, block of k by block of k.
-class RowSource {
- public:
-  RowSource(const float* a, int64_t lda) : a_(a), lda_(lda) {}
-  // The segments of rows [m0, m0 + 6) (rows >= m are zero) over k in [k0, k0 + kc).
-  int64_t segments(int64_t m0, int64_t m, int64_t k0, int64_t kc, Segment* out) const {
-    Segment& s = out[0];
-    for (int64_t r = 0; r < kMr; ++r)
-      s.a[r] = m0 + r < m ? a_ + (m0 + r) * lda_ + k0 : kZeroRow;
-    s.len = kc;
-    return 1;
-  }
-  static int64_t max_segments(int64_t /*kc*/) { return 1; }
+}  // namespace
 
- private:
-  const float* a_;
-  int64_t lda_;
-};
+bool prefer_packed_gemm() {
+  static const bool prefer = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                             !__builtin_cpu_supports("avx512f");
+  return prefer;
+}
 
-// A rows of a channels-last convolution: row m is output pixel (n, oh, ow), column (kh, kw, c).
-class WindowSource {
- public:
-  WindowSource(const ConvWindow& w, const float* x) : w_(w), x_(x) {}
-  int64_t segments(int64_t m0, int64_t m, int64_t k0, int64_t kc, Segment* out) const {
-    const int64_t ch = w_.channels;
-    // Each row's image, output position's top-left input corner, or null past m.
-    std::array<const float*, kMr> image{};
-    std::array<int64_t, kMr> top{}, left{};
-    for (int64_t r = 0; r < kMr; ++r) {
-      const int64_t row = m0 + r;
-      if (row >= m) continue;
-      const int64_t ow = row % w_.out_w, oh = (row / w_.out_w) % w_.out_h;
-      const int64_t n = row / (w_.out_w * w_.out_h);
-      image[r] = x_ + n * w_.in_h * w_.in_w * ch;
-      top[r] = oh * w_.stride_h - w_.pad_top;
-      left[r] = ow * w_.stride_w - w_.pad_left;
-    }
-    int64_t nseg = 0;
-    for (int64_t k = k0; k < k0 + kc;) {
-      const int64_t tap = k / ch, c = k % ch;
-      const int64_t len = std::min(ch - c, k0 + kc - k);
-      const int64_t dh = (tap / w_.kernel_w) * w_.dilation_h;
-      const int64_t dw = (tap % w_.kernel_w) * w_.dilation_w;
-      Segment& s = out[nseg++];
-      for (int64_t r = 0; r < kMr; ++r) {
-        const int64_t ih = top[r] + dh, iw = left[r] + dw;
-        const bool inside = image[r] && ih >= 0 && ih < w_.in_h && iw >= 0 && iw < w_.in_w;
-        s.a[r] = inside ? image[r] + (ih * w_.in_w + iw) * ch + c : kZeroRow;
-      }
-      s.len = len;
-      k += len;
-    }
-    return nseg;
-  }
-  int64_t max_segments(int64_t kc) const { return kc / w_.channels + 2; }
-
- private:
-  ConvWindow w_;
-  const float* x_;
-};
-
-// C = epilogue(A x B) with A's rows from `src`: tiles of kMc rows by a share of the columns, over
-// the OpenMP threads; per tile, block by block of k, each B panel runs down the tile's rows.
-template <typename Source>
-void gemm_driver(int64_t m, const Source& src, const PackedMatrix& b, float* c, int64_t ldc,
-                 const GemmEpilogue& e) {
+// Tiles of at most kMc rows by a share of the columns, over the OpenMP threads; per tile, block
+// by block of k, A's block is packed once and each B panel runs down the tile's rows.
+void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
+                 int64_t ldc, const GemmEpilogue& e) {
   const int64_t n = b.n(), k = b.k();
   if (m == 0 || n == 0) return;
   const int64_t panels = (n + kNr - 1) / kNr;
@@ -237,7 +169,6 @@ void gemm_driver(int64_t m, const Source& src, const PackedMatrix& b, float* c, 
   const int64_t panels_per_tile = (panels + n_tiles - 1) / n_tiles;
   n_tiles = (panels + panels_per_tile - 1) / panels_per_tile;
   const int64_t tiles = m_tiles * n_tiles;
-  const int64_t max_seg = src.max_segments(std::min(kKc, std::max<int64_t>(k, 1)));
 
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < tiles; ++t) {
@@ -246,9 +177,7 @@ void gemm_driver(int64_t m, const Source& src, const PackedMatrix& b, float* c, 
     if (rows <= 0) continue;
     const int64_t jp0 = nt * panels_per_tile, jp1 = std::min(panels, jp0 + panels_per_tile);
     const int64_t m_panels = (rows + kMr - 1) / kMr;
-    thread_local std::vector<Segment> segs;
     thread_local std::vector<float> packed_a;
-    segs.resize(static_cast<size_t>(max_seg));
     packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr));
     if (k == 0) {  // nothing to multiply: C is the residual (or zero), then the epilogue
       for (int64_t r = 0; r < rows; ++r) {
@@ -263,8 +192,8 @@ void gemm_driver(int64_t m, const Source& src, const PackedMatrix& b, float* c, 
       const int64_t kc = std::min(kKc, k - k0);
       const bool first = k0 == 0, last = k0 + kc == k;
       for (int64_t ip = 0; ip < m_panels; ++ip) {
-        const int64_t nseg = src.segments(row0 + ip * kMr, m, k0, kc, segs.data());
-        pack_a(segs.data(), nseg, &packed_a[ip * kc * kMr]);
+        const int64_t r0 = row0 + ip * kMr;
+        pack_a(a + r0 * lda + k0, lda, std::min(kMr, m - r0), kc, &packed_a[ip * kc * kMr]);
       }
       for (int64_t jp = jp0; jp < jp1; ++jp) {
         const float* panel = b.panel(k0, jp);
@@ -280,32 +209,6 @@ void gemm_driver(int64_t m, const Source& src, const PackedMatrix& b, float* c, 
       }
     }
   }
-}
-
-// Packs B(i, j) = at(i, j) for i < k, j < n into the panel layout.
-template <typename At>
-void pack_panels(int64_t k, int64_t n, int64_t panels, float* data, At at) {
-  for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-    const int64_t kc = std::min(kKc, k - k0);
-    float* block = data + k0 * panels * kNr;
-    for (int64_t jp = 0; jp < panels; ++jp) {
-      float* panel = block + jp * kc * kNr;
-      for (int64_t kk = 0; kk < kc; ++kk)
-        for (int64_t j = 0; j < kNr; ++j) {
-          const int64_t col = jp * kNr + j;
-          panel[kk * kNr + j] = col < n ? at(k0 + kk, col) : 0.0f;
-        }
-    }
-  }
-}
-
-}  // namespace
-
-bool prefer_packed_gemm() {
-  static const bool prefer =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      !__builtin_cpu_supports("avx512f");
-  return prefer;
 }
 
 bool parse_gemm_activation(const std::string& name, GemmActivation* out) {
@@ -326,12 +229,14 @@ bool parse_gemm_activation(const std::string& name, GemmActivation* out) {
 PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_stride,
                            int64_t col_stride)
     : k_(k), n_(n), panels_((n + kNr - 1) / kNr) {
-  data_.assign(static_cast<size_t>(k * panels_ * kNr), 0.0f);
+  data_ = Tensor::empty(Shape{std::max<int64_t>(k * panels_ * kNr, 1)}, DType::kFloat32);
+  float* data = data_.data<float>();
+  std::fill(data, data + data_.numel(), 0.0f);
   // Whole rows of 16 are copied, or whole columns of the block when B is stored transposed.
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
     for (int64_t jp = 0; jp < panels_; ++jp) {
-      float* panel = data_.data() + k0 * panels_ * kNr + jp * kc * kNr;
+      float* panel = data + k0 * panels_ * kNr + jp * kc * kNr;
       const int64_t cols = std::min(kNr, n - jp * kNr);
       const float* src = b + k0 * row_stride + jp * kNr * col_stride;
       if (col_stride == 1) {
@@ -346,34 +251,9 @@ PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_str
   }
 }
 
-PackedMatrix PackedMatrix::from_conv_weights(const float* w, int64_t out_channels,
-                                             int64_t in_channels, int64_t kh, int64_t kw) {
-  PackedMatrix p;
-  p.k_ = kh * kw * in_channels;
-  p.n_ = out_channels;
-  p.panels_ = (out_channels + kNr - 1) / kNr;
-  p.data_.resize(static_cast<size_t>(p.k_ * p.panels_ * kNr));
-  pack_panels(p.k_, p.n_, p.panels_, p.data_.data(), [&](int64_t row, int64_t o) {
-    const int64_t i = row % in_channels, tap = row / in_channels;
-    return w[(o * in_channels + i) * kh * kw + tap];
-  });
-  return p;
-}
-
 const float* PackedMatrix::panel(int64_t k0, int64_t jp) const {
   const int64_t kc = std::min(kKc, k_ - k0);
-  return data_.data() + k0 * panels_ * kNr + jp * kc * kNr;
-}
-
-void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
-                 int64_t ldc, const GemmEpilogue& epilogue) {
-  gemm_driver(m, RowSource(a, lda), b, c, ldc, epilogue);
-}
-
-void packed_conv(const ConvWindow& window, const float* x, const PackedMatrix& b, float* y,
-                 const GemmEpilogue& epilogue) {
-  const int64_t m = window.batch * window.out_h * window.out_w;
-  gemm_driver(m, WindowSource(window, x), b, y, b.n(), epilogue);
+  return data_.data<float>() + k0 * panels_ * kNr + jp * kc * kNr;
 }
 
 }  // namespace lumen::cpu

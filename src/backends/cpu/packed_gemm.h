@@ -1,22 +1,24 @@
-// Lumen's own float32 GEMM for AVX2 + FMA machines: B (the weights) is packed once, at compile
-// time, into the micro-kernel's column panels; A is packed per call block by block, either from a
-// row-major matrix or, for a channels-last convolution, gathered straight from the input's windows
-// (an implicit im2col, so no column buffer is ever made). Bias, a residual already in C and an
-// activation are applied while each output tile is still in cache.
+// Lumen's own float32 GEMM for AVX2 + FMA machines, for matrix products with constant weights:
+// B (the weights) is packed once, at compile time, into the micro-kernel's column panels; A is
+// packed per call, block by block. Bias, a residual already in C and an activation are applied
+// while each output tile is still in cache.
 //
-// Why: on AVX2-only CPUs oneDNN 2.6 runs matmul and inner product through its jit sgemm, which
-// repacks B on every call (64x1024x1024 at 89 GFLOP/s on 2 Zen cores, ONNX Runtime's MLAS 119),
-// and its avx2 convolutions keep their weights blocked but not their activations. On AVX-512
-// machines oneDNN's brgemm kernels are faster than this and stay in use (prefer_packed_gemm()).
+// Why: on AVX2-only CPUs oneDNN 2.6 runs matmul through its jit sgemm, which repacks B on every
+// call: 64x1024x1024 ran at 89 GFLOP/s on 2 Zen cores (this GEMM: 135), and the 20-layer MLP of
+// the zoo took 30.5 ms against 18.5 ms. Convolutions stay on oneDNN, whose avx2 kernels measured
+// faster than this GEMM used as an implicit im2col (resnet18 22.9 ms against 25.3 ms). On AVX-512
+// machines oneDNN's brgemm kernels pack their weights and stay in use (prefer_packed_gemm()).
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
+
+#include "lumen/tensor.h"
 
 namespace lumen::cpu {
 
-// Whether the CPU kernels use packed_gemm instead of oneDNN for matrix products and convolutions.
+// Whether the CPU's MatMul / FusedMatMul kernels use packed_gemm for constant weights (AVX2 and
+// FMA without AVX-512) instead of oneDNN's matmul.
 bool prefer_packed_gemm();
 
 // The activation an epilogue applies to each output.
@@ -43,39 +45,21 @@ class PackedMatrix {
   PackedMatrix() = default;
   // Packs b[i, j] = b[i * row_stride + j * col_stride] for i < k, j < n.
   PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride);
-  // Packs a convolution's weights, (O, I, kh, kw) row-major, as the B of the channels-last
-  // implicit GEMM: row (kh, kw, i) with i fastest, column o.
-  static PackedMatrix from_conv_weights(const float* w, int64_t out_channels, int64_t in_channels,
-                                        int64_t kh, int64_t kw);
-
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
-  bool empty() const { return data_.empty(); }
+  bool empty() const { return !data_.defined(); }
   // The panel of columns [16 * jp, 16 * jp + 16) in the block of rows starting at row k0.
   const float* panel(int64_t k0, int64_t jp) const;
 
  private:
   int64_t k_ = 0, n_ = 0, panels_ = 0;
-  std::vector<float> data_;
+  // From the host pool, which also takes back the weights compile releases once packed, so a
+  // model's packed copies reuse their memory (peak resident memory stays near one copy).
+  Tensor data_;
 };
 
 // C[m x n] (rows ldc apart) = epilogue(A x B), A m x b.k() row-major with rows lda apart.
 void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
                  int64_t ldc, const GemmEpilogue& epilogue);
-
-// The window of a 2-D channels-last convolution with one group.
-struct ConvWindow {
-  int64_t batch = 1, in_h = 0, in_w = 0, channels = 0;  // input (N, H, W, C)
-  int64_t out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
-};
-
-// Y (N, out_h, out_w, b.n()) = epilogue(conv(X, W)) for X (N, in_h, in_w, channels), both
-// channels-last; b from PackedMatrix::from_conv_weights.
-void packed_conv(const ConvWindow& window, const float* x, const PackedMatrix& b, float* y,
-                 const GemmEpilogue& epilogue);
 
 }  // namespace lumen::cpu
