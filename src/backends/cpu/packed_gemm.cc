@@ -82,68 +82,6 @@ inline void tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
   for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, buf + r * kNr, cols * 4);
 }
 
-// Bias and activation over `cols` finished outputs of one row, whose first column is col0.
-void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
-  if (e.bias) {
-    const float* bias = e.bias + col0;
-#pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) y[j] += bias[j];
-  }
-  const float alpha = e.alpha, beta = e.beta;
-  switch (e.activation) {
-    case GemmActivation::kNone:
-      break;
-    case GemmActivation::kRelu:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] = select(y[j] > 0.0f, y[j], 0.0f);
-      break;
-    case GemmActivation::kLeakyRelu:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] = select(y[j] < 0.0f, alpha * y[j], y[j]);
-      break;
-    case GemmActivation::kClip:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) {
-        float v = select(y[j] < alpha, alpha, y[j]);
-        y[j] = select(v > beta, beta, v);
-      }
-      break;
-    case GemmActivation::kSigmoid:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] = sigmoid_f(y[j]);
-      break;
-    case GemmActivation::kTanh:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] = tanh_f(y[j]);
-      break;
-    case GemmActivation::kHardSwish:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) {
-        float g = y[j] * (1.0f / 6.0f) + 0.5f;
-        g = select(g < 0.0f, 0.0f, g);
-        g = select(g > 1.0f, 1.0f, g);
-        y[j] *= g;
-      }
-      break;
-    case GemmActivation::kSwish:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
-      break;
-    case GemmActivation::kGeluErf:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j)
-        y[j] = 0.5f * y[j] * (1.0f + erf_f(y[j] * 0.70710678118654752f));
-      break;
-    case GemmActivation::kGeluTanh:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) {
-        const float v = y[j];
-        y[j] = 0.5f * v * (1.0f + tanh_f(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-      }
-      break;
-  }
-}
-
 }  // namespace
 
 bool prefer_packed_gemm() {
@@ -208,6 +146,67 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
         }
       }
     }
+  }
+}
+
+void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
+  if (e.bias) {
+    const float* bias = e.bias + col0;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) y[j] += bias[j];
+  }
+  const float alpha = e.alpha, beta = e.beta;
+  switch (e.activation) {
+    case GemmActivation::kNone:
+      break;
+    case GemmActivation::kRelu:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = select(y[j] > 0.0f, y[j], 0.0f);
+      break;
+    case GemmActivation::kLeakyRelu:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = select(y[j] < 0.0f, alpha * y[j], y[j]);
+      break;
+    case GemmActivation::kClip:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        float v = select(y[j] < alpha, alpha, y[j]);
+        y[j] = select(v > beta, beta, v);
+      }
+      break;
+    case GemmActivation::kSigmoid:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = sigmoid_f(y[j]);
+      break;
+    case GemmActivation::kTanh:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] = tanh_f(y[j]);
+      break;
+    case GemmActivation::kHardSwish:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        float g = y[j] * (1.0f / 6.0f) + 0.5f;
+        g = select(g < 0.0f, 0.0f, g);
+        g = select(g > 1.0f, 1.0f, g);
+        y[j] *= g;
+      }
+      break;
+    case GemmActivation::kSwish:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
+      break;
+    case GemmActivation::kGeluErf:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j)
+        y[j] = 0.5f * y[j] * (1.0f + erf_f(y[j] * 0.70710678118654752f));
+      break;
+    case GemmActivation::kGeluTanh:
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = y[j];
+        y[j] = 0.5f * v * (1.0f + tanh_f(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+      }
+      break;
   }
 }
 

@@ -38,6 +38,10 @@ struct GemmEpilogue {
   float beta = 0.0f;   // Clip's max
 };
 
+// Adds the bias and applies the activation to `cols` outputs of one row whose first column is
+// col0 (the epilogue's last steps; `accumulate` is the caller's).
+void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& epilogue);
+
 // B (k x n) in the micro-kernel's layout: per block of kKc rows, one panel of 16 columns after
 // another, each panel's rows contiguous; columns past n are zero.
 class PackedMatrix {

@@ -1,0 +1,83 @@
+// Winograd F(2x2, 3x3) (src/backends/cpu/winograd.h) against a double-precision direct
+// convolution on random channels-last data: odd and even output sizes (partial 2x2 blocks), no,
+// one-sided and wide padding, two images, a residual and activations, every output checked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/winograd.h"
+#include "ops/op_test_util.h"
+
+namespace lumen {
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  Tensor t = test::random_tensor({n}, seed, -1.0f, 1.0f);
+  return std::vector<float>(t.data<float>(), t.data<float>() + n);
+}
+
+TEST(Winograd, MatchesDirectConvolution) {
+  struct Case {
+    int64_t batch, h, w, c, o, pad_top, pad_left, pad_bottom, pad_right;
+    bool residual;
+    cpu::GemmActivation act;
+  };
+  const Case cases[] = {
+      {1, 8, 8, 16, 16, 1, 1, 1, 1, false, cpu::GemmActivation::kNone},
+      {2, 7, 9, 20, 33, 1, 1, 1, 1, true, cpu::GemmActivation::kRelu},
+      {1, 11, 6, 64, 70, 0, 0, 0, 0, false, cpu::GemmActivation::kRelu},
+      {1, 5, 5, 7, 9, 2, 0, 1, 2, true, cpu::GemmActivation::kNone},
+      {1, 14, 13, 130, 64, 1, 1, 1, 1, true, cpu::GemmActivation::kClip},
+      {1, 3, 3, 8, 8, 1, 1, 1, 1, false, cpu::GemmActivation::kSigmoid},
+  };
+  uint64_t seed = 900;
+  for (const Case& t : cases) {
+    SCOPED_TRACE(::testing::Message() << t.batch << "x" << t.h << "x" << t.w << "x" << t.c
+                                      << " -> " << t.o << " pads " << t.pad_top << ","
+                                      << t.pad_left << "," << t.pad_bottom << "," << t.pad_right);
+    const int64_t out_h = t.h + t.pad_top + t.pad_bottom - 2;
+    const int64_t out_w = t.w + t.pad_left + t.pad_right - 2;
+    std::vector<float> x = random_floats(t.batch * t.h * t.w * t.c, ++seed);
+    std::vector<float> w = random_floats(t.o * t.c * 9, ++seed);
+    std::vector<float> bias = random_floats(t.o, ++seed);
+    std::vector<float> y = random_floats(t.batch * out_h * out_w * t.o, ++seed);
+    const std::vector<float> residual = y;
+    cpu::GemmEpilogue e;
+    e.bias = bias.data();
+    e.accumulate = t.residual;
+    e.activation = t.act;
+    e.alpha = -0.5f;
+    e.beta = 0.5f;
+    cpu::WinogradConv conv(w.data(), t.o, t.c);
+    conv.run(x.data(), t.batch, t.h, t.w, t.pad_top, t.pad_left, out_h, out_w, y.data(), e);
+    int64_t bad = 0;
+    const double scale = std::sqrt(9.0 * double(t.c));
+    for (int64_t n = 0; n < t.batch; ++n)
+      for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow)
+          for (int64_t o = 0; o < t.o; ++o) {
+            double acc = bias[o];
+            for (int64_t r = 0; r < 3; ++r)
+              for (int64_t q = 0; q < 3; ++q) {
+                const int64_t ih = oh - t.pad_top + r, iw = ow - t.pad_left + q;
+                if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
+                for (int64_t i = 0; i < t.c; ++i)
+                  acc += double(x[((n * t.h + ih) * t.w + iw) * t.c + i]) *
+                         w[((o * t.c + i) * 3 + r) * 3 + q];
+              }
+            const int64_t at = ((n * out_h + oh) * out_w + ow) * t.o + o;
+            if (t.residual) acc += residual[at];
+            if (t.act == cpu::GemmActivation::kRelu) acc = std::max(acc, 0.0);
+            if (t.act == cpu::GemmActivation::kClip) acc = std::min(std::max(acc, -0.5), 0.5);
+            if (t.act == cpu::GemmActivation::kSigmoid) acc = 1 / (1 + std::exp(-acc));
+            if (!(std::fabs(y[at] - acc) <= 2e-5 * scale + 1e-4 * std::fabs(acc)) && ++bad <= 5)
+              ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
+                            << y[at] << ", want " << acc;
+          }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+}  // namespace
+}  // namespace lumen
