@@ -32,6 +32,9 @@ class Backend {
   // in float16 or bfloat16 (so a Precision::kFloat16 or kBFloat16 compile may store the node's
   // float values so).
   virtual bool takes_half_floats() const { return false; }
+  // Bytes of the device's last-level cache (a GPU's L2), 0 where unknown: a model whose constants
+  // are larger reads them from memory on every run, which the router's calibration imitates.
+  virtual size_t cache_bytes() const { return 0; }
 };
 
 // Backends compiled in and usable on this machine, best first.

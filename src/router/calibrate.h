@@ -19,13 +19,20 @@ struct CalibrationReport {
   double seconds = 0;
 };
 
+// Whether the constants `nodes` read (each counted once) outgrow `backend`'s last-level cache
+// (Backend::cache_bytes), so that every run on it reads them from memory. Its kernels are then
+// timed with their constants cold and kept under cold_key().
+bool constants_stream(const Graph& graph, const std::vector<int>& nodes, const Backend& backend);
+
 // "cpu=AMD EPYC 7B13 (2 threads); cuda=NVIDIA H100 80GB HBM3": what measurements hold for.
 std::string device_identity(const std::vector<Backend*>& backends);
 
 // Times, for every node in `nodes` whose signature `model` lacks on a backend in `backends` that
 // supports it, its kernel on random inputs (constants as they are): built once, warmed up, then
 // launched back to back until about 2 ms have passed, the best of five such rounds per run; on a
-// device that records work, also recorded and replayed (its time inside a CUDA graph). Also
+// device that records work, also recorded and replayed (its time inside a CUDA graph). Where the
+// constants stream (constants_stream), each launch reads another copy of them, enough copies to
+// outgrow the cache, so none is read from it. Also
 // measures each device backend's links and launch costs when the model lacks them. Stops when
 // `budget_s` is spent. With `progress`, writes a progress line to stderr if it is a terminal.
 CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,

@@ -86,6 +86,13 @@ NodeSignature signature_of(const Graph& graph, const Node& node) {
   return sig;
 }
 
+double constant_bytes(const Graph& graph, const Node& node) {
+  double bytes = 0;
+  for (int in : node.inputs)
+    if (in >= 0 && graph.value(in).data.has_value()) bytes += type_bytes(graph.value(in).type);
+  return bytes;
+}
+
 void CostModel::add_kernel(const std::string& backend, const std::string& key,
                            const KernelSample& sample) {
   samples_[backend][key] = sample;

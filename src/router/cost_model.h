@@ -23,6 +23,14 @@ struct NodeSignature {
 // The signature of `node` in `graph` (static shapes; a dynamic one makes a key of its own).
 NodeSignature signature_of(const Graph& graph, const Node& node);
 
+// Bytes of the constant inputs `node` reads.
+double constant_bytes(const Graph& graph, const Node& node);
+
+// The key of a kernel measured with its constants out of the device's cache (calibrate.h).
+inline std::string cold_key(const std::string& key) {
+  return key + ":cold";
+}
+
 // One measured kernel: the time per run of the node's kernel, launched back to back on its
 // backend (on a device: launch and execution overlap, as in an eager run), and on a device that
 // records work, the time per run inside a replayed recording (0 where not measured).

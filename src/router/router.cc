@@ -186,13 +186,18 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
       graph_us(order.size());
   std::vector<std::vector<std::string>> source(order.size());
   bool all_static = true;
+  // Where the constants outgrow a device's cache, its kernels were timed with them cold.
+  std::vector<bool> cold(num_devices);
+  for (int d = 0; d < num_devices; ++d) cold[d] = constants_stream(graph, order, *cands[d]);
   for (size_t i = 0; i < order.size(); ++i) {
     const Node& node = graph.node(order[i]);
-    NodeSignature sig = signature_of(graph, node);
+    const NodeSignature sig = signature_of(graph, node);
     PlacementProblem::Node pn;
     for (int d = 0; d < num_devices; ++d) {
+      NodeSignature s = sig;
+      if (cold[d]) s.key = cold_key(s.key);
       Prediction p =
-          can[i][d] ? model.kernel(cands[d]->name(), sig) : Prediction{kUnsupported, 0, ""};
+          can[i][d] ? model.kernel(cands[d]->name(), s) : Prediction{kUnsupported, 0, ""};
       LaunchCost launch = model.launch(cands[d]->name());
       double eager = std::max(p.us, launch.eager_us);
       kernel_us[i].push_back(can[i][d] ? eager : kUnsupported);

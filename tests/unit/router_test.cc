@@ -291,6 +291,8 @@ class SimulatedBackend final : public Backend {
   }
   Allocator& allocator() const override { return cpu_allocator(); }
   Stream& default_stream() override { return stream_; }
+  size_t cache_bytes() const override { return cache_bytes_; }
+  size_t cache_bytes_ = 0;
 
  private:
   CpuStream stream_;
@@ -361,6 +363,58 @@ TEST(Router, PlacesBySimulatedCostsAndExplains) {
   }
   EXPECT_NEAR(plan.predicted_us, best, 1e-6);
   EXPECT_NEAR(plan.kernel_us + plan.transfer_us, plan.predicted_us, 1e-6);
+}
+
+// A device whose cache the weights outgrow reads them from memory on every run: its kernels are
+// looked up as measured cold (cold_key), so the same samples place the big MatMul differently.
+TEST(Router, ConstantsLargerThanTheDeviceCacheAreCostedCold) {
+  Graph g = small_mlp(64, 256);  // w1 256 KiB, w2 10 KiB
+  std::vector<int> nodes;
+  int mm2 = -1;
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    nodes.push_back(n);
+    if (g.node(n).name == "mm2") mm2 = n;
+  }
+  SimulatedBackend sim;
+  Backend* cpu = find_backend("cpu");
+  EXPECT_FALSE(router::constants_stream(g, nodes, sim));  // no cache size known
+  EXPECT_FALSE(router::constants_stream(g, nodes, *cpu));
+  sim.cache_bytes_ = 1 << 20;
+  EXPECT_FALSE(router::constants_stream(g, nodes, sim));
+  sim.cache_bytes_ = 200 * 1024;
+  EXPECT_TRUE(router::constants_stream(g, nodes, sim));
+  EXPECT_FALSE(router::constants_stream(g, {mm2}, sim));  // mm2 alone reads 10 KiB
+
+  const std::string file = temp_file("cold.tsv");
+  router::CacheIdentity id{version(), router::device_identity({cpu, &sim})};
+  router::CostModel model;
+  model.set_link("sim", {10, 1e-5}, {10, 1e-5});
+  model.set_launch("sim", {3, 0.5});
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    bool big = g.node(n).name == "mm1";
+    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, big ? 2000.0 : 20.0});
+    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 20.0});
+    model.add_kernel("sim", router::cold_key(sig.key),
+                     {sig.op, sig.flops, sig.bytes, big ? 5000.0 : 20.0});
+  }
+  router::save_cache(file, id, model);
+  RouterOptions options;
+  options.cache_file = file;
+  options.measure = false;
+  auto mm1_place = [&] {
+    router::RoutePlan plan = router::route(g, {cpu, &sim}, options);
+    for (const auto& d : plan.decisions)
+      if (g.node(d.node).name == "mm1") {
+        EXPECT_EQ(d.source, "measured");
+        return d.backend;
+      }
+    return std::string("none");
+  };
+  sim.cache_bytes_ = 1 << 20;  // everything stays in the cache: the warm samples
+  EXPECT_EQ(mm1_place(), "sim");
+  sim.cache_bytes_ = 200 * 1024;  // w1 streams: 5 ms there, against 2 ms on the host
+  EXPECT_EQ(mm1_place(), "cpu");
 }
 
 TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {

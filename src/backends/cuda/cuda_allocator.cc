@@ -98,12 +98,18 @@ class CachingDevicePool final : public Allocator {
   MemoryStats stats_;
 };
 
-// Pinned host memory that transfers go through: DMA from pageable memory is slower and cannot be
-// asynchronous. Chunks of kChunk bytes, double-buffered so that copying one chunk on the host
-// overlaps the transfer of the other.
+// Host <-> device copies, each complete when it returns. Large copies to the device go through
+// pinned host memory: chunks of kChunk bytes, double-buffered so that the host fills one buffer
+// while the other is sent. Copies to the host of kDirectToHost bytes or more, and smaller copies
+// to the device, are one cudaMemcpyAsync on the pageable memory, which the driver stages faster.
+// Measured on an H100 host (best of 5, bytes: staged / direct GB/s): to the host 1 MiB 10.4 / 9.0,
+// 8 MiB 9.0 / 11.6, 64 MiB 7.6 / 14.2, 823 MB 8.8 / 16.3; to the device 8 MiB 9.1 / 12.3,
+// 19 MB 10.0 / 12.2, 64 MiB 9.7 / 8.0, 256 MiB 9.6 / 8.7.
 class Staging {
  public:
   static constexpr size_t kChunk = size_t{8} << 20;
+  static constexpr size_t kDirectToHost = size_t{4} << 20;
+  static constexpr size_t kStagedToDevice = size_t{32} << 20;
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
     CudaBackend& backend = require_cuda_backend();
@@ -113,6 +119,14 @@ class Staging {
     if (!to_device && !from_device) {
       check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "copy on device");
       check(cudaStreamSynchronize(stream), "copy on device");
+      return;
+    }
+    if (to_device ? bytes < kStagedToDevice : bytes >= kDirectToHost) {
+      check(cudaMemcpyAsync(dst, src, bytes,
+                            to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream),
+            "copy " + src_device.to_string() + " -> " + dst_device.to_string());
+      check(cudaStreamSynchronize(stream), "copy " + src_device.to_string() + " -> " +
+                                               dst_device.to_string());
       return;
     }
     std::lock_guard<std::mutex> lock(mutex_);

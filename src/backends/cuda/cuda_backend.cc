@@ -132,6 +132,12 @@ std::string CudaBackend::device_name() const {
   return prop.name;
 }
 
+size_t CudaBackend::cache_bytes() const {
+  int bytes = 0;
+  check(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device_), "L2 cache size");
+  return static_cast<size_t>(bytes);
+}
+
 bool CudaBackend::supports(const Graph& graph, const Node& node, std::string* reason) const {
   const KernelEntry* entry = find_kernel(node.op);
   std::string why;

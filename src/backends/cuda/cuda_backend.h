@@ -66,6 +66,7 @@ class CudaBackend final : public Backend {
   Allocator& allocator() const override;
   Stream& default_stream() override { return *stream_; }
   bool takes_half_floats() const override { return true; }
+  size_t cache_bytes() const override;
 
   CudaStream& stream() { return *stream_; }
   cublasLtHandle_t cublas() const { return cublas_; }
