@@ -22,15 +22,24 @@ using cpu::PackedMatrix;
 
 double activate(double v, GemmActivation a, double alpha, double beta) {
   switch (a) {
-    case GemmActivation::kNone: return v;
-    case GemmActivation::kRelu: return std::max(v, 0.0);
-    case GemmActivation::kLeakyRelu: return v < 0 ? alpha * v : v;
-    case GemmActivation::kClip: return std::min(std::max(v, alpha), beta);
-    case GemmActivation::kSigmoid: return 1.0 / (1.0 + std::exp(-v));
-    case GemmActivation::kTanh: return std::tanh(v);
-    case GemmActivation::kHardSwish: return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
-    case GemmActivation::kSwish: return v / (1.0 + std::exp(-v));
-    case GemmActivation::kGeluErf: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case GemmActivation::kNone:
+      return v;
+    case GemmActivation::kRelu:
+      return std::max(v, 0.0);
+    case GemmActivation::kLeakyRelu:
+      return v < 0 ? alpha * v : v;
+    case GemmActivation::kClip:
+      return std::min(std::max(v, alpha), beta);
+    case GemmActivation::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-v));
+    case GemmActivation::kTanh:
+      return std::tanh(v);
+    case GemmActivation::kHardSwish:
+      return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
+    case GemmActivation::kSwish:
+      return v / (1.0 + std::exp(-v));
+    case GemmActivation::kGeluErf:
+      return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     case GemmActivation::kGeluTanh:
       return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
   }
@@ -59,15 +68,15 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   struct Shape3 {
     int64_t m, k, n;
   };
-  const Shape3 shapes[] = {{1, 1, 1},    {5, 3, 15},    {6, 256, 16}, {7, 257, 17},
+  const Shape3 shapes[] = {{1, 1, 1},     {5, 3, 15},    {6, 256, 16},   {7, 257, 17},
                            {13, 600, 40}, {100, 70, 33}, {131, 512, 100}};
   uint64_t seed = 100;
   for (const Shape3& s : shapes)
     for (int variant = 0; variant < 4; ++variant) {
       const bool trans_b = variant & 1, strided = variant & 2;
-      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.k << "x" << s.n
-                                        << (trans_b ? " B transposed" : "")
-                                        << (strided ? " strided" : ""));
+      SCOPED_TRACE(::testing::Message()
+                   << s.m << "x" << s.k << "x" << s.n << (trans_b ? " B transposed" : "")
+                   << (strided ? " strided" : ""));
       const int64_t lda = s.k + (strided ? 3 : 0), ldc = s.n + (strided ? 5 : 0);
       std::vector<float> a = random_floats(s.m * lda, ++seed);
       std::vector<float> b = random_floats(s.k * s.n, ++seed);
@@ -82,9 +91,9 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
             GemmActivation::kGeluTanh})
         for (bool with_bias : {false, true})
           for (bool accumulate : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << "activation " << static_cast<int>(act)
-                                              << (with_bias ? " bias" : "")
-                                              << (accumulate ? " residual" : ""));
+            SCOPED_TRACE(::testing::Message()
+                         << "activation " << static_cast<int>(act) << (with_bias ? " bias" : "")
+                         << (accumulate ? " residual" : ""));
             GemmEpilogue e;
             e.activation = act;
             e.alpha = act == GemmActivation::kClip ? -0.3f : 0.1f;

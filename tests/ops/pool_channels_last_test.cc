@@ -44,8 +44,8 @@ std::vector<double> pool_nchw(const std::vector<double>& x, const Shape& xs, boo
                               int64_t* out_h, int64_t* out_w) {
   const int64_t planes = xs[0] * xs[1], h = xs[2], wd = xs[3];
   auto out = [](int64_t in) {
-    int64_t o = (in + 2 - 3 + 1) / 2 + 1;                 // ceil((in + 2 - 3) / 2) + 1
-    return (o - 1) * 2 >= in + 1 ? o - 1 : o;             // the last window starts inside
+    int64_t o = (in + 2 - 3 + 1) / 2 + 1;      // ceil((in + 2 - 3) / 2) + 1
+    return (o - 1) * 2 >= in + 1 ? o - 1 : o;  // the last window starts inside
   };
   *out_h = out(h), *out_w = out(wd);
   std::vector<double> y(static_cast<size_t>(planes * *out_h * *out_w));
@@ -79,12 +79,15 @@ TEST(ChannelsLastPool, RegionWithResidualAndCeilModePoolsMatchesReference) {
   Graph graph;
   Value* in = graph.add_input("x", x.shape());
   Value* y1 = graph.add_op(
-      "Relu", {graph.add_op("Conv", {in, graph.add_constant("w1", w1), graph.add_constant("b1", b1)},
-                            {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}})});
+      "Relu",
+      {graph.add_op("Conv", {in, graph.add_constant("w1", w1), graph.add_constant("b1", b1)},
+                    {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}})});
   Value* y2 = graph.add_op("Conv", {y1, graph.add_constant("w2", w2), graph.add_constant("b2", b2)},
                            {{"pads", {1, 1, 1, 1}}});
   Value* y3 = graph.add_op("Relu", {graph.add_op("Add", {y2, y1})});
-  const Attributes pool = {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}},
+  const Attributes pool = {{"kernel_shape", {3, 3}},
+                           {"strides", {2, 2}},
+                           {"pads", {1, 1, 1, 1}},
                            {"ceil_mode", int64_t{1}}};
   graph.mark_output(graph.add_op("MaxPool", {y3}, pool, "max"));
   graph.mark_output(graph.add_op("AveragePool", {y3}, pool, "avg"));

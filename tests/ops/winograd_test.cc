@@ -33,9 +33,9 @@ TEST(Winograd, MatchesDirectConvolution) {
   };
   uint64_t seed = 900;
   for (const Case& t : cases) {
-    SCOPED_TRACE(::testing::Message() << t.batch << "x" << t.h << "x" << t.w << "x" << t.c
-                                      << " -> " << t.o << " pads " << t.pad_top << ","
-                                      << t.pad_left << "," << t.pad_bottom << "," << t.pad_right);
+    SCOPED_TRACE(::testing::Message()
+                 << t.batch << "x" << t.h << "x" << t.w << "x" << t.c << " -> " << t.o << " pads "
+                 << t.pad_top << "," << t.pad_left << "," << t.pad_bottom << "," << t.pad_right);
     const int64_t out_h = t.h + t.pad_top + t.pad_bottom - 2;
     const int64_t out_w = t.w + t.pad_left + t.pad_right - 2;
     std::vector<float> x = random_floats(t.batch * t.h * t.w * t.c, ++seed);

@@ -372,9 +372,9 @@ class ConvKernel final : public Kernel {
   // 3x3 stride-1 channels-last convolutions where Winograd pays (winograd.h).
   bool use_winograd_ = false;
   WinogradConv winograd_;
-  GemmEpilogue epilogue_;            // its activation and residual (the bias is bound per run)
-  std::array<int64_t, 2> in_hw_{};   // its input's height and width
-  std::array<int64_t, 2> pad_{};     // its top and left padding
+  GemmEpilogue epilogue_;           // its activation and residual (the bias is bound per run)
+  std::array<int64_t, 2> in_hw_{};  // its input's height and width
+  std::array<int64_t, 2> pad_{};    // its top and left padding
   dnnl::primitive prim_;
   memory::desc src_user_, dst_user_, w_user_;
   memory::desc src_md_, dst_md_, w_md_, prim_scratch_md_;

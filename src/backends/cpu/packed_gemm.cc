@@ -16,10 +16,10 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kMr = 6;     // rows of C per micro-kernel call
-constexpr int64_t kNr = 16;    // columns of C per micro-kernel call (two 8-float registers)
-constexpr int64_t kKc = 256;   // rows of B per block: a 16-column panel is 16 KiB, in L1
-constexpr int64_t kMc = 96;    // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
+constexpr int64_t kMr = 6;    // rows of C per micro-kernel call
+constexpr int64_t kNr = 16;   // columns of C per micro-kernel call (two 8-float registers)
+constexpr int64_t kKc = 256;  // rows of B per block: a 16-column panel is 16 KiB, in L1
+constexpr int64_t kMc = 96;   // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
 constexpr int64_t kParallelFlops = 1 << 20;
 
 // Copies `rows` (at most 6) rows of kc elements, lda apart, into a (kc x 6) panel:
@@ -212,11 +212,16 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
 
 bool parse_gemm_activation(const std::string& name, GemmActivation* out) {
   static const std::pair<const char*, GemmActivation> kNames[] = {
-      {"", GemmActivation::kNone},           {"Relu", GemmActivation::kRelu},
-      {"LeakyRelu", GemmActivation::kLeakyRelu}, {"Clip", GemmActivation::kClip},
-      {"Sigmoid", GemmActivation::kSigmoid}, {"Tanh", GemmActivation::kTanh},
-      {"HardSwish", GemmActivation::kHardSwish}, {"Swish", GemmActivation::kSwish},
-      {"GeluErf", GemmActivation::kGeluErf}, {"GeluTanh", GemmActivation::kGeluTanh}};
+      {"", GemmActivation::kNone},
+      {"Relu", GemmActivation::kRelu},
+      {"LeakyRelu", GemmActivation::kLeakyRelu},
+      {"Clip", GemmActivation::kClip},
+      {"Sigmoid", GemmActivation::kSigmoid},
+      {"Tanh", GemmActivation::kTanh},
+      {"HardSwish", GemmActivation::kHardSwish},
+      {"Swish", GemmActivation::kSwish},
+      {"GeluErf", GemmActivation::kGeluErf},
+      {"GeluTanh", GemmActivation::kGeluTanh}};
   for (const auto& [n, a] : kNames)
     if (name == n) {
       *out = a;

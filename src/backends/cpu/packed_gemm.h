@@ -23,7 +23,16 @@ bool prefer_packed_gemm();
 
 // The activation an epilogue applies to each output.
 enum class GemmActivation {
-  kNone, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSwish, kSwish, kGeluErf, kGeluTanh
+  kNone,
+  kRelu,
+  kLeakyRelu,
+  kClip,
+  kSigmoid,
+  kTanh,
+  kHardSwish,
+  kSwish,
+  kGeluErf,
+  kGeluTanh
 };
 
 // The activation named as FusedConv / FusedMatMul carry it ("" is none); false when unknown.

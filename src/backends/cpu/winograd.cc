@@ -14,9 +14,9 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int kTile = 4;     // input tile side
-constexpr int kOut = 2;      // output block side
-constexpr int kXi = 16;      // positions of the transformed tile
+constexpr int kTile = 4;  // input tile side
+constexpr int kOut = 2;   // output block side
+constexpr int kXi = 16;   // positions of the transformed tile
 constexpr int64_t kParallelTiles = 16;
 
 }  // namespace
@@ -55,8 +55,8 @@ WinogradConv::WinogradConv(const float* weights, int64_t out_channels, int64_t i
   for (int xi = 0; xi < kXi; ++xi) u_.emplace_back(u.data() + xi * c * o, c, o, o, 1);
 }
 
-void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w,
-                       int64_t pad_top, int64_t pad_left, int64_t out_h, int64_t out_w, float* y,
+void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w, int64_t pad_top,
+                       int64_t pad_left, int64_t out_h, int64_t out_w, float* y,
                        const GemmEpilogue& epilogue) const {
   const int64_t c = in_channels_, o = out_channels_;
   const int64_t tiles_h = (out_h + kOut - 1) / kOut, tiles_w = (out_w + kOut - 1) / kOut;
@@ -125,7 +125,7 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
   for (int xi = 0; xi < kXi; ++xi)
     packed_gemm(tiles, v + xi * tiles * c, c, u_[xi], m + xi * tiles * o, o, GemmEpilogue{});
 
-  // Y = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue on each output pixel.
+    // Y = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue on each output pixel.
 #pragma omp parallel if (parallel)
   {
     thread_local std::vector<float> r, out;

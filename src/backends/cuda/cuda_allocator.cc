@@ -125,8 +125,8 @@ class Staging {
       check(cudaMemcpyAsync(dst, src, bytes,
                             to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream),
             "copy " + src_device.to_string() + " -> " + dst_device.to_string());
-      check(cudaStreamSynchronize(stream), "copy " + src_device.to_string() + " -> " +
-                                               dst_device.to_string());
+      check(cudaStreamSynchronize(stream),
+            "copy " + src_device.to_string() + " -> " + dst_device.to_string());
       return;
     }
     std::lock_guard<std::mutex> lock(mutex_);
