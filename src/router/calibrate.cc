@@ -180,7 +180,7 @@ LaunchCost time_launch(Backend& backend) {
 // and a 16 MiB copy: past a few MiB the copies run at their steady rate (cuda_allocator.cc has
 // the H100 host's figures), and most models' inputs and outputs are below 32 MiB.
 std::pair<Link, Link> time_links(Backend& backend) {
-  const int64_t small = 1024, large = 4 * 1024 * 1024;  // float32 elements
+  const int64_t small = 1024, large = int64_t{4} * 1024 * 1024;  // float32 elements
   Stream& stream = backend.default_stream();
   auto link = [&](bool to_device) {
     double us[2];

@@ -85,9 +85,9 @@ inline void tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
 }  // namespace
 
 bool prefer_packed_gemm() {
-  static const bool prefer = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                             !__builtin_cpu_supports("avx512f");
-  return prefer;
+  static const bool kPrefer = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                              !__builtin_cpu_supports("avx512f");
+  return kPrefer;
 }
 
 // Tiles of at most kMc rows by a share of the columns, over the OpenMP threads; per tile, block

@@ -14,9 +14,9 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int kTile = 4;  // input tile side
-constexpr int kOut = 2;   // output block side
-constexpr int kXi = 16;   // positions of the transformed tile
+constexpr int64_t kTile = 4;  // input tile side
+constexpr int64_t kOut = 2;   // output block side
+constexpr int64_t kXi = 16;   // positions of the transformed tile
 constexpr int64_t kParallelTiles = 16;
 
 }  // namespace
