@@ -34,8 +34,9 @@ WinogradConv::WinogradConv(const float* weights, int64_t out_channels, int64_t i
     : in_channels_(in_channels), out_channels_(out_channels) {
   const int64_t c = in_channels, o = out_channels;
   std::vector<float> u(static_cast<size_t>(kXi * c * o));  // [xi][c][o]
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t ic = 0; ic < c; ++ic) {
+  // Output channels innermost: each of the 16 planes of u is then written in order.
+  for (int64_t ic = 0; ic < c; ++ic)
+    for (int64_t oc = 0; oc < o; ++oc) {
       const float* g = weights + (oc * c + ic) * 9;
       // t = G g (4x3), then U = t G^T (4x4); G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
       float t[kTile][3];
