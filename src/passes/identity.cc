@@ -1,6 +1,8 @@
 // No-op removal: Identity (and Dropout, which the importer turns into Identity), Reshape, Flatten,
 // Squeeze, Unsqueeze and Expand to the input's own shape, Transpose with the identity permutation,
-// and Cast to the input's own dtype. Their readers read the input instead.
+// Cast to the input's own dtype, and Pad by zero everywhere (PyTorch exports AvgPool2d as such a
+// Pad and an AveragePool; left in, it cut DenseNet's channels-last regions at every transition).
+// Their readers read the input instead.
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -23,6 +25,21 @@ bool is_noop(const Graph& graph, const Node& n) {
     case OpKind::kExpand:
     case OpKind::kCast:
       return true;
+    case OpKind::kPad: {
+      // The pads: an attribute before opset 11, then a constant int64 input.
+      std::vector<int64_t> pads;
+      if (auto it = n.attrs.find("pads"); it != n.attrs.end()) {
+        pads = it->second.as_ints();
+      } else {
+        if (n.inputs.size() < 2 || n.inputs[1] < 0) return false;
+        const Value& p = graph.value(n.inputs[1]);
+        if (!p.data.has_value() || p.data->dtype() != DType::kInt64) return false;
+        pads.assign(p.data->data<int64_t>(), p.data->data<int64_t>() + p.data->numel());
+      }
+      for (int64_t v : pads)
+        if (v != 0) return false;
+      return true;
+    }
     case OpKind::kTranspose: {
       auto it = n.attrs.find("perm");
       if (it == n.attrs.end()) return in.type.shape.rank() <= 1;

@@ -97,6 +97,34 @@ TEST(IdentityPass, KeepsOutputsFedByInputsAndRealTransposes) {
   test::expect_close(out[1], {3, 3}, xt);
 }
 
+// A Pad by zero everywhere (PyTorch's AvgPool2d export) goes; one that shifts (begin 1, end -1:
+// the same shape, other contents) and one that pads stay.
+TEST(IdentityPass, RemovesZeroPadsOnly) {
+  Graph g;
+  Value* x = g.add_input("x", {1, 2, 3, 4});
+  auto pads = [&](const char* name, std::vector<int64_t> p) {
+    return g.add_constant(name, Tensor::from_vector<int64_t>({8}, p));
+  };
+  Value* zero = g.add_op("Pad", {x, pads("zero", {0, 0, 0, 0, 0, 0, 0, 0})}, {}, "zero_pad");
+  Value* shift = g.add_op("Pad", {zero, pads("shift", {0, 0, 0, 1, 0, 0, 0, -1})}, {}, "shift");
+  Value* grow = g.add_op("Pad", {zero, pads("grow", {0, 0, 1, 0, 0, 0, 0, 0})}, {}, "grow");
+  g.mark_output(shift);
+  g.mark_output(grow);
+  EXPECT_TRUE(run_pass(g, make_identity_pass()));
+  EXPECT_EQ(count(g, "Pad"), 2);
+  Tensor in = test::random_tensor({1, 2, 3, 4}, 4);
+  auto out = run(g, {in});
+  std::vector<double> xs = test::to_doubles(in), shifted(24), grown(32, 0.0);
+  for (int p = 0; p < 6; ++p)
+    for (int w = 0; w < 4; ++w) {
+      shifted[p * 4 + w] = w == 0 ? 0.0 : xs[p * 4 + w - 1];
+      const int c = p / 3, h = p % 3;
+      grown[(c * 4 + h + 1) * 4 + w] = xs[p * 4 + w];
+    }
+  test::expect_close(out[0], {1, 2, 3, 4}, shifted);
+  test::expect_close(out[1], {1, 2, 4, 4}, grown);
+}
+
 TEST(CsePass, MergesEqualNodesOnly) {
   Graph g;
   Value* x = g.add_input("x", {4, 6});
