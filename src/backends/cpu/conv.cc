@@ -162,17 +162,15 @@ class ConvKernel final : public Kernel {
     src_user_ = channels_last ? channels_last_desc(x_dims) : plain_desc(x_dims);
     dst_user_ = channels_last ? channels_last_desc(y_dims) : plain_desc(y_dims);
 
-    GemmActivation act;
     const Tensor* w_value = ctx.input_value(1);
     if (channels_last && group == 1 && g.spatial == 2 && kernel[0] == 3 && kernel[1] == 3 &&
         g.strides[0] == 1 && g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 &&
         w_value && winograd_pays(g.out[0], g.out[1], channels, out_channels) &&
-        parse_gemm_activation(ctx.attr_string("activation", ""), &act)) {
+        parse_gemm_epilogue(ctx.attr_string("activation", ""),
+                            ctx.attr_float("activation_alpha", 0.0f),
+                            ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
       winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels);
       use_winograd_ = true;
-      epilogue_.activation = act;
-      epilogue_.alpha = ctx.attr_float("activation_alpha", 0.0f);
-      epilogue_.beta = ctx.attr_float("activation_beta", 0.0f);
       epilogue_.accumulate = residual_;
       in_hw_ = {x[2], x[3]};
       pad_ = {g.pad_begin[0], g.pad_begin[1]};
@@ -245,10 +243,10 @@ class ConvKernel final : public Kernel {
     if (out_shape_.numel() == 0) return;
     const Tensor& x = ctx.inputs[0];
     const Tensor* bias = has_bias_ ? &ctx.inputs[2] : nullptr;
+    // The residual is summed from Y: copied there unless Y was planned over it (in place).
+    if (residual_ && ctx.inputs[3].raw_data() != y.raw_data())
+      std::memcpy(y.raw_data(), ctx.inputs[3].raw_data(), y.nbytes());
     if (use_winograd_) {
-      // The residual is summed from Y: copied there unless Y was planned over it (in place).
-      if (residual_ && ctx.inputs[3].raw_data() != y.raw_data())
-        std::memcpy(y.raw_data(), ctx.inputs[3].raw_data(), y.nbytes());
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
       winograd_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], pad_[0], pad_[1],
@@ -289,9 +287,6 @@ class ConvKernel final : public Kernel {
       }
       // The primitive writes straight into y unless a layout change or a shortfall is needed.
       Tensor full_tmp = shortfall_ ? Tensor::empty(prim_out_shape_) : y;
-      // The residual is summed from Y: copied there unless Y was planned over it (in place).
-      if (residual_ && ctx.inputs[3].raw_data() != y.raw_data())
-        std::memcpy(y.raw_data(), ctx.inputs[3].raw_data(), y.nbytes());
       memory dst_plain(dst_user_, eng, full_tmp.raw_data());
       memory dst = dst_plain;
       Tensor dst_tmp;

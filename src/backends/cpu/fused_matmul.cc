@@ -115,17 +115,15 @@ class FusedMatMulKernel final : public Kernel {
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     mode_ = Mode::kDirect;
     bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
-    GemmActivation act;
     if (b_flat && !trans_a && b_const && prefer_packed_gemm() &&
-        parse_gemm_activation(ctx.attr_string("activation", ""), &act)) {
+        parse_gemm_epilogue(ctx.attr_string("activation", ""),
+                            ctx.attr_float("activation_alpha", 0.0f),
+                            ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
       // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
       mode_ = Mode::kPacked;
       rows_ = batch * m;
       n_ = n;
       k_ = k;
-      epilogue_.activation = act;
-      epilogue_.alpha = ctx.attr_float("activation_alpha", 0.0f);
-      epilogue_.beta = ctx.attr_float("activation_beta", 0.0f);
       packed_ = PackedMatrix(b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
       return;
     }

@@ -210,7 +210,8 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
   }
 }
 
-bool parse_gemm_activation(const std::string& name, GemmActivation* out) {
+bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta,
+                         GemmEpilogue* out) {
   static const std::pair<const char*, GemmActivation> kNames[] = {
       {"", GemmActivation::kNone},
       {"Relu", GemmActivation::kRelu},
@@ -223,8 +224,10 @@ bool parse_gemm_activation(const std::string& name, GemmActivation* out) {
       {"GeluErf", GemmActivation::kGeluErf},
       {"GeluTanh", GemmActivation::kGeluTanh}};
   for (const auto& [n, a] : kNames)
-    if (name == n) {
-      *out = a;
+    if (activation == n) {
+      out->activation = a;
+      out->alpha = alpha;
+      out->beta = beta;
       return true;
     }
   return false;

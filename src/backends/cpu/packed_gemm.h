@@ -35,9 +35,6 @@ enum class GemmActivation {
   kGeluTanh
 };
 
-// The activation named as FusedConv / FusedMatMul carry it ("" is none); false when unknown.
-bool parse_gemm_activation(const std::string& name, GemmActivation* out);
-
 // What is applied to each output as it is written: y = act(sum + bias[col] (+ y's old value)).
 struct GemmEpilogue {
   const float* bias = nullptr;  // one per output column, or null
@@ -46,6 +43,10 @@ struct GemmEpilogue {
   float alpha = 0.0f;  // LeakyRelu's slope, Clip's min
   float beta = 0.0f;   // Clip's max
 };
+
+// Sets out's activation, alpha and beta from FusedConv / FusedMatMul's attributes "activation"
+// ("" is none), "activation_alpha" and "activation_beta"; false when the activation is unknown.
+bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta, GemmEpilogue* out);
 
 // Adds the bias and applies the activation to `cols` outputs of one row whose first column is
 // col0 (the epilogue's last steps; `accumulate` is the caller's).
@@ -60,7 +61,6 @@ class PackedMatrix {
   PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride);
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
-  bool empty() const { return !data_.defined(); }
   // The panel of columns [16 * jp, 16 * jp + 16) in the block of rows starting at row k0.
   const float* panel(int64_t k0, int64_t jp) const;
 

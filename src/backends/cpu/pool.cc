@@ -67,7 +67,6 @@ class PoolKernel final : public Kernel {
     bool include_pad = !is_max_ && ctx.attr_int("count_include_pad", 0) != 0;
     direct_channels_last_ = channels_last_ && g.spatial == 2;
     channels_ = x[1];
-    batch_ = x[0];
     if (x.numel() > 0 && ctx.output(0).shape.numel() > 0 && !direct_channels_last_)
       make_primitive(ctx, g, include_pad);
     // The direct kernel below reads (N, C, spatial...) only.
@@ -166,7 +165,7 @@ class PoolKernel final : public Kernel {
     const int64_t c = channels_;
     const float* x = ctx.inputs[0].data<float>();
     float* y = ctx.outputs[0].data<float>();
-    const int64_t rows = batch_ * ah.out;
+    const int64_t rows = planes_ / c * ah.out;  // images x output rows
     const int64_t work = rows * aw.out * ah.k * aw.k * c;
     const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
@@ -261,7 +260,6 @@ class PoolKernel final : public Kernel {
   dnnl::memory::desc src_md_, dst_md_, scratch_md_;
   int64_t planes_ = 0;
   int64_t channels_ = 0;
-  int64_t batch_ = 0;
   Axis axes_[3];
   std::vector<float> counts_[3];
 };

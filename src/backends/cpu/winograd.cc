@@ -19,6 +19,31 @@ constexpr int64_t kOut = 2;   // output block side
 constexpr int64_t kXi = 16;   // positions of the transformed tile
 constexpr int64_t kParallelTiles = 16;
 
+// One 1-D step of the input transform, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], over `n`
+// channels: out[i] = sum_j B^T[i][j] in[j]. Applied along the tile's rows, then its columns.
+inline void input_step(const float* const in[kTile], float* const out[kTile], int64_t n) {
+  const float *s0 = in[0], *s1 = in[1], *s2 = in[2], *s3 = in[3];
+  float *d0 = out[0], *d1 = out[1], *d2 = out[2], *d3 = out[3];
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) {
+    d0[k] = s0[k] - s2[k];
+    d1[k] = s1[k] + s2[k];
+    d2[k] = s2[k] - s1[k];
+    d3[k] = s1[k] - s3[k];
+  }
+}
+
+// One 1-D step of the output transform, A^T = [1 1 1 0; 0 1 -1 -1], over `n` channels.
+inline void output_step(const float* const in[kTile], float* const out[kOut], int64_t n) {
+  const float *s0 = in[0], *s1 = in[1], *s2 = in[2], *s3 = in[3];
+  float *d0 = out[0], *d1 = out[1];
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) {
+    d0[k] = s0[k] + s1[k] + s2[k];
+    d1[k] = s1[k] - s2[k] - s3[k];
+  }
+}
+
 }  // namespace
 
 bool winograd_pays(int64_t out_h, int64_t out_w, int64_t in_channels, int64_t out_channels) {
@@ -68,7 +93,7 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
   float* m = m_buf.data<float>();
   const bool parallel = tiles >= kParallelTiles && omp_get_max_threads() > 1;
 
-  // V[xi][tile][c] = (B^T d B)[xi], B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+  // V[xi][tile][c] = (B^T d B)[xi].
 #pragma omp parallel if (parallel)
   {
     thread_local std::vector<float> zeros, t;
@@ -86,38 +111,21 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
           const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
           d[i][j] = inside ? image + (ih * in_w + iw) * c : zeros.data();
         }
-      // Rows first: t[i][j] = (B^T d)[i][j].
+      // Rows first, t[i][j] = (B^T d)[i][j]; then columns, V[i][j] = (t B)[i][j].
       for (int j = 0; j < kTile; ++j) {
-        float* t0 = &t[(0 * kTile + j) * c];
-        float* t1 = &t[(1 * kTile + j) * c];
-        float* t2 = &t[(2 * kTile + j) * c];
-        float* t3 = &t[(3 * kTile + j) * c];
-        const float *d0 = d[0][j], *d1 = d[1][j], *d2 = d[2][j], *d3 = d[3][j];
-#pragma omp simd
-        for (int64_t k = 0; k < c; ++k) {
-          t0[k] = d0[k] - d2[k];
-          t1[k] = d1[k] + d2[k];
-          t2[k] = d2[k] - d1[k];
-          t3[k] = d1[k] - d3[k];
-        }
+        const float* in[kTile] = {d[0][j], d[1][j], d[2][j], d[3][j]};
+        float* out[kTile];
+        for (int i = 0; i < kTile; ++i) out[i] = &t[(i * kTile + j) * c];
+        input_step(in, out, c);
       }
-      // Then columns: V[i][j] = (t B)[i][j].
       for (int i = 0; i < kTile; ++i) {
-        const float* s0 = &t[(i * kTile + 0) * c];
-        const float* s1 = &t[(i * kTile + 1) * c];
-        const float* s2 = &t[(i * kTile + 2) * c];
-        const float* s3 = &t[(i * kTile + 3) * c];
-        float* v0 = v + ((i * kTile + 0) * tiles + tile) * c;
-        float* v1 = v + ((i * kTile + 1) * tiles + tile) * c;
-        float* v2 = v + ((i * kTile + 2) * tiles + tile) * c;
-        float* v3 = v + ((i * kTile + 3) * tiles + tile) * c;
-#pragma omp simd
-        for (int64_t k = 0; k < c; ++k) {
-          v0[k] = s0[k] - s2[k];
-          v1[k] = s1[k] + s2[k];
-          v2[k] = s2[k] - s1[k];
-          v3[k] = s1[k] - s3[k];
+        const float* in[kTile];
+        float* out[kTile];
+        for (int j = 0; j < kTile; ++j) {
+          in[j] = &t[(i * kTile + j) * c];
+          out[j] = v + ((i * kTile + j) * tiles + tile) * c;
         }
+        input_step(in, out, c);
       }
     }
   }
@@ -126,7 +134,7 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
   for (int xi = 0; xi < kXi; ++xi)
     packed_gemm(tiles, v + xi * tiles * c, c, u_[xi], m + xi * tiles * o, o, GemmEpilogue{});
 
-    // Y = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue on each output pixel.
+    // Y = A^T m A, then the epilogue on each output pixel.
 #pragma omp parallel if (parallel)
   {
     thread_local std::vector<float> r, out;
@@ -136,29 +144,18 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const int64_t tw = tile % tiles_w, th = (tile / tiles_w) % tiles_h;
       const int64_t n = tile / (tiles_w * tiles_h);
-      auto mrow = [&](int i, int j) { return m + ((i * kTile + j) * tiles + tile) * o; };
+      // Rows first, r[i][j] = (A^T m)[i][j]; then columns, out[i][j] = (r A)[i][j].
       for (int j = 0; j < kTile; ++j) {
-        const float *s0 = mrow(0, j), *s1 = mrow(1, j), *s2 = mrow(2, j), *s3 = mrow(3, j);
-        float* r0 = &r[(0 * kTile + j) * o];
-        float* r1 = &r[(1 * kTile + j) * o];
-#pragma omp simd
-        for (int64_t k = 0; k < o; ++k) {
-          r0[k] = s0[k] + s1[k] + s2[k];
-          r1[k] = s1[k] - s2[k] - s3[k];
-        }
+        const float* in[kTile];
+        for (int i = 0; i < kTile; ++i) in[i] = m + ((i * kTile + j) * tiles + tile) * o;
+        float* rows[kOut] = {&r[(0 * kTile + j) * o], &r[(1 * kTile + j) * o]};
+        output_step(in, rows, o);
       }
       for (int i = 0; i < kOut; ++i) {
-        const float* s0 = &r[(i * kTile + 0) * o];
-        const float* s1 = &r[(i * kTile + 1) * o];
-        const float* s2 = &r[(i * kTile + 2) * o];
-        const float* s3 = &r[(i * kTile + 3) * o];
-        float* y0 = &out[(i * kOut + 0) * o];
-        float* y1 = &out[(i * kOut + 1) * o];
-#pragma omp simd
-        for (int64_t k = 0; k < o; ++k) {
-          y0[k] = s0[k] + s1[k] + s2[k];
-          y1[k] = s1[k] - s2[k] - s3[k];
-        }
+        const float* in[kTile];
+        for (int j = 0; j < kTile; ++j) in[j] = &r[(i * kTile + j) * o];
+        float* cols[kOut] = {&out[(i * kOut + 0) * o], &out[(i * kOut + 1) * o]};
+        output_step(in, cols, o);
       }
       for (int i = 0; i < kOut; ++i)
         for (int j = 0; j < kOut; ++j) {
