@@ -57,6 +57,32 @@ Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DT
   return t;
 }
 
+std::vector<double> conv2d_reference(const std::vector<double>& x, const Shape& x_shape,
+                                     const Tensor& w, const Tensor& b, int64_t stride,
+                                     int64_t pad) {
+  const int64_t n = x_shape[0], c = x_shape[1], h = x_shape[2], wd = x_shape[3];
+  const int64_t o = w.shape()[0], kh = w.shape()[2], kw = w.shape()[3];
+  const int64_t oh = (h + 2 * pad - kh) / stride + 1, ow = (wd + 2 * pad - kw) / stride + 1;
+  std::vector<double> wv = to_doubles(w), bv = to_doubles(b);
+  std::vector<double> y(static_cast<size_t>(n * o * oh * ow));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t q = 0; q < ow; ++q) {
+          double acc = bv[oc];
+          for (int64_t ic = 0; ic < c; ++ic)
+            for (int64_t kr = 0; kr < kh; ++kr)
+              for (int64_t kq = 0; kq < kw; ++kq) {
+                const int64_t rr = r * stride - pad + kr, qq = q * stride - pad + kq;
+                if (rr < 0 || rr >= h || qq < 0 || qq >= wd) continue;
+                acc +=
+                    x[((i * c + ic) * h + rr) * wd + qq] * wv[((oc * c + ic) * kh + kr) * kw + kq];
+              }
+          y[((i * o + oc) * oh + r) * ow + q] = acc;
+        }
+  return y;
+}
+
 std::vector<double> to_doubles(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.item_as_double(i);

@@ -64,6 +64,11 @@ void expect_error(Fn fn, const std::string& op) {
   }
 }
 
+// A naive 2-D convolution in double for references: x (N, C, H, W) row-major, w (O, C, kh, kw),
+// bias b (O), the same stride and padding on both axes, one group.
+std::vector<double> conv2d_reference(const std::vector<double>& x, const Shape& x_shape,
+                                     const Tensor& w, const Tensor& b, int64_t stride, int64_t pad);
+
 // Row-major index helpers for naive references.
 std::vector<int64_t> unravel(int64_t flat, const Shape& shape);
 int64_t ravel(const std::vector<int64_t>& index, const Shape& shape);

@@ -13,31 +13,6 @@
 namespace lumen {
 namespace {
 
-// NCHW reference convolution with bias, in double.
-std::vector<double> conv_nchw(const std::vector<double>& x, const Shape& xs, const Tensor& w,
-                              const Tensor& b, int64_t stride, int64_t pad) {
-  const int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3];
-  const int64_t o = w.shape()[0], k = w.shape()[2];
-  const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (wd + 2 * pad - k) / stride + 1;
-  std::vector<double> wv = test::to_doubles(w), bv = test::to_doubles(b);
-  std::vector<double> y(static_cast<size_t>(n * o * oh * ow));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t oc = 0; oc < o; ++oc)
-      for (int64_t r = 0; r < oh; ++r)
-        for (int64_t q = 0; q < ow; ++q) {
-          double acc = bv[oc];
-          for (int64_t ic = 0; ic < c; ++ic)
-            for (int64_t kr = 0; kr < k; ++kr)
-              for (int64_t kq = 0; kq < k; ++kq) {
-                const int64_t rr = r * stride - pad + kr, qq = q * stride - pad + kq;
-                if (rr < 0 || rr >= h || qq < 0 || qq >= wd) continue;
-                acc += x[((i * c + ic) * h + rr) * wd + qq] * wv[((oc * c + ic) * k + kr) * k + kq];
-              }
-          y[((i * o + oc) * oh + r) * ow + q] = acc;
-        }
-  return y;
-}
-
 // 3x3 pooling, stride 2, padding 1, ceil_mode: max, or the mean over the window's inside
 // positions (count_include_pad 0).
 std::vector<double> pool_nchw(const std::vector<double>& x, const Shape& xs, bool is_max,
@@ -101,10 +76,10 @@ TEST(ChannelsLastPool, RegionWithResidualAndCeilModePoolsMatchesReference) {
   }
   EXPECT_EQ(pools, 2);
 
-  std::vector<double> a = conv_nchw(test::to_doubles(x), x.shape(), w1, b1, 2, 1);
+  std::vector<double> a = test::conv2d_reference(test::to_doubles(x), x.shape(), w1, b1, 2, 1);
   for (double& v : a) v = std::max(v, 0.0);
   const Shape as({2, c1, (h - 1) / 2 + 1, (wd - 1) / 2 + 1});
-  std::vector<double> b = conv_nchw(a, as, w2, b2, 1, 1);
+  std::vector<double> b = test::conv2d_reference(a, as, w2, b2, 1, 1);
   for (size_t i = 0; i < b.size(); ++i) b[i] = std::max(b[i] + a[i], 0.0);
   int64_t ph = 0, pw = 0;
   std::vector<double> want_max = pool_nchw(b, as, true, &ph, &pw);

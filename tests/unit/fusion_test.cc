@@ -15,26 +15,7 @@ namespace {
 
 // 3x3 convolution, stride 1, padding 1, NCHW, in double.
 std::vector<double> conv3x3(const Tensor& x, const Tensor& w, const Tensor& b) {
-  int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], wd = x.shape()[3];
-  int64_t o = w.shape()[0];
-  std::vector<double> xv = test::to_doubles(x), wv = test::to_doubles(w), bv = test::to_doubles(b);
-  std::vector<double> y(static_cast<size_t>(n * o * h * wd));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t oc = 0; oc < o; ++oc)
-      for (int64_t r = 0; r < h; ++r)
-        for (int64_t q = 0; q < wd; ++q) {
-          double acc = bv[oc];
-          for (int64_t ic = 0; ic < c; ++ic)
-            for (int64_t kr = 0; kr < 3; ++kr)
-              for (int64_t kq = 0; kq < 3; ++kq) {
-                int64_t rr = r + kr - 1, qq = q + kq - 1;
-                if (rr < 0 || rr >= h || qq < 0 || qq >= wd) continue;
-                acc +=
-                    xv[((i * c + ic) * h + rr) * wd + qq] * wv[((oc * c + ic) * 3 + kr) * 3 + kq];
-              }
-          y[((i * o + oc) * h + r) * wd + q] = acc;
-        }
-  return y;
+  return test::conv2d_reference(test::to_doubles(x), x.shape(), w, b, 1, 1);
 }
 
 std::string op_name_of(const Graph& graph, int id) {

@@ -311,6 +311,22 @@ Graph small_mlp(int64_t batch, int64_t width) {
   return g;
 }
 
+// Costs of small_mlp on the host and the simulated device: the big MatMul (mm1) takes 2 ms on the
+// host and 20 us on the device, every other node 20 us on both; links 10 us + 10 ns per byte, a
+// launch 3 us (0.5 inside a graph).
+router::CostModel simulated_costs(const Graph& g) {
+  router::CostModel model;
+  model.set_link("sim", {10, 1e-5}, {10, 1e-5});
+  model.set_launch("sim", {3, 0.5});
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    bool big = g.node(n).name == "mm1";
+    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, big ? 2000.0 : 20.0});
+    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 20.0});
+  }
+  return model;
+}
+
 TEST(Router, PlacesBySimulatedCostsAndExplains) {
   Graph g = small_mlp(64, 256);
   SimulatedBackend sim;
@@ -319,16 +335,7 @@ TEST(Router, PlacesBySimulatedCostsAndExplains) {
   const std::string file = temp_file("sim.tsv");
   router::CacheIdentity id{version(), router::device_identity({cpu, &sim})};
   // The big MatMul is 100x faster on the device; the rest costs the same on both.
-  router::CostModel model;
-  model.set_link("sim", {10, 1e-5}, {10, 1e-5});
-  model.set_launch("sim", {3, 0.5});
-  for (int n = 0; n < g.num_nodes(); ++n) {
-    router::NodeSignature sig = router::signature_of(g, g.node(n));
-    bool big = g.node(n).name == "mm1";
-    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, big ? 2000.0 : 20.0});
-    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, big ? 20.0 : 20.0});
-  }
-  router::save_cache(file, id, model);
+  router::save_cache(file, id, simulated_costs(g));
   RouterOptions options;
   options.cache_file = file;
   options.measure = false;
@@ -387,14 +394,11 @@ TEST(Router, ConstantsLargerThanTheDeviceCacheAreCostedCold) {
 
   const std::string file = temp_file("cold.tsv");
   router::CacheIdentity id{version(), router::device_identity({cpu, &sim})};
-  router::CostModel model;
-  model.set_link("sim", {10, 1e-5}, {10, 1e-5});
-  model.set_launch("sim", {3, 0.5});
+  // Warm as simulated_costs; cold, the big MatMul takes 5 ms on the device.
+  router::CostModel model = simulated_costs(g);
   for (int n = 0; n < g.num_nodes(); ++n) {
     router::NodeSignature sig = router::signature_of(g, g.node(n));
     bool big = g.node(n).name == "mm1";
-    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, big ? 2000.0 : 20.0});
-    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 20.0});
     model.add_kernel("sim", router::cold_key(sig.key),
                      {sig.op, sig.flops, sig.bytes, big ? 5000.0 : 20.0});
   }
