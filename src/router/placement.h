@@ -34,6 +34,9 @@ struct PlacementProblem {
   // Moving b bytes from device i to device j takes latency_us[i][j] + b * us_per_byte[i][j].
   std::vector<std::vector<double>> latency_us;
   std::vector<std::vector<double>> us_per_byte;
+  // The host time to launch one kernel on each device (included in the node's cost there; only
+  // simulate() uses it); empty: none.
+  std::vector<double> launch_us;
 
   // The time to move `value` from device `from` to device `to` (0 when they are the same).
   double transfer_us(int value, int from, int to) const;

@@ -28,10 +28,12 @@ struct NodeDecision {
 struct RoutePlan {
   std::vector<Backend*> candidates;     // the host backend first
   std::vector<Backend*> backend_of;     // per node id; nullptr for nodes that do not run
+  std::vector<int> order;               // the node ids that run, in execution order (schedule.h)
   std::vector<NodeDecision> decisions;  // per node that runs, in execution order
-  double predicted_us = 0;              // one run: kernels, launches and transfers
-  double kernel_us = 0;                 // the kernels' part (launches included)
-  double transfer_us = 0;               // the copies' part
+  double predicted_us = 0;  // one run: kernels, launches and transfers, less the overlap
+  double kernel_us = 0;     // the kernels' part (launches included)
+  double transfer_us = 0;   // the copies' part
+  double overlap_us = 0;    // host and device work at the same time (schedule.h's simulate)
   int transfers = 0;                    // copies per run
   bool graph_replay = false;            // every node on one device, replayed as a CUDA graph
   std::string method;  // "one backend", "exact", "heuristic", "one device, replayed"
@@ -44,7 +46,8 @@ struct RoutePlan {
 // Nodes that lead to a graph output (a constant's producer does not run): per node id.
 std::vector<bool> nodes_to_run(const Graph& graph);
 
-// Places every node that runs on one of `candidates` (which must include the host). With one
+// Places every node that runs on one of `candidates` (which must include the host), and orders
+// them so device work is enqueued before independent host work (run_order). With one
 // candidate nothing is measured or predicted unless `explain` is set; with several, the costs the
 // cache lacks are measured (options.measure) and saved. Throws UnsupportedOp naming a node no
 // candidate supports.

@@ -87,9 +87,16 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   std::vector<Backend*> backends = candidate_backends(options);
   // Only nodes that lead to an output and are not already known run.
   std::vector<bool> needed = router::nodes_to_run(*this);
-  // With "auto", the router picks each node's backend; otherwise the first that supports it.
+  // With "auto", the router picks each node's backend and the order the steps run in (device work
+  // enqueued before independent host work); otherwise the first backend that supports a node, in
+  // topological order.
   std::vector<Backend*> routed;
-  if (options.is_auto()) routed = router::route(*this, backends, options.router).backend_of;
+  std::vector<int> step_order = topological_order();
+  if (options.is_auto()) {
+    router::RoutePlan plan = router::route(*this, backends, options.router);
+    routed = std::move(plan.backend_of);
+    step_order = std::move(plan.order);
+  }
   // Each node's backend: the CPU for control flow (its subgraphs are placed on their own), the
   // router's choice, or the first backend that supports it.
   std::vector<Backend*> placed(nodes_.size(), nullptr);
@@ -181,7 +188,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   }
   for (int out : outputs_) kept[out] = true;
   if (release) weights_released_ = true;
-  for (int id : topological_order()) {
+  for (int id : step_order) {
     if (!needed[id]) continue;
     Node& n = nodes_[id];
     Step step;

@@ -80,6 +80,34 @@ class Transformer(nn.Module):
         return self.head(x) if self.head is not None else x
 
 
+class WideDeep(nn.Module):
+    """Wide & Deep (Cheng et al. 2016), the recommender's shape: one row per candidate holding
+    `dense` dense features followed by `cross` hashed cross-product features (multi-hot). The wide
+    part is a linear model over the whole row; the deep part an MLP over the dense features; the
+    output the sigmoid of the sum of their logits. The wide part reads the large input once and
+    does little with it; the deep part does the arithmetic on a small slice of it."""
+
+    def __init__(self, dense=1024, cross=99328, hidden=(4096, 4096, 1024)):
+        super().__init__()
+        self.dense = dense
+        self.wide = nn.Linear(dense + cross, 1)
+        layers, width = [], dense
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, 1))
+        self.deep = nn.Sequential(*layers)
+        for m in self.deep:
+            if isinstance(m, nn.Linear):  # He init, as for the MLP
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+                nn.init.normal_(m.bias, 0, 0.1)
+        with torch.no_grad():  # the two logits of comparable size
+            self.deep[-1].weight.mul_(0.05)
+
+    def forward(self, x):
+        return torch.sigmoid(self.wide(x) + self.deep(x[:, :self.dense]))
+
+
 def vit_b_16():
     m = tvm.vit_b_16()
     # torchvision zero-initialises the ViT head, which would make every output 0.
@@ -106,6 +134,8 @@ MODELS = {
     "convnext_tiny": (lambda: tvm.convnext_tiny(), "input", IMAGE, "float32"),
     "vit_b_16": (vit_b_16, "input", IMAGE, "float32"),
     "mlp20": (lambda: MLP(), "input", (64, 1024), "float32"),
+    # Wide & Deep over 1024 dense and 99328 hashed cross features, deep tower 4096-4096-1024.
+    "wide_deep": (lambda: WideDeep(), "input", (1, 100352), "float32"),
     # BERT-base-like: 12 layers, d=768, 12 heads, seq 128, BERT's vocabulary size.
     "bert_base": (lambda: Transformer(False, vocab=30522, seq=128, d=768, heads=12, layers=12),
                   "input_ids", (1, 128), "int64"),

@@ -14,6 +14,7 @@
 #include "ops/op_test_util.h"
 #include "router/placement.h"
 #include "router/router.h"
+#include "router/schedule.h"
 #include "router/tune_cache.h"
 
 namespace lumen {
@@ -190,6 +191,107 @@ TEST(Placement, ACopyIsPaidOncePerDeviceAndOutputsReturnToTheHost) {
   // Both readers on the host share one copy of value 1 down (21), besides the output's own.
   EXPECT_DOUBLE_EQ(router::evaluate(p, {1, 0, 0}), 3 + 11 + 21 + 21);
   EXPECT_DOUBLE_EQ(router::evaluate(p, {0, 0, 0}), 3);
+}
+
+// A random placement of `p` on devices that can run each node.
+std::vector<int> random_placement(const PlacementProblem& p, std::mt19937& rng) {
+  std::vector<int> device;
+  for (const auto& node : p.nodes) {
+    int d = static_cast<int>(rng() % p.num_devices);
+    while (!std::isfinite(node.cost_us[d])) d = (d + 1) % p.num_devices;
+    device.push_back(d);
+  }
+  return device;
+}
+
+// Whether `order` names every node once, each after the producers of its inputs.
+bool is_topological(const PlacementProblem& p, const std::vector<int>& order) {
+  std::vector<int> position(p.nodes.size(), -1);
+  for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int>(k);
+  if (order.size() != p.nodes.size()) return false;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (position[i] < 0) return false;
+    for (int v : p.nodes[i].inputs)
+      if (p.values[v].producer >= 0 && position[p.values[v].producer] >= position[i]) return false;
+  }
+  return true;
+}
+
+// With the host and one device (with two, one device's output may come back while the other
+// computes).
+TEST(Schedule, SimulationEqualsTheSumOnChains) {
+  for (uint32_t seed = 0; seed < 50; ++seed) {
+    ProblemMaker maker(seed, 2);
+    PlacementProblem p = maker.chain(2 + static_cast<int>(seed % 11));
+    p.launch_us.assign(p.num_devices, 5);  // no more than any device kernel's cost
+    p.launch_us[0] = 0;
+    std::vector<int> device = random_placement(p, maker.rng);
+    std::vector<int> order = router::run_order(p, device);
+    ASSERT_TRUE(is_topological(p, order)) << "seed " << seed;
+    EXPECT_NEAR(router::simulate(p, device, order), router::evaluate(p, device), 1e-6)
+        << "seed " << seed;
+  }
+}
+
+TEST(Schedule, SimulationNeverExceedsTheSumAndOrdersTopologically) {
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    ProblemMaker maker(1000 + seed, 2 + seed % 2);
+    const int n = 2 + static_cast<int>(seed % 14);
+    PlacementProblem p = seed % 2 ? maker.dag(n) : maker.sp(n);
+    p.launch_us.assign(p.num_devices, 5);
+    p.launch_us[0] = 0;
+    std::vector<int> device = random_placement(p, maker.rng);
+    std::vector<int> order = router::run_order(p, device);
+    ASSERT_TRUE(is_topological(p, order)) << "seed " << seed;
+    EXPECT_LE(router::simulate(p, device, order), router::evaluate(p, device) + 1e-6)
+        << "seed " << seed;
+    // No host node is taken while a device node is ready to run.
+    std::vector<bool> taken(p.nodes.size(), false);
+    for (int i : order) {
+      if (device[i] == 0)
+        for (size_t j = 0; j < p.nodes.size(); ++j) {
+          if (taken[j] || device[j] == 0) continue;
+          bool ready = true;
+          for (int v : p.nodes[j].inputs)
+            ready = ready && (p.values[v].producer < 0 || taken[p.values[v].producer]);
+          EXPECT_FALSE(ready) << "seed " << seed << ": host node " << i << " before device node "
+                              << j;
+        }
+      taken[i] = true;
+    }
+  }
+}
+
+// x -> slice (host) -> deep (device) -+-> add (host): the host enqueues the device's part first,
+// x -> wide (host) -------------------+   then runs its own while the device computes.
+TEST(Schedule, DeviceWorkIsEnqueuedBeforeIndependentHostWorkAndOverlapsIt) {
+  PlacementProblem p;
+  p.num_devices = 2;
+  p.latency_us = {{0, 10}, {10, 0}};
+  p.us_per_byte = {{0, 0.01}, {0.01, 0}};
+  p.launch_us = {0, 4};
+  // Values: 0 x (input), 1 wide's output, 2 slice's, 3 deep's, 4 add's (the output).
+  p.values = {{1000, -1, false}, {4, 0, false}, {100, 1, false}, {4, 2, false}, {4, 3, true}};
+  p.nodes = {{{300, router::kUnsupported}, {0}},  // 0 wide: host only
+             {{1, router::kUnsupported}, {0}},    // 1 slice
+             {{5000, 200}, {2}},                  // 2 deep
+             {{1, router::kUnsupported}, {1, 3}}};  // 3 add
+  const std::vector<int> device = {0, 0, 1, 0};
+  std::vector<int> order = router::run_order(p, device);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 0, 3}));
+  // Serially: 300 + 1 + 200 + 1 kernels, slice's output up (10 + 1), deep's down (10 + 0.04).
+  const double serial = 502 + 11 + 10.04;
+  EXPECT_NEAR(router::evaluate(p, device), serial, 1e-9);
+  // Overlapped: slice 1, copy up to 12; deep on the device 12..212 while the host launches it
+  // (4) and runs wide (300): 16..316; deep's output comes down at 316..326.04; add 1.
+  EXPECT_NEAR(router::simulate(p, device, order), 327.04, 1e-9);
+  // In the problem's order the host runs wide first and nothing overlaps.
+  EXPECT_NEAR(router::simulate(p, device, {0, 1, 2, 3}), serial, 1e-9);
+  // Every node on the host: the problem's order.
+  EXPECT_EQ(router::run_order(p, {0, 0, 0, 0}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_THROW(router::simulate(p, device, {2, 1, 0, 3}), InvalidArgument);  // deep before slice
+  EXPECT_THROW(router::simulate(p, device, {1, 2, 0}), InvalidArgument);
+  EXPECT_THROW(router::run_order(p, {0, 1}), InvalidArgument);
 }
 
 TEST(Placement, RejectsMalformedProblems) {
@@ -370,6 +472,7 @@ TEST(Router, PlacesBySimulatedCostsAndExplains) {
   }
   EXPECT_NEAR(plan.predicted_us, best, 1e-6);
   EXPECT_NEAR(plan.kernel_us + plan.transfer_us, plan.predicted_us, 1e-6);
+  EXPECT_DOUBLE_EQ(plan.overlap_us, 0);  // a chain: nothing runs beside anything
 }
 
 // A device whose cache the weights outgrow reads them from memory on every run: its kernels are
@@ -447,6 +550,59 @@ TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
   // Per node: (10 - 8) kernel + 1 launch; the input up and the output down.
   double bytes = 1024 * 1024 * 4.0;
   EXPECT_NEAR(plan.predicted_us, 2 * 3 + 2 * (10 + bytes * 1e-6), 1e-6);
+}
+
+// Wide & Deep's shape: a large input a linear model reads once (wide) and a small one an MLP
+// works on (deep). Copying the large one costs more than the host's pass over it, the MLP is 100x
+// faster on the device: the device runs the deep part, enqueued first, while the host runs the
+// wide part.
+TEST(Router, SplitsAWideAndDeepModelAndOverlapsItsParts) {
+  Graph g;
+  Value* wide_in = g.add_input("wide_in", {64, 4096});
+  Value* deep_in = g.add_input("deep_in", {64, 256});
+  Value* ww = g.add_constant("ww", test::random_tensor({4096, 1}, 1));
+  Value* w1 = g.add_constant("w1", test::random_tensor({256, 256}, 2));
+  Value* w2 = g.add_constant("w2", test::random_tensor({256, 1}, 3));
+  Value* wide = g.add_op("MatMul", {wide_in, ww}, {}, "wide");
+  Value* h = g.add_op("MatMul", {deep_in, w1}, {}, "deep1");
+  Value* deep = g.add_op("MatMul", {g.add_op("Relu", {h}, {}, "relu"), w2}, {}, "deep2");
+  g.mark_output(g.add_op("Sigmoid", {g.add_op("Add", {wide, deep}, {}, "add")}, {}, "out"));
+  SimulatedBackend sim;
+  Backend* cpu = find_backend("cpu");
+  router::CostModel model;
+  model.set_link("sim", {10, 1e-3}, {10, 1e-3});  // 1 GB/s: the wide input takes 1 ms to copy
+  model.set_launch("sim", {3, 0.5});
+  const std::map<std::string, double> host_us = {{"wide", 300},  {"deep1", 2000}, {"relu", 20},
+                                                 {"deep2", 200}, {"add", 1},      {"out", 1}};
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, host_us.at(g.node(n).name)});
+    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 20});
+  }
+  const std::string file = temp_file("wide_deep.tsv");
+  router::save_cache(file, {version(), router::device_identity({cpu, &sim})}, model);
+  RouterOptions options;
+  options.cache_file = file;
+  options.measure = false;
+  router::RoutePlan plan = router::route(g, {cpu, &sim}, options);
+  EXPECT_FALSE(plan.graph_replay);
+  std::map<std::string, std::string> where;
+  std::map<std::string, size_t> position;
+  for (size_t k = 0; k < plan.order.size(); ++k) position[g.node(plan.order[k]).name] = k;
+  for (const auto& d : plan.decisions) where[g.node(d.node).name] = d.backend;
+  EXPECT_EQ(where["wide"], "cpu");
+  EXPECT_EQ(where["deep1"], "sim");
+  EXPECT_EQ(where["relu"], "sim");
+  EXPECT_EQ(where["deep2"], "sim");
+  ASSERT_EQ(plan.order.size(), 6u);
+  EXPECT_GT(position["wide"], position["deep2"]);  // the device's part enqueued first
+  // Serially: host 300 + 1 + 1, device 3 x 20, deep_in up (10 + 65.536), deep down (10 + 0.256).
+  const double serial = 302 + 60 + 75.536 + 10.256;
+  EXPECT_NEAR(plan.kernel_us + plan.transfer_us, serial, 1e-6);
+  // Overlapped: deep_in up until 75.536, the device's part 75.536..135.536 while the host
+  // launches it (9 us) and runs wide (300 us) until 384.536; deep down 10.256; add and out 2.
+  EXPECT_NEAR(plan.predicted_us, 384.536 + 10.256 + 2, 1e-6);
+  EXPECT_NEAR(plan.overlap_us, serial - plan.predicted_us, 1e-6);
 }
 
 TEST(Router, NeedsTheHostAmongItsCandidates) {

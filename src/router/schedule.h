@@ -1,0 +1,33 @@
+// Schedule: the order a placed run takes its nodes in, and its predicted time with the host and
+// each device as timelines of their own, so device work the host has enqueued overlaps host work.
+#pragma once
+
+#include <vector>
+
+#include "router/placement.h"
+
+namespace lumen::router {
+
+// A topological order of `problem`'s nodes placed on `device` (per node) that enqueues device work
+// as early as it can: among the nodes ready to run it takes device nodes first, then host nodes
+// whose results a device reads later (directly or through other host nodes), then the other host
+// nodes; within each group, the problem's order. Device kernels are asynchronous, so host work
+// taken after them runs while the device computes. On one device it is the problem's order.
+std::vector<int> run_order(const PlacementProblem& problem, const std::vector<int>& device);
+
+// The predicted time of one run with node i on device[i], taken in `order` (a topological order of
+// every node), where the host and each device keep their own clock:
+//   - a host kernel runs on the host clock;
+//   - a device kernel starts once the host has reached it in the order and the device is free
+//     (inputs made on that device are ready by then: its work runs in order), takes its cost on
+//     the device clock and problem.launch_us[d] on the host clock;
+//   - a copy holds the host and the devices it involves: it starts when all of them are free
+//     (a device's earlier work included) and ends on all of them together;
+//   - graph outputs made on a device are copied to the host after the last node.
+// Equals evaluate() on a chain over the host and one device; never exceeds it (each kernel and copy is counted once, and a
+// clock waits only while another is busy). Throws InvalidArgument when `order` is not a
+// topological order of every node.
+double simulate(const PlacementProblem& problem, const std::vector<int>& device,
+                const std::vector<int>& order);
+
+}  // namespace lumen::router
