@@ -136,6 +136,15 @@ TEST(MatMul, ConstantB) {
   check_matmul({5}, {5}, true);
 }
 
+// One output column runs as a matrix-vector product (gemv.h): rows over threads, long rows split.
+TEST(MatMul, OneColumn) {
+  check_matmul({1, 20000}, {20000, 1});  // one long row: split over the threads
+  check_matmul({3, 50001}, {50001, 1}, true);
+  check_matmul({300, 77}, {77, 1});
+  check_matmul({2, 5, 4099}, {4099, 1}, true);  // A's batch folds into the rows
+  check_matmul({4, 9000}, {9000});
+}
+
 TEST(MatMul, EmptyDims) {
   // K = 0: every output element is an empty sum.
   Tensor a = Tensor::empty({3, 0}), b = Tensor::empty({0, 4});
@@ -277,6 +286,14 @@ TEST(Gemm, ConstantWeights) {
   check_gemm(32, 256, 128, {{128}, 1.0f, 1.0f, false, true}, true);
   check_gemm(1, 256, 128, {{1, 128}, 1.0f, 1.0f, false, true}, true);
   check_gemm(16, 100, 60, {{16, 60}, 0.5f, 1.5f, true, false}, true);
+}
+
+TEST(Gemm, OneColumn) {
+  check_gemm(1, 30011, 1, {{1}, 1.0f, 1.0f, false, true}, true);  // bias, one long row
+  check_gemm(32, 10000, 1, {{1, 1}, 0.5f, 0.5f, false, false});   // bias scaled by alpha
+  check_gemm(600, 70, 1, {{600, 1}, 1.5f, -0.5f, false, true});   // C beside, over 256 rows
+  check_gemm(5, 9000, 1, {{-1}, 2.0f, 1.0f, false, false}, true);
+  check_gemm(7, 40, 1, {{7, 1}, 1.0f, 1.0f, true, false});  // A transposed: oneDNN
 }
 
 TEST(Gemm, EmptyDims) {

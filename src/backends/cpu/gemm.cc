@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/gemv.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -17,6 +18,7 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 15;
 
 // numpy.matmul on float32. Batch dimensions broadcast; the cases run as:
+//   B one column without batch: A's batch folds into M, one matrix-vector product (gemv.h);
 //   B without batch (or all its batch dims 1): A's batch folds into M, one 2-D matmul;
 //   otherwise one batched oneDNN matmul whose size-1 batch dims broadcast;
 //   when oneDNN cannot (rank over 12, or no implementation): a loop of 2-D matmuls.
@@ -52,12 +54,16 @@ class MatMulKernel final : public Kernel {
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     mode_ = Mode::kDirect;
     bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
+    rows_ = batch * m;
+    k_ = k;
+    n_ = n;
+    if (b_flat && n == 1) {
+      mode_ = Mode::kVector;
+      return;
+    }
     if (b_flat && b_const && bs.rank() >= 2 && prefer_packed_gemm()) {
       // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
       mode_ = Mode::kPacked;
-      rows_ = batch * m;
-      k_ = k;
-      n_ = n;
       packed_ = PackedMatrix(b_const, k, n, n, 1);
       return;
     }
@@ -123,6 +129,10 @@ class MatMulKernel final : public Kernel {
       packed_gemm(rows_, a, k_, packed_, y, n_, GemmEpilogue{});
       return;
     }
+    if (mode_ == Mode::kVector) {
+      matrix_vector(rows_, k_, a, k_, ctx.inputs[1].data<float>(), y);
+      return;
+    }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] {
@@ -137,11 +147,11 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
-  enum class Mode { kEmpty, kZero, kDirect, kLoop, kPacked };
+  enum class Mode { kEmpty, kZero, kDirect, kLoop, kPacked, kVector };
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   int64_t out_numel_ = 0;
-  int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked: A as [rows_, k_], the output as [rows_, n_]
+  int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked, kVector: A as [rows_, k_], the output [rows_, n_]
   PackedMatrix packed_;               // kPacked: the constant B
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
@@ -149,8 +159,10 @@ class MatMulKernel final : public Kernel {
   DnnlMatmul mm_;
 };
 
-// Gemm on float32: Y = alpha * op(A) * op(B) + beta * C as one oneDNN matmul. Transposes are
-// strides in the memory descriptors and alpha is the output scale. C goes in as:
+// Gemm on float32: Y = alpha * op(A) * op(B) + beta * C as one oneDNN matmul, or with one output
+// column and A not transposed as a matrix-vector product (gemv.h; op(B) is then a contiguous
+// vector either way). Transposes are strides in the memory descriptors and alpha is the output
+// scale. C goes in as:
 //   kBias: C is [N] or [1, N] and beta == alpha: oneDNN's bias (which it scales by alpha too);
 //   kSum: any other C with beta != 0: Y is first filled with beta * C broadcast, then the matmul
 //         adds onto it (a sum post-op).
@@ -175,6 +187,9 @@ class GemmKernel final : public Kernel {
       c_mode_ = row_vector && alpha == beta_ ? CMode::kBias : CMode::kSum;
     }
     if (m_ * n_ == 0 || k_ == 0) return;
+    alpha_ = alpha;
+    vector_ = n_ == 1 && !trans_a;
+    if (vector_) return;
     const Tensor* b_value = ctx.input_value(1);
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     dnnl::primitive_attr attr;
@@ -192,7 +207,9 @@ class GemmKernel final : public Kernel {
   }
 
   // Packed constant weights are not kept by the executable (when the product runs at all).
-  bool reads_input(int k) const override { return k != 1 || m_ * n_ == 0 || !mm_.packed(); }
+  bool reads_input(int k) const override {
+    return k != 1 || m_ * n_ == 0 || vector_ || !mm_.packed();
+  }
 
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
@@ -207,10 +224,32 @@ class GemmKernel final : public Kernel {
     }
     const float* a = ctx.inputs[0].data<float>();
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
+    if (vector_) {
+      run_vector(a, b, c, y);
+      return;
+    }
     dnnl_call(where_, [&] { mm_.execute(a, b, c_mode_ == CMode::kBias ? c : nullptr, y); });
   }
 
  private:
+  // One output column: y = alpha * A b, plus beta * C as filled into y already (kSum) or as the
+  // bias C[0] (kBias, where beta == alpha).
+  void run_vector(const float* a, const float* b, const float* c, float* y) const {
+    if (c_mode_ != CMode::kSum) {
+      matrix_vector(m_, k_, a, k_, b, y);
+      const float add = c_mode_ == CMode::kBias ? beta_ * c[0] : 0.0f;
+      for (int64_t i = 0; i < m_; ++i) y[i] = alpha_ * y[i] + add;
+      return;
+    }
+    // y holds beta * C: the product goes beside it.
+    float scratch[kVectorScratch];
+    for (int64_t i0 = 0; i0 < m_; i0 += kVectorScratch) {
+      const int64_t rows = std::min(kVectorScratch, m_ - i0);
+      matrix_vector(rows, k_, a + i0 * k_, k_, b, scratch);
+      for (int64_t i = 0; i < rows; ++i) y[i0 + i] += alpha_ * scratch[i];
+    }
+  }
+
   // y[i, j] = beta * C[i or 0, j or 0], C seen as [c_rows_, c_cols_].
   void fill_beta_c(const float* c, float* y) const {
     const int64_t m = m_, n = n_, c_cols = c_cols_;
@@ -230,9 +269,11 @@ class GemmKernel final : public Kernel {
   }
 
   enum class CMode { kNone, kBias, kSum };
+  static constexpr int64_t kVectorScratch = 256;  // rows per matrix_vector call in kSum mode
   std::string where_;
   int64_t m_ = 0, n_ = 0, k_ = 0;
-  float beta_ = 1.0f;
+  float alpha_ = 1.0f, beta_ = 1.0f;
+  bool vector_ = false;  // one output column, A not transposed: matrix_vector
   CMode c_mode_ = CMode::kNone;
   int64_t c_rows_ = 1, c_cols_ = 1;
   DnnlMatmul mm_;
