@@ -95,10 +95,22 @@ double time_recorded(const std::function<void()>& run, RecordingStream& recorder
 
 // Below this many constant bytes a kernel is timed with its constants as they are, cold or not.
 constexpr double kColdMinBytes = 64 * 1024;
+// From this many bytes of graph inputs a kernel is timed with them cold.
+constexpr double kColdInputMinBytes = 1 << 20;
+
+// How many copies of `bytes` make launches that take turns over them read each from memory: 2 to
+// 16, together at least twice the cache (16 where its size is unknown).
+size_t cold_copies(double bytes, size_t cache) {
+  if (cache == 0) return 16;
+  return static_cast<size_t>(
+      std::clamp(std::ceil(2.0 * static_cast<double>(cache) / bytes), 2.0, 16.0));
+}
 
 // Times `node`'s kernel on `backend`: eager, and recorded where the backend's stream records.
 // With `cold`, each launch reads another of several copies of the constants (together at least
-// twice the cache). Returns a negative eager time when it cannot be measured.
+// twice the cache): a kernel per copy, since kernels may pack constants when they are built. Graph
+// inputs of kColdInputMinBytes or more are read cold the same way: a run finds them where the
+// caller wrote them, not in the cache. Returns a negative eager time when it cannot be measured.
 KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, bool cold,
                        std::mt19937& rng) {
   KernelSample sample;
@@ -109,12 +121,21 @@ KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, b
     if (!t.shape.is_static()) return sample;
     output_types.push_back(t);
   }
-  std::unique_ptr<Kernel> kernel = backend.make_kernel(graph, node, Precision::kFloat32);
   const double const_bytes = constant_bytes(graph, node);
+  double input_bytes = 0;
+  for (int in : node.inputs)
+    if (in >= 0 && graph.value(in).is_input && !graph.value(in).data.has_value() &&
+        graph.value(in).type.shape.is_static())
+      input_bytes += static_cast<double>(graph.value(in).type.shape.numel()) *
+                     dtype_size(graph.value(in).type.dtype);
+  const bool cold_constants = cold && const_bytes >= kColdMinBytes;
+  const bool cold_inputs = input_bytes >= kColdInputMinBytes;
   size_t copies = 1;
-  if (cold && const_bytes >= kColdMinBytes)
-    copies = static_cast<size_t>(std::clamp(
-        std::ceil(2.0 * static_cast<double>(backend.cache_bytes()) / const_bytes), 2.0, 16.0));
+  if (cold_constants) copies = cold_copies(const_bytes, backend.cache_bytes());
+  if (cold_inputs) copies = std::max(copies, cold_copies(input_bytes, backend.cache_bytes()));
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (size_t c = 0; c < (cold_constants ? copies : 1); ++c)
+    kernels.push_back(backend.make_kernel(graph, node, Precision::kFloat32));
   std::vector<std::vector<Tensor>> input_sets(copies);
   for (int in : node.inputs) {
     if (in < 0) {
@@ -122,18 +143,20 @@ KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, b
       continue;
     }
     const Value& v = graph.value(in);
-    if (v.data.has_value()) {
-      for (auto& set : input_sets) set.push_back(v.data->to(backend.device()));
-    } else if (v.type.shape.is_static()) {
-      Tensor t = random_tensor(v.type, backend.device(), rng);
-      for (auto& set : input_sets) set.push_back(t);
-    } else {
-      return sample;
+    const bool own_copy = v.data.has_value() ? cold_constants : v.is_input && cold_inputs;
+    if (!v.data.has_value() && !v.type.shape.is_static()) return sample;
+    Tensor shared;
+    for (auto& set : input_sets) {
+      if (!shared.defined() || own_copy)
+        shared = !v.data.has_value() ? random_tensor(v.type, backend.device(), rng)
+                 : own_copy          ? v.data->clone().to(backend.device())
+                                     : v.data->to(backend.device());
+      set.push_back(shared);
     }
   }
   size_t next = 0;
   auto run = [&] {
-    run_kernel(*kernel, input_sets[next], output_types, backend);
+    run_kernel(*kernels[next % kernels.size()], input_sets[next], output_types, backend);
     next = (next + 1) % copies;
   };
   sample.us = time_per_run(run, backend.default_stream());

@@ -32,7 +32,7 @@ std::string device_identity(const std::vector<Backend*>& backends);
 // launched back to back until about 2 ms have passed, the best of five such rounds per run; on a
 // device that records work, also recorded and replayed (its time inside a CUDA graph). Where the
 // constants stream (constants_stream), each launch reads another copy of them, enough copies to
-// outgrow the cache, so none is read from it. Also
+// outgrow the cache, so none is read from it; so with graph inputs of 1 MiB or more. Also
 // measures each device backend's links and launch costs when the model lacks them. Stops when
 // `budget_s` is spent. With `progress`, writes a progress line to stderr if it is a terminal.
 CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,

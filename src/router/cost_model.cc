@@ -70,7 +70,9 @@ NodeSignature signature_of(const Graph& graph, const Node& node) {
     const Value& v = graph.value(in);
     std::string t = v.type.to_string();
     if (first.empty()) first = t;
-    detail += (v.data.has_value() ? "const " : "") + t + ",";
+    // Constants and graph inputs are marked: calibration times kernels that read a large graph
+    // input with it out of the cache, as a run finds it (calibrate.h).
+    detail += (v.data.has_value() ? "const " : v.is_input ? "input " : "") + t + ",";
     sig.bytes += type_bytes(v.type);
   }
   detail += "->";

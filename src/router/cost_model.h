@@ -13,7 +13,7 @@ namespace lumen::router {
 // What a node computes, independent of where it runs.
 struct NodeSignature {
   std::string op;    // "Conv"
-  std::string key;   // op, attributes, input and output types (and which inputs are constants)
+  std::string key;   // op, attributes, input and output types (which are constants, graph inputs)
   double flops = 0;  // multiply-adds times two of convolutions and matrix products; else 0
   double bytes = 0;  // bytes of every input and output
   // The amount of work measurements of one op are interpolated by: flops, or bytes when none.

@@ -315,7 +315,7 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
     plan.decisions.push_back(std::move(n));
   }
   plan.transfer_us = serial_base - plan.kernel_us;
-  plan.overlap_us = serial_base - plan.predicted_us;
+  plan.schedule_us = plan.predicted_us - serial_base;
   return plan;
 }
 

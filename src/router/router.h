@@ -30,10 +30,12 @@ struct RoutePlan {
   std::vector<Backend*> backend_of;     // per node id; nullptr for nodes that do not run
   std::vector<int> order;               // the node ids that run, in execution order (schedule.h)
   std::vector<NodeDecision> decisions;  // per node that runs, in execution order
-  double predicted_us = 0;  // one run: kernels, launches and transfers, less the overlap
+  double predicted_us = 0;  // one run: kernels, launches and transfers as scheduled
   double kernel_us = 0;     // the kernels' part (launches included)
   double transfer_us = 0;   // the copies' part
-  double overlap_us = 0;    // host and device work at the same time (schedule.h's simulate)
+  // The rest (schedule.h's simulate): less where host and device work at once, more where a
+  // device waits for the host to launch its work.
+  double schedule_us = 0;
   int transfers = 0;                    // copies per run
   bool graph_replay = false;            // every node on one device, replayed as a CUDA graph
   std::string method;  // "one backend", "exact", "heuristic", "one device, replayed"

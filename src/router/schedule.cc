@@ -92,8 +92,8 @@ double simulate(const PlacementProblem& p, const std::vector<int>& device,
     if (d == 0) {
       clock[0] += cost;
     } else {
-      clock[d] = std::max(clock[d], clock[0]) + cost;
       clock[0] += p.launch_us.empty() ? 0 : p.launch_us[d];
+      clock[d] = std::max(clock[d], clock[0]) + cost;
     }
     done[i] = true;
     for (int v : outputs[i]) {

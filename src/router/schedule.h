@@ -18,15 +18,17 @@ std::vector<int> run_order(const PlacementProblem& problem, const std::vector<in
 // The predicted time of one run with node i on device[i], taken in `order` (a topological order of
 // every node), where the host and each device keep their own clock:
 //   - a host kernel runs on the host clock;
-//   - a device kernel starts once the host has reached it in the order and the device is free
-//     (inputs made on that device are ready by then: its work runs in order), takes its cost on
-//     the device clock and problem.launch_us[d] on the host clock;
+//   - a device kernel takes problem.launch_us[d] on the host clock to launch, starts once it is
+//     launched and the device is free (inputs made on that device are ready by then: its work
+//     runs in order) and takes its cost on the device clock;
 //   - a copy holds the host and the devices it involves: it starts when all of them are free
 //     (a device's earlier work included) and ends on all of them together;
 //   - graph outputs made on a device are copied to the host after the last node.
-// Equals evaluate() on a chain over the host and one device; never exceeds it (each kernel and copy is counted once, and a
-// clock waits only while another is busy). Throws InvalidArgument when `order` is not a
-// topological order of every node.
+// On a chain over the host and one device it is evaluate() plus the launch of each device kernel
+// that follows host work (the device waits for it); on any graph at most evaluate() plus every
+// device kernel's launch (each kernel and copy is counted once, and a clock waits only while
+// another is busy or launching). Throws InvalidArgument when `order` is not a topological order
+// of every node.
 double simulate(const PlacementProblem& problem, const std::vector<int>& device,
                 const std::vector<int>& order);
 

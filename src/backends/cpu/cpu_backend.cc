@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <array>
 
 #include "backends/cpu/dnnl_util.h"
@@ -51,6 +53,14 @@ class CpuBackend final : public Backend {
 
   Allocator& allocator() const override { return cpu_allocator(); }
   Stream& default_stream() override { return stream_; }
+  // The last-level cache as the C library reports it (L3, else L2; 0 where it does not).
+  size_t cache_bytes() const override {
+    for (int level : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+      long bytes = sysconf(level);
+      if (bytes > 0) return static_cast<size_t>(bytes);
+    }
+    return 0;
+  }
 
  private:
   CpuStream stream_;
