@@ -146,11 +146,12 @@ KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, b
   }
   const double const_bytes = constant_bytes(graph, node);
   double input_bytes = 0;
-  for (int in : node.inputs)
-    if (in >= 0 && graph.value(in).is_input && !graph.value(in).data.has_value() &&
-        graph.value(in).type.shape.is_static())
-      input_bytes += static_cast<double>(graph.value(in).type.shape.numel()) *
-                     dtype_size(graph.value(in).type.dtype);
+  for (int in : node.inputs) {
+    if (in < 0) continue;
+    const Value& v = graph.value(in);
+    if (v.is_input && !v.data.has_value() && v.type.shape.is_static())
+      input_bytes += static_cast<double>(v.type.shape.numel()) * dtype_size(v.type.dtype);
+  }
   const bool cold_constants = cold && const_bytes >= kColdMinBytes;
   const bool cold_inputs = input_bytes >= kColdInputMinBytes;
   size_t copies = 1;

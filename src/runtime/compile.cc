@@ -91,11 +91,13 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   // enqueued before independent host work); otherwise the first backend that supports a node, in
   // topological order.
   std::vector<Backend*> routed;
-  std::vector<int> step_order = topological_order();
+  std::vector<int> step_order;
   if (options.is_auto()) {
     router::RoutePlan plan = router::route(*this, backends, options.router);
     routed = std::move(plan.backend_of);
     step_order = std::move(plan.order);
+  } else {
+    step_order = topological_order();
   }
   // Each node's backend: the CPU for control flow (its subgraphs are placed on their own), the
   // router's choice, or the first backend that supports it.

@@ -531,6 +531,18 @@ TEST(Router, ConstantsLargerThanTheDeviceCacheAreCostedCold) {
   EXPECT_EQ(mm1_place(), "cpu");
 }
 
+// route() of `g` over the host and `sim`, from `model` saved as the cache file `name` (nothing
+// measured).
+router::RoutePlan route_on_costs(const Graph& g, Backend* cpu, SimulatedBackend& sim,
+                                 const router::CostModel& model, const std::string& name) {
+  const std::string file = temp_file(name);
+  router::save_cache(file, {version(), router::device_identity({cpu, &sim})}, model);
+  RouterOptions options;
+  options.cache_file = file;
+  options.measure = false;
+  return router::route(g, {cpu, &sim}, options);
+}
+
 TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
   Graph g;
   Value* x = g.add_input("x", {1024, 1024});
@@ -546,12 +558,7 @@ TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
     model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, 500});
     model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 10});
   }
-  const std::string file = temp_file("replay.tsv");
-  router::save_cache(file, {version(), router::device_identity({cpu, &sim})}, model);
-  RouterOptions options;
-  options.cache_file = file;
-  options.measure = false;
-  router::RoutePlan plan = router::route(g, {cpu, &sim}, options);
+  router::RoutePlan plan = route_on_costs(g, cpu, sim, model, "replay.tsv");
   EXPECT_TRUE(plan.graph_replay);
   for (const auto& d : plan.decisions) EXPECT_EQ(d.backend, "sim");
   // Per node: (10 - 8) kernel + 1 launch; the input up and the output down.
@@ -586,12 +593,7 @@ TEST(Router, SplitsAWideAndDeepModelAndOverlapsItsParts) {
     model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, host_us.at(g.node(n).name)});
     model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 20});
   }
-  const std::string file = temp_file("wide_deep.tsv");
-  router::save_cache(file, {version(), router::device_identity({cpu, &sim})}, model);
-  RouterOptions options;
-  options.cache_file = file;
-  options.measure = false;
-  router::RoutePlan plan = router::route(g, {cpu, &sim}, options);
+  router::RoutePlan plan = route_on_costs(g, cpu, sim, model, "wide_deep.tsv");
   EXPECT_FALSE(plan.graph_replay);
   std::map<std::string, std::string> where;
   std::map<std::string, size_t> position;
