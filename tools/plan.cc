@@ -129,8 +129,8 @@ int plan_model(const std::vector<std::string>& args) {
     counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " on " + name;
   std::printf("placement: %s; %d copies per run%s\n", counts.c_str(), plan.transfers,
               plan.graph_replay ? "; replayed as a CUDA graph" : "");
-  std::printf("predicted: %.4f ms per run = kernels %.4f ms + copies %.4f ms", plan.predicted_us / 1000,
-              plan.kernel_us / 1000, plan.transfer_us / 1000);
+  std::printf("predicted: %.4f ms per run = kernels %.4f ms + copies %.4f ms",
+              plan.predicted_us / 1000, plan.kernel_us / 1000, plan.transfer_us / 1000);
   if (plan.schedule_us != 0)
     std::printf(" %s schedule %.4f ms (host and device at once, devices waiting for launches)",
                 plan.schedule_us < 0 ? "-" : "+", std::abs(plan.schedule_us) / 1000);

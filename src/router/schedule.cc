@@ -34,7 +34,8 @@ std::vector<int> run_order(const PlacementProblem& p, const std::vector<int>& de
   // Host nodes that lead to device work: readers come later in the problem's order.
   std::vector<bool> feeds_device(n, false);
   for (int i = n - 1; i >= 0; --i)
-    for (int c : consumers[i]) feeds_device[i] = feeds_device[i] || device[c] != 0 || feeds_device[c];
+    for (int c : consumers[i])
+      feeds_device[i] = feeds_device[i] || device[c] != 0 || feeds_device[c];
   auto group = [&](int i) { return device[i] != 0 ? 0 : feeds_device[i] ? 1 : 2; };
   std::vector<int> waiting(n, 0);  // producers not yet taken, with repeats as in consumers
   for (int i = 0; i < n; ++i)

@@ -277,9 +277,9 @@ TEST(Schedule, DeviceWorkIsEnqueuedBeforeIndependentHostWorkAndOverlapsIt) {
   p.launch_us = {0, 4};
   // Values: 0 x (input), 1 wide's output, 2 slice's, 3 deep's, 4 add's (the output).
   p.values = {{1000, -1, false}, {4, 0, false}, {100, 1, false}, {4, 2, false}, {4, 3, true}};
-  p.nodes = {{{300, router::kUnsupported}, {0}},  // 0 wide: host only
-             {{1, router::kUnsupported}, {0}},    // 1 slice
-             {{5000, 200}, {2}},                  // 2 deep
+  p.nodes = {{{300, router::kUnsupported}, {0}},    // 0 wide: host only
+             {{1, router::kUnsupported}, {0}},      // 1 slice
+             {{5000, 200}, {2}},                    // 2 deep
              {{1, router::kUnsupported}, {1, 3}}};  // 3 add
   const std::vector<int> device = {0, 0, 1, 0};
   std::vector<int> order = router::run_order(p, device);

@@ -34,8 +34,8 @@ void matrix_vector(int64_t m, int64_t k, const float* a, int64_t lda, const floa
   if (m <= 0) return;
   const int64_t threads = m * k < kParallelMin ? 1 : omp_get_max_threads();
   // Each row in `parts` column ranges, so that rows x parts covers the threads.
-  const int64_t parts = std::max<int64_t>(
-      1, std::min({(threads + m - 1) / m, k / kMinColumns, kMaxPartials / m}));
+  const int64_t parts =
+      std::max<int64_t>(1, std::min({(threads + m - 1) / m, k / kMinColumns, kMaxPartials / m}));
   if (parts == 1) {
 #pragma omp parallel for schedule(static) if (threads > 1)
     for (int64_t i = 0; i < m; ++i) y[i] = dot(a + i * lda, x, k);
