@@ -2,7 +2,8 @@
 # The router's benchmark on a machine with an NVIDIA GPU: cpu, cuda and auto side by side.
 #
 #   bash bench/router.sh pack BUILD_DIR BUNDLE   # here: bench/gpu.sh's bundle plus this script
-#   bash bench/router.sh run BUNDLE OUT [MODELS] # there: OUT/router.log, OUT/router_section.md
+#   bash bench/router.sh run BUNDLE OUT [MODELS [ARGS]]  # there: OUT/router.log, router_section.md
+#                                                        # (ARGS go to router_bench.py: --rounds 5)
 #
 # Then, here: python3 bench/bench_doc.py's write_section("router", ...) with router_section.md.
 set -euo pipefail
@@ -18,5 +19,5 @@ mkdir -p "$out"
 source "$here"/gpu_env.sh "$bundle"
 "$bundle"/bin/lumen --version
 PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/router_bench.py "$bundle"/bin/lumen /tmp/lumen_router_work \
-  --models "$models" 2>&1 | tee "$out"/router.log
+  --models "$models" "${@:5}" 2>&1 | tee "$out"/router.log
 cp /tmp/lumen_router_work/router_section.md "$out"/ 2>/dev/null || true

@@ -158,6 +158,24 @@ int plan_model(const std::vector<std::string>& args) {
     std::printf("measured: %.4f ms per run (median of %lld), predicted %.4f ms (%+.1f%%)\n",
                 median / 1000, static_cast<long long>(a.runs), plan.predicted_us / 1000,
                 100 * (plan.predicted_us - median) / median);
+    for (Backend* b : plan.candidates) {
+      if (b->device().type == DeviceType::kCPU) continue;
+      std::vector<Tensor> on_device;
+      for (const Tensor& t : inputs) on_device.push_back(t.to(b->device()));
+      for (int w = 0; w < 3; ++w) exe->execute(on_device);
+      times.clear();
+      for (int64_t r = 0; r < a.runs; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        exe->execute(on_device);
+        times.push_back(std::chrono::duration<double, std::micro>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count());
+      }
+      std::sort(times.begin(), times.end());
+      std::printf("measured with the inputs on %s: %.4f ms per run (median of %lld)\n",
+                  b->name().c_str(), times[times.size() / 2] / 1000,
+                  static_cast<long long>(a.runs));
+    }
   }
   return 0;
 }

@@ -15,7 +15,7 @@
 namespace lumen::router {
 namespace {
 
-constexpr const char* kMagic = "lumen-tune\t2";
+constexpr const char* kMagic = "lumen-tune\t3";
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> out;
