@@ -1,14 +1,43 @@
 // main() of the unit and op test programs: GoogleTest's, plus --lumen-backends=LIST (comma-
-// separated, e.g. cuda,cpu), the backends run_op compiles for (tests/ops/op_test_util.h).
+// separated, e.g. cuda,cpu), the backends run_op compiles for (tests/ops/op_test_util.h), and a
+// backtrace on stderr when a test crashes (where no sanitizer handles the signal).
+#include <execinfo.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "ops/op_test_util.h"
 
+namespace {
+
+// Prints the frames (module and offset: `addr2line -f -C -e MODULE OFFSET` names them), then
+// dies of the signal as it would have.
+void print_backtrace(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  constexpr char kHead[] = "\nfatal signal in a test; backtrace:\n";
+  (void)!write(STDERR_FILENO, kHead, sizeof kHead - 1);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void backtrace_on_crash() {
+  for (int sig : {SIGSEGV, SIGBUS}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+      std::signal(sig, print_backtrace);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  backtrace_on_crash();
   constexpr const char* kFlag = "--lumen-backends=";
   int kept = 1;
   for (int i = 1; i < argc; ++i) {

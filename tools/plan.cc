@@ -167,9 +167,9 @@ int plan_model(const std::vector<std::string>& args) {
       for (int64_t r = 0; r < a.runs; ++r) {
         auto t0 = std::chrono::steady_clock::now();
         exe->execute(on_device);
-        times.push_back(std::chrono::duration<double, std::micro>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count());
+        times.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
       }
       std::sort(times.begin(), times.end());
       std::printf("measured with the inputs on %s: %.4f ms per run (median of %lld)\n",

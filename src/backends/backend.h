@@ -35,6 +35,12 @@ class Backend {
   // Bytes of the device's last-level cache (a GPU's L2), 0 where unknown: a model whose constants
   // are larger reads them from memory on every run, which the router's calibration imitates.
   virtual size_t cache_bytes() const { return 0; }
+  // Moves `src` between the host and this backend's device without holding the host up for device
+  // work queued before: a copy to the device is queued after that work, on a stream of its own,
+  // and later work on default_stream() waits for it; a copy to the host waits only for `ready`
+  // (an event recorded on default_stream() once `src` was made; null: all work queued so far) and
+  // is complete when it returns. Here, where the device has no such stream: Tensor::to.
+  virtual Tensor move(const Tensor& src, Device to, Event* /*ready*/) { return src.to(to); }
 };
 
 // Backends compiled in and usable on this machine, best first.

@@ -15,6 +15,9 @@ struct KernelContext {
   std::span<const Tensor> inputs;
   std::span<Tensor> outputs;
   Stream* stream = nullptr;
+  // For a copy to the host: an event on the source device's stream recorded once the input was
+  // made, so the copy need not wait for work queued after it (null: it waits for all of it).
+  Event* ready = nullptr;
 };
 
 // Built once per node at compile time (where library primitives are chosen); run() is const and

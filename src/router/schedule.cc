@@ -65,11 +65,20 @@ double simulate(const PlacementProblem& p, const std::vector<int>& device,
   std::vector<unsigned> holders(p.values.size(), 0);
   for (size_t v = 0; v < p.values.size(); ++v)
     if (p.values[v].producer < 0) holders[v] = 1u;  // graph inputs: on the host
-  // Moves value v from device `from` to `to`: both clocks and the host's meet, then advance.
-  auto copy = [&](int v, int from, int to) {
-    double start = std::max({clock[0], clock[from], clock[to]});
-    double end = start + p.transfer_us(v, from, to);
-    clock[0] = clock[from] = clock[to] = end;
+  std::vector<double> made(p.values.size(), 0);     // when each value is complete where it is made
+  // Moves value v from device `from` to `to`, as the executable does (see the header).
+  auto copy = [&](int v, int from, int to, bool step) {
+    const double t = p.transfer_us(v, from, to);
+    const bool async = step && p.values[v].producer >= 0;
+    if (async && from == 0) {
+      clock[0] += t;
+      clock[to] = std::max(clock[to], clock[0]);
+    } else if (async && to == 0) {
+      clock[0] = std::max(clock[0], made[v]) + t;
+    } else {
+      const double start = std::max({clock[0], clock[from], clock[to]});
+      clock[0] = clock[from] = clock[to] = start + t;
+    }
   };
   std::vector<int> home(p.values.size(), 0);
   std::vector<std::vector<int>> outputs(n);
@@ -85,7 +94,7 @@ double simulate(const PlacementProblem& p, const std::vector<int>& device,
         throw InvalidArgument("simulate: node " + std::to_string(i) + " comes before node " +
                               std::to_string(producer) + ", whose output it reads");
       if (!(holders[v] >> d & 1u)) {
-        copy(v, home[v], d);
+        copy(v, home[v], d, true);
         holders[v] |= 1u << d;
       }
     }
@@ -100,11 +109,12 @@ double simulate(const PlacementProblem& p, const std::vector<int>& device,
     for (int v : outputs[i]) {
       home[v] = d;
       holders[v] = 1u << d;
+      made[v] = clock[d];
     }
   }
   for (size_t v = 0; v < p.values.size(); ++v)
     if (p.values[v].output && p.values[v].producer >= 0 && home[v] != 0)
-      copy(static_cast<int>(v), home[v], 0);
+      copy(static_cast<int>(v), home[v], 0, false);
   return *std::max_element(clock.begin(), clock.end());
 }
 

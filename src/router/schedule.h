@@ -21,9 +21,16 @@ std::vector<int> run_order(const PlacementProblem& problem, const std::vector<in
 //   - a device kernel takes problem.launch_us[d] on the host clock to launch, starts once it is
 //     launched and the device is free (inputs made on that device are ready by then: its work
 //     runs in order) and takes its cost on the device clock;
-//   - a copy holds the host and the devices it involves: it starts when all of them are free
-//     (a device's earlier work included) and ends on all of them together;
-//   - graph outputs made on a device are copied to the host after the last node.
+//   - copies run as the executable runs them (Backend::move), on the device's copy stream:
+//     - a value made on the host goes to a device as soon as the host is free, which is busy for
+//       the copy (it stages the data) and does not wait for the device; the device's later work
+//       waits for the copy;
+//     - a value made on a device comes to the host once the host is free and the value is made,
+//       without waiting for the device work queued after it; the host waits for the copy;
+//     - a graph input, and a value moving between two devices, is copied once the host and the
+//       devices involved are free (a device's earlier work included) and ends on all of them;
+//   - graph outputs made on a device are copied to the host after the last node, as the last
+//     (once the device is free).
 // On a chain over the host and one device it is evaluate() plus the launch of each device kernel
 // that follows host work (the device waits for it); on any graph at most evaluate() plus every
 // device kernel's launch (each kernel and copy is counted once, and a clock waits only while

@@ -14,16 +14,60 @@ namespace lumen {
 namespace {
 
 // A copy step's kernel: its output is the input moved to `to` (the same tensor when already
-// there, so a graph input may come on either device).
+// there, so a graph input may come on either device). Values made in the run move with
+// Backend::move (host and device do not wait for each other's queued work); graph inputs with
+// Tensor::to, which is synchronous but faster for large pageable inputs (cuda_allocator.cc).
 class CopyKernel final : public Kernel {
  public:
-  explicit CopyKernel(Device to) : to_(to) {}
-  void run(KernelContext& ctx) const override { ctx.outputs[0] = ctx.inputs[0].to(to_); }
+  CopyKernel(Backend* backend, Device to, bool graph_input)
+      : backend_(backend), to_(to), graph_input_(graph_input) {}
+  void run(KernelContext& ctx) const override {
+    const Tensor& src = ctx.inputs[0];
+    ctx.outputs[0] =
+        src.device() == to_ || graph_input_ ? src.to(to_) : backend_->move(src, to_, ctx.ready);
+  }
   bool makes_outputs() const override { return true; }
 
  private:
+  Backend* backend_;
   Device to_;
+  bool graph_input_;
 };
+
+// `order` (a topological order of graph's nodes before `first_added`) with the nodes added since
+// (the 16-bit casts of half_storage.h, each with one input) placed right before their first reader
+// in it, or right after their input's producer where nothing in it reads them (casts of outputs):
+// their readers read their input before, so the order stays topological.
+std::vector<int> with_added_nodes(const Graph& graph, const std::vector<int>& order,
+                                  int first_added) {
+  const int num_nodes = graph.num_nodes();
+  if (first_added >= num_nodes) return order;
+  std::vector<int> position(num_nodes, -1);
+  for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int>(k);
+  std::vector<std::vector<int>> before(order.size()), after(order.size());
+  std::vector<int> out;
+  for (int id = first_added; id < num_nodes; ++id) {
+    const Node& cast = graph.node(id);
+    int reader = -1;
+    for (int c : graph.value(cast.outputs[0]).consumers)
+      if (c < first_added && position[c] >= 0 && (reader < 0 || position[c] < position[reader]))
+        reader = c;
+    const int in = cast.inputs[0];
+    const int producer = in >= 0 ? graph.value(in).producer : -1;
+    if (reader >= 0)
+      before[position[reader]].push_back(id);
+    else if (producer >= 0 && position[producer] >= 0)
+      after[position[producer]].push_back(id);
+    else
+      out.push_back(id);
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    out.insert(out.end(), before[k].begin(), before[k].end());
+    out.push_back(order[k]);
+    out.insert(out.end(), after[k].begin(), after[k].end());
+  }
+  return out;
+}
 
 Backend* backend_of(Device device) {
   for (Backend* b : available_backends())
@@ -123,10 +167,12 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     if (placed[id] == nullptr)
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
   }
+  const int nodes_before = static_cast<int>(nodes_.size());
   if (options.precision == Precision::kFloat16)
     convert_to_half_storage(*this, DType::kFloat16, placed, needed);
   if (options.precision == Precision::kBFloat16)
     convert_to_half_storage(*this, DType::kBFloat16, placed, needed);
+  step_order = with_added_nodes(*this, step_order, nodes_before);
 
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot
@@ -156,14 +202,23 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
       Step step;
       Device src = slot_device[s];
       step.backend = backend_of(device.type == DeviceType::kCPU ? src : device);
-      step.kernel = std::make_unique<CopyKernel>(device);
+      step.input_copy = s < static_cast<int>(is_input_slot.size()) && is_input_slot[s];
+      step.kernel = std::make_unique<CopyKernel>(step.backend, device, step.input_copy);
       step.inputs = {s};
       step.outputs = {copy};
       step.output_types = {type};
       step.label = "copy '" + name + "' " + src.to_string() + " -> " + device.to_string();
       step.node = name;
       step.op = "Copy";
-      step.input_copy = s < static_cast<int>(is_input_slot.size()) && is_input_slot[s];
+      if (device.type == DeviceType::kCPU) {
+        // Its source's maker signals when the value is made.
+        for (Step& maker : impl->steps)
+          for (int out : maker.outputs)
+            if (out == s && maker.backend->device() == src) {
+              if (maker.signal < 0) maker.signal = impl->num_events++;
+              step.wait = maker.signal;
+            }
+      }
       impl->steps.push_back(std::move(step));
     }
     moved[key] = copy;

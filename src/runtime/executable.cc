@@ -74,6 +74,7 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
   const std::shared_ptr<Buffer>& arena = lease.arena();
   std::vector<Tensor> step_inputs;
   std::vector<Tensor> step_outputs;
+  std::vector<std::unique_ptr<Event>> events(impl.num_events);
   for (const Step& step : impl.steps) {
     if (record && step.input_copy) continue;
     step_inputs.clear();
@@ -88,8 +89,13 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
                               : Tensor(arena, offset, type.shape, type.dtype);
       }
     KernelContext ctx{step_inputs, step_outputs, &step.backend->default_stream()};
+    if (step.wait >= 0) ctx.ready = events[step.wait].get();
     const Clock::time_point step_start = Clock::now();
     step.kernel->run(ctx);
+    if (step.signal >= 0) {
+      events[step.signal] = ctx.stream->create_event();
+      events[step.signal]->record(*ctx.stream);
+    }
     if (profile != nullptr) {
       ctx.stream->synchronize();
       profile->steps.push_back({step.node, step.op, step.backend->name(),

@@ -24,6 +24,8 @@ struct Step {
   std::string node;          // "conv1"
   std::string op;            // "Conv"
   bool input_copy = false;   // a copy of a graph input to the device (bound, not run, in a replay)
+  int signal = -1;  // >= 0: record run event `signal` on its stream after it (a copy reads it)
+  int wait = -1;    // >= 0: a copy to the host, given run event `wait` as KernelContext::ready
 };
 
 // A whole run recorded once as device work (a CUDA graph) and replayed: every slot tensor of the
@@ -52,6 +54,7 @@ struct Executable::Impl {
   // Per graph input: whether a host kernel reads it (an input given on a device is then copied
   // to the host first).
   std::vector<bool> input_read_on_host;
+  int num_events = 0;  // run events (Step::signal) each run records
   // Set when every step runs on one device stream that can record work (all CUDA, static
   // shapes): execute() then records the run once and replays it.
   Stream* record_stream = nullptr;

@@ -156,6 +156,45 @@ TEST(CudaBackend, MixedPlacementCopies) {
   }
 }
 
+// Values cross devices while the device has later work queued: relu's output goes to the host
+// (CumSum has no CUDA kernel) while the matmuls after it run, and CumSum's goes back up with them
+// still queued. Every run, with fresh inputs, against the CPU alone.
+TEST(CudaBackend, CopiesOverlapQueuedDeviceWork) {
+  SKIP_WITHOUT_CUDA();
+  auto build = [](Graph& g) {
+    Value* x = g.add_input("x", Shape{256, 512});
+    Value* w1 = g.add_constant("w1", random_tensor(Shape{512, 512}, 21, -0.05f, 0.05f));
+    Value* w2 = g.add_constant("w2", random_tensor(Shape{512, 512}, 22, -0.05f, 0.05f));
+    Value* a = g.add_op("Relu", {x}, 1, {}, "relu")[0];
+    Value* h = g.add_op("Tanh", {g.add_op("MatMul", {a, w1}, 1, {}, "mm1")[0]}, 1, {}, "tanh")[0];
+    Value* d = g.add_op("MatMul", {h, w2}, 1, {}, "mm2")[0];
+    Value* axis = g.add_constant("axis", Tensor::scalar<int64_t>(1));
+    Value* c = g.add_op("CumSum", {a, axis}, 1, {}, "cumsum")[0];
+    Value* s = g.add_op("Sigmoid", {c}, 1, {}, "sig")[0];
+    g.mark_output(g.add_op("Add", {d, s}, 1, {}, "add")[0]);
+    g.mark_output(c);
+  };
+  Graph on_cpu, mixed;
+  build(on_cpu);
+  build(mixed);
+  Runtime rt;
+  CompileOptions both;
+  both.backends = {"cuda", "cpu"};
+  CompileOptions cpu;
+  cpu.backends = {"cpu"};
+  Executable* reference = on_cpu.compile(&rt, cpu);
+  Executable* exe = mixed.compile(&rt, both);
+  EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
+  for (int i = 0; i < 4; ++i) {
+    Tensor in = random_tensor(Shape{256, 512}, 30 + i);
+    std::vector<Tensor> want = reference->execute({in});
+    std::vector<Tensor> got = exe->execute({i == 3 ? in.to(Device::cuda()) : in});
+    ASSERT_EQ(got.size(), 2u);
+    expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-4, 1e-4);
+    expect_close(got[1], want[1].shape(), to_doubles(want[1]), 1e-4, 1e-4);
+  }
+}
+
 TEST(CudaKernels, Unary) {
   SKIP_WITHOUT_CUDA();
   Tensor x = random_tensor(Shape{3, 5, 7}, 11, -4.f, 4.f);

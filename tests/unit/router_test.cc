@@ -300,6 +300,34 @@ TEST(Schedule, DeviceWorkIsEnqueuedBeforeIndependentHostWorkAndOverlapsIt) {
   EXPECT_THROW(router::run_order(p, {0, 1}), InvalidArgument);
 }
 
+// x -> d1 (device) -> d2 (device, long) --------------+-> d3 (device): the output
+//          \-> h (host) ----------------------------/
+// d1's output comes to the host once d1 is done, while d2 runs; h's goes up without the host
+// waiting for d2. Waiting for each device's queued work at every copy would take 1211.04 us.
+TEST(Schedule, CopiesWaitOnlyForTheWorkTheyNeed) {
+  PlacementProblem p;
+  p.num_devices = 2;
+  p.latency_us = {{0, 10}, {10, 0}};
+  p.us_per_byte = {{0, 0.01}, {0.01, 0}};
+  p.launch_us = {0, 4};
+  // Values: 0 x (input), 1 d1's output, 2 d2's, 3 h's, 4 d3's (the output).
+  p.values = {{100, -1, false}, {100, 0, false}, {4, 1, false}, {100, 2, false}, {4, 3, true}};
+  const double kNo = router::kUnsupported;
+  p.nodes = {{{kNo, 100}, {0}},     // 0 d1
+             {{kNo, 1000}, {1}},    // 1 d2
+             {{50, kNo}, {1}},      // 2 h
+             {{kNo, 10}, {2, 3}}};  // 3 d3
+  const std::vector<int> device = {1, 1, 0, 1};
+  const std::vector<int> order = router::run_order(p, device);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  // x up 0..11 (a graph input: a synchronous copy); d1 launched by 15, runs 15..115; d2 launched
+  // by 19, runs 115..1115; d1's output down at 115..126 (host); h 126..176; its output up
+  // 176..187 on the host; d3 launched by 191, runs 1115..1125; the output down 1125..1135.04.
+  EXPECT_NEAR(router::simulate(p, device, order), 1135.04, 1e-9);
+  // Serially: kernels 1160, copies 11 (x) + 11 (d1's) + 11 (h's) + 10.04 (the output).
+  EXPECT_NEAR(router::evaluate(p, device), 1203.04, 1e-9);
+}
+
 TEST(Placement, RejectsMalformedProblems) {
   PlacementProblem p;
   p.num_devices = 2;

@@ -121,6 +121,7 @@ void Workspace::reserve(size_t bytes) {
 
 CudaBackend::CudaBackend(int device) : device_(device) {
   stream_ = std::make_unique<CudaStream>(device_);
+  copy_stream_ = std::make_unique<CudaStream>(device_);
   check(cublasLtCreate(&cublas_), "create handle");
   check(cudnnCreate(&cudnn_), "create handle");
   check(cudnnSetStream(cudnn_, stream_->handle()), "set stream");
