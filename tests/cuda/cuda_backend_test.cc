@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "backends/cuda/launch.h"
@@ -128,6 +129,24 @@ TEST(CudaBackend, AllocatorSteadyState) {
   expect_close(b[0], a[0].shape(), to_doubles(a[0]), 0, 0);
 }
 
+// A graph made twice by `build`, compiled for the CPU alone (the reference) and for CUDA with the
+// CPU beside it (what CUDA lacks runs there).
+struct CpuAndMixed {
+  Graph on_cpu, on_both;
+  Executable* reference = nullptr;
+  Executable* mixed = nullptr;
+  CpuAndMixed(Runtime& rt, const std::function<void(Graph&)>& build) {
+    build(on_cpu);
+    build(on_both);
+    CompileOptions cpu;
+    cpu.backends = {"cpu"};
+    CompileOptions both;
+    both.backends = {"cuda", "cpu"};
+    reference = on_cpu.compile(&rt, cpu);
+    mixed = on_both.compile(&rt, both);
+  }
+};
+
 TEST(CudaBackend, MixedPlacementCopies) {
   SKIP_WITHOUT_CUDA();
   // Relu and Sigmoid run on CUDA, CumSum only on the CPU: values cross devices both ways.
@@ -138,17 +157,11 @@ TEST(CudaBackend, MixedPlacementCopies) {
     Value* c = g.add_op("CumSum", {a, axis}, 1, {}, "cumsum")[0];
     g.mark_output(g.add_op("Sigmoid", {c}, 1, {}, "sig")[0]);
   };
-  Graph on_cpu, mixed;
-  build(on_cpu);
-  build(mixed);
   Runtime rt;
-  CompileOptions both;
-  both.backends = {"cuda", "cpu"};
-  CompileOptions cpu;
-  cpu.backends = {"cpu"};
+  CpuAndMixed graphs(rt, build);
   Tensor in = random_tensor(Shape{4, 6}, 9);
-  std::vector<Tensor> want = on_cpu.compile(&rt, cpu)->execute({in});
-  Executable* exe = mixed.compile(&rt, both);
+  std::vector<Tensor> want = graphs.reference->execute({in});
+  Executable* exe = graphs.mixed;
   EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
   for (int i = 0; i < 3; ++i) {
     std::vector<Tensor> got = exe->execute({i == 2 ? in.to(Device::cuda()) : in});
@@ -174,16 +187,10 @@ TEST(CudaBackend, CopiesOverlapQueuedDeviceWork) {
     g.mark_output(g.add_op("Add", {d, s}, 1, {}, "add")[0]);
     g.mark_output(c);
   };
-  Graph on_cpu, mixed;
-  build(on_cpu);
-  build(mixed);
   Runtime rt;
-  CompileOptions both;
-  both.backends = {"cuda", "cpu"};
-  CompileOptions cpu;
-  cpu.backends = {"cpu"};
-  Executable* reference = on_cpu.compile(&rt, cpu);
-  Executable* exe = mixed.compile(&rt, both);
+  CpuAndMixed graphs(rt, build);
+  Executable* reference = graphs.reference;
+  Executable* exe = graphs.mixed;
   EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
   for (int i = 0; i < 4; ++i) {
     Tensor in = random_tensor(Shape{256, 512}, 30 + i);
