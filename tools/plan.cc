@@ -145,16 +145,21 @@ int plan_model(const std::vector<std::string>& args) {
     std::vector<Tensor> inputs;
     for (size_t k = 0; k < exe->inputs().size(); ++k)
       inputs.push_back(random_input(exe->inputs()[k], 1234 + k));
-    for (int w = 0; w < 3; ++w) exe->execute(inputs);
-    std::vector<double> times;
-    for (int64_t r = 0; r < a.runs; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      exe->execute(inputs);
-      times.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(times.begin(), times.end());
-    double median = times[times.size() / 2];
+    // Median microseconds per run over a.runs runs, after three to warm up.
+    auto median_us = [&](const std::vector<Tensor>& given) {
+      for (int w = 0; w < 3; ++w) exe->execute(given);
+      std::vector<double> times;
+      for (int64_t r = 0; r < a.runs; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        exe->execute(given);
+        times.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+      return times[times.size() / 2];
+    };
+    const double median = median_us(inputs);
     std::printf("measured: %.4f ms per run (median of %lld), predicted %.4f ms (%+.1f%%)\n",
                 median / 1000, static_cast<long long>(a.runs), plan.predicted_us / 1000,
                 100 * (plan.predicted_us - median) / median);
@@ -162,19 +167,8 @@ int plan_model(const std::vector<std::string>& args) {
       if (b->device().type == DeviceType::kCPU) continue;
       std::vector<Tensor> on_device;
       for (const Tensor& t : inputs) on_device.push_back(t.to(b->device()));
-      for (int w = 0; w < 3; ++w) exe->execute(on_device);
-      times.clear();
-      for (int64_t r = 0; r < a.runs; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        exe->execute(on_device);
-        times.push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                .count());
-      }
-      std::sort(times.begin(), times.end());
       std::printf("measured with the inputs on %s: %.4f ms per run (median of %lld)\n",
-                  b->name().c_str(), times[times.size() / 2] / 1000,
-                  static_cast<long long>(a.runs));
+                  b->name().c_str(), median_us(on_device) / 1000, static_cast<long long>(a.runs));
     }
   }
   return 0;

@@ -21,11 +21,13 @@ class PinnedStaging {
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;
-    std::unique_ptr<Event> read;  // recorded after the copy that reads it
+    std::unique_ptr<Event> queued;  // recorded on the compute stream before the copy is queued
+    std::unique_ptr<Event> read;    // recorded after the copy that reads it
     bool taken = false;
   };
 
-  // A buffer of at least `bytes` that no queued copy reads; give it back with release().
+  // A buffer of at least `bytes` that no queued copy reads, with its events (made on `stream`);
+  // give it back with release().
   Buffer& take(size_t bytes, Stream& stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Buffer& b : buffers_)
@@ -37,6 +39,7 @@ class PinnedStaging {
     b.bytes = std::max(bytes, kMinBytes);
     check(cudaMallocHost(&b.ptr, b.bytes),
           "pinned staging buffer of " + std::to_string(b.bytes) + " bytes");
+    b.queued = stream.create_event();
     b.read = stream.create_event();
     b.taken = true;
     return b;
@@ -65,12 +68,12 @@ Tensor CudaBackend::move(const Tensor& src, Device to, Event* ready) {
   if (src.device().type == DeviceType::kCPU && to == device()) {
     Tensor dst = Tensor::empty(src.shape(), src.dtype(), to);
     if (bytes == 0) return dst;
-    // The pool hands out memory that work queued on stream_ may still use (safe on one stream:
-    // cuda_allocator.cc), so the copy waits for that work; the host does not.
-    std::unique_ptr<Event> queued = stream_->create_event();
-    queued->record(*stream_);
-    copy_stream_->wait(*queued);
     PinnedStaging::Buffer& buf = pinned_staging().take(bytes, *copy_stream_);
+    // The pool hands out memory that work queued on stream_ may still use (safe on one stream:
+    // cuda_allocator.cc), so the copy waits for that work; the host does not. (A wait takes the
+    // event as recorded when it is queued, so the buffer's events are recorded again next time.)
+    buf.queued->record(*stream_);
+    copy_stream_->wait(*buf.queued);
     std::memcpy(buf.ptr, src.raw_data(), bytes);
     check(cudaMemcpyAsync(dst.raw_data(), buf.ptr, bytes, cudaMemcpyHostToDevice,
                           copy_stream_->handle()),

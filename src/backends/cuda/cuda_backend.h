@@ -67,11 +67,10 @@ class CudaBackend final : public Backend {
   Stream& default_stream() override { return *stream_; }
   bool takes_half_floats() const override { return true; }
   size_t cache_bytes() const override;
-  // Copies on copy_stream(), through pinned staging memory (async_copy.cc).
+  // Copies on a stream of their own, through pinned staging memory (async_copy.cc).
   Tensor move(const Tensor& src, Device to, Event* ready) override;
 
   CudaStream& stream() { return *stream_; }
-  CudaStream& copy_stream() { return *copy_stream_; }
   cublasLtHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   Workspace& workspace() const { return workspace_; }
