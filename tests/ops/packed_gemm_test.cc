@@ -68,8 +68,10 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   struct Shape3 {
     int64_t m, k, n;
   };
-  const Shape3 shapes[] = {{1, 1, 1},     {5, 3, 15},    {6, 256, 16},   {7, 257, 17},
-                           {13, 600, 40}, {100, 70, 33}, {131, 512, 100}};
+  // 853 x 61 x 64: nine 96-row tiles of one column share, spread over ten tiles for two threads
+  // (uneven heights), and a depth that is not a multiple of the 8-column packing step.
+  const Shape3 shapes[] = {{1, 1, 1},     {5, 3, 15},    {6, 256, 16},    {7, 257, 17},
+                           {13, 600, 40}, {100, 70, 33}, {131, 512, 100}, {853, 61, 64}};
   uint64_t seed = 100;
   for (const Shape3& s : shapes)
     for (int variant = 0; variant < 4; ++variant) {

@@ -26,7 +26,35 @@ constexpr int64_t kParallelFlops = 1 << 20;
 // dst[kk * 6 + r], zero past `rows`. Packed, the micro-kernel reads A as one contiguous stream
 // (in place, rows 4 KiB apart would share L1 sets and evict each other).
 inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst) {
-  for (int64_t kk = 0; kk < kc; ++kk, dst += kMr)
+  int64_t kk = 0;
+  if (rows == kMr) {
+    // Eight columns at a time: an 8 x 8 transpose of the six rows and two zero rows, each
+    // transposed column stored 6 floats apart (its last two lanes are overwritten by the next
+    // store, or land in the slack the caller leaves after the panel).
+    const __m256 zero = _mm256_setzero_ps();
+    for (; kk + 8 <= kc; kk += 8, dst += 8 * kMr) {
+      const __m256 r0 = _mm256_loadu_ps(a + kk), r1 = _mm256_loadu_ps(a + lda + kk);
+      const __m256 r2 = _mm256_loadu_ps(a + 2 * lda + kk), r3 = _mm256_loadu_ps(a + 3 * lda + kk);
+      const __m256 r4 = _mm256_loadu_ps(a + 4 * lda + kk), r5 = _mm256_loadu_ps(a + 5 * lda + kk);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(zero, zero), t7 = t6;
+      const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      _mm256_storeu_ps(dst + 0 * kMr, _mm256_permute2f128_ps(s0, s4, 0x20));
+      _mm256_storeu_ps(dst + 1 * kMr, _mm256_permute2f128_ps(s1, s5, 0x20));
+      _mm256_storeu_ps(dst + 2 * kMr, _mm256_permute2f128_ps(s2, s6, 0x20));
+      _mm256_storeu_ps(dst + 3 * kMr, _mm256_permute2f128_ps(s3, s7, 0x20));
+      _mm256_storeu_ps(dst + 4 * kMr, _mm256_permute2f128_ps(s0, s4, 0x31));
+      _mm256_storeu_ps(dst + 5 * kMr, _mm256_permute2f128_ps(s1, s5, 0x31));
+      _mm256_storeu_ps(dst + 6 * kMr, _mm256_permute2f128_ps(s2, s6, 0x31));
+      _mm256_storeu_ps(dst + 7 * kMr, _mm256_permute2f128_ps(s3, s7, 0x31));
+    }
+  }
+  for (; kk < kc; ++kk, dst += kMr)
     for (int64_t r = 0; r < kMr; ++r) dst[r] = r < rows ? a[r * lda + kk] : 0.0f;
 }
 
@@ -97,26 +125,32 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   const int64_t n = b.n(), k = b.k();
   if (m == 0 || n == 0) return;
   const int64_t panels = (n + kNr - 1) / kNr;
-  // Tiles of equal height (a multiple of 6, at most kMc), so no thread waits on a short last one.
-  const int64_t m_tiles = (m + kMc - 1) / kMc;
-  const int64_t mc = ((m + m_tiles - 1) / m_tiles + kMr - 1) / kMr * kMr;
-  const bool parallel = 2 * m * n * k > kParallelFlops && omp_get_max_threads() > 1;
+  // Tiles of whole 6-row panels, at most kMc rows, spread evenly (their heights differ by at most
+  // one panel), by shares of the column panels; the tile count a multiple of the threads where
+  // the columns are too few to share, so no thread waits on the others.
+  const int64_t row_panels = (m + kMr - 1) / kMr;
+  int64_t m_tiles = (m + kMc - 1) / kMc;
+  const bool parallel =
+      2 * m * n * k > kParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel();
   const int64_t threads = parallel ? omp_get_max_threads() : 1;
   // Enough column shares that every thread has work, at least one panel each.
   int64_t n_tiles = std::min(panels, std::max<int64_t>(1, (2 * threads + m_tiles - 1) / m_tiles));
   const int64_t panels_per_tile = (panels + n_tiles - 1) / n_tiles;
   n_tiles = (panels + panels_per_tile - 1) / panels_per_tile;
+  if ((m_tiles * n_tiles) % threads != 0)
+    m_tiles = std::min(row_panels, (m_tiles * n_tiles + threads - 1) / threads * threads / n_tiles);
   const int64_t tiles = m_tiles * n_tiles;
 
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t t = 0; t < tiles; ++t) {
+  const bool finishes = e.bias || e.activation != GemmActivation::kNone;
+  const auto run_tile = [&](int64_t t) {
     const int64_t mt = t / n_tiles, nt = t % n_tiles;
-    const int64_t row0 = mt * mc, rows = std::min(mc, m - row0);
-    if (rows <= 0) continue;
+    const int64_t p0 = mt * row_panels / m_tiles, p1 = (mt + 1) * row_panels / m_tiles;
+    const int64_t row0 = p0 * kMr, rows = std::min(p1 * kMr, m) - row0;
+    if (rows <= 0) return;
     const int64_t jp0 = nt * panels_per_tile, jp1 = std::min(panels, jp0 + panels_per_tile);
     const int64_t m_panels = (rows + kMr - 1) / kMr;
     thread_local std::vector<float> packed_a;
-    packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr));
+    packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr + 8));
     if (k == 0) {  // nothing to multiply: C is the residual (or zero), then the epilogue
       for (int64_t r = 0; r < rows; ++r) {
         float* y = c + (row0 + r) * ldc;
@@ -124,7 +158,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
         if (!e.accumulate) std::fill(y + col0, y + col0 + cols, 0.0f);
         finish_row(y + col0, cols, col0, e);
       }
-      continue;
+      return;
     }
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
       const int64_t kc = std::min(kKc, k - k0);
@@ -141,11 +175,19 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
           float* tile = c + r0 * ldc + col0;
           tile_kernel(&packed_a[ip * kc * kMr], kc, panel, tile, ldc, prow, cols,
                       !first || e.accumulate);
-          if (last)
+          if (last && finishes)
             for (int64_t r = 0; r < prow; ++r) finish_row(tile + r * ldc, cols, col0, e);
         }
       }
     }
+  };
+  // Called inside a parallel region (Winograd's blocks), the product runs on the calling thread
+  // without opening a region of its own: even a one-thread region costs microseconds.
+  if (parallel) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
+  } else {
+    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
   }
 }
 
