@@ -80,16 +80,23 @@ void print_profile(const std::vector<RunProfile>& runs, int top) {
   }
 }
 
-void write_chrome_trace(const RunProfile& run, const std::string& path) {
+void write_chrome_trace(const std::vector<RunProfile>& runs, const std::string& path) {
+  if (runs.empty()) return;
+  const RunProfile& run = runs.back();
   std::ofstream out(path);
   out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out << "{\"name\": \"run\", \"cat\": \"run\", \"ph\": \"X\", \"ts\": 0, \"dur\": " << run.total_us
       << ", \"pid\": 1, \"tid\": 0}";
-  for (const RunProfile::Step& s : run.steps) {
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const RunProfile::Step& s = run.steps[i];
+    std::vector<double> durations;
+    for (const RunProfile& r : runs)
+      if (i < r.steps.size()) durations.push_back(r.steps[i].duration_us);
     out << ",\n{\"name\": \"" << json_escape(s.node) << "\", \"cat\": \"" << json_escape(s.op)
         << "\", \"ph\": \"X\", \"ts\": " << s.start_us << ", \"dur\": " << s.duration_us
         << ", \"pid\": 1, \"tid\": 1, \"args\": {\"op\": \"" << json_escape(s.op)
-        << "\", \"backend\": \"" << json_escape(s.backend) << "\"";
+        << "\", \"backend\": \"" << json_escape(s.backend)
+        << "\", \"median_us\": " << median(durations) << ", \"runs\": " << durations.size();
     if (!s.detail.empty()) out << ", \"detail\": \"" << json_escape(s.detail) << "\"";
     out << "}}";
   }

@@ -256,9 +256,11 @@ int run_model(const std::vector<std::string>& args) {
   }
   if (profile) print_profile(profiles);
   if (!trace.empty()) {
-    write_chrome_trace(profiles.back(), trace);
-    std::printf("wrote the trace of one run to %s (open it in chrome://tracing or Perfetto)\n",
-                trace.c_str());
+    write_chrome_trace(profiles, trace);
+    std::printf(
+        "wrote the trace of one run, each step with its median over all runs, to %s (open it in "
+        "chrome://tracing or Perfetto)\n",
+        trace.c_str());
   }
   return 0;
 }

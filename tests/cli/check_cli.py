@@ -91,6 +91,7 @@ def main():
         assert steps, "the trace has no steps"
         for e in steps:
             assert e["ph"] == "X" and e["dur"] >= 0 and e["args"]["backend"] == "cpu", e
+            assert e["args"]["runs"] == 5 and e["args"]["median_us"] >= 0, e
             assert 0 <= e["ts"] and e["ts"] + e["dur"] <= run["dur"] + 1, (e, run)
         assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(steps, steps[1:]))
 

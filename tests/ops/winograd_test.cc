@@ -1,5 +1,5 @@
-// Winograd F(2x2, 3x3) (src/backends/cpu/winograd.h) against a double-precision direct
-// convolution on random channels-last data: odd and even output sizes (partial 2x2 blocks), no,
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) (src/backends/cpu/winograd.h) against a double-precision
+// direct convolution on random channels-last data: odd and even output sizes (partial blocks), no,
 // one-sided and wide padding, two images, a residual and activations, few tiles and many, every
 // output checked.
 #include <gtest/gtest.h>
@@ -36,51 +36,67 @@ TEST(Winograd, MatchesDirectConvolution) {
       {1, 33, 34, 64, 64, 1, 0, 1, 2, false, cpu::GemmActivation::kNone},
   };
   uint64_t seed = 900;
-  for (const Case& t : cases) {
-    SCOPED_TRACE(::testing::Message()
-                 << t.batch << "x" << t.h << "x" << t.w << "x" << t.c << " -> " << t.o << " pads "
-                 << t.pad_top << "," << t.pad_left << "," << t.pad_bottom << "," << t.pad_right);
-    const int64_t out_h = t.h + t.pad_top + t.pad_bottom - 2;
-    const int64_t out_w = t.w + t.pad_left + t.pad_right - 2;
-    std::vector<float> x = random_floats(t.batch * t.h * t.w * t.c, ++seed);
-    std::vector<float> w = random_floats(t.o * t.c * 9, ++seed);
-    std::vector<float> bias = random_floats(t.o, ++seed);
-    std::vector<float> y = random_floats(t.batch * out_h * out_w * t.o, ++seed);
-    const std::vector<float> residual = y;
-    cpu::GemmEpilogue e;
-    e.bias = bias.data();
-    e.accumulate = t.residual;
-    e.activation = t.act;
-    e.alpha = -0.5f;
-    e.beta = 0.5f;
-    cpu::WinogradConv conv(w.data(), t.o, t.c);
-    conv.run(x.data(), t.batch, t.h, t.w, t.pad_top, t.pad_left, out_h, out_w, y.data(), e);
-    int64_t bad = 0;
-    const double scale = std::sqrt(9.0 * double(t.c));
-    for (int64_t n = 0; n < t.batch; ++n)
-      for (int64_t oh = 0; oh < out_h; ++oh)
-        for (int64_t ow = 0; ow < out_w; ++ow)
-          for (int64_t o = 0; o < t.o; ++o) {
-            double acc = bias[o];
-            for (int64_t r = 0; r < 3; ++r)
-              for (int64_t q = 0; q < 3; ++q) {
-                const int64_t ih = oh - t.pad_top + r, iw = ow - t.pad_left + q;
-                if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
-                for (int64_t i = 0; i < t.c; ++i)
-                  acc += double(x[((n * t.h + ih) * t.w + iw) * t.c + i]) *
-                         w[((o * t.c + i) * 3 + r) * 3 + q];
-              }
-            const int64_t at = ((n * out_h + oh) * out_w + ow) * t.o + o;
-            if (t.residual) acc += residual[at];
-            if (t.act == cpu::GemmActivation::kRelu) acc = std::max(acc, 0.0);
-            if (t.act == cpu::GemmActivation::kClip) acc = std::min(std::max(acc, -0.5), 0.5);
-            if (t.act == cpu::GemmActivation::kSigmoid) acc = 1 / (1 + std::exp(-acc));
-            if (!(std::fabs(y[at] - acc) <= 2e-5 * scale + 1e-4 * std::fabs(acc)) && ++bad <= 5)
-              ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
-                            << y[at] << ", want " << acc;
-          }
-    EXPECT_EQ(bad, 0);
-  }
+  for (const cpu::WinogradForm form : {cpu::WinogradForm::kF2x2, cpu::WinogradForm::kF4x4})
+    for (const Case& t : cases) {
+      SCOPED_TRACE(::testing::Message()
+                   << (form == cpu::WinogradForm::kF4x4 ? "F(4x4, 3x3) " : "F(2x2, 3x3) ")
+                   << t.batch << "x" << t.h << "x" << t.w << "x" << t.c << " -> " << t.o << " pads "
+                   << t.pad_top << "," << t.pad_left << "," << t.pad_bottom << "," << t.pad_right);
+      const int64_t out_h = t.h + t.pad_top + t.pad_bottom - 2;
+      const int64_t out_w = t.w + t.pad_left + t.pad_right - 2;
+      std::vector<float> x = random_floats(t.batch * t.h * t.w * t.c, ++seed);
+      std::vector<float> w = random_floats(t.o * t.c * 9, ++seed);
+      std::vector<float> bias = random_floats(t.o, ++seed);
+      std::vector<float> y = random_floats(t.batch * out_h * out_w * t.o, ++seed);
+      const std::vector<float> residual = y;
+      cpu::GemmEpilogue e;
+      e.bias = bias.data();
+      e.accumulate = t.residual;
+      e.activation = t.act;
+      e.alpha = -0.5f;
+      e.beta = 0.5f;
+      cpu::WinogradConv conv(w.data(), t.o, t.c, form);
+      conv.run(x.data(), t.batch, t.h, t.w, t.pad_top, t.pad_left, out_h, out_w, y.data(), e);
+      int64_t bad = 0;
+      const double scale = std::sqrt(9.0 * double(t.c));
+      for (int64_t n = 0; n < t.batch; ++n)
+        for (int64_t oh = 0; oh < out_h; ++oh)
+          for (int64_t ow = 0; ow < out_w; ++ow)
+            for (int64_t o = 0; o < t.o; ++o) {
+              double acc = bias[o];
+              for (int64_t r = 0; r < 3; ++r)
+                for (int64_t q = 0; q < 3; ++q) {
+                  const int64_t ih = oh - t.pad_top + r, iw = ow - t.pad_left + q;
+                  if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
+                  for (int64_t i = 0; i < t.c; ++i)
+                    acc += double(x[((n * t.h + ih) * t.w + iw) * t.c + i]) *
+                           w[((o * t.c + i) * 3 + r) * 3 + q];
+                }
+              const int64_t at = ((n * out_h + oh) * out_w + ow) * t.o + o;
+              if (t.residual) acc += residual[at];
+              if (t.act == cpu::GemmActivation::kRelu) acc = std::max(acc, 0.0);
+              if (t.act == cpu::GemmActivation::kClip) acc = std::min(std::max(acc, -0.5), 0.5);
+              if (t.act == cpu::GemmActivation::kSigmoid) acc = 1 / (1 + std::exp(-acc));
+              if (!(std::fabs(y[at] - acc) <= 2e-5 * scale + 1e-4 * std::fabs(acc)) && ++bad <= 5)
+                ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
+                              << y[at] << ", want " << acc;
+            }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
+// Which layers take which form, where the packed GEMM is in use (AVX2 without AVX-512).
+TEST(Winograd, FormFollowsTheMeasuredThresholds) {
+  if (!cpu::prefer_packed_gemm()) GTEST_SKIP() << "Winograd runs only where packed_gemm does";
+  using cpu::WinogradForm;
+  EXPECT_EQ(cpu::winograd_form(56, 56, 64, 64), WinogradForm::kF4x4);
+  EXPECT_EQ(cpu::winograd_form(28, 28, 128, 128), WinogradForm::kF4x4);
+  EXPECT_EQ(cpu::winograd_form(14, 14, 256, 256), WinogradForm::kF2x2);
+  EXPECT_EQ(cpu::winograd_form(7, 7, 512, 512), WinogradForm::kF2x2);
+  EXPECT_EQ(cpu::winograd_form(56, 56, 128, 32), WinogradForm::kF4x4);
+  EXPECT_EQ(cpu::winograd_form(28, 28, 128, 32), std::nullopt);
+  EXPECT_EQ(cpu::winograd_form(55, 55, 16, 64), std::nullopt);
+  EXPECT_EQ(cpu::winograd_form(6, 6, 512, 512), std::nullopt);
 }
 
 }  // namespace

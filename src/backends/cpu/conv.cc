@@ -165,11 +165,12 @@ class ConvKernel final : public Kernel {
     const Tensor* w_value = ctx.input_value(1);
     if (channels_last && group == 1 && g.spatial == 2 && kernel[0] == 3 && kernel[1] == 3 &&
         g.strides[0] == 1 && g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 &&
-        w_value && winograd_pays(g.out[0], g.out[1], channels, out_channels) &&
+        w_value && winograd_form(g.out[0], g.out[1], channels, out_channels) &&
         parse_gemm_epilogue(ctx.attr_string("activation", ""),
                             ctx.attr_float("activation_alpha", 0.0f),
                             ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
-      winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels);
+      winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels,
+                               *winograd_form(g.out[0], g.out[1], channels, out_channels));
       use_winograd_ = true;
       epilogue_.accumulate = residual_;
       in_hw_ = {x[2], x[3]};
@@ -364,7 +365,7 @@ class ConvKernel final : public Kernel {
   bool has_bias_ = false;
   bool residual_ = false;
   bool shortfall_ = false;
-  // 3x3 stride-1 channels-last convolutions where Winograd pays (winograd.h).
+  // 3x3 stride-1 channels-last convolutions where a Winograd form pays (winograd.h).
   bool use_winograd_ = false;
   WinogradConv winograd_;
   GemmEpilogue epilogue_;           // its activation and residual (the bias is bound per run)
