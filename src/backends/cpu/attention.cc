@@ -174,7 +174,8 @@ class FusedAttentionKernel final : public Kernel {
     const int64_t blocks = (sq_ + kRowBlock - 1) / kRowBlock;
     const int64_t tasks = batch_ * blocks;
     const bool parallel = tasks > 1 && batch_ * sq_ * sk_ * (depth_ + dv_) > kNormParallelWork;
-#pragma omp parallel for schedule(static) if (parallel)
+    // Taken dynamically: a thread held up (a shared VM's steal time) leaves its tasks to others.
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int64_t t = 0; t < tasks; ++t)
       run_task(t / blocks, (t % blocks) * kRowBlock, q, k, v, mask, y);
   }
