@@ -52,8 +52,9 @@ bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta,
 // col0 (the epilogue's last steps; `accumulate` is the caller's).
 void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& epilogue);
 
-// B (k x n) in the micro-kernel's layout: per block of kKc rows, one panel of 16 columns after
-// another, each panel's rows contiguous; columns past n are zero.
+// B (k x n) in the micro-kernel's layout: one panel of 16 columns after another, each panel's k
+// rows of 16 contiguous (a block of rows of a panel is then contiguous too, and a matrix-vector
+// product reads each panel as one stream); columns past n are zero.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
@@ -61,7 +62,7 @@ class PackedMatrix {
   PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride);
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
-  // The panel of columns [16 * jp, 16 * jp + 16) in the block of rows starting at row k0.
+  // Row k0 of the panel of columns [16 * jp, 16 * jp + 16); the rows after it follow, 16 apart.
   const float* panel(int64_t k0, int64_t jp) const;
 
  private:
