@@ -107,7 +107,7 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
   for (__m256& v : acc) v = _mm256_setzero_ps();
   int64_t kk = 0;
   for (; kk + 4 <= kc; kk += 4, a += 4 * a_step, b += 4 * kNr)
-    for (int u = 0; u < 4; ++u) {
+    for (int64_t u = 0; u < 4; ++u) {
       const __m256 av = _mm256_broadcast_ss(a + u * a_step);
       acc[2 * u] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + u * kNr), acc[2 * u]);
       acc[2 * u + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + u * kNr + 8), acc[2 * u + 1]);
