@@ -328,6 +328,7 @@ PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_str
   data_ = Tensor::empty(Shape{std::max<int64_t>(k * panels_ * kNr, 1)}, DType::kFloat32);
   float* data = data_.data<float>();
   std::fill(data, data + data_.numel(), 0.0f);
+  if (k == 0) return;  // nothing to copy (and b may be null)
   // Panel by panel, each k x 16 panel contiguous: whole rows of 16 are copied, or whole columns
   // when B is stored transposed. In parallel: GPT-2's 768 x 50257 head is 154 MB.
 #pragma omp parallel for schedule(static) if (k * n > (1 << 20))
