@@ -30,7 +30,7 @@ inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float*
   if (rows == kMr) {
     // Eight columns at a time: an 8 x 8 transpose of the six rows and two zero rows, each
     // transposed column stored 6 floats apart (its last two lanes are overwritten by the next
-    // store, or land in the slack the caller leaves after the panel).
+    // store, or not stored at the panel's end).
     const __m256 zero = _mm256_setzero_ps();
     for (; kk + 8 <= kc; kk += 8, dst += 8 * kMr) {
       const __m256 r0 = _mm256_loadu_ps(a + kk), r1 = _mm256_loadu_ps(a + lda + kk);
@@ -51,7 +51,11 @@ inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float*
       _mm256_storeu_ps(dst + 4 * kMr, _mm256_permute2f128_ps(s0, s4, 0x31));
       _mm256_storeu_ps(dst + 5 * kMr, _mm256_permute2f128_ps(s1, s5, 0x31));
       _mm256_storeu_ps(dst + 6 * kMr, _mm256_permute2f128_ps(s2, s6, 0x31));
-      _mm256_storeu_ps(dst + 7 * kMr, _mm256_permute2f128_ps(s3, s7, 0x31));
+      const __m256 last = _mm256_permute2f128_ps(s3, s7, 0x31);
+      if (kk + 8 < kc)
+        _mm256_storeu_ps(dst + 7 * kMr, last);
+      else  // the panel's end: six lanes only, the next panel may be another thread's
+        _mm256_maskstore_ps(dst + 7 * kMr, _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0), last);
     }
   }
   for (; kk < kc; ++kk, dst += kMr)
@@ -178,6 +182,20 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
     m_tiles = std::min(row_panels, (m_tiles * n_tiles + threads - 1) / threads * threads / n_tiles);
   const int64_t tiles = m_tiles * n_tiles;
 
+  // Where several column shares would each pack the same rows of A, A is packed once for all of
+  // them (in parallel, before the tiles): block of k by block, row panel by row panel.
+  const bool share_a = parallel && n_tiles > 1 && m > 1 && k > 0;
+  thread_local std::vector<float> shared_a;
+  if (share_a) shared_a.resize(static_cast<size_t>(row_panels * k * kMr));
+  float* const packed_all = shared_a.data();
+  const int64_t pack_tasks = share_a ? (k + kKc - 1) / kKc * row_panels : 0;
+  const auto pack_task = [&](int64_t task) {
+    const int64_t k0 = task / row_panels * kKc, ip = task % row_panels, r0 = ip * kMr;
+    const int64_t kc = std::min(kKc, k - k0);
+    pack_a(a + r0 * lda + k0, lda, std::min(kMr, m - r0), kc,
+           packed_all + k0 * row_panels * kMr + ip * kc * kMr);
+  };
+
   const bool finishes = e.bias || e.activation != GemmActivation::kNone;
   const auto run_tile = [&](int64_t t) {
     const int64_t mt = t / n_tiles, nt = t % n_tiles;
@@ -197,7 +215,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
     }
     const int64_t m_panels = (rows + kMr - 1) / kMr;
     thread_local std::vector<float> packed_a;
-    packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr + 8));
+    if (!share_a) packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr));
     if (k == 0) {  // nothing to multiply: C is the residual (or zero), then the epilogue
       for (int64_t r = 0; r < rows; ++r) {
         float* y = c + (row0 + r) * ldc;
@@ -210,9 +228,14 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
       const int64_t kc = std::min(kKc, k - k0);
       const bool first = k0 == 0, last = k0 + kc == k;
-      for (int64_t ip = 0; ip < m_panels; ++ip) {
-        const int64_t r0 = row0 + ip * kMr;
-        pack_a(a + r0 * lda + k0, lda, std::min(kMr, m - r0), kc, &packed_a[ip * kc * kMr]);
+      const float* tile_a = packed_a.data();
+      if (share_a) {
+        tile_a = packed_all + k0 * row_panels * kMr + p0 * kc * kMr;
+      } else {
+        for (int64_t ip = 0; ip < m_panels; ++ip) {
+          const int64_t r0 = row0 + ip * kMr;
+          pack_a(a + r0 * lda + k0, lda, std::min(kMr, m - r0), kc, &packed_a[ip * kc * kMr]);
+        }
       }
       for (int64_t jp = jp0; jp < jp1; ++jp) {
         const float* panel = b.panel(k0, jp);
@@ -220,7 +243,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
         for (int64_t ip = 0; ip < m_panels; ++ip) {
           const int64_t r0 = row0 + ip * kMr, prow = std::min(kMr, m - r0);
           float* tile = c + r0 * ldc + col0;
-          tile_kernel(&packed_a[ip * kc * kMr], kc, panel, tile, ldc, prow, cols,
+          tile_kernel(tile_a + ip * kc * kMr, kc, panel, tile, ldc, prow, cols,
                       !first || e.accumulate);
           if (last && finishes)
             for (int64_t r = 0; r < prow; ++r) finish_row(tile + r * ldc, cols, col0, e);
@@ -231,8 +254,15 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   // Called inside a parallel region (Winograd's blocks), the product runs on the calling thread
   // without opening a region of its own: even a one-thread region costs microseconds.
   if (parallel) {
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
+#pragma omp parallel
+    {
+      if (share_a) {
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < pack_tasks; ++task) pack_task(task);
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < tiles; ++t) run_tile(t);
+    }
   } else {
     for (int64_t t = 0; t < tiles; ++t) run_tile(t);
   }
@@ -329,8 +359,8 @@ PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_str
   float* data = data_.data<float>();
   std::fill(data, data + data_.numel(), 0.0f);
   if (k == 0) return;  // nothing to copy (and b may be null)
-  // Panel by panel, each k x 16 panel contiguous: whole rows of 16 are copied, or whole columns
-  // when B is stored transposed. In parallel: GPT-2's 768 x 50257 head is 154 MB.
+    // Panel by panel, each k x 16 panel contiguous: whole rows of 16 are copied, or whole columns
+    // when B is stored transposed. In parallel: GPT-2's 768 x 50257 head is 154 MB.
 #pragma omp parallel for schedule(static) if (k * n > (1 << 20))
   for (int64_t jp = 0; jp < panels_; ++jp) {
     float* panel = data + jp * k * kNr;
