@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backends/cpu/elementwise_math.h"
+#include "backends/cpu/simd_transpose.h"
 
 namespace lumen::cpu {
 namespace {
@@ -31,31 +32,16 @@ inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float*
     // Eight columns at a time: an 8 x 8 transpose of the six rows and two zero rows, each
     // transposed column stored 6 floats apart (its last two lanes are overwritten by the next
     // store, or not stored at the panel's end).
-    const __m256 zero = _mm256_setzero_ps();
     for (; kk + 8 <= kc; kk += 8, dst += 8 * kMr) {
-      const __m256 r0 = _mm256_loadu_ps(a + kk), r1 = _mm256_loadu_ps(a + lda + kk);
-      const __m256 r2 = _mm256_loadu_ps(a + 2 * lda + kk), r3 = _mm256_loadu_ps(a + 3 * lda + kk);
-      const __m256 r4 = _mm256_loadu_ps(a + 4 * lda + kk), r5 = _mm256_loadu_ps(a + 5 * lda + kk);
-      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-      const __m256 t6 = _mm256_unpacklo_ps(zero, zero), t7 = t6;
-      const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-      const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-      const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-      const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-      _mm256_storeu_ps(dst + 0 * kMr, _mm256_permute2f128_ps(s0, s4, 0x20));
-      _mm256_storeu_ps(dst + 1 * kMr, _mm256_permute2f128_ps(s1, s5, 0x20));
-      _mm256_storeu_ps(dst + 2 * kMr, _mm256_permute2f128_ps(s2, s6, 0x20));
-      _mm256_storeu_ps(dst + 3 * kMr, _mm256_permute2f128_ps(s3, s7, 0x20));
-      _mm256_storeu_ps(dst + 4 * kMr, _mm256_permute2f128_ps(s0, s4, 0x31));
-      _mm256_storeu_ps(dst + 5 * kMr, _mm256_permute2f128_ps(s1, s5, 0x31));
-      _mm256_storeu_ps(dst + 6 * kMr, _mm256_permute2f128_ps(s2, s6, 0x31));
-      const __m256 last = _mm256_permute2f128_ps(s3, s7, 0x31);
+      __m256 m[8];
+      for (int64_t r = 0; r < kMr; ++r) m[r] = _mm256_loadu_ps(a + r * lda + kk);
+      m[6] = m[7] = _mm256_setzero_ps();
+      transpose_8x8(m);
+      for (int64_t col = 0; col < 7; ++col) _mm256_storeu_ps(dst + col * kMr, m[col]);
       if (kk + 8 < kc)
-        _mm256_storeu_ps(dst + 7 * kMr, last);
+        _mm256_storeu_ps(dst + 7 * kMr, m[7]);
       else  // the panel's end: six lanes only, the next panel may be another thread's
-        _mm256_maskstore_ps(dst + 7 * kMr, _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0), last);
+        _mm256_maskstore_ps(dst + 7 * kMr, _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0), m[7]);
     }
   }
   for (; kk < kc; ++kk, dst += kMr)

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/movement_copy.h"
+#include "backends/cpu/simd_transpose.h"
 #include "graph/schemas/movement.h"
 
 namespace lumen::cpu {
@@ -27,34 +28,14 @@ inline void transpose_tile_scalar(const T* src, int64_t lds, T* dst, int64_t ldd
 }
 
 #ifdef __AVX2__
-// 8x8 block of 32-bit elements: dst row k = src column k. Pure shuffles, so any bits pass through.
-inline void transpose_8x8(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
+// 8x8 block of 32-bit elements: dst row k = src column k.
+inline void transpose_block_8x8(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
   const float* s = reinterpret_cast<const float*>(src);
   float* d = reinterpret_cast<float*>(dst);
-  __m256 r0 = _mm256_loadu_ps(s + 0 * lds), r1 = _mm256_loadu_ps(s + 1 * lds);
-  __m256 r2 = _mm256_loadu_ps(s + 2 * lds), r3 = _mm256_loadu_ps(s + 3 * lds);
-  __m256 r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
-  __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
-  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-  __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-  __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-  _mm256_storeu_ps(d + 0 * ldd, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(d + 1 * ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+  __m256 m[8];
+  for (int64_t r = 0; r < 8; ++r) m[r] = _mm256_loadu_ps(s + r * lds);
+  transpose_8x8(m);
+  for (int64_t r = 0; r < 8; ++r) _mm256_storeu_ps(d + r * ldd, m[r]);
 }
 #endif
 
@@ -77,7 +58,7 @@ inline void transpose_tile(const T* src, int64_t lds, T* dst, int64_t ldd, int64
     int64_t a8 = a0 + (a1 - a0) / 8 * 8, b8 = b0 + (b1 - b0) / 8 * 8;
     for (int64_t b = b0; b < b8; b += 8)
       for (int64_t a = a0; a < a8; a += 8)
-        transpose_8x8(src + a * lds + b, lds, dst + b * ldd + a, ldd);
+        transpose_block_8x8(src + a * lds + b, lds, dst + b * ldd + a, ldd);
     transpose_tile_scalar(src, lds, dst, ldd, a8, a1, b0, b1);
     transpose_tile_scalar(src, lds, dst, ldd, a0, a8, b8, b1);
     return;

@@ -1,0 +1,33 @@
+// An 8x8 transpose of 32-bit lanes held in AVX2 registers, for the kernels that repack data
+// (Transpose's plane tiles, packed_gemm's A panels). Pure shuffles: any 32-bit bits pass through.
+#pragma once
+
+#include <immintrin.h>
+
+namespace lumen::cpu {
+
+// On return, m[k] holds lane k of each of the eight input rows m[0..8), in order.
+[[gnu::always_inline]] inline void transpose_8x8(__m256 m[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(m[0], m[1]), t1 = _mm256_unpackhi_ps(m[0], m[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(m[2], m[3]), t3 = _mm256_unpackhi_ps(m[2], m[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(m[4], m[5]), t5 = _mm256_unpackhi_ps(m[4], m[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(m[6], m[7]), t7 = _mm256_unpackhi_ps(m[6], m[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  m[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  m[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  m[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  m[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  m[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  m[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  m[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  m[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+}  // namespace lumen::cpu
