@@ -267,14 +267,21 @@ TEST(Schedule, SimulationNeverExceedsTheSumAndLaunchesAndOrdersTopologically) {
   }
 }
 
-// x -> slice (host) -> deep (device) -+-> add (host): the host enqueues the device's part first,
-// x -> wide (host) -------------------+   then runs its own while the device computes.
-TEST(Schedule, DeviceWorkIsEnqueuedBeforeIndependentHostWorkAndOverlapsIt) {
+// A host and one device, copies between them 10 us + 0.01 us per byte, device launches 4 us; the
+// caller adds the values and nodes.
+PlacementProblem host_and_device() {
   PlacementProblem p;
   p.num_devices = 2;
   p.latency_us = {{0, 10}, {10, 0}};
   p.us_per_byte = {{0, 0.01}, {0.01, 0}};
   p.launch_us = {0, 4};
+  return p;
+}
+
+// x -> slice (host) -> deep (device) -+-> add (host): the host enqueues the device's part first,
+// x -> wide (host) -------------------+   then runs its own while the device computes.
+TEST(Schedule, DeviceWorkIsEnqueuedBeforeIndependentHostWorkAndOverlapsIt) {
+  PlacementProblem p = host_and_device();
   // Values: 0 x (input), 1 wide's output, 2 slice's, 3 deep's, 4 add's (the output).
   p.values = {{1000, -1, false}, {4, 0, false}, {100, 1, false}, {4, 2, false}, {4, 3, true}};
   p.nodes = {{{300, router::kUnsupported}, {0}},    // 0 wide: host only
@@ -305,11 +312,7 @@ TEST(Schedule, DeviceWorkIsEnqueuedBeforeIndependentHostWorkAndOverlapsIt) {
 // d1's output comes to the host once d1 is done, while d2 runs; h's goes up without the host
 // waiting for d2. Waiting for each device's queued work at every copy would take 1211.04 us.
 TEST(Schedule, CopiesWaitOnlyForTheWorkTheyNeed) {
-  PlacementProblem p;
-  p.num_devices = 2;
-  p.latency_us = {{0, 10}, {10, 0}};
-  p.us_per_byte = {{0, 0.01}, {0.01, 0}};
-  p.launch_us = {0, 4};
+  PlacementProblem p = host_and_device();
   // Values: 0 x (input), 1 d1's output, 2 d2's, 3 h's, 4 d3's (the output).
   p.values = {{100, -1, false}, {100, 0, false}, {4, 1, false}, {100, 2, false}, {4, 3, true}};
   const double kNo = router::kUnsupported;

@@ -163,14 +163,15 @@ class ConvKernel final : public Kernel {
     dst_user_ = channels_last ? channels_last_desc(y_dims) : plain_desc(y_dims);
 
     const Tensor* w_value = ctx.input_value(1);
+    const std::optional<WinogradForm> form =
+        winograd_form(g.out[0], g.out[1], channels, out_channels);
     if (channels_last && group == 1 && g.spatial == 2 && kernel[0] == 3 && kernel[1] == 3 &&
         g.strides[0] == 1 && g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 &&
-        w_value && winograd_form(g.out[0], g.out[1], channels, out_channels) &&
+        w_value && form &&
         parse_gemm_epilogue(ctx.attr_string("activation", ""),
                             ctx.attr_float("activation_alpha", 0.0f),
                             ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
-      winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels,
-                               *winograd_form(g.out[0], g.out[1], channels, out_channels));
+      winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels, *form);
       use_winograd_ = true;
       epilogue_.accumulate = residual_;
       in_hw_ = {x[2], x[3]};

@@ -85,8 +85,6 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
   _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
-// The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
-// partial ones through a 6 x 16 buffer.
 // One row of C (16 columns, cols of them stored): c (+)= sum over kk of a[kk * a_step] x
 // b[kk][0..16), four steps of k at a time into eight accumulators. A single row (a matrix-vector
 // product, as in a batch-1 MLP) is bound by reading B from memory: the 6-row kernel would spend
@@ -114,6 +112,8 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
   for (int64_t j = 0; j < cols; ++j) c[j] = load_c ? c[j] + sum[j] : sum[j];
 }
 
+// The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
+// single rows to the row kernel, other partial ones through a 6 x 16 buffer.
 inline void tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
                         int64_t rows, int64_t cols, bool load_c) {
   if (rows == kMr && cols == kNr) {
@@ -237,8 +237,8 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
       }
     }
   };
-  // Called inside a parallel region (Winograd's blocks), the product runs on the calling thread
-  // without opening a region of its own: even a one-thread region costs microseconds.
+  // Called inside a parallel region, the product runs on the calling thread without opening a
+  // region of its own: even a one-thread region costs microseconds.
   if (parallel) {
 #pragma omp parallel
     {
@@ -344,9 +344,9 @@ PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_str
   data_ = Tensor::empty(Shape{std::max<int64_t>(k * panels_ * kNr, 1)}, DType::kFloat32);
   float* data = data_.data<float>();
   std::fill(data, data + data_.numel(), 0.0f);
+  // Panel by panel, each k x 16 panel contiguous: whole rows of 16 are copied, or whole columns
+  // when B is stored transposed. In parallel: GPT-2's 768 x 50257 head is 154 MB.
   if (k == 0) return;  // nothing to copy (and b may be null)
-    // Panel by panel, each k x 16 panel contiguous: whole rows of 16 are copied, or whole columns
-    // when B is stored transposed. In parallel: GPT-2's 768 x 50257 head is 154 MB.
 #pragma omp parallel for schedule(static) if (k * n > (1 << 20))
   for (int64_t jp = 0; jp < panels_; ++jp) {
     float* panel = data + jp * k * kNr;
