@@ -164,7 +164,7 @@ class ConvKernel final : public Kernel {
 
     const Tensor* w_value = ctx.input_value(1);
     const std::optional<WinogradForm> form =
-        winograd_form(g.out[0], g.out[1], channels, out_channels);
+        g.spatial == 2 ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
     if (channels_last && group == 1 && g.spatial == 2 && kernel[0] == 3 && kernel[1] == 3 &&
         g.strides[0] == 1 && g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 &&
         w_value && form &&
