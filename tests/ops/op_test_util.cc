@@ -16,6 +16,11 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
   return t;
 }
 
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  Tensor t = random_tensor({n}, seed);
+  return std::vector<float>(t.data<float>(), t.data<float>() + n);
+}
+
 Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype);
   std::mt19937_64 rng(seed);

@@ -14,6 +14,8 @@ namespace lumen::test {
 
 // Uniform random float32 values in [lo, hi), reproducible from `seed`.
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// `n` uniform random floats in [-1, 1), reproducible from `seed` (for kernels on raw buffers).
+std::vector<float> random_floats(int64_t n, uint64_t seed);
 // Uniform random integers in [lo, hi] of an integer dtype (or bool: 0/1).
 Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi,
                    DType dtype = DType::kInt64);

@@ -46,11 +46,6 @@ double activate(double v, GemmActivation a, double alpha, double beta) {
   return v;
 }
 
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  Tensor t = test::random_tensor({static_cast<int64_t>(n)}, seed, -1.0f, 1.0f);
-  return std::vector<float>(t.data<float>(), t.data<float>() + n);
-}
-
 // Every element of got (rows x cols, rows ldc apart) against want (rows x cols, dense).
 void expect_matrix(const std::vector<float>& got, int64_t ldc, const std::vector<double>& want,
                    int64_t rows, int64_t cols, double scale) {
@@ -83,10 +78,10 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
                    << s.m << "x" << s.k << "x" << s.n << (trans_b ? " B transposed" : "")
                    << (strided ? " strided" : ""));
       const int64_t lda = s.k + (strided ? 3 : 0), ldc = s.n + (strided ? 5 : 0);
-      std::vector<float> a = random_floats(s.m * lda, ++seed);
-      std::vector<float> b = random_floats(s.k * s.n, ++seed);
-      std::vector<float> bias = random_floats(s.n, ++seed);
-      std::vector<float> residual = random_floats(s.m * ldc, ++seed);
+      std::vector<float> a = test::random_floats(s.m * lda, ++seed);
+      std::vector<float> b = test::random_floats(s.k * s.n, ++seed);
+      std::vector<float> bias = test::random_floats(s.n, ++seed);
+      std::vector<float> residual = test::random_floats(s.m * ldc, ++seed);
       PackedMatrix packed = trans_b ? PackedMatrix(b.data(), s.k, s.n, 1, s.k)
                                     : PackedMatrix(b.data(), s.k, s.n, s.n, 1);
       for (GemmActivation act :
@@ -125,7 +120,7 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
 }
 
 TEST(PackedGemm, ZeroDepthGivesTheEpilogueOfZero) {
-  std::vector<float> bias = random_floats(20, 7), c(3 * 20, 5.0f);
+  std::vector<float> bias = test::random_floats(20, 7), c(3 * 20, 5.0f);
   PackedMatrix packed(nullptr, 0, 20, 20, 1);
   GemmEpilogue e;
   e.bias = bias.data();

@@ -13,11 +13,6 @@
 namespace lumen {
 namespace {
 
-std::vector<float> random_floats(int64_t n, uint64_t seed) {
-  Tensor t = test::random_tensor({n}, seed, -1.0f, 1.0f);
-  return std::vector<float>(t.data<float>(), t.data<float>() + n);
-}
-
 TEST(Winograd, MatchesDirectConvolution) {
   struct Case {
     int64_t batch, h, w, c, o, pad_top, pad_left, pad_bottom, pad_right;
@@ -44,10 +39,10 @@ TEST(Winograd, MatchesDirectConvolution) {
                    << t.pad_top << "," << t.pad_left << "," << t.pad_bottom << "," << t.pad_right);
       const int64_t out_h = t.h + t.pad_top + t.pad_bottom - 2;
       const int64_t out_w = t.w + t.pad_left + t.pad_right - 2;
-      std::vector<float> x = random_floats(t.batch * t.h * t.w * t.c, ++seed);
-      std::vector<float> w = random_floats(t.o * t.c * 9, ++seed);
-      std::vector<float> bias = random_floats(t.o, ++seed);
-      std::vector<float> y = random_floats(t.batch * out_h * out_w * t.o, ++seed);
+      std::vector<float> x = test::random_floats(t.batch * t.h * t.w * t.c, ++seed);
+      std::vector<float> w = test::random_floats(t.o * t.c * 9, ++seed);
+      std::vector<float> bias = test::random_floats(t.o, ++seed);
+      std::vector<float> y = test::random_floats(t.batch * out_h * out_w * t.o, ++seed);
       const std::vector<float> residual = y;
       cpu::GemmEpilogue e;
       e.bias = bias.data();

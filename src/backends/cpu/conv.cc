@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/grouped_conv.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/winograd.h"
 #include "graph/schemas/conv_geometry.h"
@@ -163,19 +164,29 @@ class ConvKernel final : public Kernel {
     dst_user_ = channels_last ? channels_last_desc(y_dims) : plain_desc(y_dims);
 
     const Tensor* w_value = ctx.input_value(1);
+    // Lumen's own kernels take channels-last 2-D convolutions with known weights and an
+    // activation an epilogue can apply: Winograd for 3x3 stride-1 dense ones where a form pays,
+    // GroupedConv8 for 3x3 ones with 8 channels per group.
+    const bool own = channels_last && g.spatial == 2 && w_value &&
+                     parse_gemm_epilogue(ctx.attr_string("activation", ""),
+                                         ctx.attr_float("activation_alpha", 0.0f),
+                                         ctx.attr_float("activation_beta", 0.0f), &epilogue_);
     const std::optional<WinogradForm> form =
-        g.spatial == 2 ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
-    if (channels_last && group == 1 && g.spatial == 2 && kernel[0] == 3 && kernel[1] == 3 &&
-        g.strides[0] == 1 && g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 &&
-        w_value && form &&
-        parse_gemm_epilogue(ctx.attr_string("activation", ""),
-                            ctx.attr_float("activation_alpha", 0.0f),
-                            ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
+        own ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
+    if (own && group == 1 && kernel[0] == 3 && kernel[1] == 3 && g.strides[0] == 1 &&
+        g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 && form) {
       winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels, *form);
       use_winograd_ = true;
+    } else if (own && grouped_conv8_applies(channels, out_channels, group, kernel, g.strides,
+                                            g.dilations)) {
+      grouped_ = GroupedConv8(w_value->data<float>(), out_channels);
+      use_grouped_ = true;
+    }
+    if (use_winograd_ || use_grouped_) {
       epilogue_.accumulate = residual_;
       in_hw_ = {x[2], x[3]};
       pad_ = {g.pad_begin[0], g.pad_begin[1]};
+      strides_ = {g.strides[0], g.strides[1]};
       return;
     }
 
@@ -238,7 +249,9 @@ class ConvKernel final : public Kernel {
   // Y may be written over a dying residual Z: the sum post-op then reads Z where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
   // Weights packed at compile time are never read again.
-  bool reads_input(int k) const override { return k != 1 || (!packed_w_ && !use_winograd_); }
+  bool reads_input(int k) const override {
+    return k != 1 || (!packed_w_ && !use_winograd_ && !use_grouped_);
+  }
 
   void run(KernelContext& ctx) const override {
     Tensor& y = ctx.outputs[0];
@@ -248,11 +261,15 @@ class ConvKernel final : public Kernel {
     // The residual is summed from Y: copied there unless Y was planned over it (in place).
     if (residual_ && ctx.inputs[3].raw_data() != y.raw_data())
       std::memcpy(y.raw_data(), ctx.inputs[3].raw_data(), y.nbytes());
-    if (use_winograd_) {
+    if (use_winograd_ || use_grouped_) {
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
-      winograd_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], pad_[0], pad_[1],
-                    out_shape_[2], out_shape_[3], y.data<float>(), e);
+      if (use_winograd_)
+        winograd_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], pad_[0], pad_[1],
+                      out_shape_[2], out_shape_[3], y.data<float>(), e);
+      else
+        grouped_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], strides_[0], strides_[1],
+                     pad_[0], pad_[1], out_shape_[2], out_shape_[3], y.data<float>(), e);
       return;
     }
     dnnl_call(where_, [&] {
@@ -369,9 +386,15 @@ class ConvKernel final : public Kernel {
   // 3x3 stride-1 channels-last convolutions where a Winograd form pays (winograd.h).
   bool use_winograd_ = false;
   WinogradConv winograd_;
-  GemmEpilogue epilogue_;           // its activation and residual (the bias is bound per run)
-  std::array<int64_t, 2> in_hw_{};  // its input's height and width
-  std::array<int64_t, 2> pad_{};    // its top and left padding
+  // 3x3 channels-last convolutions with 8 channels per group (grouped_conv.h).
+  bool use_grouped_ = false;
+  GroupedConv8 grouped_;
+  // For both: the activation and residual (the bias is bound per run), the input's height and
+  // width, the top and left padding and the strides.
+  GemmEpilogue epilogue_;
+  std::array<int64_t, 2> in_hw_{};
+  std::array<int64_t, 2> pad_{};
+  std::array<int64_t, 2> strides_{};
   dnnl::primitive prim_;
   memory::desc src_user_, dst_user_, w_user_;
   memory::desc src_md_, dst_md_, w_md_, prim_scratch_md_;
