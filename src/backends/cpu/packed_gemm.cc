@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backends/cpu/elementwise_math.h"
+#include "backends/cpu/simd_math.h"
 #include "backends/cpu/simd_transpose.h"
 
 namespace lumen::cpu {
@@ -48,9 +49,36 @@ inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float*
     for (int64_t r = 0; r < kMr; ++r) dst[r] = r < rows ? a[r * lda + kk] : 0.0f;
 }
 
-// acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16).
+// Whether the micro-kernel applies this epilogue to its registers (bias, then no activation,
+// ReLU, sigmoid or swish) instead of finish_row() on the stored tile: a call per row costs more
+// than the products when k is small (a 1x1 convolution with 16 to 32 input channels).
+inline bool in_registers(const GemmEpilogue& e) {
+  return e.activation == GemmActivation::kNone || e.activation == GemmActivation::kRelu ||
+         e.activation == GemmActivation::kSigmoid || e.activation == GemmActivation::kSwish;
+}
+
+// The epilogue on two registers of one row (columns col0 .. col0 + 16 of the bias).
+inline void finish_pair(__m256& lo, __m256& hi, const float* bias, GemmActivation act) {
+  if (bias) {
+    lo = _mm256_add_ps(lo, _mm256_loadu_ps(bias));
+    hi = _mm256_add_ps(hi, _mm256_loadu_ps(bias + 8));
+  }
+  if (act == GemmActivation::kRelu) {
+    lo = _mm256_max_ps(lo, _mm256_setzero_ps());
+    hi = _mm256_max_ps(hi, _mm256_setzero_ps());
+  } else if (act == GemmActivation::kSigmoid) {
+    lo = sigmoid8(lo);
+    hi = sigmoid8(hi);
+  } else if (act == GemmActivation::kSwish) {
+    lo = _mm256_mul_ps(lo, sigmoid8(lo));
+    hi = _mm256_mul_ps(hi, sigmoid8(hi));
+  }
+}
+
+// acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16), then
+// the epilogue `fin` (in_registers(), its bias at column col0) when given.
 inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
-                         bool load_c) {
+                         bool load_c, const GemmEpilogue* fin = nullptr, int64_t col0 = 0) {
   __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
   if (load_c) {
     c00 = _mm256_loadu_ps(c + 0 * ldc), c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
@@ -76,6 +104,15 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
     c40 = _mm256_fmadd_ps(av, b0, c40), c41 = _mm256_fmadd_ps(av, b1, c41);
     av = _mm256_broadcast_ss(a + 5);
     c50 = _mm256_fmadd_ps(av, b0, c50), c51 = _mm256_fmadd_ps(av, b1, c51);
+  }
+  if (fin) {
+    const float* bias = fin->bias ? fin->bias + col0 : nullptr;
+    finish_pair(c00, c01, bias, fin->activation);
+    finish_pair(c10, c11, bias, fin->activation);
+    finish_pair(c20, c21, bias, fin->activation);
+    finish_pair(c30, c31, bias, fin->activation);
+    finish_pair(c40, c41, bias, fin->activation);
+    finish_pair(c50, c51, bias, fin->activation);
   }
   _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
   _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
@@ -113,22 +150,27 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
 }
 
 // The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
-// single rows to the row kernel, other partial ones through a 6 x 16 buffer.
-inline void tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
-                        int64_t rows, int64_t cols, bool load_c) {
+// single rows to the row kernel, other partial ones through a 6 x 16 buffer. With `fin` (the
+// last block of k, an in_registers() epilogue) a tile of 16 columns is finished as well; the
+// return value says whether it was.
+inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
+                        int64_t rows, int64_t cols, bool load_c, const GemmEpilogue* fin,
+                        int64_t col0) {
+  if (cols != kNr) fin = nullptr;  // the bias has only cols values left
   if (rows == kMr && cols == kNr) {
-    micro_kernel(a, kc, b, c, ldc, load_c);
-    return;
+    micro_kernel(a, kc, b, c, ldc, load_c, fin, col0);
+    return fin != nullptr;
   }
   if (rows == 1) {
     row_kernel(a, kMr, kc, b, c, cols, load_c);
-    return;
+    return false;
   }
   alignas(32) float buf[kMr * kNr] = {};
   if (load_c)
     for (int64_t r = 0; r < rows; ++r) std::memcpy(buf + r * kNr, c + r * ldc, cols * 4);
-  micro_kernel(a, kc, b, buf, kNr, load_c);
+  micro_kernel(a, kc, b, buf, kNr, load_c, fin, col0);
   for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * ldc, buf + r * kNr, cols * 4);
+  return fin != nullptr;
 }
 
 }  // namespace
@@ -183,6 +225,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   };
 
   const bool finishes = e.bias || e.activation != GemmActivation::kNone;
+  const bool fin_here = finishes && in_registers(e);
   const auto run_tile = [&](int64_t t) {
     const int64_t mt = t / n_tiles, nt = t % n_tiles;
     const int64_t p0 = mt * row_panels / m_tiles, p1 = (mt + 1) * row_panels / m_tiles;
@@ -229,9 +272,10 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
         for (int64_t ip = 0; ip < m_panels; ++ip) {
           const int64_t r0 = row0 + ip * kMr, prow = std::min(kMr, m - r0);
           float* tile = c + r0 * ldc + col0;
-          tile_kernel(tile_a + ip * kc * kMr, kc, panel, tile, ldc, prow, cols,
-                      !first || e.accumulate);
-          if (last && finishes)
+          const bool done =
+              tile_kernel(tile_a + ip * kc * kMr, kc, panel, tile, ldc, prow, cols,
+                          !first || e.accumulate, fin_here && last ? &e : nullptr, col0);
+          if (last && finishes && !done)
             for (int64_t r = 0; r < prow; ++r) finish_row(tile + r * ldc, cols, col0, e);
         }
       }
@@ -279,10 +323,12 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
         y[j] = select(v > beta, beta, v);
       }
       break;
-    case GemmActivation::kSigmoid:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] = sigmoid_f(y[j]);
+    case GemmActivation::kSigmoid: {
+      int64_t j = 0;
+      for (; j + 8 <= cols; j += 8) _mm256_storeu_ps(y + j, sigmoid8(_mm256_loadu_ps(y + j)));
+      for (; j < cols; ++j) y[j] = sigmoid_f(y[j]);
       break;
+    }
     case GemmActivation::kTanh:
 #pragma omp simd
       for (int64_t j = 0; j < cols; ++j) y[j] = tanh_f(y[j]);
@@ -296,10 +342,15 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
         y[j] *= g;
       }
       break;
-    case GemmActivation::kSwish:
-#pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
+    case GemmActivation::kSwish: {
+      int64_t j = 0;
+      for (; j + 8 <= cols; j += 8) {
+        const __m256 v = _mm256_loadu_ps(y + j);
+        _mm256_storeu_ps(y + j, _mm256_mul_ps(v, sigmoid8(v)));
+      }
+      for (; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
       break;
+    }
     case GemmActivation::kGeluErf:
 #pragma omp simd
       for (int64_t j = 0; j < cols; ++j)

@@ -1,0 +1,72 @@
+// exp8 and sigmoid8 (src/backends/cpu/simd_math.h) against double-precision libm over a sweep of
+// the float range they cover (every 4093rd float magnitude below 88, both signs: about 520 000
+// values, each checked), and at the edges: past the clamp, infinities and NaN.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/simd_math.h"
+
+namespace lumen {
+namespace {
+
+// Distance in units in the last place between got and the float nearest to want.
+int64_t ulps(float got, double want) {
+  const auto bits = [](float f) {
+    const int32_t b = std::bit_cast<int32_t>(f);
+    return b < 0 ? int64_t{INT32_MIN} - b : int64_t{b};  // monotonic across zero
+  };
+  return std::llabs(bits(got) - bits(static_cast<float>(want)));
+}
+
+float lane0(__m256 v) {
+  return _mm256_cvtss_f32(v);
+}
+
+TEST(SimdMath, ExpAndSigmoidWithinTwoUlpOverTheirRange) {
+  int64_t checked = 0, worst_exp = 0, worst_sigmoid = 0;
+  const uint32_t top = std::bit_cast<uint32_t>(88.0f);
+  for (uint32_t magnitude = 0; magnitude < top; magnitude += 4093)
+    for (const float x : {std::bit_cast<float>(magnitude), -std::bit_cast<float>(magnitude)}) {
+      if (x < -87.0f) continue;
+      const __m256 v = _mm256_set1_ps(x);
+      worst_exp = std::max(worst_exp, ulps(lane0(cpu::exp8(v)), std::exp(double(x))));
+      worst_sigmoid =
+          std::max(worst_sigmoid, ulps(lane0(cpu::sigmoid8(v)), 1 / (1 + std::exp(-double(x)))));
+      ++checked;
+    }
+  EXPECT_GT(checked, 400000);
+  EXPECT_LE(worst_exp, 2);
+  EXPECT_LE(worst_sigmoid, 2);
+}
+
+TEST(SimdMath, EdgesAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  alignas(32) float in[8] = {-1000.0f, 1000.0f, -inf,  inf,
+                             0.0f,     -90.0f,  90.0f, std::numeric_limits<float>::quiet_NaN()};
+  alignas(32) float e[8], s[8];
+  _mm256_store_ps(e, cpu::exp8(_mm256_load_ps(in)));
+  _mm256_store_ps(s, cpu::sigmoid8(_mm256_load_ps(in)));
+  for (int i = 0; i < 7; ++i) {
+    SCOPED_TRACE(in[i]);
+    EXPECT_TRUE(std::isfinite(e[i]));
+    EXPECT_GE(s[i], 0.0f);
+    EXPECT_LE(s[i], 1.0f);
+  }
+  EXPECT_EQ(e[4], 1.0f);
+  EXPECT_EQ(s[4], 0.5f);
+  EXPECT_EQ(s[1], 1.0f);
+  EXPECT_EQ(s[3], 1.0f);
+  EXPECT_LT(s[0], 1e-38f);
+  EXPECT_LT(s[2], 1e-38f);
+  EXPECT_LT(e[0], 2e-38f);
+  EXPECT_GT(e[1], 1e38f);
+  EXPECT_TRUE(std::isnan(e[7]));
+  EXPECT_TRUE(std::isnan(s[7]));
+}
+
+}  // namespace
+}  // namespace lumen
