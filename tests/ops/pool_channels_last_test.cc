@@ -43,9 +43,10 @@ std::vector<double> pool_nchw(const std::vector<double>& x, const Shape& xs, boo
 }
 
 // conv(3x3, stride 2) -> Relu -> conv(3x3) + residual -> Relu -> MaxPool and AveragePool (3x3,
-// stride 2, pad 1, ceil_mode): one channels-last region, two images.
-TEST(ChannelsLastPool, RegionWithResidualAndCeilModePoolsMatchesReference) {
-  const int64_t c0 = 12, c1 = 24, h = 15, wd = 13;
+// stride 2, pad 1, ceil_mode): one channels-last region, two images, c1 pooled channels.
+void check_region(int64_t c1) {
+  SCOPED_TRACE(::testing::Message() << c1 << " channels");
+  const int64_t c0 = 12, h = 15, wd = 13;
   Tensor x = test::random_tensor({2, c0, h, wd}, 61, -2, 2);
   Tensor w1 = test::random_tensor({c1, c0, 3, 3}, 62, -0.3f, 0.3f);
   Tensor b1 = test::random_tensor({c1}, 63, -1, 1);
@@ -88,6 +89,12 @@ TEST(ChannelsLastPool, RegionWithResidualAndCeilModePoolsMatchesReference) {
   std::vector<Tensor> got = graph.compile(&rt)->execute({x});
   test::expect_close(got[0], {2, c1, ph, pw}, want_max, 1e-4, 1e-4);
   test::expect_close(got[1], {2, c1, ph, pw}, want_avg, 1e-4, 1e-4);
+}
+
+// 24 channels: three blocks of 8; 45: one block of 32, one of 8 and 5 single channels.
+TEST(ChannelsLastPool, RegionWithResidualAndCeilModePoolsMatchesReference) {
+  check_region(24);
+  check_region(45);
 }
 
 }  // namespace
