@@ -49,34 +49,20 @@ inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float*
     for (int64_t r = 0; r < kMr; ++r) dst[r] = r < rows ? a[r * lda + kk] : 0.0f;
 }
 
-// Whether the micro-kernel applies this epilogue to its registers (bias, then no activation,
-// ReLU, sigmoid or swish) instead of finish_row() on the stored tile: a call per row costs more
-// than the products when k is small (a 1x1 convolution with 16 to 32 input channels).
-inline bool in_registers(const GemmEpilogue& e) {
-  return e.activation == GemmActivation::kNone || e.activation == GemmActivation::kRelu ||
-         e.activation == GemmActivation::kSigmoid || e.activation == GemmActivation::kSwish;
-}
-
-// The epilogue on two registers of one row (columns col0 .. col0 + 16 of the bias).
-inline void finish_pair(__m256& lo, __m256& hi, const float* bias, GemmActivation act) {
+// The epilogue on two registers of one row (columns col0 .. col0 + 16 of the bias), for an
+// activation activate8() computes: applied in registers, it saves a finish_row() call per row,
+// which costs more than the products when k is small (a 1x1 convolution with 16 to 32 inputs).
+inline void finish_pair(__m256& lo, __m256& hi, const float* bias, const GemmEpilogue& e) {
   if (bias) {
     lo = _mm256_add_ps(lo, _mm256_loadu_ps(bias));
     hi = _mm256_add_ps(hi, _mm256_loadu_ps(bias + 8));
   }
-  if (act == GemmActivation::kRelu) {
-    lo = _mm256_max_ps(lo, _mm256_setzero_ps());
-    hi = _mm256_max_ps(hi, _mm256_setzero_ps());
-  } else if (act == GemmActivation::kSigmoid) {
-    lo = sigmoid8(lo);
-    hi = sigmoid8(hi);
-  } else if (act == GemmActivation::kSwish) {
-    lo = _mm256_mul_ps(lo, sigmoid8(lo));
-    hi = _mm256_mul_ps(hi, sigmoid8(hi));
-  }
+  lo = activate8(lo, e);
+  hi = activate8(hi, e);
 }
 
 // acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16), then
-// the epilogue `fin` (in_registers(), its bias at column col0) when given.
+// the epilogue `fin` (its activation one activate8() computes, its bias at column col0) when given.
 inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
                          bool load_c, const GemmEpilogue* fin = nullptr, int64_t col0 = 0) {
   __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
@@ -107,12 +93,12 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
   }
   if (fin) {
     const float* bias = fin->bias ? fin->bias + col0 : nullptr;
-    finish_pair(c00, c01, bias, fin->activation);
-    finish_pair(c10, c11, bias, fin->activation);
-    finish_pair(c20, c21, bias, fin->activation);
-    finish_pair(c30, c31, bias, fin->activation);
-    finish_pair(c40, c41, bias, fin->activation);
-    finish_pair(c50, c51, bias, fin->activation);
+    finish_pair(c00, c01, bias, *fin);
+    finish_pair(c10, c11, bias, *fin);
+    finish_pair(c20, c21, bias, *fin);
+    finish_pair(c30, c31, bias, *fin);
+    finish_pair(c40, c41, bias, *fin);
+    finish_pair(c50, c51, bias, *fin);
   }
   _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
   _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
@@ -151,7 +137,7 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
 
 // The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
 // single rows to the row kernel, other partial ones through a 6 x 16 buffer. With `fin` (the
-// last block of k, an in_registers() epilogue) a tile of 16 columns is finished as well; the
+// last block of k, an activation activate8() computes) a tile of 16 columns is finished too; the
 // return value says whether it was.
 inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
                         int64_t rows, int64_t cols, bool load_c, const GemmEpilogue* fin,
@@ -225,7 +211,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   };
 
   const bool finishes = e.bias || e.activation != GemmActivation::kNone;
-  const bool fin_here = finishes && in_registers(e);
+  const bool fin_here = finishes && activates_in_registers(e.activation);
   const auto run_tile = [&](int64_t t) {
     const int64_t mt = t / n_tiles, nt = t % n_tiles;
     const int64_t p0 = mt * row_panels / m_tiles, p1 = (mt + 1) * row_panels / m_tiles;

@@ -10,6 +10,8 @@
 
 #include <immintrin.h>
 
+#include "backends/cpu/packed_gemm.h"
+
 namespace lumen::cpu {
 
 // e^x for x in the clamp range (outside it, e^x at the nearest bound).
@@ -40,6 +42,53 @@ inline __m256 exp8(__m256 x) {
 inline __m256 sigmoid8(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f);
   return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+// Whether activate8 computes this activation (the others are finish_row()'s alone).
+inline bool activates_in_registers(GemmActivation act) {
+  switch (act) {
+    case GemmActivation::kNone:
+    case GemmActivation::kRelu:
+    case GemmActivation::kLeakyRelu:
+    case GemmActivation::kClip:
+    case GemmActivation::kSigmoid:
+    case GemmActivation::kHardSwish:
+    case GemmActivation::kSwish:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The epilogue's activation on 8 values, for the activations activates_in_registers() names
+// (others pass through unchanged). Comparisons keep finish_row()'s results, NaN included.
+inline __m256 activate8(__m256 v, const GemmEpilogue& e) {
+  switch (e.activation) {
+    case GemmActivation::kRelu:  // v > 0 ? v : 0
+      return _mm256_and_ps(v, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case GemmActivation::kLeakyRelu:  // v < 0 ? alpha v : v
+      return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(e.alpha)),
+                              _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
+    case GemmActivation::kClip: {  // min(max(v, alpha), beta), alpha and beta where v < or >
+      const __m256 lo = _mm256_set1_ps(e.alpha), hi = _mm256_set1_ps(e.beta);
+      v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+      return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+    }
+    case GemmActivation::kSigmoid:
+      return sigmoid8(v);
+    case GemmActivation::kHardSwish: {  // v * clamp(v / 6 + 1/2, 0, 1)
+      __m256 g = _mm256_fmadd_ps(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+      g = _mm256_blendv_ps(g, _mm256_setzero_ps(),
+                           _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ));
+      g = _mm256_blendv_ps(g, _mm256_set1_ps(1.0f),
+                           _mm256_cmp_ps(g, _mm256_set1_ps(1.0f), _CMP_GT_OQ));
+      return _mm256_mul_ps(v, g);
+    }
+    case GemmActivation::kSwish:
+      return _mm256_mul_ps(v, sigmoid8(v));
+    default:
+      return v;
+  }
 }
 
 }  // namespace lumen::cpu
