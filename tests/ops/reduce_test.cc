@@ -148,6 +148,8 @@ TEST_P(ReduceTest, Float32Large) {
   check_reduce(op, random_tensor({3, 5, 1100}, 307), {1}, true, false);
   check_reduce(op, random_tensor({9, 7, 2, 1100}, 308), {0, 2}, false, false);
   check_reduce(op, random_tensor({20, 30, 40, 5}, 306), {0, 2}, false, true);
+  // A global pool of a channels-last image: one column task over 2867 rows, split into parts.
+  check_reduce(op, random_tensor({1, 61, 47, 45}, 309), {1, 2}, true, false);
 }
 
 TEST_P(ReduceTest, IntegerTypes) {
@@ -162,6 +164,8 @@ TEST_P(ReduceTest, IntegerTypes) {
       check_reduce(op, random_ints(c.shape, seed++, -1000, 1000, dt), c.axes, true, seed % 2);
   check_reduce(op, random_ints({50, 2000}, seed++, -100000, 100000), {1}, false, false);
   check_reduce(op, random_ints({50, 2000}, seed++, -100000, 100000, DType::kInt32), {0}, true,
+               false);
+  check_reduce(op, random_ints({1, 9000, 7}, seed++, -100000, 100000, DType::kInt32), {1}, true,
                false);
 }
 

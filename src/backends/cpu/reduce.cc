@@ -101,32 +101,75 @@ class ReduceKernel final : public Kernel {
   }
 
   // Innermost group kept: output row k (of `inner` elements) accumulates every reduced input row,
-  // kColumnChunk elements at a time.
+  // kColumnChunk elements at a time. Few such tasks over many rows (a global pool of a
+  // channels-last image: one task of up to 512 channels over every pixel) also split the rows
+  // into parts, reduced in parallel and then combined.
   void run_columns(const T* x, T* y) const {
     const ReducePlan& p = plan_;
     const int64_t inner = p.inner;
     const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+    const int64_t tasks = p.kept_rows * chunks;
     const bool parallel = p.in_count > kNormParallelWork;
-    parallel_ranges(p.kept_rows * chunks, parallel, [&](int64_t begin, int64_t end) {
-      Odometer kept(p.kept_sizes, p.kept_strides, begin / chunks);
-      Odometer red(p.red_sizes, p.red_strides, 0);
-      Acc acc[kColumnChunk];
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t k = t / chunks;
-        const int64_t j0 = (t % chunks) * kColumnChunk;
-        if (j0 == 0 && t != begin) kept.next();
-        const int64_t len = std::min(kColumnChunk, inner - j0);
-        for (int64_t j = 0; j < len; ++j) acc[j] = Op::template init<Acc>();
-        for (int64_t r = 0; r < p.red_rows; ++r, red.next()) {
-          const T* in = x + kept.offset + red.offset + j0;
-#pragma omp simd
-          for (int64_t j = 0; j < len; ++j) acc[j] = Op::apply(acc[j], in[j]);
+    const int64_t threads = parallel ? omp_get_max_threads() : 1;
+    const int64_t parts =
+        tasks >= threads ? 1 : std::clamp<int64_t>(2 * threads / tasks, 1, p.red_rows / kRowBlock);
+    if (parts == 1) {
+      parallel_ranges(tasks, parallel, [&](int64_t begin, int64_t end) {
+        Acc acc[kColumnChunk];
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t k = t / chunks, j0 = (t % chunks) * kColumnChunk;
+          const int64_t len = std::min(kColumnChunk, inner - j0);
+          column_part(x, k, j0, len, 0, p.red_rows, acc);
+          for (int64_t j = 0; j < len; ++j) y[k * inner + j0 + j] = finish(acc[j]);
         }
-        T* out = y + k * inner + j0;
-        for (int64_t j = 0; j < len; ++j) out[j] = finish(acc[j]);
+      });
+      return;
+    }
+    thread_local std::vector<Acc> partial;
+    partial.resize(static_cast<size_t>(tasks * parts * kColumnChunk));
+    Acc* parts_acc = partial.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tasks * parts; ++t) {
+      const int64_t task = t / parts, part = t % parts;
+      const int64_t k = task / chunks, j0 = (task % chunks) * kColumnChunk;
+      column_part(x, k, j0, std::min(kColumnChunk, inner - j0), part * p.red_rows / parts,
+                  (part + 1) * p.red_rows / parts, parts_acc + t * kColumnChunk);
+    }
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t k = task / chunks, j0 = (task % chunks) * kColumnChunk;
+      const int64_t len = std::min(kColumnChunk, inner - j0);
+      const Acc* first = parts_acc + task * parts * kColumnChunk;
+      for (int64_t j = 0; j < len; ++j) {
+        Acc acc = first[j];
+        for (int64_t q = 1; q < parts; ++q) acc = Op::apply(acc, first[q * kColumnChunk + j]);
+        y[k * inner + j0 + j] = finish(acc);
       }
-    });
+    }
   }
+
+  // acc[0, len) = the reduction of input rows [r0, r1) of output row k, columns j0 .. j0 + len:
+  // Lane accumulators (float for float sums, vectorised) over blocks of kRowBlock rows, folded
+  // into Acc between blocks, as reduce_row does along a row.
+  void column_part(const T* x, int64_t k, int64_t j0, int64_t len, int64_t r0, int64_t r1,
+                   Acc* acc) const {
+    using Lane = typename Op::template Lane<T>;
+    const ReducePlan& p = plan_;
+    Odometer kept(p.kept_sizes, p.kept_strides, k);
+    Odometer red(p.red_sizes, p.red_strides, r0);
+    Lane lane[kColumnChunk];
+    for (int64_t j = 0; j < len; ++j) acc[j] = Op::template init<Acc>();
+    for (int64_t b = r0; b < r1; b += kRowBlock) {
+      for (int64_t j = 0; j < len; ++j) lane[j] = Op::template init<Lane>();
+      for (int64_t r = b; r < std::min(r1, b + kRowBlock); ++r, red.next()) {
+        const T* in = x + kept.offset + red.offset + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < len; ++j) lane[j] = Op::apply(lane[j], in[j]);
+      }
+      for (int64_t j = 0; j < len; ++j) acc[j] = Op::apply(acc[j], lane[j]);
+    }
+  }
+
+  static constexpr int64_t kRowBlock = 64;
 
   ReducePlan plan_;
   bool mean_;
