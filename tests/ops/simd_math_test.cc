@@ -1,5 +1,5 @@
-// exp8 and sigmoid8 (src/backends/cpu/simd_math.h) against double-precision libm over a sweep of
-// the float range they cover (every 4093rd float magnitude below 88, both signs: about 520 000
+// exp8, sigmoid8 and erf8 (src/backends/cpu/simd_math.h) against double-precision libm over a sweep
+// of the float range they cover (every 4093rd float magnitude below 88, both signs: about 520 000
 // values, each checked), and at the edges: past the clamp, infinities and NaN.
 #include <gtest/gtest.h>
 
@@ -41,6 +41,19 @@ TEST(SimdMath, ExpAndSigmoidWithinTwoUlpOverTheirRange) {
   EXPECT_GT(checked, 400000);
   EXPECT_LE(worst_exp, 2);
   EXPECT_LE(worst_sigmoid, 2);
+}
+
+// erf8 against libm's erf in double, every 1e-4 over [-6, 6]: within 5e-7 absolute (the rational
+// approximation's error, 3.3e-7 at most here; beyond +-4 erf is +-1 to float precision).
+TEST(SimdMath, ErfWithinFiveTenMillionthsOnMinusSixToSix) {
+  double worst = 0;
+  for (int i = -60000; i <= 60000; ++i) {
+    const float x = static_cast<float>(i) * 1e-4f;
+    worst = std::max(worst, std::fabs(lane0(cpu::erf8(_mm256_set1_ps(x))) - std::erf(double(x))));
+  }
+  EXPECT_LE(worst, 5e-7);
+  EXPECT_TRUE(
+      std::isnan(lane0(cpu::erf8(_mm256_set1_ps(std::numeric_limits<float>::quiet_NaN())))));
 }
 
 TEST(SimdMath, EdgesAndNaN) {

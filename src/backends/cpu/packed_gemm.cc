@@ -290,6 +290,16 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
 #pragma omp simd
     for (int64_t j = 0; j < cols; ++j) y[j] += bias[j];
   }
+  // The activations activate8() computes (but the trivial ones), 8 at a time; the rest of the
+  // row and the other activations below.
+  int64_t done = 0;
+  if (e.activation != GemmActivation::kNone && e.activation != GemmActivation::kRelu &&
+      activates_in_registers(e.activation)) {
+    for (; done + 8 <= cols; done += 8)
+      _mm256_storeu_ps(y + done, activate8(_mm256_loadu_ps(y + done), e));
+    y += done;
+    cols -= done;
+  }
   const float alpha = e.alpha, beta = e.beta;
   switch (e.activation) {
     case GemmActivation::kNone:
@@ -309,12 +319,9 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
         y[j] = select(v > beta, beta, v);
       }
       break;
-    case GemmActivation::kSigmoid: {
-      int64_t j = 0;
-      for (; j + 8 <= cols; j += 8) _mm256_storeu_ps(y + j, sigmoid8(_mm256_loadu_ps(y + j)));
-      for (; j < cols; ++j) y[j] = sigmoid_f(y[j]);
+    case GemmActivation::kSigmoid:
+      for (int64_t j = 0; j < cols; ++j) y[j] = sigmoid_f(y[j]);
       break;
-    }
     case GemmActivation::kTanh:
 #pragma omp simd
       for (int64_t j = 0; j < cols; ++j) y[j] = tanh_f(y[j]);
@@ -328,15 +335,9 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
         y[j] *= g;
       }
       break;
-    case GemmActivation::kSwish: {
-      int64_t j = 0;
-      for (; j + 8 <= cols; j += 8) {
-        const __m256 v = _mm256_loadu_ps(y + j);
-        _mm256_storeu_ps(y + j, _mm256_mul_ps(v, sigmoid8(v)));
-      }
-      for (; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
+    case GemmActivation::kSwish:
+      for (int64_t j = 0; j < cols; ++j) y[j] *= sigmoid_f(y[j]);
       break;
-    }
     case GemmActivation::kGeluErf:
 #pragma omp simd
       for (int64_t j = 0; j < cols; ++j)
