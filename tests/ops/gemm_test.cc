@@ -286,6 +286,9 @@ TEST(Gemm, ConstantWeights) {
   check_gemm(32, 256, 128, {{128}, 1.0f, 1.0f, false, true}, true);
   check_gemm(1, 256, 128, {{1, 128}, 1.0f, 1.0f, false, true}, true);
   check_gemm(16, 100, 60, {{16, 60}, 0.5f, 1.5f, true, false}, true);
+  // B as given (not transposed), without C and with a bias: packed_gemm on AVX2 machines.
+  check_gemm(21, 70, 50, {{-1}, 1.0f, 1.0f, false, false}, true);
+  check_gemm(21, 70, 50, {{50}, 1.0f, 1.0f, false, false}, true);
 }
 
 TEST(Gemm, OneColumn) {
