@@ -102,7 +102,10 @@ template <class F>
 std::vector<PackedMatrix> transform_weights(const float* weights, int64_t o, int64_t c) {
   constexpr int64_t kT = F::kTile;
   std::vector<float> u(static_cast<size_t>(kT * kT * c * o));  // [xi][c][o]
-  // Output channels innermost: each plane of u is then written in order.
+  // Output channels innermost: each plane of u is then written in order. Input channels are
+  // shared out over the threads: ResNet-50 compiled in 156-168 ms against 179-189 ms with them
+  // on one thread (four of six interleaved runs each; the other two were slow for both).
+#pragma omp parallel for schedule(static) if (c * o >= 4096)
   for (int64_t ic = 0; ic < c; ++ic)
     for (int64_t oc = 0; oc < o; ++oc) {
       const float* g = weights + (oc * c + ic) * 9;
