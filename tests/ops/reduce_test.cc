@@ -1,5 +1,6 @@
 // Tests of ReduceSum/Mean/Max/Min and ArgMax against naive double-precision references.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -150,6 +151,17 @@ TEST_P(ReduceTest, Float32Large) {
   check_reduce(op, random_tensor({20, 30, 40, 5}, 306), {0, 2}, false, true);
   // A global pool of a channels-last image: one column task over 2867 rows, split into parts.
   check_reduce(op, random_tensor({1, 61, 47, 45}, 309), {1, 2}, true, false);
+}
+
+// More threads than column tasks (a machine with 8 threads): over fewer rows than one part takes
+// (64) the rows are not split (2 tasks of 40 rows); over many they are (1 task, 16 parts).
+TEST_P(ReduceTest, ColumnTasksFewerThanThreads) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(8);
+  check_reduce(GetParam(), random_tensor({1, 40, 1000}, 310), {1}, true, false);
+  check_reduce(GetParam(), random_tensor({40, 1, 1000}, 311), {0}, false, false);
+  check_reduce(GetParam(), random_tensor({1, 2000, 40}, 312), {1}, true, false);
+  omp_set_num_threads(threads);
 }
 
 TEST_P(ReduceTest, IntegerTypes) {

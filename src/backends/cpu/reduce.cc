@@ -111,8 +111,11 @@ class ReduceKernel final : public Kernel {
     const int64_t tasks = p.kept_rows * chunks;
     const bool parallel = p.in_count > kNormParallelWork;
     const int64_t threads = parallel ? omp_get_max_threads() : 1;
+    // About two parts per thread, each at least kRowBlock rows (so never below one part).
     const int64_t parts =
-        tasks >= threads ? 1 : std::clamp<int64_t>(2 * threads / tasks, 1, p.red_rows / kRowBlock);
+        tasks >= threads
+            ? 1
+            : std::max<int64_t>(1, std::min<int64_t>(2 * threads / tasks, p.red_rows / kRowBlock));
     if (parts == 1) {
       parallel_ranges(tasks, parallel, [&](int64_t begin, int64_t end) {
         Acc acc[kColumnChunk];
