@@ -218,13 +218,11 @@ class ConvKernel final : public Kernel {
                  pad_r = to_dims(pad_end), dilates = to_dims(g.dilations);
     for (auto& d : dilates) d -= 1;  // oneDNN counts the gaps, ONNX the step
 
+    const std::string act = ctx.attr_string("activation", "");
+    if (!transposed && applied_after(act)) parse_gemm_epilogue(act, 0.0f, 0.0f, &after_);
     dnnl_call(where_, [&] {
       dnnl::primitive_attr attr = user_scratchpad_attr();
-      if (!transposed) {
-        attr.set_post_ops(activation_post_ops(ctx, residual_));
-        const std::string act = ctx.attr_string("activation", "");
-        if (applied_after(act)) parse_gemm_epilogue(act, 0.0f, 0.0f, &after_);
-      }
+      if (!transposed) attr.set_post_ops(activation_post_ops(ctx, residual_));
       if (transposed) {
         dnnl::deconvolution_forward::desc desc(
             dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src_req,

@@ -50,6 +50,8 @@ void run_block(const float* q, int64_t row_stride, const float* w, const float* 
       }
     }
   }
+  // ReLU (RegNet's) in registers, written out here: activate8()'s switch in this epilogue made
+  // the blocks 5-12% slower. Other activations run over the stored pixels.
   if (e.activation == GemmActivation::kRelu) {
     const __m256 zero = _mm256_setzero_ps();
     for (int n = 0; n < N; ++n) acc[n] = _mm256_max_ps(acc[n], zero);
