@@ -5,9 +5,9 @@
 // every input and output (measured on resnet50 with oneDNN 2.6: 40 reorders per run, and its 1x1
 // convolutions ran as plain GEMMs, 2x slower with an activation post-op). Keeping whole regions in
 // (N, H, W, C) removes those reorders: element-wise ops do not care about the order of their
-// elements, so only the ops that name an axis change (Conv, the pools, Concat's axis, the global
-// pools, which become a ReduceMean/ReduceMax over the spatial axes). Constant operands of binary
-// ops (per-channel scales, biases) are transposed once here.
+// elements, so only the ops that name an axis change (Conv, the pools, Concat's and
+// ChannelShuffle's axis, the global pools, which become a ReduceMean/ReduceMax over the spatial
+// axes). Constant operands of binary ops (per-channel scales, biases) are transposed once here.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -20,7 +20,7 @@
 namespace lumen {
 namespace {
 
-enum class Role { kNone, kConv, kPool, kUnary, kBinary, kConcat, kGlobalPool };
+enum class Role { kNone, kConv, kPool, kUnary, kBinary, kConcat, kShuffle, kGlobalPool };
 
 bool is_float_4d(const Value& v) {
   return v.type.dtype == DType::kFloat32 && v.type.shape.rank() == 4 && v.type.shape.is_static();
@@ -101,6 +101,15 @@ Role role_of(const Graph& graph, const Node& n) {
           return Role::kNone;
       return Role::kConcat;
     }
+    case OpKind::kChannelShuffle: {
+      if (attr_int(n, "axis", 0) != 1 && attr_int(n, "axis", 0) != -3) return Role::kNone;
+      for (int in : n.inputs)
+        if (in < 0 || is_constant(graph.value(in)) || !is_float_4d(graph.value(in)))
+          return Role::kNone;
+      for (int out : n.outputs)
+        if (!is_float_4d(graph.value(out))) return Role::kNone;
+      return Role::kShuffle;
+    }
     default:
       return Role::kNone;
   }
@@ -112,7 +121,7 @@ std::vector<int> activation_inputs(const Graph& graph, const Node& n, Role role)
   for (int k = 0; k < static_cast<int>(n.inputs.size()); ++k) {
     int in = n.inputs[k];
     if (in < 0 || is_constant(graph.value(in))) continue;
-    bool all = role == Role::kBinary || role == Role::kConcat;
+    bool all = role == Role::kBinary || role == Role::kConcat || role == Role::kShuffle;
     if (k == 0 || all) ks.push_back(k);
   }
   return ks;
@@ -209,6 +218,7 @@ class ChannelsLastPass : public Pass {
           n.attrs["channels_last"] = int64_t{1};
           break;
         case Role::kConcat:
+        case Role::kShuffle:
           n.attrs["axis"] = int64_t{3};
           break;
         case Role::kGlobalPool:

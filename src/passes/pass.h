@@ -71,6 +71,9 @@ std::unique_ptr<Pass> make_fuse_matmul_pass();
 // A Transpose swapping the last two dimensions of a MatMul/FusedMatMul operand is dropped; the
 // product reads that operand transposed (FusedMatMul trans_a / trans_b, strided, no copy).
 std::unique_ptr<Pass> make_fold_transpose_pass();
+// ShuffleNet's channel shuffle ([Concat] -> Reshape -> Transpose -> Reshape [-> equal Slices or
+// Split] along one axis) becomes one ChannelShuffle: a single copy instead of four or five.
+std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();
 // Trees of two or more float32 element-wise ops whose inner values have one reader each become
 // one FusedElementwise: the whole tree computed in one pass over the output.
 std::unique_ptr<Pass> make_fuse_elementwise_pass();
