@@ -97,6 +97,42 @@ TEST(IdentityPass, KeepsOutputsFedByInputsAndRealTransposes) {
   test::expect_close(out[1], {3, 3}, xt);
 }
 
+// Transposes of Transposes: a pair that cancels (NHWC -> NCHW -> NHWC) leaves no Transpose; a
+// pair that does not becomes one Transpose with the composed permutation (the first stays only
+// where something else reads it). Checked against the transposes done by hand.
+TEST(IdentityPass, ComposesTransposeChains) {
+  Graph g;
+  Value* x = g.add_input("x", {2, 3, 4, 5});
+  Value* nchw = g.add_op("Transpose", {x}, {{"perm", {0, 3, 1, 2}}});
+  g.mark_output(g.add_op("Relu", {g.add_op("Transpose", {nchw}, {{"perm", {0, 2, 3, 1}}})}));
+  Value* rolled = g.add_op("Transpose", {x}, {{"perm", {1, 2, 0, 3}}});
+  g.mark_output(g.add_op("Transpose", {rolled}, {{"perm", {0, 1, 3, 2}}}));
+  g.mark_output(g.add_op("Neg", {rolled}));
+  Value* reversed = g.add_op("Transpose", {x});  // no perm: axes reversed
+  g.mark_output(g.add_op("Transpose", {reversed}, {{"perm", {3, 2, 1, 0}}}, "back"));
+  EXPECT_TRUE(run_pass(g, make_identity_pass()));
+  EXPECT_TRUE(run_pass(g, make_dead_code_pass()));
+  EXPECT_EQ(count(g, "Transpose"), 3);  // rolled, its composed reader, and "back" (an output)
+  Tensor in = test::random_tensor({2, 3, 4, 5}, 5);
+  auto out = run(g, {in});
+  const std::vector<double> xs = test::to_doubles(in);
+  auto at = [&](int64_t a, int64_t b, int64_t c, int64_t d) {
+    return xs[((a * 3 + b) * 4 + c) * 5 + d];
+  };
+  std::vector<double> composed, neg;  // [b, c, d, a] and -[b, c, a, d]
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t c = 0; c < 4; ++c) {
+      for (int64_t d = 0; d < 5; ++d)
+        for (int64_t a = 0; a < 2; ++a) composed.push_back(at(a, b, c, d));
+      for (int64_t a = 0; a < 2; ++a)
+        for (int64_t d = 0; d < 5; ++d) neg.push_back(-at(a, b, c, d));
+    }
+  test::expect_close(out[0], {2, 3, 4, 5}, map(in, relu));
+  test::expect_close(out[1], {3, 4, 5, 2}, composed);
+  test::expect_close(out[2], {3, 4, 2, 5}, neg);
+  test::expect_close(out[3], {2, 3, 4, 5}, xs);
+}
+
 // A Pad by zero everywhere (PyTorch's AvgPool2d export) goes; one that shifts (begin 1, end -1:
 // the same shape, other contents) and one that pads stay.
 TEST(IdentityPass, RemovesZeroPadsOnly) {
