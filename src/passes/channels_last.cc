@@ -94,11 +94,16 @@ Role role_of(const Graph& graph, const Node& n) {
       }
       return Role::kBinary;
     }
-    case OpKind::kConcat: {
+    case OpKind::kConcat:
+    case OpKind::kFusedConcat: {
       if (attr_int(n, "axis", 0) != 1 && attr_int(n, "axis", 0) != -3) return Role::kNone;
-      for (int in : n.inputs)
+      // FusedConcat's scale and shift (inputs 0 and 1) hold one value per channel in any shape.
+      const size_t first = n.op == OpKind::kFusedConcat ? 2 : 0;
+      for (size_t k = first; k < n.inputs.size(); ++k) {
+        const int in = n.inputs[k];
         if (in < 0 || is_constant(graph.value(in)) || !is_float_4d(graph.value(in)))
           return Role::kNone;
+      }
       return Role::kConcat;
     }
     case OpKind::kChannelShuffle: {

@@ -30,6 +30,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_fuse_matmul_pass());
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
+  if (cpu_only) manager.add(make_fuse_concat_pass());
   manager.add(make_fuse_residual_pass(cpu_only));
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);

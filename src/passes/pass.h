@@ -74,6 +74,10 @@ std::unique_ptr<Pass> make_fold_transpose_pass();
 // ShuffleNet's channel shuffle ([Concat] -> Reshape -> Transpose -> Reshape [-> equal Slices or
 // Split] along one axis) becomes one ChannelShuffle: a single copy instead of four or five.
 std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();
+// Concat -> per-channel Mul -> per-channel Add [-> Relu] (DenseNet's Concat -> BatchNormalization
+// -> ReLU once bn-to-affine has run) becomes one FusedConcat: the pieces read once, written
+// scaled, shifted and rectified.
+std::unique_ptr<Pass> make_fuse_concat_pass();
 // Trees of two or more float32 element-wise ops whose inner values have one reader each become
 // one FusedElementwise: the whole tree computed in one pass over the output.
 std::unique_ptr<Pass> make_fuse_elementwise_pass();
