@@ -180,7 +180,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for rnd in range(args.rounds):
             for name in names:
-                for rt in runtimes:  # interleaved: every runtime sees the same machine load
+                # Interleaved, so every runtime sees the same machine load; the order reverses
+                # every other round, so no runtime always runs first (or last) on a model.
+                for rt in runtimes if rnd % 2 == 0 else runtimes[::-1]:
                     if (name, rt) in errors:
                         continue
                     out_file = os.path.join(tmp, f"{name}.{rt}.npy") if rnd == 0 else None
@@ -229,10 +231,10 @@ def main():
         "",
         f"Measured by `bench/harness.py --rounds {args.rounds} --repeat {args.repeat}"
         f"{' --label ' + args.label if args.label else ''}` on {os.cpu_count()} cores, every "
-        f"runtime with 2 intra-op threads, interleaved, a fresh process per runtime, model and "
-        f"round; latency is the median over rounds of each process's median (p90 likewise) of "
-        f"{args.repeat} runs after one warm-up run. ONNX Runtime 1.30 CPU (onnxruntime-node, all "
-        f"graph optimizations); PyTorch {torch_version()} eager (inference_mode) and TorchScript "
+        f"runtime with 2 intra-op threads, interleaved (the order reversed every other round), a "
+        f"fresh process per runtime, model and round; latency is the median over rounds of each "
+        f"process's median (p90 likewise) of {args.repeat} runs after one warm-up run. ONNX "
+        f"Runtime 1.30 CPU (onnxruntime-node, all graph optimizations); PyTorch {torch_version()} eager (inference_mode) and TorchScript "
         f"(trace + freeze + optimize_for_inference). Lumen's GFLOP/s counts convolutions and "
         f"matrix products; the cores' measured FMA peak is {peak:.0f} GFLOP/s ({peak_text}). "
         f"Every output is checked against PyTorch's reference (max|out-ref| <= 1e-4 max|ref|); "
