@@ -1,6 +1,9 @@
 // Tests of Conv and ConvTranspose against naive double-precision loops written here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -130,6 +133,26 @@ void check_conv_transpose(const Case& c, uint64_t seed) {
 TEST(Conv, Pointwise1x1) {
   check_conv({{1, 8, 5, 5}, {4, 8, 1, 1}, true, {}, geo(2), {1, 4, 5, 5}}, 1);
   check_conv({{2, 16, 3, 4}, {6, 16, 1, 1}, false, {}, geo(2), {2, 6, 3, 4}}, 2);
+}
+
+// One-pixel images (squeeze-and-excitation layers) run as a matrix-vector product per image;
+// as a FusedConv with a residual and an activation the epilogue adds, then activates.
+TEST(Conv, OnePixelImages) {
+  check_conv({{1, 40, 1, 1}, {24, 40, 1, 1}, true, {}, geo(2), {1, 24, 1, 1}}, 3);
+  check_conv({{3, 17, 1, 1}, {33, 17, 1, 1}, false, {}, geo(2), {3, 33, 1, 1}}, 4);
+  check_conv({{2, 9, 1}, {5, 9, 1}, true, {}, geo(1), {2, 5, 1}}, 5);
+  Tensor x = random_tensor({2, 20, 1, 1}, 6), w = random_tensor({12, 20, 1, 1}, 7);
+  Tensor b = random_tensor({12}, 8), z = random_tensor({2, 12, 1, 1}, 9);
+  for (const char* act : {"Sigmoid", "Relu"}) {
+    Tensor y = run_op("FusedConv", {x, constant(w), constant(b), z}, {{"activation", act}})[0];
+    std::vector<double> want = ref_conv(x, w, &b, geo(2), {2, 12, 1, 1});
+    const std::vector<double> zs = test::to_doubles(z);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double v = want[i] + zs[i];
+      want[i] = std::string(act) == "Relu" ? std::max(v, 0.0) : 1.0 / (1.0 + std::exp(-v));
+    }
+    expect_close(y, {2, 12, 1, 1}, want, 1e-5, 1e-4);
+  }
 }
 
 TEST(Conv, Stride2Pad1) {
