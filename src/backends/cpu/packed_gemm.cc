@@ -111,6 +111,34 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
   _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+// The micro-kernel for the last row panel of a tile when it has 2 to 5 rows (the packed panel
+// still 6 wide, its last rows zero): only those rows are multiplied and stored, where the 6-row
+// kernel through a buffer spent 6 rows' multiply-adds (BERT's 128-row products end on a panel of
+// 2 rows, GPT-2's too, the 64-row MLP on 4).
+template <int R>
+inline void partial_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
+                           bool load_c, const GemmEpilogue* fin, int64_t col0) {
+  __m256 lo[R], hi[R];
+  for (int r = 0; r < R; ++r) {
+    lo[r] = load_c ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
+    hi[r] = load_c ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+  }
+  for (int64_t kk = 0; kk < kc; ++kk, a += kMr, b += kNr) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r);
+      lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(av, b1, hi[r]);
+    }
+  }
+  const float* bias = fin && fin->bias ? fin->bias + col0 : nullptr;
+  for (int r = 0; r < R; ++r) {
+    if (fin) finish_pair(lo[r], hi[r], bias, *fin);
+    _mm256_storeu_ps(c + r * ldc, lo[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, hi[r]);
+  }
+}
+
 // One row of C (16 columns, cols of them stored): c (+)= sum over kk of a[kk * a_step] x
 // b[kk][0..16), four steps of k at a time into eight accumulators. A single row (a matrix-vector
 // product, as in a batch-1 MLP) is bound by reading B from memory: the 6-row kernel would spend
@@ -153,6 +181,24 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
   if (rows == 1) {
     row_kernel(a, kMr, kc, b, c, cols, load_c);
     return false;
+  }
+  if (cols == kNr) {
+    switch (rows) {
+      case 2:
+        partial_kernel<2>(a, kc, b, c, ldc, load_c, fin, col0);
+        return fin != nullptr;
+      case 3:
+        partial_kernel<3>(a, kc, b, c, ldc, load_c, fin, col0);
+        return fin != nullptr;
+      case 4:
+        partial_kernel<4>(a, kc, b, c, ldc, load_c, fin, col0);
+        return fin != nullptr;
+      case 5:
+        partial_kernel<5>(a, kc, b, c, ldc, load_c, fin, col0);
+        return fin != nullptr;
+      default:
+        break;
+    }
   }
   alignas(32) float buf[kMr * kNr] = {};
   if (load_c)
