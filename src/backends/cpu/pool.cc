@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -177,26 +178,30 @@ class PoolKernel final : public Kernel {
     const auto reduce = [](__m256 in, __m256 acc) {
       return kMax ? _mm256_max_ps(in, acc) : _mm256_add_ps(in, acc);
     };
-    // Each thread lists its taps in its own vector, made once per call: a thread_local one costs
-    // a __tls_get_addr call per use in a shared library, several per output pixel (SqueezeNet's
-    // 3x3 stride-2 pool over 111 x 111 x 64: 0.121 -> 0.076 ms, profile medians, interleaved).
+    // Each thread lists its taps on its stack (windows of up to kStackTaps taps) or in a vector
+    // made once per call: a thread_local vector cost a __tls_get_addr call per use in the shared
+    // library, several per output pixel (SqueezeNet's 3x3 stride-2 pool over 111 x 111 x 64:
+    // 0.121 -> 0.076 ms, profile medians, interleaved).
+    constexpr int64_t kStackTaps = 64;
+    const int64_t max_taps = ah.k * aw.k;
 #pragma omp parallel if (work > kParallelWork)
     {
-      std::vector<const float*> taps;
-      taps.reserve(static_cast<size_t>(ah.k * aw.k));
+      std::vector<const float*> spill(static_cast<size_t>(max_taps > kStackTaps ? max_taps : 0));
+      std::array<const float*, kStackTaps> stack{};
+      const float** const taps = max_taps > kStackTaps ? spill.data() : stack.data();
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t oh = r % ah.out;
         const float* image = x + (r / ah.out) * ah.in * aw.in * c;
         for (int64_t ow = 0; ow < aw.out; ++ow) {
           float* out = y + (r * aw.out + ow) * c;
-          taps.clear();
+          int64_t count = 0;
           for (int64_t kh = 0; kh < ah.k; ++kh) {
             const int64_t ih = oh * ah.s - ah.pad_begin + kh * ah.d;
             if (ih < 0 || ih >= ah.in) continue;
             for (int64_t kw = 0; kw < aw.k; ++kw) {
               const int64_t iw = ow * aw.s - aw.pad_begin + kw * aw.d;
-              if (iw >= 0 && iw < aw.in) taps.push_back(image + (ih * aw.in + iw) * c);
+              if (iw >= 0 && iw < aw.in) taps[count++] = image + (ih * aw.in + iw) * c;
             }
           }
           const float scale = kMax ? 1.0f : 1.0f / (counts_[1][oh] * counts_[2][ow]);
@@ -204,7 +209,8 @@ class PoolKernel final : public Kernel {
           int64_t i = 0;
           for (; i + 32 <= c; i += 32) {
             __m256 a0 = _mm256_set1_ps(init), a1 = a0, a2 = a0, a3 = a0;
-            for (const float* in : taps) {
+            for (int64_t t = 0; t < count; ++t) {
+              const float* in = taps[t];
               a0 = reduce(_mm256_loadu_ps(in + i), a0);
               a1 = reduce(_mm256_loadu_ps(in + i + 8), a1);
               a2 = reduce(_mm256_loadu_ps(in + i + 16), a2);
@@ -219,12 +225,15 @@ class PoolKernel final : public Kernel {
           }
           for (; i + 8 <= c; i += 8) {
             __m256 a = _mm256_set1_ps(init);
-            for (const float* in : taps) a = reduce(_mm256_loadu_ps(in + i), a);
+            for (int64_t t = 0; t < count; ++t) a = reduce(_mm256_loadu_ps(taps[t] + i), a);
             _mm256_storeu_ps(out + i, kMax ? a : _mm256_mul_ps(a, vscale));
           }
           for (; i < c; ++i) {
             float a = init;
-            for (const float* in : taps) a = kMax ? (in[i] > a ? in[i] : a) : a + in[i];
+            for (int64_t t = 0; t < count; ++t) {
+              const float v = taps[t][i];
+              a = kMax ? (v > a ? v : a) : a + v;
+            }
             out[i] = a * scale;
           }
         }
