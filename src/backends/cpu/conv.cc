@@ -10,6 +10,7 @@
 
 #include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/grouped_conv.h"
+#include "backends/cpu/im2col_conv.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 #include "backends/cpu/winograd.h"
@@ -208,8 +209,11 @@ class ConvKernel final : public Kernel {
                                             g.dilations)) {
       grouped_ = GroupedConv8(w_value->data<float>(), out_channels);
       use_grouped_ = true;
+    } else if (own && im2col_conv_applies(channels, group, kernel, g.strides, g.dilations)) {
+      im2col_ = Im2colConv(w_value->data<float>(), out_channels, channels, kernel[0], kernel[1]);
+      use_im2col_ = true;
     }
-    if (use_winograd_ || use_grouped_) {
+    if (use_winograd_ || use_grouped_ || use_im2col_) {
       epilogue_.accumulate = residual_;
       in_hw_ = {x[2], x[3]};
       pad_ = {g.pad_begin[0], g.pad_begin[1]};
@@ -279,7 +283,8 @@ class ConvKernel final : public Kernel {
   int in_place_input() const override { return residual_ ? 3 : -1; }
   // Weights packed at compile time are never read again.
   bool reads_input(int k) const override {
-    return k != 1 || (!packed_w_ && !use_winograd_ && !use_grouped_ && !use_one_pixel_);
+    return k != 1 ||
+           (!packed_w_ && !use_winograd_ && !use_grouped_ && !use_im2col_ && !use_one_pixel_);
   }
 
   void run(KernelContext& ctx) const override {
@@ -297,10 +302,13 @@ class ConvKernel final : public Kernel {
                   pointwise_.n(), e);
       return;
     }
-    if (use_winograd_ || use_grouped_) {
+    if (use_winograd_ || use_grouped_ || use_im2col_) {
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
-      if (use_winograd_)
+      if (use_im2col_)
+        im2col_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], strides_[0], strides_[1],
+                    pad_[0], pad_[1], out_shape_[2], out_shape_[3], y.data<float>(), e);
+      else if (use_winograd_)
         winograd_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], pad_[0], pad_[1],
                       out_shape_[2], out_shape_[3], y.data<float>(), e);
       else
@@ -436,6 +444,9 @@ class ConvKernel final : public Kernel {
   // 3x3 channels-last convolutions with 8 channels per group (grouped_conv.h).
   bool use_grouped_ = false;
   GroupedConv8 grouped_;
+  // Strided channels-last convolutions with 64 or more input channels (im2col_conv.h).
+  bool use_im2col_ = false;
+  Im2colConv im2col_;
   // 1x1 convolutions of one-pixel images: the weights transposed for packed_gemm.
   bool use_one_pixel_ = false;
   PackedMatrix pointwise_;

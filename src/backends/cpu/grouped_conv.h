@@ -15,8 +15,6 @@
 
 namespace lumen::cpu {
 
-// Whether GroupedConv8 handles a 2-D convolution with these channels, groups and dilations on
-// this machine (AVX2: the same machines as packed_gemm).
 // Whether GroupedConv8 handles a convolution with these channels, groups and 2-D kernel, strides
 // and dilations on this machine (AVX2: the same machines as packed_gemm): 3x3 kernels, width
 // stride 1 or 2, no dilation.
