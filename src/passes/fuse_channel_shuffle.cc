@@ -12,17 +12,11 @@
 #include "graph/op_kind.h"
 #include "graph/schemas/movement.h"
 #include "passes/pass.h"
+#include "passes/pattern.h"
 #include "passes/rewrite.h"
 
 namespace lumen {
 namespace {
-
-// The single node reading `value` (which is no graph output), or -1.
-int only_reader(const Graph& graph, int value) {
-  const Value& v = graph.value(value);
-  if (v.is_output || v.consumers.size() != 1) return -1;
-  return v.consumers[0];
-}
 
 const std::vector<int64_t>& dims_of(const Graph& graph, int value) {
   return graph.value(value).type.shape.dims();
@@ -99,8 +93,8 @@ class FuseChannelShufflePass : public Pass {
     const Node& t = graph.node(transpose);
     if (t.inputs.empty() || t.outputs.size() != 1) return false;
     const int split = graph.value(t.inputs[0]).producer;
-    const int merge = only_reader(graph, t.outputs[0]);
-    if (split < 0 || merge < 0 || only_reader(graph, t.inputs[0]) != transpose) return false;
+    const int merge = sole_reader(graph, t.outputs[0]);
+    if (split < 0 || merge < 0 || sole_reader(graph, t.inputs[0]) != transpose) return false;
     const Node& r1 = graph.node(split);
     const Node& r2 = graph.node(merge);
     if (r1.op != OpKind::kReshape || r2.op != OpKind::kReshape) return false;
@@ -133,7 +127,7 @@ class FuseChannelShufflePass : public Pass {
       NodeContext ctx(graph, c);
       const int64_t a = c.op == OpKind::kConcat ? ctx.attr_int("axis") : -1;
       if (c.op == OpKind::kConcat && (a < 0 ? a + rank : a) == axis &&
-          only_reader(graph, x) == split &&
+          sole_reader(graph, x) == split &&
           std::find(c.inputs.begin(), c.inputs.end(), -1) == c.inputs.end())
         inputs = c.inputs;
       else

@@ -6,26 +6,19 @@
 // bn-to-affine pass has turned its BatchNormalization into the Mul and Add.
 #include "graph/op_kind.h"
 #include "passes/pass.h"
+#include "passes/pattern.h"
 #include "passes/rewrite.h"
 
 namespace lumen {
 namespace {
 
-// The single node reading `value` (which is no graph output), or -1.
-int only_reader(const Graph& graph, int value) {
-  const Value& v = graph.value(value);
-  if (v.is_output || v.consumers.size() != 1) return -1;
-  return v.consumers[0];
-}
-
 // The constant operand of binary node `n` whose other operand is `x`, when it holds one float32
 // value per index of `axis` of x (rank `rank`) and broadcasts along that axis only; else -1.
 int per_channel_constant(const Graph& graph, const Node& n, int x, int axis, int rank,
                          int64_t channels) {
-  if (n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
-  const int k = n.inputs[0] == x ? 1 : 0;
-  if (n.inputs[1 - k] != x || n.inputs[k] == x) return -1;
-  const Value& c = graph.value(n.inputs[k]);
+  const int other = n.outputs.size() == 1 ? other_input(n, x) : -1;
+  if (other < 0) return -1;
+  const Value& c = graph.value(other);
   if (!is_constant(c) || c.type.dtype != DType::kFloat32 || c.data->numel() != channels) return -1;
   const std::vector<int64_t>& dims = c.type.shape.dims();
   const int lead = rank - static_cast<int>(dims.size());
@@ -33,7 +26,7 @@ int per_channel_constant(const Graph& graph, const Node& n, int x, int axis, int
   for (int d = 0; d < static_cast<int>(dims.size()); ++d)
     if (d + lead != axis && dims[d] != 1) return -1;
   if (axis < lead && channels != 1) return -1;
-  return n.inputs[k];
+  return other;
 }
 
 class FuseConcatPass : public Pass {
@@ -60,16 +53,16 @@ class FuseConcatPass : public Pass {
     const int64_t channels = yv.type.shape.dims()[axis];
     for (int in : cat.inputs)
       if (in < 0) return false;
-    const int mul = only_reader(graph, y);
+    const int mul = sole_reader(graph, y);
     if (mul < 0 || graph.node(mul).op != OpKind::kMul) return false;
     const int scale = per_channel_constant(graph, graph.node(mul), y, axis, rank, channels);
     const int scaled = graph.node(mul).outputs[0];
-    const int add = only_reader(graph, scaled);
+    const int add = sole_reader(graph, scaled);
     if (scale < 0 || add < 0 || graph.node(add).op != OpKind::kAdd) return false;
     const int shift = per_channel_constant(graph, graph.node(add), scaled, axis, rank, channels);
     int out = graph.node(add).outputs[0];
     if (shift < 0 || !(graph.value(out).type == yv.type)) return false;
-    const int relu = only_reader(graph, out);
+    const int relu = sole_reader(graph, out);
     const bool rectified = relu >= 0 && graph.node(relu).op == OpKind::kRelu;
     if (rectified) out = graph.node(relu).outputs[0];
 
