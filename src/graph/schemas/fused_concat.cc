@@ -7,33 +7,18 @@
 #include <string>
 
 #include "graph/schema.h"
+#include "graph/schemas/concat.h"
 
 namespace lumen {
 namespace {
 
 void infer_fused_concat(InferContext& ctx) {
   if (ctx.num_inputs() < 3) ctx.fail_model("needs scale, shift and at least one piece");
-  const Shape& first = ctx.input_shape(2);
-  const int rank = first.rank();
-  const int64_t axis_attr = ctx.attr_int("axis");
-  if (axis_attr < -rank || axis_attr >= rank)
-    ctx.fail_model("axis " + std::to_string(axis_attr) + " is out of range for rank " +
-                   std::to_string(rank));
-  const int axis = static_cast<int>(axis_attr < 0 ? axis_attr + rank : axis_attr);
+  int axis = 0;
+  const Shape y = concat_shape(ctx, 2, &axis);
   const std::string activation = ctx.attr_string("activation", "");
   if (!activation.empty() && activation != "Relu")
     ctx.fail_model("activation must be \"\" or \"Relu\", not \"" + activation + "\"");
-  Shape y = first;
-  y.dims()[axis] = 0;
-  for (int i = 2; i < ctx.num_inputs(); ++i) {
-    const Shape& s = ctx.input_shape(i);
-    bool fits = s.rank() == rank;
-    for (int d = 0; fits && d < rank; ++d) fits = d == axis || s.dims()[d] == first.dims()[d];
-    if (!fits)
-      ctx.fail_shape("piece " + s.to_string() + " does not match " + first.to_string() +
-                     " off axis " + std::to_string(axis));
-    y.dims()[axis] += s.dims()[axis];
-  }
   for (int i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.input_dtype(i) != DType::kFloat32)
       ctx.fail_shape("input " + std::to_string(i) + " must be float32, not " +

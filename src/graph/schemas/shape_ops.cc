@@ -8,8 +8,42 @@
 
 #include "graph/onnx_dtype.h"
 #include "graph/schema.h"
+#include "graph/schemas/concat.h"
 
 namespace lumen {
+
+Shape concat_shape(const NodeContext& ctx, int first, int* axis) {
+  for (int i = first; i < ctx.num_inputs(); ++i)
+    if (!ctx.has_input(i)) ctx.fail_model("input " + std::to_string(i) + " is missing");
+  const Shape& s0 = ctx.input_shape(first);
+  const DType dtype = ctx.input_dtype(first);
+  const int rank = s0.rank();
+  if (rank == 0) ctx.fail_shape("cannot concatenate scalars");
+  const int64_t a = ctx.attr_int("axis");
+  if (a < -rank || a >= rank)
+    ctx.fail_model("axis " + std::to_string(a) + " is out of range for rank " +
+                   std::to_string(rank));
+  *axis = static_cast<int>(a < 0 ? a + rank : a);
+  Shape out = s0;
+  out.dims()[*axis] = 0;
+  for (int i = first; i < ctx.num_inputs(); ++i) {
+    const Shape& s = ctx.input_shape(i);
+    if (ctx.input_dtype(i) != dtype)
+      ctx.fail_shape("input " + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
+                     ", input " + std::to_string(first) + " is " + dtype_name(dtype));
+    if (s.rank() != rank)
+      ctx.fail_shape("input " + std::to_string(i) + " has shape " + s.to_string() +
+                     ", of another rank than " + s0.to_string());
+    for (int d = 0; d < rank; ++d)
+      if (d != *axis && s.dims()[d] != s0.dims()[d])
+        ctx.fail_shape("input " + std::to_string(i) + " has shape " + s.to_string() +
+                       ", which differs from " + s0.to_string() + " outside axis " +
+                       std::to_string(*axis));
+    out.dims()[*axis] += s.dims()[*axis];
+  }
+  return out;
+}
+
 namespace {
 
 std::string ints_to_string(const std::vector<int64_t>& v) {
@@ -154,29 +188,9 @@ void infer_concat(InferContext& ctx) {
   for (int i = 0; i < ctx.num_inputs() && first < 0; ++i)
     if (ctx.has_input(i)) first = i;
   if (first < 0) ctx.fail_model("needs at least one input");
-  const Shape& s0 = ctx.input_shape(first);
-  DType dtype = ctx.input_dtype(first);
-  if (s0.rank() == 0) ctx.fail_shape("cannot concatenate scalars");
-  int axis = wrap_axis(ctx, ctx.attr_int("axis"), s0.rank(), "axis");
-  Shape out = s0;
-  out.dims()[axis] = 0;
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    if (!ctx.has_input(i)) ctx.fail_model("input " + std::to_string(i) + " is missing");
-    const Shape& s = ctx.input_shape(i);
-    if (ctx.input_dtype(i) != dtype)
-      ctx.fail_shape("input " + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
-                     ", input " + std::to_string(first) + " is " + dtype_name(dtype));
-    if (s.rank() != s0.rank())
-      ctx.fail_shape("input " + std::to_string(i) + " has shape " + s.to_string() +
-                     ", of another rank than " + s0.to_string());
-    for (int d = 0; d < s.rank(); ++d)
-      if (d != axis && s.dims()[d] != s0.dims()[d])
-        ctx.fail_shape("input " + std::to_string(i) + " has shape " + s.to_string() +
-                       ", which differs from " + s0.to_string() + " outside axis " +
-                       std::to_string(axis));
-    out.dims()[axis] += s.dims()[axis];
-  }
-  ctx.set_output(0, dtype, out);
+  int axis = 0;
+  const Shape out = concat_shape(ctx, first, &axis);
+  ctx.set_output(0, ctx.input_dtype(first), out);
 }
 
 void infer_split(InferContext& ctx) {
