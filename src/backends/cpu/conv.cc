@@ -176,14 +176,15 @@ class ConvKernel final : public Kernel {
     dst_user_ = channels_last ? channels_last_desc(y_dims) : plain_desc(y_dims);
 
     const Tensor* w_value = ctx.input_value(1);
+    // Whether Lumen's own kernels can apply the activation in their epilogue.
+    const bool epilogue_ok = parse_gemm_epilogue(
+        ctx.attr_string("activation", ""), ctx.attr_float("activation_alpha", 0.0f),
+        ctx.attr_float("activation_beta", 0.0f), &epilogue_);
     // One pixel in, one out (the squeeze-and-excitation layers of EfficientNet, RegNet and
     // MobileNet-V3, on globally pooled channels): a matrix-vector product per image through
     // packed_gemm with its epilogue. oneDNN's fixed cost per call was about 11 us for a product of
     // a few thousand multiply-adds (32 such layers: 0.35 ms of EfficientNet-B0's 8.4).
-    bool one_pixel = !transposed && group == 1 && w_value && kvol == 1 &&
-                     parse_gemm_epilogue(ctx.attr_string("activation", ""),
-                                         ctx.attr_float("activation_alpha", 0.0f),
-                                         ctx.attr_float("activation_beta", 0.0f), &epilogue_);
+    bool one_pixel = !transposed && group == 1 && w_value && kvol == 1 && epilogue_ok;
     for (int i = 0; i < g.spatial; ++i) one_pixel = one_pixel && x[2 + i] == 1 && y[2 + i] == 1;
     if (one_pixel) {
       // B[i][o] = W[o][i]: rows 1 apart, columns `channels` apart.
@@ -194,11 +195,8 @@ class ConvKernel final : public Kernel {
     }
     // Lumen's own kernels take channels-last 2-D convolutions with known weights and an
     // activation an epilogue can apply: Winograd for 3x3 stride-1 dense ones where a form pays,
-    // GroupedConv8 for 3x3 ones with 8 channels per group.
-    const bool own = channels_last && g.spatial == 2 && w_value &&
-                     parse_gemm_epilogue(ctx.attr_string("activation", ""),
-                                         ctx.attr_float("activation_alpha", 0.0f),
-                                         ctx.attr_float("activation_beta", 0.0f), &epilogue_);
+    // GroupedConv8 for 3x3 ones with 8 channels per group, Im2colConv for strided dense ones.
+    const bool own = channels_last && g.spatial == 2 && w_value && epilogue_ok;
     const std::optional<WinogradForm> form =
         own ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
     if (own && group == 1 && kernel[0] == 3 && kernel[1] == 3 && g.strides[0] == 1 &&
