@@ -167,7 +167,8 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
 }
 
 // The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
-// single rows to the row kernel, other partial ones through a 6 x 16 buffer. With `fin` (the
+// single rows to the row kernel, 2 to 5 rows of 16 columns to partial_kernel, narrower ones
+// through a 6 x 16 buffer. With `fin` (the
 // last block of k, an activation activate8() computes) a tile of 16 columns is finished too; the
 // return value says whether it was.
 inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
@@ -182,23 +183,14 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
     row_kernel(a, kMr, kc, b, c, cols, load_c);
     return false;
   }
-  if (cols == kNr) {
-    switch (rows) {
-      case 2:
-        partial_kernel<2>(a, kc, b, c, ldc, load_c, fin, col0);
-        return fin != nullptr;
-      case 3:
-        partial_kernel<3>(a, kc, b, c, ldc, load_c, fin, col0);
-        return fin != nullptr;
-      case 4:
-        partial_kernel<4>(a, kc, b, c, ldc, load_c, fin, col0);
-        return fin != nullptr;
-      case 5:
-        partial_kernel<5>(a, kc, b, c, ldc, load_c, fin, col0);
-        return fin != nullptr;
-      default:
-        break;
-    }
+  if (cols == kNr) {  // 2 to 5 rows
+    using Partial = void (*)(const float*, int64_t, const float*, float*, int64_t, bool,
+                             const GemmEpilogue*, int64_t);
+    static constexpr Partial kPartial[kMr] = {
+        nullptr,           nullptr, &partial_kernel<2>, &partial_kernel<3>, &partial_kernel<4>,
+        &partial_kernel<5>};
+    kPartial[rows](a, kc, b, c, ldc, load_c, fin, col0);
+    return fin != nullptr;
   }
   alignas(32) float buf[kMr * kNr] = {};
   if (load_c)
