@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/grouped_conv.h"
+#include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
 namespace lumen {
@@ -52,12 +53,7 @@ TEST(GroupedConv8, MatchesDirectConvolution) {
     std::vector<float> bias = test::random_floats(c, ++seed);
     std::vector<float> y = test::random_floats(t.batch * out_h * out_w * c, ++seed);
     const std::vector<float> residual = y;
-    cpu::GemmEpilogue e;
-    e.bias = bias.data();
-    e.accumulate = t.residual;
-    e.activation = t.act;
-    e.alpha = -0.5f;
-    e.beta = 0.5f;
+    const cpu::GemmEpilogue e = test::conv_epilogue(bias.data(), t.residual, t.act);
     cpu::GroupedConv8 conv(w.data(), c);
     conv.run(x.data(), t.batch, t.h, t.w, t.stride_h, t.stride_w, t.pad_top, t.pad_left, out_h,
              out_w, y.data(), e);
@@ -78,10 +74,7 @@ TEST(GroupedConv8, MatchesDirectConvolution) {
                          w[((o * 8 + i) * 3 + r) * 3 + q];
               }
             const int64_t at = ((n * out_h + oh) * out_w + ow) * c + o;
-            if (t.residual) acc += residual[at];
-            if (t.act == cpu::GemmActivation::kRelu) acc = std::max(acc, 0.0);
-            if (t.act == cpu::GemmActivation::kClip) acc = std::min(std::max(acc, -0.5), 0.5);
-            if (t.act == cpu::GemmActivation::kSigmoid) acc = 1 / (1 + std::exp(-acc));
+            acc = test::finish_reference(acc, t.residual, residual[at], t.act);
             if (!(std::fabs(y[at] - acc) <= 1e-5 + 1e-5 * std::fabs(acc)) && ++bad <= 5)
               ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
                             << y[at] << ", want " << acc;

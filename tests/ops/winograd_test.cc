@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/winograd.h"
+#include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
 namespace lumen {
@@ -44,12 +45,7 @@ TEST(Winograd, MatchesDirectConvolution) {
       std::vector<float> bias = test::random_floats(t.o, ++seed);
       std::vector<float> y = test::random_floats(t.batch * out_h * out_w * t.o, ++seed);
       const std::vector<float> residual = y;
-      cpu::GemmEpilogue e;
-      e.bias = bias.data();
-      e.accumulate = t.residual;
-      e.activation = t.act;
-      e.alpha = -0.5f;
-      e.beta = 0.5f;
+      const cpu::GemmEpilogue e = test::conv_epilogue(bias.data(), t.residual, t.act);
       cpu::WinogradConv conv(w.data(), t.o, t.c, form);
       conv.run(x.data(), t.batch, t.h, t.w, t.pad_top, t.pad_left, out_h, out_w, y.data(), e);
       int64_t bad = 0;
@@ -68,10 +64,7 @@ TEST(Winograd, MatchesDirectConvolution) {
                            w[((o * t.c + i) * 3 + r) * 3 + q];
                 }
               const int64_t at = ((n * out_h + oh) * out_w + ow) * t.o + o;
-              if (t.residual) acc += residual[at];
-              if (t.act == cpu::GemmActivation::kRelu) acc = std::max(acc, 0.0);
-              if (t.act == cpu::GemmActivation::kClip) acc = std::min(std::max(acc, -0.5), 0.5);
-              if (t.act == cpu::GemmActivation::kSigmoid) acc = 1 / (1 + std::exp(-acc));
+              acc = test::finish_reference(acc, t.residual, residual[at], t.act);
               if (!(std::fabs(y[at] - acc) <= 2e-5 * scale + 1e-4 * std::fabs(acc)) && ++bad <= 5)
                 ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
                               << y[at] << ", want " << acc;
