@@ -442,7 +442,12 @@ PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_str
     : k_(k), n_(n), panels_((n + kNr - 1) / kNr) {
   data_ = Tensor::empty(Shape{std::max<int64_t>(k * panels_ * kNr, 1)}, DType::kFloat32);
   float* data = data_.data<float>();
-  std::fill(data, data + data_.numel(), 0.0f);
+  // Only the last panel has columns past n, which must read as zeros; the copy below is the first
+  // touch of everything else (for large weights, in parallel).
+  if (n % kNr != 0 || k == 0) {
+    float* last = data + (panels_ == 0 ? 0 : (panels_ - 1) * k * kNr);
+    std::fill(last, data + data_.numel(), 0.0f);
+  }
   // Panel by panel, each k x 16 panel contiguous: whole rows of 16 are copied, or whole columns
   // when B is stored transposed. In parallel: GPT-2's 768 x 50257 head is 154 MB.
   if (k == 0) return;  // nothing to copy (and b may be null)
