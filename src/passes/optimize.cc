@@ -28,6 +28,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
+  if (cpu_only) manager.add(make_attention_views_pass());
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());

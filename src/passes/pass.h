@@ -74,6 +74,10 @@ std::unique_ptr<Pass> make_fold_transpose_pass();
 // ShuffleNet's channel shuffle ([Concat] -> Reshape -> Transpose -> Reshape [-> equal Slices or
 // Split] along one axis) becomes one ChannelShuffle: a single copy instead of four or five.
 std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();
+// FusedAttention whose Q, K and V are Slices, Reshapes and Transposes of other tensors, or whose
+// result is transposed and reshaped, becomes a StridedAttention that reads and writes those
+// layouts in place (CPU only).
+std::unique_ptr<Pass> make_attention_views_pass();
 // Concat -> per-channel Mul -> per-channel Add [-> Relu] (DenseNet's Concat -> BatchNormalization
 // -> ReLU once bn-to-affine has run) becomes one FusedConcat: the pieces read once, written
 // scaled, shifted and rectified.

@@ -1,0 +1,249 @@
+// StridedAttention and the attention-views pass: torch's nn.MultiheadAttention form (one
+// projection sliced into Q, K and V, reshaped and transposed heads-first, the result transposed
+// back and reshaped) is built by hand, checked to lose its Slices and Transposes, and run against
+// a naive double-precision reference on random data; the op itself is run on hand-made views
+// (K stored either way round, Y written transposed); its schema rejects views that do not fit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "lumen/lumen.h"
+#include "ops/op_test_util.h"
+#include "passes/rewrite.h"
+
+namespace lumen {
+namespace {
+
+int count(const Graph& graph, const std::string& op) {
+  auto histogram = op_histogram(graph);
+  auto it = histogram.find(op);
+  return it == histogram.end() ? 0 : it->second;
+}
+
+Tensor run(Graph& graph, const std::vector<Tensor>& inputs) {
+  Runtime rt;
+  return graph.compile(&rt)->execute(inputs)[0];
+}
+
+// One head's softmax(scale * q @ k^T + mask) @ v in double, reading q, k, v and writing y through
+// accessor functions of (row, column).
+void attention_head(int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale,
+                    const std::function<double(int64_t, int64_t)>& q,
+                    const std::function<double(int64_t, int64_t)>& k,
+                    const std::function<double(int64_t, int64_t)>& v,
+                    const std::function<double(int64_t, int64_t)>& mask,
+                    const std::function<void(int64_t, int64_t, double)>& y) {
+  std::vector<double> s(static_cast<size_t>(sk));
+  for (int64_t i = 0; i < sq; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < sk; ++j) {
+      double acc = 0;
+      for (int64_t c = 0; c < d; ++c) acc += q(i, c) * k(j, c);
+      s[j] = acc * scale + mask(i, j);
+      mx = std::max(mx, s[j]);
+    }
+    for (int64_t j = 0; j < sk; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int64_t c = 0; c < dv; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < sk; ++j) acc += s[j] / sum * v(j, c);
+      y(i, c, acc);
+    }
+  }
+}
+
+// nn.MultiheadAttention as torch 1.13 exports it, on x [S, N, E] with H heads: x @ w [E, 3E],
+// Slices into Q, K, V [S, N, E], Reshape [S, N*H, D], Transpose heads-first (K to [N*H, D, S]),
+// Q / sqrt(D), [an additive causal mask,] attention, Transpose back, Reshape [S*N, E].
+void build_mha(Graph& g, const Tensor& w, int64_t s, int64_t n, int64_t h, int64_t e, bool causal) {
+  const int64_t d = e / h;
+  Value* x = g.add_input("x", {s, n, e});
+  Value* qkv = g.add_op("MatMul", {x, g.add_constant("w", w)});
+  auto part = [&](int64_t i) {
+    Value* starts =
+        g.add_constant(g.unique_name("st"), Tensor::from_vector<int64_t>(Shape{1}, {i * e}));
+    Value* ends =
+        g.add_constant(g.unique_name("en"), Tensor::from_vector<int64_t>(Shape{1}, {(i + 1) * e}));
+    Value* axes = g.add_constant(g.unique_name("ax"), Tensor::from_vector<int64_t>(Shape{1}, {2}));
+    Value* shape =
+        g.add_constant(g.unique_name("sh"), Tensor::from_vector<int64_t>(Shape{3}, {s, n * h, d}));
+    return g.add_op("Reshape", {g.add_op("Slice", {qkv, starts, ends, axes}), shape});
+  };
+  Value* q = g.add_op("Transpose", {part(0)}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  Value* kt = g.add_op("Transpose", {part(1)}, {{"perm", std::vector<int64_t>{1, 2, 0}}});
+  Value* v = g.add_op("Transpose", {part(2)}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  Value* root = g.add_constant("root", Tensor::scalar<float>(std::sqrt(static_cast<float>(d))));
+  Value* scores = g.add_op("MatMul", {g.add_op("Div", {q, root}), kt});
+  if (causal) {
+    Tensor mask = Tensor::empty({s, s});
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        mask.data<float>()[i * s + j] = j > i ? -std::numeric_limits<float>::infinity() : 0.0f;
+    scores = g.add_op("Add", {scores, g.add_constant("mask", mask)});
+  }
+  Value* y = g.add_op("MatMul", {g.add_op("Softmax", {scores}, {{"axis", int64_t{-1}}}), v});
+  y = g.add_op("Transpose", {y}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  Value* flat = g.add_constant("flat", Tensor::from_vector<int64_t>(Shape{2}, {s * n, e}));
+  g.mark_output(g.add_op("Reshape", {y, flat}));
+}
+
+// The reference of build_mha: [S * N, E].
+std::vector<double> mha_ref(const Tensor& x, const Tensor& w, int64_t s, int64_t n, int64_t h,
+                            int64_t e, bool causal) {
+  const int64_t d = e / h;
+  const std::vector<double> xd = test::to_doubles(x), wd = test::to_doubles(w);
+  std::vector<double> qkv(static_cast<size_t>(s * n * 3 * e), 0.0);
+  for (int64_t r = 0; r < s * n; ++r)
+    for (int64_t c = 0; c < 3 * e; ++c)
+      for (int64_t i = 0; i < e; ++i) qkv[r * 3 * e + c] += xd[r * e + i] * wd[i * 3 * e + c];
+  std::vector<double> out(static_cast<size_t>(s * n * e));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t head = 0; head < h; ++head) {
+      auto at = [&](int64_t part) {
+        return [&, part](int64_t row, int64_t c) {
+          return qkv[(row * n + b) * 3 * e + part * e + head * d + c];
+        };
+      };
+      attention_head(
+          s, s, d, d, 1.0 / std::sqrt(static_cast<double>(d)), at(0), at(1), at(2),
+          [&](int64_t i, int64_t j) { return causal && j > i ? -INFINITY : 0.0; },
+          [&](int64_t row, int64_t c, double val) { out[(row * n + b) * e + head * d + c] = val; });
+    }
+  return out;
+}
+
+TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
+  // N = 1 (the zoo's exports): every Slice, Reshape and Transpose is a view. N = 2: the Reshape
+  // [S, N, E] -> [S, N*H, D] of a slice merges dims that are not contiguous, so the Slices stay
+  // and only the Transposes go. 37 rows: partial row blocks and a sequence not a multiple of 8.
+  for (int64_t n : {1, 2})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::to_string(n) + (causal ? " causal" : ""));
+      const int64_t s = 37, h = 3, e = 48;
+      Tensor x = test::random_tensor({s, n, e}, 71 + n, -1, 1);
+      Tensor w = test::random_tensor({e, 3 * e}, 73, -0.5, 0.5);
+      Graph plain, optimized;
+      build_mha(plain, w, s, n, h, e, causal);
+      build_mha(optimized, w, s, n, h, e, causal);
+      optimized.optimize({"cpu"});
+      optimized.verify();
+      EXPECT_EQ(count(optimized, "StridedAttention"), 1) << optimized.to_text();
+      EXPECT_EQ(count(optimized, "FusedAttention"), 0);
+      EXPECT_EQ(count(optimized, "Transpose"), 0) << optimized.to_text();
+      EXPECT_EQ(count(optimized, "Slice"), n == 1 ? 0 : 3) << optimized.to_text();
+      const std::vector<double> want = mha_ref(x, w, s, n, h, e, causal);
+      test::expect_close(run(plain, {x}), {s * n, e}, want, 1e-5, 1e-4);
+      test::expect_close(run(optimized, {x}), {s * n, e}, want, 1e-5, 1e-4);
+    }
+}
+
+TEST(AttentionViews, KeepsWhatIsNotAView) {
+  // Q stored [N, D, S] and transposed: its depth is not contiguous, so that Transpose stays; K^T
+  // read by a second node keeps its Transpose too (the attention reads K in place regardless).
+  Graph g;
+  Value* qt = g.add_input("qt", {2, 8, 5});
+  Value* k = g.add_input("k", {2, 5, 8});
+  Value* v = g.add_input("v", {2, 5, 8});
+  Value* q = g.add_op("Transpose", {qt}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  Value* kt = g.add_op("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  Value* p = g.add_op("Softmax", {g.add_op("MatMul", {q, kt})}, {{"axis", int64_t{-1}}});
+  g.mark_output(g.add_op("MatMul", {p, v}));
+  g.mark_output(g.add_op("Relu", {kt}));
+  g.optimize({"cpu"});
+  EXPECT_EQ(count(g, "StridedAttention"), 1) << g.to_text();
+  EXPECT_EQ(count(g, "Transpose"), 2) << g.to_text();
+  Tensor qtv = test::random_tensor({2, 8, 5}, 81, -2, 2);
+  Tensor kv = test::random_tensor({2, 5, 8}, 82, -2, 2);
+  Tensor vv = test::random_tensor({2, 5, 8}, 83);
+  std::vector<double> want(80);  // [2, 5, 8]
+  const std::vector<double> qd = test::to_doubles(qtv), kd = test::to_doubles(kv),
+                            vd = test::to_doubles(vv);
+  for (int64_t b = 0; b < 2; ++b)
+    attention_head(
+        5, 5, 8, 8, 1.0, [&](int64_t i, int64_t c) { return qd[(b * 8 + c) * 5 + i]; },
+        [&](int64_t j, int64_t c) { return kd[(b * 5 + j) * 8 + c]; },
+        [&](int64_t j, int64_t c) { return vd[(b * 5 + j) * 8 + c]; },
+        [](int64_t, int64_t) { return 0.0; },
+        [&](int64_t i, int64_t c, double val) { want[(b * 5 + i) * 8 + c] = val; });
+  Runtime rt;
+  std::vector<Tensor> got = g.compile(&rt)->execute({qtv, kv, vv});
+  test::expect_close(got[0], {2, 5, 8}, want, 1e-5, 1e-4);
+}
+
+// Hand-made views over one packed tensor P [2 heads, 23 rows, 50]: per head and row, Q at
+// columns [0, 12), V at [12, 19), K at [19, 31) (depth-contiguous) or, with k_rows, K^T stored
+// as [12, 23] at column 31 + ... of a separate tensor. Y [23, 2, 7] is written heads-second.
+TEST(StridedAttention, RunsOnHandMadeViews) {
+  const int64_t heads = 2, s = 23, d = 12, dv = 7, width = 50;
+  Tensor p = test::random_tensor({heads, s, width}, 91, -2, 2);
+  Tensor kt = test::random_tensor({heads, d, s}, 92, -2, 2);
+  const std::vector<double> pd = test::to_doubles(p), ktd = test::to_doubles(kt);
+  for (bool k_rows : {false, true}) {
+    SCOPED_TRACE(k_rows ? "K^T stored" : "K stored");
+    Attributes attrs{{"scale", 0.2f},
+                     {"q_shape", std::vector<int64_t>{heads, s, d}},
+                     {"k_shape", std::vector<int64_t>{heads, s, d}},
+                     {"v_shape", std::vector<int64_t>{heads, s, dv}},
+                     {"q_view", std::vector<int64_t>{0, s * width, width, 1}},
+                     {"v_view", std::vector<int64_t>{12, s * width, width, 1}},
+                     {"y_view", std::vector<int64_t>{0, dv, heads * dv, 1}},
+                     {"output_shape", std::vector<int64_t>{s, heads, dv}}};
+    attrs["k_view"] = k_rows ? std::vector<int64_t>{0, d * s, 1, s}
+                             : std::vector<int64_t>{19, s * width, width, 1};
+    std::vector<double> want(static_cast<size_t>(s * heads * dv));
+    for (int64_t b = 0; b < heads; ++b)
+      attention_head(
+          s, s, d, dv, 0.2, [&](int64_t i, int64_t c) { return pd[(b * s + i) * width + c]; },
+          [&](int64_t j, int64_t c) {
+            return k_rows ? ktd[(b * d + c) * s + j] : pd[(b * s + j) * width + 19 + c];
+          },
+          [&](int64_t j, int64_t c) { return pd[(b * s + j) * width + 12 + c]; },
+          [](int64_t, int64_t) { return 0.0; },
+          [&](int64_t i, int64_t c, double val) { want[(i * heads + b) * dv + c] = val; });
+    Tensor got = test::run_op("StridedAttention", {p, k_rows ? kt : p, p}, attrs)[0];
+    test::expect_close(got, {s, heads, dv}, want, 1e-5, 1e-4);
+  }
+}
+
+TEST(StridedAttention, SchemaRejectsViewsThatDoNotFit) {
+  Tensor p = test::random_tensor({2, 6, 20}, 95);
+  const Attributes good{{"scale", 0.5f},
+                        {"q_shape", std::vector<int64_t>{2, 6, 4}},
+                        {"k_shape", std::vector<int64_t>{2, 6, 4}},
+                        {"v_shape", std::vector<int64_t>{2, 6, 4}},
+                        {"q_view", std::vector<int64_t>{0, 120, 20, 1}},
+                        {"k_view", std::vector<int64_t>{4, 120, 20, 1}},
+                        {"v_view", std::vector<int64_t>{8, 120, 20, 1}},
+                        {"y_view", std::vector<int64_t>{0, 24, 4, 1}},
+                        {"output_shape", std::vector<int64_t>{2, 6, 4}}};
+  EXPECT_NO_THROW(test::run_op("StridedAttention", {p, p, p}, good));
+  auto with = [&](const std::string& name, std::vector<int64_t> value) {
+    Attributes a = good;
+    a[name] = std::move(value);
+    return a;
+  };
+  // Each error names the node and says what does not fit.
+  auto expect = [&](auto error, const Attributes& attrs, const std::vector<test::OpInput>& inputs,
+                    const std::string& says) {
+    try {
+      test::run_op("StridedAttention", inputs, attrs);
+      ADD_FAILURE() << "no error; wanted: " << says;
+    } catch (const decltype(error)& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("node 'node' (StridedAttention)"), std::string::npos) << what;
+      EXPECT_NE(what.find(says), std::string::npos) << what;
+    }
+  };
+  expect(ShapeError(""), with("v_view", {17, 120, 20, 1}), {p, p, p}, "runs past");
+  expect(InvalidModel(""), with("q_view", {0, 120, 1, 20}), {p, p, p}, "contiguous last dim");
+  expect(InvalidModel(""), with("output_shape", {2, 6, 5}), {p, p, p}, "does not hold Y");
+  expect(InvalidModel(""), with("k_shape", {2, 7, 4}), {p, p, p}, "do not fit together");
+  expect(InvalidModel(""), with("y_view", {0, 24, 4}), {p, p, p}, "an offset and 3 strides");
+  expect(ShapeError(""), with("k_view", {-1, 120, 20, 1}), {p, p, p}, "runs past");
+  expect(ShapeError(""), good, {p, p, p, test::random_tensor({3, 6}, 96)}, "does not broadcast");
+  expect(ShapeError(""), good, {p, test::random_ints({2, 6, 20}, 97, 0, 3), p}, "float32");
+}
+
+}  // namespace
+}  // namespace lumen
