@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cpu/depthwise_conv.h"
 #include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/grouped_conv.h"
 #include "backends/cpu/im2col_conv.h"
@@ -195,7 +196,8 @@ class ConvKernel final : public Kernel {
     }
     // Lumen's own kernels take channels-last 2-D convolutions with known weights and an
     // activation an epilogue can apply: Winograd for 3x3 stride-1 dense ones where a form pays,
-    // GroupedConv8 for 3x3 ones with 8 channels per group, Im2colConv for strided dense ones.
+    // GroupedConv8 for 3x3 ones with 8 channels per group, Im2colConv for strided dense ones,
+    // DepthwiseConv for depthwise ones whose activation oneDNN would leave to a pass of its own.
     const bool own = channels_last && g.spatial == 2 && w_value && epilogue_ok;
     const std::optional<WinogradForm> form =
         own ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
@@ -210,8 +212,12 @@ class ConvKernel final : public Kernel {
     } else if (own && im2col_conv_applies(channels, group, kernel, g.strides, g.dilations)) {
       im2col_ = Im2colConv(w_value->data<float>(), out_channels, channels, kernel[0], kernel[1]);
       use_im2col_ = true;
+    } else if (own && applied_after(ctx.attr_string("activation", "")) &&
+               depthwise_conv_applies(channels, out_channels, group, kernel, g.dilations)) {
+      depthwise_ = DepthwiseConv(w_value->data<float>(), out_channels, kernel[0], kernel[1]);
+      use_depthwise_ = true;
     }
-    if (use_winograd_ || use_grouped_ || use_im2col_) {
+    if (own_kernel()) {
       epilogue_.accumulate = residual_;
       in_hw_ = {x[2], x[3]};
       pad_ = {g.pad_begin[0], g.pad_begin[1]};
@@ -281,8 +287,7 @@ class ConvKernel final : public Kernel {
   int in_place_input() const override { return residual_ ? 3 : -1; }
   // Weights packed at compile time are never read again.
   bool reads_input(int k) const override {
-    return k != 1 ||
-           (!packed_w_ && !use_winograd_ && !use_grouped_ && !use_im2col_ && !use_one_pixel_);
+    return k != 1 || (!packed_w_ && !own_kernel() && !use_one_pixel_);
   }
 
   void run(KernelContext& ctx) const override {
@@ -300,10 +305,14 @@ class ConvKernel final : public Kernel {
                   pointwise_.n(), e);
       return;
     }
-    if (use_winograd_ || use_grouped_ || use_im2col_) {
+    if (own_kernel()) {
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
-      if (use_im2col_)
+      if (use_depthwise_)
+        depthwise_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], strides_[0],
+                       strides_[1], pad_[0], pad_[1], out_shape_[2], out_shape_[3], y.data<float>(),
+                       e);
+      else if (use_im2col_)
         im2col_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], strides_[0], strides_[1],
                     pad_[0], pad_[1], out_shape_[2], out_shape_[3], y.data<float>(), e);
       else if (use_winograd_)
@@ -370,6 +379,9 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // Whether one of Lumen's own convolution kernels runs this node (not oneDNN).
+  bool own_kernel() const { return use_winograd_ || use_grouped_ || use_im2col_ || use_depthwise_; }
+
   static memory::desc scratchpad_md(size_t bytes) {
     return memory::desc({static_cast<memory::dim>(bytes)}, memory::data_type::u8,
                         memory::format_tag::a);
@@ -445,6 +457,9 @@ class ConvKernel final : public Kernel {
   // Strided channels-last convolutions with 64 or more input channels (im2col_conv.h).
   bool use_im2col_ = false;
   Im2colConv im2col_;
+  // Depthwise channels-last convolutions (depthwise_conv.h).
+  bool use_depthwise_ = false;
+  DepthwiseConv depthwise_;
   // 1x1 convolutions of one-pixel images: the weights transposed for packed_gemm.
   bool use_one_pixel_ = false;
   PackedMatrix pointwise_;
