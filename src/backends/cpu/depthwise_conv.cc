@@ -1,9 +1,12 @@
 // Depthwise convolution, channels-last. A task is one output row of one image (or, where rows are
-// too few to share, a range of its channels). Per output pixel it finds the taps that fall inside
-// the input, so padding needs no copy and no zero reads, and runs the pixel's channels in blocks
-// of up to four AVX2 vectors: each valid tap adds input x weight into the block's sums, which
-// start from the bias (and the residual) and get the activation in registers before the one
-// store. The channels of a pixel are adjacent in memory, so each tap reads whole cache lines.
+// too few to share, a range of its channels). Where every tap of a run of output pixels lies
+// inside the input horizontally, the run goes in strips of 8, 4 or 2 pixels (6 for 7-wide
+// kernels) per 8-channel vector: per kernel row the kernel's weight vectors stay in registers and
+// each input column is loaded once for every sum it feeds. The pixels at the edges go one by one
+// over the taps that fall inside the input (padding needs no copy and no zero reads). The sums
+// start from the bias (and the residual) and get the activation in registers before their one
+// store; a strip runs all the channels of its pixels before the next strip, so the input lines it
+// reads serve every vector from L1.
 #include "backends/cpu/depthwise_conv.h"
 
 #include <immintrin.h>
@@ -145,8 +148,8 @@ void pixels(const DepthwiseArgs& a, const GemmEpilogue& e, const float* x_img, i
   }
 }
 
-// One output row, channels [c0, full): strips of kStrip pixels where every tap lies inside the input
-// horizontally (all the channels of a strip before the next, so the input lines a strip reads
+// One output row, channels [c0, full): strips of kStrip pixels where every tap lies inside the
+// input horizontally (all the channels of a strip before the next, so the input lines a strip reads
 // serve every vector of them from L1), single pixels at the edges.
 template <int KW, int S, GemmActivation A>
 void row_strips(const DepthwiseArgs& a, const GemmEpilogue& e, const float* x_img, int64_t ih0,

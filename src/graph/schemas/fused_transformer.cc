@@ -7,6 +7,7 @@
 #include <string>
 
 #include "graph/schema.h"
+#include "graph/schemas/strided_attention.h"
 
 namespace lumen {
 namespace {
@@ -29,24 +30,13 @@ void infer_fused_attention(InferContext& ctx) {
     if (k.dims()[d] != q.dims()[d] || v.dims()[d] != q.dims()[d])
       ctx.fail_shape("Q " + q.to_string() + ", K " + k.to_string() + " and V " + v.to_string() +
                      " must share their leading dims");
-  const int64_t sq = q.dims()[rank - 2], depth = q.dims()[rank - 1];
+  const int64_t depth = q.dims()[rank - 1];
   const int64_t sk = k.dims()[rank - 2 + k_transposed];
   const int64_t k_depth = k.dims()[rank - 1 - k_transposed];
   if (k_depth != depth || v.dims()[rank - 2] != sk)
     ctx.fail_shape("Q " + q.to_string() + ", K" + (k_transposed ? "^T " : " ") + k.to_string() +
                    " and V " + v.to_string() + " do not fit together");
-  if (ctx.has_input(3)) {
-    const Shape& m = ctx.input_shape(3);
-    bool ok = m.rank() <= rank;
-    for (int i = 1; ok && i <= m.rank(); ++i) {
-      int64_t md = m.dims()[m.rank() - i];
-      int64_t sd = i == 1 ? sk : i == 2 ? sq : q.dims()[rank - i];
-      ok = md == sd || md == 1;
-    }
-    if (!ok)
-      ctx.fail_shape("mask " + m.to_string() + " does not broadcast onto the scores [..., " +
-                     std::to_string(sq) + ", " + std::to_string(sk) + "]");
-  }
+  check_attention_mask(ctx, q, sk);
   Shape y = q;
   y.dims()[rank - 1] = v.dims()[rank - 1];
   ctx.set_output(0, DType::kFloat32, y);

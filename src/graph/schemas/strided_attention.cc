@@ -45,21 +45,26 @@ void infer_strided_attention(InferContext& ctx) {
       ctx.fail_shape("input " + std::to_string(i) + " must be float32, not " +
                      dtype_name(ctx.input_dtype(i)));
   const AttentionViews views = attention_views(ctx);
-  const int rank = views.q.shape.rank();
-  if (ctx.has_input(3)) {
-    const Shape& m = ctx.input_shape(3);
-    bool ok = m.rank() <= rank;
-    for (int i = 1; ok && i <= m.rank(); ++i) {
-      const int64_t md = m.dims()[m.rank() - i];
-      const int64_t sd = i == 1 ? views.k.shape.dims()[rank - 2] : views.q.shape.dims()[rank - i];
-      ok = md == sd || md == 1;
-    }
-    if (!ok) ctx.fail_shape("mask " + m.to_string() + " does not broadcast onto the scores");
-  }
+  check_attention_mask(ctx, views.q.shape, views.k.shape.dims()[views.k.shape.rank() - 2]);
   ctx.set_output(0, DType::kFloat32, Shape(ctx.attr_ints("output_shape")));
 }
 
 }  // namespace
+
+void check_attention_mask(const NodeContext& ctx, const Shape& q, int64_t sk) {
+  if (!ctx.has_input(3)) return;
+  const Shape& m = ctx.input_shape(3);
+  const int rank = q.rank();
+  bool ok = m.rank() <= rank;
+  for (int i = 1; ok && i <= m.rank(); ++i) {
+    const int64_t md = m.dims()[m.rank() - i];
+    const int64_t sd = i == 1 ? sk : q.dims()[rank - i];
+    ok = md == sd || md == 1;
+  }
+  if (!ok)
+    ctx.fail_shape("mask " + m.to_string() + " does not broadcast onto the scores [..., " +
+                   std::to_string(q.dims()[rank - 2]) + ", " + std::to_string(sk) + "]");
+}
 
 AttentionViews attention_views(const NodeContext& ctx) {
   const Shape qs(ctx.attr_ints("q_shape")), ks(ctx.attr_ints("k_shape")),

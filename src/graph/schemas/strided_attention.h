@@ -25,4 +25,9 @@ struct AttentionViews {
 };
 AttentionViews attention_views(const NodeContext& ctx);
 
+// Checks that input 3 (the additive mask), when present, broadcasts onto the scores
+// [..., Sq, Sk] of queries q [..., Sq, D] and Sk keys (FusedAttention's and StridedAttention's
+// rule); ShapeError otherwise.
+void check_attention_mask(const NodeContext& ctx, const Shape& q, int64_t sk);
+
 }  // namespace lumen
