@@ -119,12 +119,14 @@ template <int R>
 inline void partial_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
                            bool load_c, const GemmEpilogue* fin, int64_t col0) {
   __m256 lo[R], hi[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     lo[r] = load_c ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
     hi[r] = load_c ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
   }
   for (int64_t kk = 0; kk < kc; ++kk, a += kMr, b += kNr) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r);
       lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
@@ -132,6 +134,7 @@ inline void partial_kernel(const float* a, int64_t kc, const float* b, float* c,
     }
   }
   const float* bias = fin && fin->bias ? fin->bias + col0 : nullptr;
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (fin) finish_pair(lo[r], hi[r], bias, *fin);
     _mm256_storeu_ps(c + r * ldc, lo[r]);
