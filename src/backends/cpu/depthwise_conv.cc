@@ -148,38 +148,37 @@ void pixels(const DepthwiseArgs& a, const GemmEpilogue& e, const float* x_img, i
   }
 }
 
-// One output row, channels [c0, full): strips of kStrip pixels where every tap lies inside the
-// input horizontally (all the channels of a strip before the next, so the input lines a strip reads
-// serve every vector of them from L1), single pixels at the edges.
+// Output pixels from ow on, while a whole strip of P fits before `hi`, channels [c0, full), all
+// the channels of a strip before the next (so the input lines a strip reads serve every vector
+// of them from L1); returns the first pixel not done.
+template <int KW, int S, int P, GemmActivation A>
+int64_t strips(const DepthwiseArgs& a, const GemmEpilogue& e, const float* x_img, int64_t ih0,
+               int64_t kh0, int64_t kh1, float* y_row, int64_t c0, int64_t full, int64_t ow,
+               int64_t hi) {
+  const int64_t x_col = a.channels, x_row = a.in_w * a.channels;
+  for (; ow + P <= hi; ow += P) {
+    const float* x = x_img + ih0 * x_row + (ow * S - a.pad_left) * x_col;
+    float* y = y_row + ow * a.channels;
+    for (int64_t c = c0; c < full; c += kLanes)
+      strip<KW, S, P, A>(x + c, x_row, x_col, kh0, kh1, a.w + c, a.padded,
+                         a.bias ? a.bias + c : nullptr, y + c, a.channels, e);
+  }
+  return ow;
+}
+
+// One output row, channels [c0, full): strips of 8 pixels (6 for 7-wide kernels), then of 4 and
+// 2, where every tap lies inside the input horizontally; single pixels at the edges.
 template <int KW, int S, GemmActivation A>
 void row_strips(const DepthwiseArgs& a, const GemmEpilogue& e, const float* x_img, int64_t ih0,
                 int64_t kh0, int64_t kh1, float* y_row, int64_t c0, int64_t full) {
   constexpr int kStrip = KW <= 5 ? 8 : 6;  // pixels per strip
-  const int64_t x_col = a.channels, x_row = a.in_w * a.channels;
   // Pixels whose taps all lie inside: ow * S >= pad_left and ow * S - pad_left + KW <= in_w.
   const int64_t lo = std::min(a.out_w, (a.pad_left + S - 1) / S);
   const int64_t hi = std::clamp<int64_t>((a.in_w + a.pad_left - KW) / S + 1, lo, a.out_w);
   pixels<A>(a, e, x_img, ih0, kh0, kh1, y_row, c0, full, 0, lo);
-  int64_t ow = lo;
-  for (; ow + kStrip <= hi; ow += kStrip) {
-    const float* x = x_img + ih0 * x_row + (ow * S - a.pad_left) * x_col;
-    float* y = y_row + ow * a.channels;
-    for (int64_t c = c0; c < full; c += kLanes)
-      strip<KW, S, kStrip, A>(x + c, x_row, x_col, kh0, kh1, a.w + c, a.padded,
-                              a.bias ? a.bias + c : nullptr, y + c, a.channels, e);
-  }
-  // What is left of the interior in strips of 4 and 2.
-  const auto tail = [&](auto strip_fn, int64_t p) {
-    for (; ow + p <= hi; ow += p) {
-      const float* x = x_img + ih0 * x_row + (ow * S - a.pad_left) * x_col;
-      float* y = y_row + ow * a.channels;
-      for (int64_t c = c0; c < full; c += kLanes)
-        strip_fn(x + c, x_row, x_col, kh0, kh1, a.w + c, a.padded, a.bias ? a.bias + c : nullptr,
-                 y + c, a.channels, e);
-    }
-  };
-  tail(&strip<KW, S, 4, A>, 4);
-  tail(&strip<KW, S, 2, A>, 2);
+  int64_t ow = strips<KW, S, kStrip, A>(a, e, x_img, ih0, kh0, kh1, y_row, c0, full, lo, hi);
+  ow = strips<KW, S, 4, A>(a, e, x_img, ih0, kh0, kh1, y_row, c0, full, ow, hi);
+  ow = strips<KW, S, 2, A>(a, e, x_img, ih0, kh0, kh1, y_row, c0, full, ow, hi);
   pixels<A>(a, e, x_img, ih0, kh0, kh1, y_row, c0, full, ow, a.out_w);
 }
 
