@@ -116,31 +116,46 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
 // The micro-kernel for the last row panel of a tile when it has 2 to 5 rows (the packed panel
 // still 6 wide, its last rows zero): only those rows are multiplied and stored, where the 6-row
 // kernel through a buffer spent 6 rows' multiply-adds (BERT's 128-row products end on a panel of
-// 2 rows, GPT-2's too, the 64-row MLP on 4).
+// 2 rows, GPT-2's too, the 64-row MLP on 4). With 2 or 3 rows, 4 or 6 chains of multiply-adds
+// cannot fill the two FMA units (4 cycles of latency each), so even and odd steps of k go to two
+// sets of sums, added at the end: bert_tiny 1.8%, bert_base 0.7% faster (whole models, the two
+// forms alternated in one process, 4 rounds).
 template <int R>
 inline void partial_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
                            bool load_c, const GemmEpilogue* fin, int64_t col0) {
-  __m256 lo[R], hi[R];
+  constexpr int kSets = R <= 3 ? 2 : 1;
+  __m256 lo[kSets][R], hi[kSets][R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    lo[r] = load_c ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
-    hi[r] = load_c ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+    lo[0][r] = load_c ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
+    hi[0][r] = load_c ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+    if constexpr (kSets == 2) lo[1][r] = hi[1][r] = _mm256_setzero_ps();
   }
-  for (int64_t kk = 0; kk < kc; ++kk, a += kMr, b += kNr) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+  const auto step = [&](int set, const float* ak, const float* bk) __attribute__((always_inline)) {
+    const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r);
-      lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(av, b1, hi[r]);
+      const __m256 av = _mm256_broadcast_ss(ak + r);
+      lo[set][r] = _mm256_fmadd_ps(av, b0, lo[set][r]);
+      hi[set][r] = _mm256_fmadd_ps(av, b1, hi[set][r]);
     }
+  };
+  int64_t kk = 0;
+  for (; kk + kSets <= kc; kk += kSets, a += kSets * kMr, b += kSets * kNr) {
+#pragma GCC unroll 2
+    for (int set = 0; set < kSets; ++set) step(set, a + set * kMr, b + set * kNr);
   }
+  if (kk < kc) step(0, a, b);
   const float* bias = fin && fin->bias ? fin->bias + col0 : nullptr;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    if (fin) finish_pair(lo[r], hi[r], bias, *fin);
-    _mm256_storeu_ps(c + r * ldc, lo[r]);
-    _mm256_storeu_ps(c + r * ldc + 8, hi[r]);
+    if constexpr (kSets == 2) {
+      lo[0][r] = _mm256_add_ps(lo[0][r], lo[1][r]);
+      hi[0][r] = _mm256_add_ps(hi[0][r], hi[1][r]);
+    }
+    if (fin) finish_pair(lo[0][r], hi[0][r], bias, *fin);
+    _mm256_storeu_ps(c + r * ldc, lo[0][r]);
+    _mm256_storeu_ps(c + r * ldc + 8, hi[0][r]);
   }
 }
 
