@@ -24,8 +24,6 @@ constexpr int64_t kKc = 256;  // rows of B per block: a 16-column panel is 16 Ki
 constexpr int64_t kMc = 96;   // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
 constexpr int64_t kParallelFlops = 1 << 20;
 constexpr int64_t kLargeB = int64_t{32} << 20;  // bytes of B beyond which it streams from DRAM
-// Bytes of B beyond which the next panel is prefetched while the current one runs down the tile.
-constexpr int64_t kPrefetchB = int64_t{2} << 20;
 // Floats of B ahead of a matrix-vector product's reads that it prefetches (1 KiB).
 constexpr int64_t kRowPrefetch = 256;
 
@@ -68,8 +66,11 @@ inline void finish_pair(__m256& lo, __m256& hi, const float* bias, const GemmEpi
 
 // acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16), then
 // the epilogue `fin` (its activation one activate8() computes, its bias at column col0) when given.
+// Meanwhile pf_lines lines of 16 floats from pf on are prefetched into L1, one every pf_every
+// steps of k (the rest at the end).
 inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
-                         bool load_c, const GemmEpilogue* fin = nullptr, int64_t col0 = 0) {
+                         bool load_c, const GemmEpilogue* fin = nullptr, int64_t col0 = 0,
+                         const float* pf = nullptr, int64_t pf_lines = 0, int64_t pf_every = 1) {
   __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
   if (load_c) {
     c00 = _mm256_loadu_ps(c + 0 * ldc), c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
@@ -81,7 +82,7 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
   } else {
     c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
   }
-  for (int64_t kk = 0; kk < kc; ++kk, a += kMr, b += kNr) {
+  const auto step = [&]() __attribute__((always_inline)) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     __m256 av = _mm256_broadcast_ss(a + 0);
     c00 = _mm256_fmadd_ps(av, b0, c00), c01 = _mm256_fmadd_ps(av, b1, c01);
@@ -95,7 +96,20 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
     c40 = _mm256_fmadd_ps(av, b0, c40), c41 = _mm256_fmadd_ps(av, b1, c41);
     av = _mm256_broadcast_ss(a + 5);
     c50 = _mm256_fmadd_ps(av, b0, c50), c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += kMr;
+    b += kNr;
+  };
+  int64_t kk = 0;
+  if (pf_lines > 0) {
+    int64_t line = 0;
+    for (; line < pf_lines && kk + pf_every <= kc; ++line) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf + line * kNr), _MM_HINT_T0);
+      for (const int64_t end = kk + pf_every; kk < end; ++kk) step();
+    }
+    for (; line < pf_lines; ++line)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + line * kNr), _MM_HINT_T0);
   }
+  for (; kk < kc; ++kk) step();
   if (fin) {
     const float* bias = fin->bias ? fin->bias + col0 : nullptr;
     finish_pair(c00, c01, bias, *fin);
@@ -194,17 +208,19 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
 
 // The micro-kernel on a tile of rows x cols (at most 6 x 16) of C: whole tiles go straight to C,
 // single rows to the row kernel, 2 to 5 rows of 16 columns to partial_kernel, narrower ones
-// through a 6 x 16 buffer. With `fin` (the
-// last block of k, an activation activate8() computes) a tile of 16 columns is finished too; the
-// return value says whether it was.
+// through a 6 x 16 buffer. With `fin` (the last block of k, an activation activate8() computes) a
+// tile of 16 columns is finished too; the return value says whether it was. pf_lines lines from pf
+// are prefetched: by micro_kernel over its steps, otherwise first.
 inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
                         int64_t rows, int64_t cols, bool load_c, const GemmEpilogue* fin,
-                        int64_t col0) {
+                        int64_t col0, const float* pf, int64_t pf_lines, int64_t pf_every) {
   if (cols != kNr) fin = nullptr;  // the bias has only cols values left
   if (rows == kMr && cols == kNr) {
-    micro_kernel(a, kc, b, c, ldc, load_c, fin, col0);
+    micro_kernel(a, kc, b, c, ldc, load_c, fin, col0, pf, pf_lines, pf_every);
     return fin != nullptr;
   }
+  for (int64_t l = 0; l < pf_lines; ++l)
+    _mm_prefetch(reinterpret_cast<const char*>(pf + l * kNr), _MM_HINT_T0);
   if (rows == 1) {
     row_kernel(a, kMr, kc, b, c, cols, load_c);
     return false;
@@ -250,7 +266,6 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   // 50257 on 2 threads: 129-145 -> 146-159 GFLOP/s, three interleaved runs).
   const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(float));
   const int64_t mc = b_bytes > kLargeB ? 2 * kMc : kMc;
-  const bool prefetch = b_bytes > kPrefetchB;
   int64_t m_tiles = (m + mc - 1) / mc;
   const bool parallel =
       2 * m * n * k > kParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel();
@@ -328,28 +343,29 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
       for (int64_t jp = jp0; jp < jp1; ++jp) {
         const float* panel = b.panel(k0, jp);
         const int64_t col0 = jp * kNr, cols = std::min(kNr, n - col0);
-        // Where B is larger than the caches hold, the panel this tile runs next (the next
-        // column panel, or the first of the next block of k) is prefetched into L1 while this
-        // one runs, a share of its rows before each micro-kernel call: BERT's 768 x 3072 and
-        // 3072 x 768 products gained 2-8%, GPT-2's vocabulary product 5% (interleaved in one
-        // process). Of 2-4 MB too: mlp20 (1024 x 1024) 1.6%, bert_base (768 x 768) 1.2% faster
-        // (whole models compiled twice in one process, run alternately); for small B it gained
-        // nothing (784 x 128 x 512, 256 KB, lost 1%).
-        const float* next = !prefetch      ? nullptr
-                            : jp + 1 < jp1 ? b.panel(k0, jp + 1)
+        // The panel this tile runs next (the next column panel, or the first of the next block
+        // of k) is prefetched into L1 while this one runs, a share of its rows during each
+        // micro-kernel call. Issued before each call as a burst, the prefetches stalled the core
+        // (2.6% of bert_base's cycles, on the instruction after them) and paid only for B of
+        // 2 MB or more; spread over the call's steps of k (micro_kernel's pf), they pay for any
+        // B. Whole models compiled twice in one process, run alternately, burst for B of 2 MB
+        // and up against spread for all: bert_base 3.0%, vit_b_16 2.8%, mlp20 1.9%, bert_tiny
+        // 6-9%, googlenet 1.9%, resnet50 0.8% faster.
+        const float* next = jp + 1 < jp1   ? b.panel(k0, jp + 1)
                             : k0 + kKc < k ? b.panel(k0 + kKc, jp0)
                                            : nullptr;
         const int64_t next_rows = jp + 1 < jp1 ? kc : std::min(kKc, k - k0 - kKc);
         const int64_t chunk = (next_rows + m_panels - 1) / m_panels;
+        const int64_t pf_every = std::max<int64_t>(1, kc / std::max<int64_t>(1, chunk));
         for (int64_t ip = 0; ip < m_panels; ++ip) {
-          if (next)
-            for (int64_t l = ip * chunk, end = std::min(next_rows, l + chunk); l < end; ++l)
-              _mm_prefetch(reinterpret_cast<const char*>(next + l * kNr), _MM_HINT_T0);
+          const int64_t pf0 = std::min(next_rows, ip * chunk);
+          const int64_t pf_lines = next ? std::min(next_rows, pf0 + chunk) - pf0 : 0;
           const int64_t r0 = row0 + ip * kMr, prow = std::min(kMr, m - r0);
           float* tile = c + r0 * ldc + col0;
           const bool done =
               tile_kernel(tile_a + ip * kc * kMr, kc, panel, tile, ldc, prow, cols,
-                          !first || e.accumulate, fin_here && last ? &e : nullptr, col0);
+                          !first || e.accumulate, fin_here && last ? &e : nullptr, col0,
+                          next ? next + pf0 * kNr : nullptr, pf_lines, pf_every);
           if (last && finishes && !done)
             for (int64_t r = 0; r < prow; ++r) finish_row(tile + r * ldc, cols, col0, e);
         }
