@@ -3,10 +3,11 @@
 TorchScript-frozen), interleaved, same inputs, each in a fresh process per round.
 
     bench/harness.py [--zoo build/model_zoo] [--models a,b] [--rounds 3] [--repeat 20]
-                     [--runtimes lumen,ort,eager,frozen] [--lumen build/lumen] [--label run1]
+                     [--min-time-ms 1000] [--runtimes lumen,ort,eager,frozen]
+                     [--lumen build/lumen] [--label run1]
 
 Per model and runtime it records the median and p90 latency (each process warms up with one run,
-then times --repeat runs; the harness takes the median over rounds of each), the load+compile
+then times the model's run count; the harness takes the median over rounds of each), the load+compile
 time, the peak resident memory of the process (ru_maxrss from os.wait4), and for Lumen the GFLOP/s
 of its median run (FLOPs of convolutions and matrix products from `lumen inspect`) against the
 cores' measured float32 FMA peak (build/lumen_fma_peak). In the first round every runtime writes
@@ -16,6 +17,12 @@ saved at export (max |out - ref| <= 1e-4 * max |ref|, the zoo tests' tolerance).
 Writes bench/results/harness[-LABEL].csv, the "harness" section of docs/benchmarks.md (or
 "harness-LABEL") and docs/harness[-LABEL].png, a bar chart of each runtime's latency over ONNX
 Runtime's. Threads: 2 intra-op threads for every runtime (this machine's cores).
+
+Run count: every runtime runs a model the same number of times per process, at least --repeat and
+enough for about --min-time-ms of runs at the latency Lumen showed in a short calibration run
+before the rounds. A model of a few milliseconds timed 20 times is measured over 0.1 s, and a
+burst of load from elsewhere on this shared machine that long moved a whole process's median (single
+rounds of squeezenet1_1 ranged 4.4-7.8 ms); over a second of runs it moves a few of them.
 ONNX Runtime: `cd bench/ort && npm install --ignore-scripts` (onnxruntime-node 1.30).
 """
 import argparse
@@ -91,15 +98,31 @@ def warm_file_cache(*paths):
                 pass
 
 
-def run_once(runtime, args, name, info, out_file):
-    """One fresh process of `runtime` on model `name`: a dict of create/median/p90/rss."""
+def calibrated_repeat(args, name, info):
+    """Runs per process for `name`: at least --repeat, and about --min-time-ms of runs at the
+    latency of a short Lumen run (or --repeat alone when Lumen is not measured)."""
+    if "lumen" not in args.runtimes.split(",") or args.min_time_ms <= 0:
+        return args.repeat
+    model = os.path.join(args.zoo, name + ".onnx")
+    inp_file = os.path.join(args.zoo, name + ".input.npy")
+    warm_file_cache(model, inp_file)
+    out = subprocess.run([args.lumen, "run", model, "--repeat", "5", "--input",
+                          f"{info[0]}={inp_file}"], check=True, capture_output=True,
+                         text=True).stdout
+    ms = float(re.search(r"latency: median ([0-9.]+) ms", out).group(1))
+    return max(args.repeat, math.ceil(args.min_time_ms / max(ms, 1e-3)))
+
+
+def run_once(runtime, args, name, info, out_file, repeat):
+    """One fresh process of `runtime` on model `name`, timing `repeat` runs: a dict of
+    create/median/p90/rss."""
     zoo = args.zoo
     model = os.path.join(zoo, name + ".onnx")
     inp_file = os.path.join(zoo, name + ".input.npy")
     warm_file_cache(model, inp_file)
     inp_name = info[0]
     if runtime == "lumen":
-        cmd = [args.lumen, "run", model, "--repeat", str(args.repeat), "--input",
+        cmd = [args.lumen, "run", model, "--repeat", str(repeat), "--input",
                f"{inp_name}={inp_file}"]
         tmp = None
         if out_file:
@@ -115,13 +138,13 @@ def run_once(runtime, args, name, info, out_file):
         return {"create": create, "median": float(m.group(1)), "p90": float(m.group(2)),
                 "rss": rss}
     if runtime == "ort":
-        cmd = ["node", ORT_JS, model, "--threads", "2", "--repeat", str(args.repeat), "--input",
+        cmd = ["node", ORT_JS, model, "--threads", "2", "--repeat", str(repeat), "--input",
                f"{inp_name}={inp_file}"]
         if out_file:
             cmd += ["--output", out_file]
     else:
         cmd = ["/usr/bin/python3", TORCH_RUNNER, name, "--zoo", zoo, "--mode", runtime,
-               "--threads", "2", "--repeat", str(args.repeat)]
+               "--threads", "2", "--repeat", str(repeat)]
         if out_file:
             cmd += ["--out", out_file]
     out, rss = run_child(cmd)
@@ -178,6 +201,7 @@ def main():
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--min-time-ms", type=float, default=1000.0)
     ap.add_argument("--label", default="")
     args = ap.parse_args()
     runtimes = [r for r in args.runtimes.split(",") if r]
@@ -185,6 +209,8 @@ def main():
         f[:-5] for f in os.listdir(args.zoo) if f.endswith(".onnx"))
     peak, peak_text = fma_peak(args.peak)
     infos = {n: model_info(args.lumen, args.zoo, n) for n in names}
+    repeats = {n: calibrated_repeat(args, n, infos[n]) for n in names}
+    print("runs per process: " + ", ".join(f"{n} {repeats[n]}" for n in names), flush=True)
     samples = {(n, rt): [] for n in names for rt in runtimes}
     errors = {}
     check = {}
@@ -198,7 +224,8 @@ def main():
                         continue
                     out_file = os.path.join(tmp, f"{name}.{rt}.npy") if rnd == 0 else None
                     try:
-                        samples[(name, rt)].append(run_once(rt, args, name, infos[name], out_file))
+                        samples[(name, rt)].append(
+                            run_once(rt, args, name, infos[name], out_file, repeats[name]))
                     except (RuntimeError, KeyError, ValueError, AttributeError) as e:
                         errors[(name, rt)] = str(e).strip().splitlines()[-1][:160]
                         print(f"{name} {rt}: FAILED {errors[(name, rt)]}", flush=True)
@@ -211,7 +238,7 @@ def main():
                           f"{s['rss']:6.0f} MB", flush=True)
     rows = []
     for name in names:
-        row = {"model": name, "gflop": infos[name][2] / 1e9}
+        row = {"model": name, "gflop": infos[name][2] / 1e9, "runs": repeats[name]}
         for rt in runtimes:
             got = samples[(name, rt)]
             if not got:
@@ -240,12 +267,15 @@ def main():
     lines = [
         f"### Every zoo model on Lumen, ONNX Runtime and PyTorch{' (' + args.label + ')' if args.label else ''}",
         "",
-        f"Measured by `bench/harness.py --rounds {args.rounds} --repeat {args.repeat}"
+        f"Measured by `bench/harness.py --rounds {args.rounds} --repeat {args.repeat} "
+        f"--min-time-ms {args.min_time_ms:g}"
         f"{' --label ' + args.label if args.label else ''}` on {os.cpu_count()} cores, every "
         f"runtime with 2 intra-op threads, interleaved (the order reversed every other round), a "
         f"fresh process per runtime, model and round, the model file read through first (so no "
         f"runtime's load time includes disk reads); latency is the median over rounds of each "
-        f"process's median (p90 likewise) of {args.repeat} runs after one warm-up run. ONNX "
+        f"process's median (p90 likewise) of its runs after one warm-up run: per model every "
+        f"runtime runs the same number of times ('runs'), at least {args.repeat} and about "
+        f"{args.min_time_ms:g} ms of runs at the latency of a short Lumen calibration run. ONNX "
         f"Runtime 1.30 CPU (onnxruntime-node, all graph optimizations); PyTorch {torch_version()} eager (inference_mode) and TorchScript "
         f"(trace + freeze + optimize_for_inference). Lumen's GFLOP/s counts convolutions and "
         f"matrix products; the cores' measured FMA peak is {peak:.0f} GFLOP/s ({peak_text}). "
@@ -253,9 +283,9 @@ def main():
         f"'agree' lists the runtimes that passed. CSV: bench/results/harness{suffix}.csv; chart: "
         f"docs/harness{suffix}.png.",
         "",
-        "| model | GFLOP | Lumen ms (p90) | ORT ms (p90) | eager ms | frozen ms | Lumen/ORT | "
+        "| model | GFLOP | runs | Lumen ms (p90) | ORT ms (p90) | eager ms | frozen ms | Lumen/ORT | "
         "Lumen GFLOP/s (% peak) | load+compile ms Lumen / ORT | peak RSS MB Lumen / ORT | agree |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     ratios = []
     for r in rows:
@@ -264,7 +294,7 @@ def main():
         agree = ",".join(rt for rt in runtimes if r.get(f"{rt}_error", float("inf")) <= RTOL)
         gf = r.get("lumen_gflops")
         lines.append(
-            f"| {r['model']} | {r['gflop']:.2f} | {cell(r, 'lumen', 'median', '{:.2f}')} "
+            f"| {r['model']} | {r['gflop']:.2f} | {r['runs']} | {cell(r, 'lumen', 'median', '{:.2f}')} "
             f"({cell(r, 'lumen', 'p90', '{:.2f}')}) | {cell(r, 'ort', 'median', '{:.2f}')} "
             f"({cell(r, 'ort', 'p90', '{:.2f}')}) | {cell(r, 'eager', 'median', '{:.2f}')} | "
             f"{cell(r, 'frozen', 'median', '{:.2f}')} | {ratio:.2f} | "
