@@ -69,10 +69,11 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   // two blocks of k; or one row read straight). 8 and 9 rows (with 5, 13, 70 and 131) end on
   // a row panel of 2 to 5 rows, the partial-panel kernels'; 8 x 301 and 15 x 77 end on 2 and 3
   // rows with an odd depth (those kernels take steps of k in pairs, the last one alone).
+  // 96 x 20 x 11000: so wide that column shares are cut to 256 KB of C each (42 panels).
   const Shape3 shapes[] = {{1, 1, 1},      {5, 3, 15},    {6, 256, 16},    {7, 257, 17},
                            {13, 600, 40},  {100, 70, 33}, {131, 512, 100}, {853, 61, 64},
                            {70, 300, 260}, {1, 700, 300}, {8, 300, 48},    {9, 520, 32},
-                           {8, 301, 32},   {15, 77, 48}};
+                           {8, 301, 32},   {15, 77, 48},  {96, 20, 11000}};
   uint64_t seed = 100;
   for (const Shape3& s : shapes)
     for (int variant = 0; variant < 4; ++variant) {
