@@ -65,44 +65,6 @@ inline void finish_pair(__m256& lo, __m256& hi, const float* bias, const GemmEpi
   hi = activate8(hi, e);
 }
 
-// Activations built on e^x or erf: with the 12 sums live, their constants do not fit in the
-// registers left, and in registers they cost twice what they cost alone. The micro-kernel stores
-// those tiles and finish_tile applies bias and activation over them from L1, one vector at a time.
-// 3136 x 96 x 384 with GELU, packed_gemm alone: 1.81-1.84 -> 1.68 ms (1.39-1.41 without
-// activation); whole models in one process, alternating: convnext_tiny 1.2%, bert_base 1.0% faster.
-inline bool costly_activation(GemmActivation act) {
-  return act == GemmActivation::kSwish || act == GemmActivation::kSigmoid ||
-         act == GemmActivation::kGeluErf || act == GemmActivation::kGeluTanh;
-}
-
-template <typename F>
-inline void finish_rows(float* c, int64_t ldc, const float* bias, F f) {
-  const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-  const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-  for (int64_t r = 0; r < kMr; ++r, c += ldc) {
-    _mm256_storeu_ps(c, f(_mm256_add_ps(_mm256_loadu_ps(c), b0)));
-    _mm256_storeu_ps(c + 8, f(_mm256_add_ps(_mm256_loadu_ps(c + 8), b1)));
-  }
-}
-
-// A stored 6 x 16 tile, rows ldc apart: bias (when given) and one of costly_activation()'s.
-[[gnu::noinline]] void finish_tile(float* c, int64_t ldc, const float* bias, GemmActivation act) {
-  switch (act) {
-    case GemmActivation::kSwish:
-      finish_rows(c, ldc, bias, [](__m256 v) { return swish8(v); });
-      break;
-    case GemmActivation::kSigmoid:
-      finish_rows(c, ldc, bias, [](__m256 v) { return sigmoid8(v); });
-      break;
-    case GemmActivation::kGeluErf:
-      finish_rows(c, ldc, bias, [](__m256 v) { return gelu_erf8(v); });
-      break;
-    default:
-      finish_rows(c, ldc, bias, [](__m256 v) { return gelu_tanh8(v); });
-      break;
-  }
-}
-
 // acc (6 x 16, rows ldc apart in c) (+)= sum over kk < kc of a[kk][0..6) x b[kk][0..16), then
 // the epilogue `fin` (its activation one activate8() computes, its bias at column col0) when given.
 // Meanwhile pf_lines lines of 16 floats from pf on are prefetched into L1, one every pf_every
@@ -149,16 +111,6 @@ inline void micro_kernel(const float* a, int64_t kc, const float* b, float* c, i
       _mm_prefetch(reinterpret_cast<const char*>(pf + line * kNr), _MM_HINT_T0);
   }
   for (; kk < kc; ++kk) step();
-  if (fin && costly_activation(fin->activation)) {
-    _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
-    _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
-    _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-    _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-    _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-    _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
-    finish_tile(c, ldc, fin->bias ? fin->bias + col0 : nullptr, fin->activation);
-    return;
-  }
   if (fin) {
     const float* bias = fin->bias ? fin->bias + col0 : nullptr;
     finish_pair(c00, c01, bias, *fin);

@@ -80,21 +80,6 @@ inline __m256 erf8(__m256 x) {
   return _mm256_div_ps(_mm256_mul_ps(x, p), q);
 }
 
-// GELU, v / 2 (1 + erf(v / sqrt 2)).
-inline __m256 gelu_erf8(__m256 v) {
-  const __m256 half = _mm256_mul_ps(v, _mm256_set1_ps(0.5f));
-  return _mm256_fmadd_ps(half, erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f))), half);
-}
-
-// GELU's tanh form, v / 2 (1 + tanh(u)) = v sigmoid(2u), where
-// 2u = 2 sqrt(2 / pi) (v + 0.044715 v^3) = v (1.5957691 + 0.0713548 v^2).
-inline __m256 gelu_tanh8(__m256 v) {
-  const __m256 two_u =
-      _mm256_mul_ps(v, _mm256_fmadd_ps(_mm256_mul_ps(v, v), _mm256_set1_ps(0.0713548162726f),
-                                       _mm256_set1_ps(1.59576912161f)));
-  return _mm256_mul_ps(v, sigmoid8(two_u));
-}
-
 // Whether activate8 computes this activation (the others are finish_row()'s alone).
 inline bool activates_in_registers(GemmActivation act) {
   switch (act) {
@@ -139,10 +124,18 @@ inline __m256 activate8(__m256 v, const GemmEpilogue& e) {
     }
     case GemmActivation::kSwish:
       return swish8(v);
-    case GemmActivation::kGeluErf:
-      return gelu_erf8(v);
-    case GemmActivation::kGeluTanh:
-      return gelu_tanh8(v);
+    case GemmActivation::kGeluErf: {  // v / 2 (1 + erf(v / sqrt 2))
+      const __m256 half = _mm256_mul_ps(v, _mm256_set1_ps(0.5f));
+      return _mm256_fmadd_ps(half, erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f))),
+                             half);
+    }
+    case GemmActivation::kGeluTanh: {  // v / 2 (1 + tanh(u)) = v sigmoid(2u)
+      // 2u = 2 sqrt(2 / pi) (v + 0.044715 v^3) = v (1.5957691 + 0.0713548 v^2)
+      const __m256 two_u =
+          _mm256_mul_ps(v, _mm256_fmadd_ps(_mm256_mul_ps(v, v), _mm256_set1_ps(0.0713548162726f),
+                                           _mm256_set1_ps(1.59576912161f)));
+      return _mm256_mul_ps(v, sigmoid8(two_u));
+    }
     default:
       return v;
   }
