@@ -3,7 +3,7 @@
 TorchScript-frozen), interleaved, same inputs, each in a fresh process per round.
 
     bench/harness.py [--zoo build/model_zoo] [--models a,b] [--rounds 3] [--repeat 20]
-                     [--min-time-ms 1000] [--runtimes lumen,ort,eager,frozen]
+                     [--min-time-ms 500] [--runtimes lumen,ort,eager,frozen]
                      [--lumen build/lumen] [--label run1]
 
 Per model and runtime it records the median and p90 latency (each process warms up with one run,
@@ -201,7 +201,7 @@ def main():
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--min-time-ms", type=float, default=1000.0)
+    ap.add_argument("--min-time-ms", type=float, default=500.0)
     ap.add_argument("--label", default="")
     args = ap.parse_args()
     runtimes = [r for r in args.runtimes.split(",") if r]

@@ -353,6 +353,39 @@ TEST(FuseAttention, FusedOpTakesKInEitherLayout) {
   test::expect_close(got, {3, 50, 5}, want);
 }
 
+TEST(FuseAttention, MaskOfMinusInfinityGivesZeroWeightAndAFullRowNaN) {
+  // An additive mask with -inf scattered (weight exactly 0) and one query row all -inf: Softmax of
+  // that row is NaN (no finite shift), so its output is NaN, as the unfused graph gives. 19 keys:
+  // the exponentials end on a partial vector.
+  const int64_t sq = 9, sk = 19, d = 8, dv = 6, dead_row = 3;
+  Tensor q = test::random_tensor({2, sq, d}, 61, -2, 2);
+  Tensor k = test::random_tensor({2, sk, d}, 62, -2, 2);
+  Tensor v = test::random_tensor({2, sk, dv}, 63, -2, 2);
+  Tensor mask = test::random_tensor({sq, sk}, 64, -1, 1);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j)
+      if (i == dead_row || (i + 2 * j) % 5 == 0) mask.data<float>()[i * sk + j] = -inf;
+  const std::vector<double> md = test::to_doubles(mask);
+  const std::vector<double> want =
+      attention_ref(q, k, v, 0.4, [&](int64_t, int64_t i, int64_t j) { return md[i * sk + j]; });
+  const Tensor got = test::run_op("FusedAttention", {q, k, v, mask},
+                                  {{"scale", 0.4f}, {"k_transposed", int64_t{0}}})[0];
+  ASSERT_EQ(got.shape(), Shape({2, sq, dv}));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t c = 0; c < dv; ++c) {
+        const int64_t at = (b * sq + i) * dv + c;
+        const float y = got.data<float>()[at];
+        if (i == dead_row) {
+          EXPECT_TRUE(std::isnan(y)) << "row " << i << " col " << c;
+        } else {
+          EXPECT_NEAR(y, want[at], 1e-5 + 1e-4 * std::fabs(want[at]))
+              << "row " << i << " col " << c;
+        }
+      }
+}
+
 TEST(FuseAttention, LeavesNonMatchingGraphsAlone) {
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant);

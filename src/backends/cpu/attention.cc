@@ -28,6 +28,7 @@
 
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/norm_math.h"
+#include "backends/cpu/simd_math.h"
 #include "backends/cpu/simd_transpose.h"
 #include "graph/schemas/strided_attention.h"
 
@@ -135,6 +136,31 @@ void block_product_avx2(const float* a, int64_t lda, const float* b, int64_t ldb
                                                      int64_t cols, const float* scales, float* out,
                                                      int64_t ldo) {
   block_product<Vec16>(a, lda, b, ldb, rows, depth, cols, scales, out, ldo);
+}
+
+// s[j] = e^(s[j] - shift) for j < n, returning the sum; s has room for n rounded up to 8 (the
+// lanes past n are written, not summed). -inf gives 0 (exp8's clamp alone would give e^-87.3), NaN
+// stays NaN. exp8 instead of norm_math.h's portable exp (vectorised by the compiler, in two
+// passes): vit_b_16's attention steps 956-994 -> 888-916 us each (12 alternating runs in one
+// process).
+float exp_shifted_sum8(float* s, float shift, int64_t n) {
+  const __m256 sh = _mm256_set1_ps(shift), minus_inf = _mm256_set1_ps(-INFINITY);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), sh);
+    __m256 e = _mm256_and_ps(exp8(x), _mm256_cmp_ps(x, minus_inf, _CMP_NEQ_UQ));
+    _mm256_storeu_ps(s + j, e);
+    if (n - j < 8) {
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - j)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      e = _mm256_and_ps(e, _mm256_castsi256_ps(live));
+    }
+    acc = _mm256_add_ps(acc, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
 }
 
 // Contiguous views of FusedAttention's inputs and output (K^T [..., D, Sk] when k_transposed).
@@ -284,7 +310,7 @@ class AttentionKernel final : public Kernel {
         float m = max_floats(s, sk);
         // An all -inf row has no finite shift; 0 keeps IEEE results (NaN), as Softmax gives.
         if (!std::isfinite(m)) m = std::isnan(m) ? m : 0.0f;
-        scales[r] = 1.0f / exp_shifted_sum(s, m, s, sk);
+        scales[r] = 1.0f / exp_shifted_sum8(s, m, sk);
       }
       product_(scores, skp, vb, v_row, rows, sk, dv_, scales, y + y_off_[b] + r0 * y_row_, y_row_);
     }
