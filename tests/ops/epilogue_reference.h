@@ -1,9 +1,13 @@
 // The epilogue the convolution kernel tests (Winograd, GroupedConv8, Im2colConv, DepthwiseConv)
-// hand their kernels, and its double-precision reference.
+// hand their kernels, its double-precision reference, and the check of a kernel's every output.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "backends/cpu/packed_gemm.h"
 
@@ -31,6 +35,28 @@ inline double finish_reference(double acc, bool residual, double residual_value,
   if (act == cpu::GemmActivation::kTanh) acc = std::tanh(acc);
   if (act == cpu::GemmActivation::kSwish) acc = acc / (1 + std::exp(-acc));
   return acc;
+}
+
+// Every output of a channels-last convolution y (batch, out_h, out_w, channels) against its
+// double reference: sum(n, oh, ow, o) (the bias included), finished by finish_reference with the
+// residual that y held before the run; within atol + rtol |want|. The first 5 misses are reported.
+template <typename Sum>
+void expect_conv_output(const std::vector<float>& y, const std::vector<float>& residual,
+                        int64_t batch, int64_t out_h, int64_t out_w, int64_t channels,
+                        bool has_residual, cpu::GemmActivation act, double atol, double rtol,
+                        const Sum& sum) {
+  int64_t bad = 0;
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t oh = 0; oh < out_h; ++oh)
+      for (int64_t ow = 0; ow < out_w; ++ow)
+        for (int64_t o = 0; o < channels; ++o) {
+          const int64_t at = ((n * out_h + oh) * out_w + ow) * channels + o;
+          const double want = finish_reference(sum(n, oh, ow, o), has_residual, residual[at], act);
+          if (!(std::fabs(y[at] - want) <= atol + rtol * std::fabs(want)) && ++bad <= 5)
+            ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got " << y[at]
+                          << ", want " << want;
+        }
+  EXPECT_EQ(bad, 0);
 }
 
 }  // namespace lumen::test

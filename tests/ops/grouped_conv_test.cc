@@ -57,29 +57,21 @@ TEST(GroupedConv8, MatchesDirectConvolution) {
     cpu::GroupedConv8 conv(w.data(), c);
     conv.run(x.data(), t.batch, t.h, t.w, t.stride_h, t.stride_w, t.pad_top, t.pad_left, out_h,
              out_w, y.data(), e);
-    int64_t bad = 0;
-    for (int64_t n = 0; n < t.batch; ++n)
-      for (int64_t oh = 0; oh < out_h; ++oh)
-        for (int64_t ow = 0; ow < out_w; ++ow)
-          for (int64_t o = 0; o < c; ++o) {
-            const int64_t g = o / 8;
-            double acc = bias[o];
-            for (int64_t r = 0; r < 3; ++r)
-              for (int64_t q = 0; q < 3; ++q) {
-                const int64_t ih = oh * t.stride_h - t.pad_top + r;
-                const int64_t iw = ow * t.stride_w - t.pad_left + q;
-                if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
-                for (int64_t i = 0; i < 8; ++i)
-                  acc += double(x[((n * t.h + ih) * t.w + iw) * c + g * 8 + i]) *
-                         w[((o * 8 + i) * 3 + r) * 3 + q];
-              }
-            const int64_t at = ((n * out_h + oh) * out_w + ow) * c + o;
-            acc = test::finish_reference(acc, t.residual, residual[at], t.act);
-            if (!(std::fabs(y[at] - acc) <= 1e-5 + 1e-5 * std::fabs(acc)) && ++bad <= 5)
-              ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
-                            << y[at] << ", want " << acc;
-          }
-    EXPECT_EQ(bad, 0);
+    test::expect_conv_output(y, residual, t.batch, out_h, out_w, c, t.residual, t.act, 1e-5, 1e-5,
+                             [&](int64_t n, int64_t oh, int64_t ow, int64_t o) {
+                               const int64_t g = o / 8;
+                               double acc = bias[o];
+                               for (int64_t r = 0; r < 3; ++r)
+                                 for (int64_t q = 0; q < 3; ++q) {
+                                   const int64_t ih = oh * t.stride_h - t.pad_top + r;
+                                   const int64_t iw = ow * t.stride_w - t.pad_left + q;
+                                   if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
+                                   for (int64_t i = 0; i < 8; ++i)
+                                     acc += double(x[((n * t.h + ih) * t.w + iw) * c + g * 8 + i]) *
+                                            w[((o * 8 + i) * 3 + r) * 3 + q];
+                                 }
+                               return acc;
+                             });
   }
 }
 

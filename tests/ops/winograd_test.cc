@@ -48,28 +48,21 @@ TEST(Winograd, MatchesDirectConvolution) {
       const cpu::GemmEpilogue e = test::conv_epilogue(bias.data(), t.residual, t.act);
       cpu::WinogradConv conv(w.data(), t.o, t.c, form);
       conv.run(x.data(), t.batch, t.h, t.w, t.pad_top, t.pad_left, out_h, out_w, y.data(), e);
-      int64_t bad = 0;
       const double scale = std::sqrt(9.0 * double(t.c));
-      for (int64_t n = 0; n < t.batch; ++n)
-        for (int64_t oh = 0; oh < out_h; ++oh)
-          for (int64_t ow = 0; ow < out_w; ++ow)
-            for (int64_t o = 0; o < t.o; ++o) {
-              double acc = bias[o];
-              for (int64_t r = 0; r < 3; ++r)
-                for (int64_t q = 0; q < 3; ++q) {
-                  const int64_t ih = oh - t.pad_top + r, iw = ow - t.pad_left + q;
-                  if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
-                  for (int64_t i = 0; i < t.c; ++i)
-                    acc += double(x[((n * t.h + ih) * t.w + iw) * t.c + i]) *
-                           w[((o * t.c + i) * 3 + r) * 3 + q];
-                }
-              const int64_t at = ((n * out_h + oh) * out_w + ow) * t.o + o;
-              acc = test::finish_reference(acc, t.residual, residual[at], t.act);
-              if (!(std::fabs(y[at] - acc) <= 2e-5 * scale + 1e-4 * std::fabs(acc)) && ++bad <= 5)
-                ADD_FAILURE() << "(" << n << ", " << oh << ", " << ow << ", " << o << "): got "
-                              << y[at] << ", want " << acc;
-            }
-      EXPECT_EQ(bad, 0);
+      test::expect_conv_output(
+          y, residual, t.batch, out_h, out_w, t.o, t.residual, t.act, 2e-5 * scale, 1e-4,
+          [&](int64_t n, int64_t oh, int64_t ow, int64_t o) {
+            double acc = bias[o];
+            for (int64_t r = 0; r < 3; ++r)
+              for (int64_t q = 0; q < 3; ++q) {
+                const int64_t ih = oh - t.pad_top + r, iw = ow - t.pad_left + q;
+                if (ih < 0 || ih >= t.h || iw < 0 || iw >= t.w) continue;
+                for (int64_t i = 0; i < t.c; ++i)
+                  acc += double(x[((n * t.h + ih) * t.w + iw) * t.c + i]) *
+                         w[((o * t.c + i) * 3 + r) * 3 + q];
+              }
+            return acc;
+          });
     }
 }
 
