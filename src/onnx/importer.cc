@@ -20,7 +20,7 @@ namespace onnx_import {
 namespace {
 
 constexpr int64_t kMinOpset = 7;
-constexpr int64_t kMaxOpset = 18;
+constexpr int64_t kMaxOpset = 28;
 
 // Models older than opset 7 are read when every node's op has kept its meaning since the version
 // listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
