@@ -33,6 +33,17 @@ size_t dtype_size(DType dtype) {
       return 4;
     case DType::kUInt64:
       return 8;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+    case DType::kFloat4E2M1:
+    case DType::kUInt4:
+    case DType::kInt4:
+    case DType::kUInt2:
+    case DType::kInt2:
+      return 1;
   }
   throw InvalidArgument("dtype_size: unknown dtype " + std::to_string(static_cast<int>(dtype)));
 }
@@ -65,6 +76,26 @@ const char* dtype_name(DType dtype) {
       return "uint32";
     case DType::kUInt64:
       return "uint64";
+    case DType::kFloat8E4M3FN:
+      return "float8e4m3fn";
+    case DType::kFloat8E4M3FNUZ:
+      return "float8e4m3fnuz";
+    case DType::kFloat8E5M2:
+      return "float8e5m2";
+    case DType::kFloat8E5M2FNUZ:
+      return "float8e5m2fnuz";
+    case DType::kFloat8E8M0:
+      return "float8e8m0";
+    case DType::kFloat4E2M1:
+      return "float4e2m1";
+    case DType::kUInt4:
+      return "uint4";
+    case DType::kInt4:
+      return "int4";
+    case DType::kUInt2:
+      return "uint2";
+    case DType::kInt2:
+      return "int2";
   }
   return "unknown";
 }
@@ -72,7 +103,10 @@ const char* dtype_name(DType dtype) {
 DType dtype_from_name(std::string_view name) {
   for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,
                   DType::kUInt8, DType::kInt32, DType::kInt64, DType::kBool, DType::kInt16,
-                  DType::kUInt16, DType::kUInt32, DType::kUInt64}) {
+                  DType::kUInt16, DType::kUInt32, DType::kUInt64, DType::kFloat8E4M3FN,
+                  DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2, DType::kFloat8E5M2FNUZ,
+                  DType::kFloat8E8M0, DType::kFloat4E2M1, DType::kUInt4, DType::kInt4,
+                  DType::kUInt2, DType::kInt2}) {
     if (name == dtype_name(d)) return d;
   }
   throw InvalidArgument("unknown dtype '" + std::string(name) + "'");
@@ -81,6 +115,20 @@ DType dtype_from_name(std::string_view name) {
 bool is_floating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16 ||
          dtype == DType::kFloat64;
+}
+
+bool is_narrow_float(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+    case DType::kFloat4E2M1:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool is_integer(DType dtype) {
@@ -93,6 +141,10 @@ bool is_integer(DType dtype) {
     case DType::kUInt32:
     case DType::kInt64:
     case DType::kUInt64:
+    case DType::kUInt4:
+    case DType::kInt4:
+    case DType::kUInt2:
+    case DType::kInt2:
       return true;
     default:
       return false;
