@@ -56,8 +56,10 @@ sanitized_build() {
 }
 sanitize_tests() {
   sanitized_build
-  # The conformance cases are generated once, by the main build's test run.
-  [ -e "$sanitized_dir/onnx_cases" ] || ln -s "$PWD/$build_dir/onnx_cases" "$sanitized_dir/onnx_cases"
+  # The conformance cases are generated (and unpacked) once, by the main build's test run.
+  for cases in onnx_cases onnx_cases_1231; do
+    [ -e "$sanitized_dir/$cases" ] || ln -s "$PWD/$build_dir/$cases" "$sanitized_dir/$cases"
+  done
   # Leak checking is off here: the host pool and oneDNN's primitive cache live as long as the
   # process. The soak samples resident memory, which ASan's quarantine of freed blocks makes grow.
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$sanitized_dir" --output-on-failure -j "$jobs" \

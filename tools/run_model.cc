@@ -171,7 +171,25 @@ int run_model(const std::vector<std::string>& args) {
   {
     // The graph goes once compiled, and gives each weight up as soon as its readers packed it
     // (release_weights), so weights are not held twice, not even while compiling.
-    Graph graph = load_onnx(model, options);
+    // Inputs whose values decide shapes (a Reshape's shape fed at run time) are fixed to the
+    // values given and compiled in, as OnnxSession does per run.
+    OnnxModelInfo info;
+    Graph graph;
+    try {
+      graph = load_onnx(model, options, &info);
+    } catch (const ShapeError&) {
+      bool fixed = false;
+      for (const std::string& name : info.value_inputs) {
+        auto it = given.find(name);
+        if (it == given.end()) continue;
+        options.input_values[name] = it->second;
+        options.input_shapes.erase(name);
+        given.erase(it);
+        fixed = true;
+      }
+      if (!fixed) throw;
+      graph = load_onnx(model, options);
+    }
     if (optimize) graph.optimize(device_list);
     exe = graph.compile(&rt, compile);
   }

@@ -14,6 +14,7 @@
 #include "onnx/converter.h"
 #include "onnx/model_file.h"
 #include "onnx/tensor_proto.h"
+#include "onnx/value_inputs.h"
 
 namespace lumen {
 namespace onnx_import {
@@ -21,6 +22,8 @@ namespace {
 
 constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 28;
+// What a schema says when an input that decides shapes is not a constant (NodeContext::input_ints).
+constexpr const char* kNeedsValue = "must be known when the graph is built";
 
 // Models older than opset 7 are read when every node's op has kept its meaning since the version
 // listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
@@ -144,8 +147,15 @@ class Importer final : public Scope {
   }
 
   Graph run(OnnxModelInfo* info) {
+    OnnxModelInfo local;
+    OnnxModelInfo& out = info ? *info : local;
+    out = OnnxModelInfo{};
     if (!model_.has_graph()) throw InvalidModel("the model has no graph");
     read_opset();
+    // Found before anything is built, so a caller whose load fails for want of these values
+    // (lumen run) can fix them and load again.
+    for (std::string& name : find_value_inputs(model_, opset_))
+      if (!options_.input_values.count(name)) out.value_inputs.push_back(std::move(name));
     onnx::GraphProto& g = *model_.mutable_graph();
     if (g.sparse_initializer_size() > 0)
       throw UnsupportedOp("sparse initializers are not supported");
@@ -155,9 +165,6 @@ class Importer final : public Scope {
                                 ? tensor_from_file(init, *file_, i, initializer_what(init))
                                 : take_tensor_from_proto(init, base_dir_, initializer_what(init)));
     }
-    OnnxModelInfo local;
-    OnnxModelInfo& out = info ? *info : local;
-    out = OnnxModelInfo{};
     out.ir_version = model_.ir_version();
     out.opset = opset_;
     out.producer = model_.producer_name() + " " + model_.producer_version();
@@ -173,7 +180,19 @@ class Importer final : public Scope {
     for (const auto& [name, value] : options_.input_values)
       if (!input_names.count(name))
         throw InvalidArgument("input value given for '" + name + "', which is not a model input");
-    for (const auto& node : g.node()) add_node(node);
+    try {
+      for (const auto& node : g.node()) add_node(node);
+    } catch (const ShapeError& e) {
+      std::string msg = e.what();
+      if (out.value_inputs.empty() || msg.find(kNeedsValue) == std::string::npos) throw;
+      std::string names;
+      for (const std::string& name : out.value_inputs)
+        names += (names.empty() ? "'" : ", '") + name + "'";
+      throw ShapeError(msg.substr(msg.find(": ") + 2) + "; the value comes at run time from input " +
+                       names + ": run the model through OnnxSession (`lumen run`, Python's " +
+                       "lumen.Model), which compiles a plan per value, or fix it with " +
+                       "OnnxLoadOptions::input_values");
+    }
     for (const auto& o : g.output()) {
       auto it = values_.find(o.name());
       if (it == values_.end())

@@ -1,16 +1,63 @@
-// OnnxSession: one ONNX file, one compiled plan per distinct set of input shapes.
+// OnnxSession: one ONNX file, one compiled plan per distinct set of input shapes and values of the
+// inputs that decide shapes, the least recently used evicted beyond max_plans().
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "lumen/onnx.h"
 
 namespace lumen {
 
-// A plan keeps its Graph alive next to the Executable compiled from it.
+namespace {
+
+// The ShapeError the importer gives when a value input's value is needed and not given.
+constexpr const char* kValueAtRunTime = "the value comes at run time";
+
+// A value input's value for keys and messages: dtype, shape and every element (a host copy first
+// for a device tensor). Value inputs are small (shapes, axes, counts).
+std::string value_text(const Tensor& t, bool for_key) {
+  Tensor host = t.device() == Device::cpu() ? t : t.to(Device::cpu());
+  std::ostringstream os;
+  os.precision(17);
+  if (for_key) os << dtype_name(host.dtype()) << host.shape().to_string();
+  os << "[";
+  const int64_t shown = for_key ? host.numel() : std::min<int64_t>(host.numel(), 16);
+  for (int64_t i = 0; i < shown; ++i) os << (i ? ", " : "") << host.item_as_double(i);
+  if (shown < host.numel()) os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+[[noreturn]] void rethrow_with(const Error& e, const std::string& suffix) {
+  std::string msg = e.what();
+  auto colon = msg.find(": ");
+  std::string detail = (colon == std::string::npos ? msg : msg.substr(colon + 2)) + suffix;
+  switch (e.kind()) {
+    case ErrorKind::kShapeError:
+      throw ShapeError(detail);
+    case ErrorKind::kUnsupportedOp:
+      throw UnsupportedOp(detail);
+    case ErrorKind::kInvalidModel:
+      throw InvalidModel(detail);
+    case ErrorKind::kInvalidArgument:
+      throw InvalidArgument(detail);
+    default:
+      throw;
+  }
+}
+
+}  // namespace
+
+// A plan keeps its Graph alive next to the Executable compiled from it, in a Runtime of its own
+// so that evicting the plan frees the executable (memory pools are per device, not per Runtime).
 struct OnnxSession::Plan {
+  Runtime runtime;
   Graph graph;
   Executable* executable = nullptr;
+  std::set<std::string> fixed;  // value inputs compiled in as constants
+  uint64_t last_used = 0;
 };
 
 OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, CompileOptions compile)
@@ -23,28 +70,83 @@ OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, Compi
   bytes_ = std::move(buffer).str();
   base_dir_ = std::filesystem::path(path).parent_path().string();
   options_.input_shapes.clear();
-  // Load once with the default dims: a malformed or unsupported model fails here, not at run.
-  load_onnx_bytes(bytes_, options_, base_dir_, &info_);
+  // Load once with the default dims: a malformed or unsupported model fails here, not at run. A
+  // model with value inputs is built up to the first node that needs their values.
+  try {
+    load_onnx_bytes(bytes_, options_, base_dir_, &info_);
+  } catch (const ShapeError& e) {
+    if (info_.value_inputs.empty() || std::string(e.what()).find(kValueAtRunTime) == std::string::npos)
+      throw;
+  }
 }
 
 OnnxSession::~OnnxSession() = default;
 
-Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
+std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
+    const std::map<std::string, Tensor>& inputs, const std::map<std::string, Shape>& shapes) {
   std::string key;
   for (const auto& [name, shape] : shapes) key += name + "=" + shape.to_string() + ";";
+  for (const std::string& name : info_.value_inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end())
+      throw InvalidArgument("OnnxSession: input '" + name +
+                            "' decides shapes by its value, which is not given");
+    key += name + "#" + value_text(it->second, true) + ";";
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second->executable;
+  if (it != plans_.end()) {
+    it->second->last_used = ++clock_;
+    return it->second;
+  }
   OnnxLoadOptions options = options_;
   options.input_shapes = shapes;
-  auto plan = std::make_unique<Plan>();
-  plan->graph = load_onnx_bytes(bytes_, options, base_dir_);
-  // With "auto" every available backend may run the graph.
-  plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
-  plan->executable = plan->graph.compile(&runtime_, compile_);
-  Executable* executable = plan->executable;
-  plans_.emplace(key, std::move(plan));
-  return executable;
+  std::string values_said;
+  for (const std::string& name : info_.value_inputs) {
+    const Tensor& t = inputs.at(name);
+    options.input_values[name] = t.device() == Device::cpu() ? t : t.to(Device::cpu());
+    options.input_shapes.erase(name);
+    values_said += std::string(values_said.empty() ? " (run-time value of input '" : ", '") +
+                   name + "': " + value_text(t, false);
+  }
+  if (!values_said.empty()) values_said += ")";
+  auto plan = std::make_shared<Plan>();
+  try {
+    plan->graph = load_onnx_bytes(bytes_, options, base_dir_);
+    // With "auto" every available backend may run the graph.
+    plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
+    plan->executable = plan->graph.compile(&plan->runtime, compile_);
+  } catch (const Error& e) {
+    if (values_said.empty()) throw;
+    rethrow_with(e, values_said);
+  }
+  plan->fixed.insert(info_.value_inputs.begin(), info_.value_inputs.end());
+  plan->last_used = ++clock_;
+  plans_.emplace(key, plan);
+  evict_locked();
+  return plan;
+}
+
+void OnnxSession::evict_locked() {
+  while (plans_.size() > max_plans_) {
+    auto oldest = std::min_element(plans_.begin(), plans_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_used < b.second->last_used;
+    });
+    plans_.erase(oldest);  // a run still holding it keeps it alive until it returns
+  }
+}
+
+Executable* OnnxSession::plan_for(const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+  return acquire(inputs, shapes)->executable;
+}
+
+Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
+  if (!info_.value_inputs.empty())
+    throw InvalidArgument("OnnxSession::plan_for: input '" + info_.value_inputs.front() +
+                          "' decides shapes by its value; pass the input tensors");
+  return acquire({}, shapes)->executable;
 }
 
 std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs) {
@@ -61,12 +163,29 @@ std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs
   for (const auto& [name, tensor] : inputs)
     if (!shapes.count(name))
       throw InvalidArgument("OnnxSession::run: the model has no input named '" + name + "'");
-  return plan_for(shapes)->execute(inputs);
+  std::shared_ptr<Plan> plan = acquire(inputs, shapes);
+  if (plan->fixed.empty()) return plan->executable->execute(inputs);
+  std::map<std::string, Tensor> fed;
+  for (const auto& [name, tensor] : inputs)
+    if (!plan->fixed.count(name)) fed.emplace(name, tensor);
+  return plan->executable->execute(fed);
 }
 
 size_t OnnxSession::num_plans() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return plans_.size();
+}
+
+size_t OnnxSession::max_plans() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return max_plans_;
+}
+
+void OnnxSession::set_max_plans(size_t n) {
+  if (n == 0) throw InvalidArgument("OnnxSession::set_max_plans: at least one plan must be kept");
+  std::lock_guard<std::mutex> lock(mutex_);
+  max_plans_ = n;
+  evict_locked();
 }
 
 }  // namespace lumen

@@ -7,7 +7,7 @@
 // model declares them, and an input whose data contradicts the model's declared shape (CastLike's
 // `like`, whose values are never read) has that declaration dropped; such a pass says so.
 //
-//   lumen_conformance CASES_DIR [--report FILE.md] [--min-pass N] [--filter TEXT]
+//   lumen_conformance CASES_DIR [--report FILE.md] [--title TEXT] [--min-pass N] [--filter TEXT]
 //                     [--backends cuda,cpu] [--list FILE]
 //
 // --backends compiles for those backends in order (default: every available one, CUDA first where
@@ -54,6 +54,7 @@ struct CaseResult {
   std::string status;  // pass, fail, unsupported, crash, timeout
   std::string reason;
   std::set<std::string> ops;
+  int64_t opset = 0;  // of the default domain; 0 when the model imports none
 };
 
 std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
@@ -153,52 +154,30 @@ std::string run_case(const fs::path& dir) {
     if (in_files.size() != input_names.size())
       return "fail\t" + std::to_string(in_files.size()) + " input files for " +
              std::to_string(input_names.size()) + " inputs";
-    lumen::OnnxLoadOptions options;
-    std::vector<lumen::Tensor> inputs;
+    std::map<std::string, lumen::Tensor> inputs;
     bool redeclared = false;
     for (size_t k = 0; k < in_files.size(); ++k) {
-      inputs.push_back(as_declared(lumen::load_onnx_tensor(in_files[k].string()), input_types[k]));
-      options.input_shapes[input_names[k]] = inputs.back().shape();
-      redeclared |= drop_contradicted_shape(model, input_names[k], inputs.back().shape());
+      lumen::Tensor t = as_declared(lumen::load_onnx_tensor(in_files[k].string()), input_types[k]);
+      redeclared |= drop_contradicted_shape(model, input_names[k], t.shape());
+      inputs[input_names[k]] = t;
     }
-    const std::string model_path = (dir / "model.onnx").string();
-    const std::string redeclared_bytes = redeclared ? model.SerializeAsString() : "";
-    auto load = [&]() {
-      return redeclared ? lumen::load_onnx_bytes(redeclared_bytes, options, dir.string())
-                        : lumen::load_onnx(model_path, options);
-    };
-    // Inputs that decide shapes (Reshape's shape, Slice's starts, ...) must be known when the
-    // graph is built; where the case feeds them as inputs, fix the integer inputs' values and
-    // load again (the numbers are the case's own, so the outputs must still match).
-    lumen::Graph graph;
-    bool frozen = false;
-    try {
-      graph = load();
-    } catch (const lumen::ShapeError& e) {
-      if (std::string(e.what()).find("must be known when the graph is built") == std::string::npos)
-        throw;
-      frozen = true;
-      for (size_t k = 0; k < inputs.size(); ++k)
-        if (!lumen::is_floating(inputs[k].dtype()))
-          options.input_values[input_names[k]] = inputs[k];
-      try {
-        graph = load();
-      } catch (const lumen::ShapeError& again) {
-        // Float shape inputs too (Resize's scales, Range's bounds): the small ones.
-        if (std::string(again.what()).find("must be known when") == std::string::npos) throw;
-        for (size_t k = 0; k < inputs.size(); ++k)
-          if (inputs[k].numel() <= 8) options.input_values[input_names[k]] = inputs[k];
-        graph = load();
-      }
+    // Every graph input is fed at run time, as a user would: inputs whose values decide shapes
+    // (Reshape's shape, Slice's starts, ...) are read by the session at each run.
+    std::string model_path = (dir / "model.onnx").string();
+    if (redeclared) {
+      model_path = (fs::temp_directory_path() /
+                    ("lumen_conformance_" + std::to_string(getpid()) + ".onnx"))
+                       .string();
+      std::ofstream out(model_path, std::ios::binary);
+      model.SerializeToOstream(&out);
     }
-    std::vector<lumen::Tensor> runtime_inputs;
-    for (size_t k = 0; k < inputs.size(); ++k)
-      if (!options.input_values.count(input_names[k])) runtime_inputs.push_back(inputs[k]);
-    lumen::Runtime rt;
     lumen::CompileOptions compile_options;
     compile_options.backends = compile_backends;
-    lumen::Executable* exe = graph.compile(&rt, compile_options);
-    std::vector<lumen::Tensor> outputs = exe->execute(runtime_inputs);
+    lumen::OnnxSession session(model_path, {}, compile_options);
+    if (redeclared) fs::remove(model_path);
+    lumen::Executable* exe = session.plan_for(inputs);
+    const bool by_value = !session.info().value_inputs.empty();
+    std::vector<lumen::Tensor> outputs = session.run(inputs);
     if (outputs.size() != out_files.size())
       return "fail\t" + std::to_string(outputs.size()) + " outputs, expected " +
              std::to_string(out_files.size());
@@ -208,7 +187,7 @@ std::string run_case(const fs::path& dir) {
           outputs[k], as_declared(lumen::load_onnx_tensor(out_files[k].string()), declared), k);
       if (!diff.empty()) return "fail\t" + diff;
     }
-    std::string notes = frozen ? "shape inputs fixed at load" : "";
+    std::string notes = by_value ? "shape-deciding inputs read at run time" : "";
     if (redeclared) notes += std::string(notes.empty() ? "" : "; ") + "input shape from the data";
     if (!compile_backends.empty()) {
       // Where the steps ran, when the targets were given: "steps on cuda: 2 of 3".
@@ -234,8 +213,11 @@ CaseResult run_isolated(const fs::path& dir) {
   r.name = dir.filename().string();
   onnx::ModelProto model;
   std::ifstream in(dir / "model.onnx", std::ios::binary);
-  if (model.ParseFromIstream(&in))
+  if (model.ParseFromIstream(&in)) {
     for (const auto& n : model.graph().node()) r.ops.insert(n.op_type());
+    for (const auto& o : model.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") r.opset = o.version();
+  }
   int fds[2];
   if (pipe(fds) != 0) {
     r.status = "fail";
@@ -295,51 +277,65 @@ std::string escape_md(std::string s) {
   return out;
 }
 
-void write_report(const std::string& path, const std::vector<CaseResult>& results) {
+// Writes one suite's section of docs/onnx_coverage.md: totals, a table per opset and per op, and
+// the reason of every case that does not pass. `title` names the suite.
+void write_report(const std::string& path, const std::string& title,
+                  const std::vector<CaseResult>& results) {
   std::map<std::string, int> counts;
   for (const auto& r : results) ++counts[r.status];
-  std::map<std::string, std::pair<int, int>> per_op;  // op -> (pass, total)
-  for (const auto& r : results)
+  std::map<std::string, std::pair<int, int>> per_op;   // op -> (pass, total)
+  std::map<int64_t, std::pair<int, int>> per_opset;    // opset -> (pass, total)
+  for (const auto& r : results) {
+    const bool pass = r.status == "pass";
+    per_opset[r.opset].second++;
+    per_opset[r.opset].first += pass;
     for (const auto& op : r.ops) {
       per_op[op].second++;
-      if (r.status == "pass") per_op[op].first++;
+      per_op[op].first += pass;
     }
+  }
   std::ofstream os(path);
   int total = static_cast<int>(results.size());
-  os << "# ONNX conformance\n\n"
-     << "ONNX's backend node test cases (Debian's python3-onnx, opsets up to 17), run on the CPU "
-        "backend by `tests/onnx/conformance.sh` (rtol 1e-3, atol 1e-7; bfloat16 outputs within one "
-        "bfloat16 ulp, as ONNX before 1.14 truncated its expected bfloat16 values). This file is "
-        "written by that script.\n\n"
+  os << "## " << title << "\n\n"
+     << "Run on the CPU backend by `tests/onnx/conformance.sh` with every graph input fed at run "
+        "time through `OnnxSession` (rtol 1e-3, atol 1e-7; bfloat16 outputs within one bfloat16 "
+        "ulp, as ONNX before 1.14 truncated its expected bfloat16 values).\n\n"
      << "| result | cases |\n| --- | ---: |\n";
   for (const char* s : {"pass", "fail", "unsupported", "crash", "timeout"})
     os << "| " << s << " | " << counts[s] << " |\n";
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%.1f%%", total ? 100.0 * counts["pass"] / total : 0.0);
   os << "| **pass rate** | **" << rate << "** of " << total << " |\n\n";
-  int frozen = 0;
+  int by_value = 0;
   std::string redeclared;
   for (const auto& r : results) {
     if (r.status != "pass") continue;
-    frozen += r.reason.find("fixed at load") != std::string::npos;
+    by_value += r.reason.find("read at run time") != std::string::npos;
     if (r.reason.find("input shape from the data") != std::string::npos)
       redeclared += (redeclared.empty() ? "" : ", ") + r.name;
   }
-  os << frozen
-     << " of the passing cases feed a shape-deciding input (Reshape's shape, Slice's "
-        "starts, Resize's scales, ...) as a graph input; Lumen compiles for known shapes, so the "
-        "runner fixes those inputs' values at load (`OnnxLoadOptions::input_values`).\n\n";
+  os << by_value
+     << " of the passing cases feed a shape-deciding input (Reshape's shape, Slice's starts, "
+        "Resize's scales, Reduce axes, ...) as a graph input; the session reads its value at each "
+        "run and compiles (and caches) a plan per value.\n\n";
   if (!redeclared.empty())
     os << "In " << redeclared
        << ", an input's data contradicts the shape the model declares for it (CastLike's `like`, "
           "whose values are never read); the runner drops that declaration.\n\n";
-  os << "## Per op\n\n| op | pass | cases |\n| --- | ---: | ---: |\n";
+  os << "### Per opset\n\n| opset | pass | cases |\n| ---: | ---: | ---: |\n";
+  for (const auto& [opset, pt] : per_opset)
+    os << "| " << (opset == 0 ? std::string("none (other domains)") : std::to_string(opset))
+       << " | " << pt.first << " | " << pt.second << " |\n";
+  os << "\n### Per op\n\n| op | pass | cases |\n| --- | ---: | ---: |\n";
   for (const auto& [op, pt] : per_op)
     os << "| " << op << " | " << pt.first << " | " << pt.second << " |\n";
-  os << "\n## Cases that do not pass\n\n| case | result | reason |\n| --- | --- | --- |\n";
+  os << "\n### Cases that do not pass\n\n| case | opset | result | reason |\n"
+     << "| --- | ---: | --- | --- |\n";
   for (const auto& r : results)
     if (r.status != "pass")
-      os << "| " << r.name << " | " << r.status << " | " << escape_md(r.reason) << " |\n";
+      os << "| " << r.name << " | " << r.opset << " | " << r.status << " | "
+         << escape_md(r.reason) << " |\n";
+  os << "\n";
 }
 
 }  // namespace
@@ -347,12 +343,12 @@ void write_report(const std::string& path, const std::vector<CaseResult>& result
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: lumen_conformance CASES_DIR [--report FILE] [--min-pass N] "
+                 "usage: lumen_conformance CASES_DIR [--report FILE] [--title TEXT] [--min-pass N] "
                  "[--filter TEXT] [--backends cuda,cpu] [--list FILE]\n");
     return 2;
   }
   fs::path root = argv[1];
-  std::string report, filter, list;
+  std::string report, filter, list, title = "ONNX node test cases";
   int min_pass = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
@@ -362,6 +358,8 @@ int main(int argc, char** argv) {
       min_pass = std::stoi(argv[i + 1]);
     else if (flag == "--filter")
       filter = argv[i + 1];
+    else if (flag == "--title")
+      title = argv[i + 1];
     else if (flag == "--list")
       list = argv[i + 1];
     else if (flag == "--backends") {
@@ -387,7 +385,7 @@ int main(int argc, char** argv) {
   }
   std::printf("conformance: %d of %zu cases pass (%.1f%%); ratchet %d\n", pass, cases.size(),
               cases.empty() ? 0.0 : 100.0 * pass / cases.size(), min_pass);
-  if (!report.empty()) write_report(report, results);
+  if (!report.empty()) write_report(report, title, results);
   if (!list.empty()) {
     std::ofstream out(list);
     for (const CaseResult& r : results)
