@@ -252,13 +252,25 @@ class Importer final : public Scope {
         found = true;
       }
     }
-    if (!found && model_.opset_import_size() > 0)
-      throw UnsupportedOp("the model uses only domain '" + model_.opset_import(0).domain() +
-                          "', which is not supported");
+    // The first node, named in the refusals below so the user sees what the model would run.
+    std::string first = "";
+    if (model_.graph().node_size() > 0) {
+      const onnx::NodeProto& n = model_.graph().node(0);
+      first = "; its first node is '" + (n.name().empty() ? n.op_type() : n.name()) + "' (" +
+              (n.domain().empty() ? "" : n.domain() + ".") + n.op_type() + ")";
+    }
+    if (!found && model_.opset_import_size() > 0) {
+      const auto& other = model_.opset_import(0);
+      throw UnsupportedOp("the model uses only domain '" + other.domain() + "' (opset " +
+                          std::to_string(other.version()) +
+                          "), which lumen does not run; lumen runs the default domain (ai.onnx)" +
+                          first);
+    }
     if (!found) throw InvalidModel("the model imports no opset of the default domain");
     if (opset_ < 1 || opset_ > kMaxOpset)
-      throw UnsupportedOp("opset " + std::to_string(opset_) + ": lumen reads opsets " +
-                          std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+      throw UnsupportedOp("opset " + std::to_string(opset_) +
+                          " of the default domain (ai.onnx): lumen reads opsets " +
+                          std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + first);
   }
 
   static std::string initializer_what(const onnx::TensorProto& init) {

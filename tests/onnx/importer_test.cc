@@ -258,8 +258,28 @@ TEST_F(OnnxImport, NodesWithMissingInputsOrUnknownOps) {
   EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
   m = mlp_model(w_, b_, 3);
   EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);  // MatMul changed since 3
-  m = mlp_model(w_, b_, 19);
-  EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), UnsupportedOp);  // newer than lumen reads
+  m = mlp_model(w_, b_, 28);
+  EXPECT_NO_THROW(load_onnx_bytes(m.SerializeAsString()));  // the newest opset lumen reads
+  m = mlp_model(w_, b_, 29);
+  try {
+    load_onnx_bytes(m.SerializeAsString());
+    FAIL() << "opset 29 loaded";
+  } catch (const UnsupportedOp& e) {  // newer than lumen reads: the opset, domain and first op
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("opset 29"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ai.onnx"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MatMul"), std::string::npos) << msg;
+  }
+  m = mlp_model(w_, b_);
+  m.mutable_opset_import(0)->set_domain("com.example");
+  try {
+    load_onnx_bytes(m.SerializeAsString());
+    FAIL() << "a model of another domain loaded";
+  } catch (const UnsupportedOp& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("com.example"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MatMul"), std::string::npos) << msg;
+  }
   m = mlp_model(w_, b_);
   m.mutable_graph()->mutable_node(0)->set_output(0, "x");  // redefines the input
   EXPECT_THROW(load_onnx_bytes(m.SerializeAsString()), InvalidModel);
