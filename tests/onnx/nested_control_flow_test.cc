@@ -98,9 +98,9 @@ void add_const(onnx::GraphProto* g, const std::string& name, const std::vector<i
   auto* a = n->add_attribute();
   a->set_name("value");
   a->set_type(onnx::AttributeProto::TENSOR);
-  fill_tensor(a->mutable_t(), scalar ? Tensor::scalar<int64_t>(values[0])
-                                     : Tensor::from_vector<int64_t>(
-                                           {static_cast<int64_t>(values.size())}, values));
+  fill_tensor(a->mutable_t(),
+              scalar ? Tensor::scalar<int64_t>(values[0])
+                     : Tensor::from_vector<int64_t>({static_cast<int64_t>(values.size())}, values));
 }
 
 onnx::NodeProto* add_lstm(onnx::GraphProto* g, const std::vector<std::string>& ins,
@@ -289,7 +289,7 @@ std::vector<Tensor> run(Executable* exe, const Tensor& x, bool cond, bool cond2)
 void expect_message(const Error& e, const std::vector<std::string>& parts) {
   for (const std::string& p : parts)
     EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "no '" << p << "' in\n"
-                                                                 << e.what();
+                                                                << e.what();
 }
 
 TEST(NestedControlFlow, IfInIfRunsTheLstmOnOuterValuesForEveryCondition) {

@@ -78,10 +78,10 @@ void infer_if(InferContext& ctx) {
   const Graph& first = branch[0] ? *branch[0] : *branch[1];
   if (static_cast<int>(first.outputs().size()) < ctx.num_outputs() ||
       (branch[0] && branch[1] && branch[0]->outputs().size() != branch[1]->outputs().size()))
-    ctx.fail_model("then_branch has " + std::to_string(branch[0] ? branch[0]->outputs().size() : 0) +
-                   " outputs, else_branch " +
-                   std::to_string(branch[1] ? branch[1]->outputs().size() : 0) + ", the node " +
-                   std::to_string(ctx.num_outputs()));
+    ctx.fail_model(
+        "then_branch has " + std::to_string(branch[0] ? branch[0]->outputs().size() : 0) +
+        " outputs, else_branch " + std::to_string(branch[1] ? branch[1]->outputs().size() : 0) +
+        ", the node " + std::to_string(ctx.num_outputs()));
   for (int k = 0; k < ctx.num_outputs(); ++k) {
     const TensorType& a = output_type(first, k);
     if (branch[0] && branch[1]) {
