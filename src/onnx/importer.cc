@@ -390,7 +390,12 @@ class Importer final : public Scope {
     ctx.set_scope(this);
     std::vector<Value*> outs;
     if (converter != nullptr) {
-      outs = converter(ctx);
+      try {
+        outs = converter(ctx);
+      } catch (const ShapeError& e) {
+        // A converter's own check of its input shapes: marked like a failed inference.
+        rethrow_as(e, error_detail(e), true);
+      }
     } else {
       auto kind = op_kind_from_name(op_type);
       if (!kind || op_type != op_name(*kind)) ctx.unsupported("lumen has no such op");
@@ -444,22 +449,12 @@ std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<V
   try {
     return graph_.add_op(op, inputs, num_outputs, attrs, node_name);
   } catch (const Error& e) {
-    // Re-word so the message names the ONNX node and opset.
-    std::string msg = e.what();
-    auto colon = msg.find(": ");
-    std::string detail = colon == std::string::npos ? msg : msg.substr(colon + 2);
+    // Re-word so the message names the ONNX node and opset; a failed inference is marked as
+    // depending on the input types (NodeBuildFailure).
+    std::string detail = error_detail(e);
     if (detail.rfind("node '", 0) == 0 && detail.find("): ") != std::string::npos)
       detail = detail.substr(detail.find("): ") + 3);  // the lumen node is this ONNX node
-    switch (e.kind()) {
-      case ErrorKind::kShapeError:
-        throw ShapeError(where() + ": " + detail);
-      case ErrorKind::kUnsupportedOp:
-        throw UnsupportedOp(where() + ": " + detail);
-      case ErrorKind::kInvalidModel:
-        throw InvalidModel(where() + ": " + detail);
-      default:
-        throw;
-    }
+    rethrow_as(e, where() + ": " + detail, true);
   }
 }
 
@@ -501,20 +496,48 @@ Subgraph ImportContext::import_subgraph(const std::string& attr,
     return scope_->import_graph(*proto, input_types);
   } catch (const Error& e) {
     // Prefix the error with this node, so a nested failure reads from the outside in.
-    std::string msg = e.what();
-    auto colon = msg.find(": ");
-    std::string detail = what + ": " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
-    switch (e.kind()) {
-      case ErrorKind::kShapeError:
-        throw ShapeError(detail);
-      case ErrorKind::kUnsupportedOp:
-        throw UnsupportedOp(detail);
-      case ErrorKind::kInvalidModel:
-        throw InvalidModel(detail);
-      default:
-        throw;
-    }
+    rethrow_as(e, what + ": " + error_detail(e));
   }
+}
+
+namespace {
+
+// ShapeError and InvalidModel with the NodeBuildFailure mark.
+class MarkedShapeError final : public ShapeError, public NodeBuildFailure {
+ public:
+  using ShapeError::ShapeError;
+};
+class MarkedInvalidModel final : public InvalidModel, public NodeBuildFailure {
+ public:
+  using InvalidModel::InvalidModel;
+};
+
+}  // namespace
+
+bool is_node_build_failure(const Error& e) {
+  return dynamic_cast<const NodeBuildFailure*>(&e) != nullptr;
+}
+
+void rethrow_as(const Error& e, const std::string& message, bool mark) {
+  mark = mark || is_node_build_failure(e);
+  switch (e.kind()) {
+    case ErrorKind::kShapeError:
+      if (mark) throw MarkedShapeError(message);
+      throw ShapeError(message);
+    case ErrorKind::kInvalidModel:
+      if (mark) throw MarkedInvalidModel(message);
+      throw InvalidModel(message);
+    case ErrorKind::kUnsupportedOp:
+      throw UnsupportedOp(message);
+    default:
+      throw;
+  }
+}
+
+std::string error_detail(const Error& e) {
+  std::string msg = e.what();
+  auto colon = msg.find(": ");
+  return colon == std::string::npos ? msg : msg.substr(colon + 2);
 }
 
 bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opset, Converter fn) {
