@@ -20,39 +20,48 @@ const void* optional_input(const KernelContext& ctx, int i) {
              : nullptr;
 }
 
+// Output i, or nullptr where the node does not make it.
 void* optional_output(const KernelContext& ctx, int i) {
   return i < static_cast<int>(ctx.outputs.size()) && ctx.outputs[i].defined()
              ? ctx.outputs[i].raw_data()
              : nullptr;
 }
 
+// The launch descriptor of a node's resolved geometry.
+LinearAttentionDesc desc_of(const LinearAttentionSpec& spec) {
+  LinearAttentionDesc d;
+  d.batch = spec.batch;
+  d.seq = spec.seq;
+  d.q_heads = spec.q_heads;
+  d.kv_heads = spec.kv_heads;
+  d.dk = spec.dk;
+  d.dv = spec.dv;
+  d.gated = spec.gated;
+  d.delta = spec.delta;
+  d.per_key_decay = spec.per_key_decay;
+  d.beta_per_head = spec.beta_per_head;
+  d.scale = spec.scale;
+  return d;
+}
+
 std::string check_linear_attention(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
-  const LinearAttentionSpec spec = linear_attention_spec(ctx);
-  if (spec.dk > kLinearAttentionMaxDk)
-    return "head size d_k " + std::to_string(spec.dk) + " above " +
+  const LinearAttentionDesc d = desc_of(linear_attention_spec(ctx));
+  if (d.dk > kLinearAttentionMaxDk)
+    return "head size d_k " + std::to_string(d.dk) + " above " +
            std::to_string(kLinearAttentionMaxDk);
+  if (linear_attention_smem_bytes(d) > kLinearAttentionMaxSmem)
+    return "q_num_heads / kv_num_heads x d_k too large for the kernel's shared memory";
   return "";
 }
 
 class LinearAttentionKernel final : public Kernel {
  public:
-  explicit LinearAttentionKernel(const NodeContext& ctx) : where_(ctx.where()) {
-    const LinearAttentionSpec spec = linear_attention_spec(ctx);
-    d_.batch = spec.batch;
-    d_.seq = spec.seq;
-    d_.q_heads = spec.q_heads;
-    d_.kv_heads = spec.kv_heads;
-    d_.dk = spec.dk;
-    d_.dv = spec.dv;
-    d_.gated = spec.gated;
-    d_.delta = spec.delta;
-    d_.per_key_decay = spec.per_key_decay;
-    d_.beta_per_head = spec.beta_per_head;
-    d_.scale = spec.scale;
-    storage_ = storage_of(spec.dtype);
-  }
+  explicit LinearAttentionKernel(const NodeContext& ctx)
+      : where_(ctx.where()),
+        d_(desc_of(linear_attention_spec(ctx))),
+        storage_(storage_of(ctx.input_dtype(0))) {}
 
   void run(KernelContext& ctx) const override {
     launch_linear_attention(storage_, d_, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),

@@ -17,7 +17,7 @@ namespace lumen::cuda {
 namespace {
 
 constexpr int kCols = 32;  // state columns per block (one per lane)
-constexpr int kRows = 16;  // state rows per thread, in registers
+constexpr int kRows = kLinearAttentionRows;  // state rows per thread, in registers
 // Most threads per block: 16 row groups (d_k <= 256), at most 128 registers a thread.
 constexpr int kMaxThreads = kCols * static_cast<int>(kLinearAttentionMaxDk / kRows);
 
@@ -155,8 +155,7 @@ void launch_linear_attention(Storage st, const LinearAttentionDesc& d, const voi
   const int64_t blocks = d.batch * d.kv_heads * col_blocks;
   if (blocks == 0) return;
   const int groups = static_cast<int>((d.dk + kRows - 1) / kRows);
-  const int64_t group = d.q_heads / d.kv_heads;
-  const size_t smem = sizeof(float) * (2 * d.dk + group * d.dk + groups * kCols + 2);
+  const size_t smem = linear_attention_smem_bytes(d);
   const dim3 block(kCols, groups > 0 ? groups : 1);
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);

@@ -4,14 +4,17 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/launch.h"
 
 namespace lumen::cuda {
 
-// Most rows of the state (d_k) the LinearAttention kernel takes: 16 row groups of 16 registers.
-inline constexpr int64_t kLinearAttentionMaxDk = 256;
+// State rows each thread of the LinearAttention kernel holds in registers, and the most rows
+// (d_k) it takes: 16 row groups of them.
+inline constexpr int kLinearAttentionRows = 16;
+inline constexpr int64_t kLinearAttentionMaxDk = 16 * kLinearAttentionRows;
 
 // LinearAttention's geometry (graph/schemas/linear_attention.h): query (B, T, Hq*dk), key
 // (B, T, Hkv*dk), value (B, T, Hkv*dv), state (B, Hkv, dk, dv); decay (B, T, Hkv*dk) when
@@ -21,9 +24,20 @@ struct LinearAttentionDesc {
   bool gated = false, delta = false, per_key_decay = false, beta_per_head = false;
   float scale = 1.f;
 };
+// Shared memory the LinearAttention kernel takes per block: k, the decay factors, the group's
+// query rows, one partial sum per thread and two scalars.
+inline size_t linear_attention_smem_bytes(const LinearAttentionDesc& d) {
+  const int64_t row_groups = (d.dk + kLinearAttentionRows - 1) / kLinearAttentionRows;
+  return sizeof(float) * static_cast<size_t>((2 + d.q_heads / d.kv_heads) * d.dk +
+                                             32 * row_groups + 2);
+}
+// The most shared memory a block gets without opting in.
+inline constexpr size_t kLinearAttentionMaxSmem = 48 * 1024;
+
 // Runs the recurrence over the whole sequence: output (B, T, Hq*dv) and, where present is not
 // null, the final state. past, decay and beta may be null where absent (past: zeros). Every
-// tensor has storage st; dk <= kLinearAttentionMaxDk.
+// tensor has storage st; dk <= kLinearAttentionMaxDk and linear_attention_smem_bytes(d) <=
+// kLinearAttentionMaxSmem.
 void launch_linear_attention(Storage st, const LinearAttentionDesc& d, const void* q, const void* k,
                              const void* v, const void* past, const void* decay, const void* beta,
                              void* out, void* present, cudaStream_t stream);
