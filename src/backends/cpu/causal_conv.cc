@@ -25,19 +25,18 @@ class CausalConvKernel final : public Kernel {
   explicit CausalConvKernel(const NodeContext& ctx) : spec_(causal_conv_spec(ctx)) {}
 
   void run(KernelContext& ctx) const override {
-    const Tensor& x = ctx.inputs[0];
-    const Tensor& weight = ctx.inputs[1];
-    auto optional = [&](int i) -> const Tensor* {
-      return i < static_cast<int>(ctx.inputs.size()) && ctx.inputs[i].defined() ? &ctx.inputs[i]
-                                                                               : nullptr;
+    auto given = [&](int i) {
+      return i < static_cast<int>(ctx.inputs.size()) && ctx.inputs[i].defined();
     };
-    const Tensor* bias = optional(2);
-    const Tensor* past = optional(3);
-    const Tensor& y = ctx.outputs[0];
-    const Tensor* present =
-        ctx.outputs.size() > 1 && ctx.outputs[1].defined() ? &ctx.outputs[1] : nullptr;
-    const int64_t channels = x.shape()[1], length = x.shape()[2];
-    const int64_t rows = x.shape()[0] * channels;
+    const Tensor& x_tensor = ctx.inputs[0];
+    const FloatRows x(x_tensor), weight(ctx.inputs[1]), y(ctx.outputs[0]);
+    const bool has_bias = given(2), has_past = given(3);
+    const bool has_present = ctx.outputs.size() > 1 && ctx.outputs[1].defined();
+    const FloatRows bias = has_bias ? FloatRows(ctx.inputs[2]) : FloatRows();
+    const FloatRows past = has_past ? FloatRows(ctx.inputs[3]) : FloatRows();
+    const FloatRows present = has_present ? FloatRows(ctx.outputs[1]) : FloatRows();
+    const int64_t channels = x_tensor.shape()[1], length = x_tensor.shape()[2];
+    const int64_t rows = x_tensor.shape()[0] * channels;
     const int64_t taps = spec_.kernel, carry = taps - 1;
     const bool silu = spec_.silu;
 #pragma omp parallel if (rows > 1 && rows * (length + carry) * taps > kParallelWork)
@@ -51,16 +50,14 @@ class CausalConvKernel final : public Kernel {
 #pragma omp for schedule(static)
       for (int64_t row = 0; row < rows; ++row) {
         const int64_t c = row % channels;
-        read_floats(weight, c * taps, taps, w);
-        if (past != nullptr) {
-          read_floats(*past, row * carry, carry, padded);
+        weight.read(c * taps, taps, w);
+        if (has_past) {
+          past.read(row * carry, carry, padded);
         } else {
           std::fill(padded, padded + carry, 0.0f);
         }
-        read_floats(x, row * length, length, padded + carry);
-        float b = 0.0f;
-        if (bias != nullptr) read_floats(*bias, c, 1, &b);
-        std::fill(acc, acc + length, b);
+        x.read(row * length, length, padded + carry);
+        std::fill(acc, acc + length, has_bias ? bias.get(c) : 0.0f);
         for (int64_t j = 0; j < taps; ++j) {
           const float wj = w[j];
           const float* __restrict src = padded + j;
@@ -74,8 +71,8 @@ class CausalConvKernel final : public Kernel {
 #pragma omp simd
           for (int64_t t = 0; t < length; ++t) acc[t] = acc[t] / (1.0f + exp_in_range(arg[t]));
         }
-        write_floats(acc, length, y, row * length);
-        if (present != nullptr) write_floats(padded + length, carry, *present, row * carry);
+        y.write(acc, length, row * length);
+        if (has_present) present.write(padded + length, carry, row * carry);
       }
     }
   }

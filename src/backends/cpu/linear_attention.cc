@@ -32,33 +32,20 @@ constexpr int64_t kCols = 32;
 // Multiply-adds below which one thread runs the node.
 constexpr double kParallelWork = 1 << 16;
 
-// The tensors of one run; optional ones are nullptr when absent.
+// The tensors of one run; `has_past` and `has_present` say whether the optional ones are there
+// (decay and beta are there exactly when the update rule uses them).
 struct Operands {
-  const Tensor* query;
-  const Tensor* key;
-  const Tensor* value;
-  const Tensor* past;
-  const Tensor* decay;
-  const Tensor* beta;
-  const Tensor* output;
-  const Tensor* present;
-  int64_t batch, seq;
+  FloatRows query, key, value, past, decay, beta, output, present;
+  bool has_past = false, has_present = false;
+  int64_t batch = 0, seq = 0;
 };
 
 // One thread's buffers, sized for a task.
 struct Scratch {
-  std::vector<float> state, k, q, v, e, r, u, o;
+  std::vector<float> state, k, q, v, e;
   std::vector<const float*> q_rows;
   Scratch(int64_t dk, int64_t group)
-      : state(dk * kCols),
-        k(dk),
-        q(group * dk),
-        v(kCols),
-        e(dk),
-        r(kCols),
-        u(kCols),
-        o(group * kCols),
-        q_rows(group) {}
+      : state(dk * kCols), k(dk), q(group * dk), v(kCols), e(dk), q_rows(group) {}
 };
 
 class LinearAttentionKernel final : public Kernel {
@@ -66,16 +53,22 @@ class LinearAttentionKernel final : public Kernel {
   explicit LinearAttentionKernel(const NodeContext& ctx) : spec_(linear_attention_spec(ctx)) {}
 
   void run(KernelContext& ctx) const override {
-    auto optional = [&](int i) -> const Tensor* {
-      return i < static_cast<int>(ctx.inputs.size()) && ctx.inputs[i].defined() ? &ctx.inputs[i]
-                                                                               : nullptr;
+    auto present = [&](int i) {
+      return i < static_cast<int>(ctx.inputs.size()) && ctx.inputs[i].defined();
     };
-    const Tensor* present =
-        ctx.outputs.size() > 1 && ctx.outputs[1].defined() ? &ctx.outputs[1] : nullptr;
-    const Operands ops{&ctx.inputs[0],  &ctx.inputs[1], &ctx.inputs[2],
-                       optional(3),     optional(4),    optional(5),
-                       &ctx.outputs[0], present,        ctx.inputs[0].shape()[0],
-                       ctx.inputs[0].shape()[1]};
+    Operands ops;
+    ops.query = FloatRows(ctx.inputs[0]);
+    ops.key = FloatRows(ctx.inputs[1]);
+    ops.value = FloatRows(ctx.inputs[2]);
+    ops.has_past = present(3);
+    if (ops.has_past) ops.past = FloatRows(ctx.inputs[3]);
+    if (spec_.gated) ops.decay = FloatRows(ctx.inputs[4]);
+    if (spec_.delta) ops.beta = FloatRows(ctx.inputs[5]);
+    ops.output = FloatRows(ctx.outputs[0]);
+    ops.has_present = ctx.outputs.size() > 1 && ctx.outputs[1].defined();
+    if (ops.has_present) ops.present = FloatRows(ctx.outputs[1]);
+    ops.batch = ctx.inputs[0].shape()[0];
+    ops.seq = ctx.inputs[0].shape()[1];
     const int64_t group = spec_.q_heads / spec_.kv_heads;
     const int64_t blocks = (spec_.dv + kCols - 1) / kCols;
     const int64_t tasks = ops.batch * spec_.kv_heads * blocks;
@@ -104,42 +97,45 @@ class LinearAttentionKernel final : public Kernel {
     const bool gated = spec_.gated, delta = spec_.delta, per_key = spec_.per_key_decay;
     float* __restrict state = s.state.data();
     float* __restrict v = s.v.data();
-    float* __restrict r = s.r.data();
-    float* __restrict u = s.u.data();
-    float* __restrict o = s.o.data();
     float* __restrict e = s.e.data();
     const int64_t state_at = (b * hkv + h) * dk * dv + col;
     std::fill(s.state.begin(), s.state.end(), 0.0f);
-    if (ops.past != nullptr) {
-      for (int64_t i = 0; i < dk; ++i)
-        read_floats(*ops.past, state_at + i * dv, width, state + i * kCols);
+    if (ops.has_past) {
+      for (int64_t i = 0; i < dk; ++i) ops.past.read(state_at + i * dv, width, state + i * kCols);
     }
     std::fill(s.v.begin(), s.v.end(), 0.0f);
 
     for (int64_t t = 0; t < ops.seq; ++t) {
       const int64_t bt = b * ops.seq + t;
-      const float* k = view_floats(*ops.key, (bt * hkv + h) * dk, dk, s.k.data());
-      read_floats(*ops.value, (bt * hkv + h) * dv + col, width, v);
+      if (t + 1 < ops.seq) {
+        const int64_t next = bt + 1;
+        ops.key.prefetch((next * hkv + h) * dk, dk);
+        ops.query.prefetch((next * hq + h * group) * dk, group * dk);
+        ops.value.prefetch((next * hkv + h) * dv + col, width);
+        if (gated && per_key) ops.decay.prefetch((next * hkv + h) * dk, dk);
+      }
+      const float* k = ops.key.view((bt * hkv + h) * dk, dk, s.k.data());
+      ops.value.read((bt * hkv + h) * dv + col, width, v);
       for (int64_t g = 0; g < group; ++g)
-        s.q_rows[g] =
-            view_floats(*ops.query, (bt * hq + h * group + g) * dk, dk, s.q.data() + g * dk);
+        s.q_rows[g] = ops.query.view((bt * hq + h * group + g) * dk, dk, s.q.data() + g * dk);
       float head_decay = 1.0f;
       if (gated) {
         if (per_key) {
-          read_floats(*ops.decay, (bt * hkv + h) * dk, dk, e);
+          ops.decay.read((bt * hkv + h) * dk, dk, e);
           for (int64_t i = 0; i < dk; ++i) e[i] = clamp_exp_arg(e[i]);
 #pragma omp simd
           for (int64_t i = 0; i < dk; ++i) e[i] = exp_in_range(e[i]);
         } else {
-          float g;
-          read_floats(*ops.decay, bt * hkv + h, 1, &g);
-          head_decay = exp_in_range(clamp_exp_arg(g));
+          head_decay = exp_in_range(clamp_exp_arg(ops.decay.get(bt * hkv + h)));
         }
       }
 
-      // Pass 1: S = exp(g) * S, and r = S^T k with the decayed S (delta rules).
+      // Pass 1: S = exp(g) * S, and r = S^T k with the decayed S (delta rules). The
+      // accumulators are local arrays, which the compiler keeps in registers (through a pointer
+      // they would go to memory and back on every row, one store-to-load latency per row).
+      alignas(32) float u[kCols];
       if (delta) {
-        std::fill(r, r + kCols, 0.0f);
+        alignas(32) float r[kCols] = {};
         for (int64_t i = 0; i < dk; ++i) {
           float* __restrict row = state + i * kCols;
           const float ki = k[i];
@@ -155,47 +151,56 @@ class LinearAttentionKernel final : public Kernel {
             for (int64_t j = 0; j < kCols; ++j) r[j] += ki * row[j];
           }
         }
-        float beta;
-        read_floats(*ops.beta, spec_.beta_per_head ? bt * hkv + h : bt, 1, &beta);
+        const float beta = ops.beta.get(spec_.beta_per_head ? bt * hkv + h : bt);
 #pragma omp simd
         for (int64_t j = 0; j < kCols; ++j) u[j] = beta * (v[j] - r[j]);
       } else {
         std::copy(v, v + kCols, u);
       }
 
-      // Pass 2: S += k (x) u (decaying S first for 'gated', which had no pass 1), then
-      // o_g = q_g^T S for each query head of the group.
-      std::fill(o, o + group * kCols, 0.0f);
+      // Pass 2: S += k (x) u (decaying S first for 'gated', which had no pass 1), and
+      // o = q^T S for the group's first query head; one read-only pass for each other head.
       const bool decay_here = gated && !delta;
+      alignas(32) float o[kCols] = {};
+      const float* q0 = s.q_rows[0];
       for (int64_t i = 0; i < dk; ++i) {
         float* __restrict row = state + i * kCols;
-        const float ki = k[i];
+        const float ki = k[i], qi = q0[i];
         if (decay_here) {
           const float ei = per_key ? e[i] : head_decay;
 #pragma omp simd
-          for (int64_t j = 0; j < kCols; ++j) row[j] = row[j] * ei + ki * u[j];
+          for (int64_t j = 0; j < kCols; ++j) {
+            row[j] = row[j] * ei + ki * u[j];
+            o[j] += qi * row[j];
+          }
         } else {
 #pragma omp simd
-          for (int64_t j = 0; j < kCols; ++j) row[j] += ki * u[j];
-        }
-        for (int64_t g = 0; g < group; ++g) {
-          const float qi = s.q_rows[g][i];
-          float* __restrict og = o + g * kCols;
-#pragma omp simd
-          for (int64_t j = 0; j < kCols; ++j) og[j] += qi * row[j];
+          for (int64_t j = 0; j < kCols; ++j) {
+            row[j] += ki * u[j];
+            o[j] += qi * row[j];
+          }
         }
       }
       const float scale = spec_.scale;
       for (int64_t g = 0; g < group; ++g) {
-        float* og = o + g * kCols;
-        for (int64_t j = 0; j < width; ++j) og[j] *= scale;
-        write_floats(og, width, *ops.output, (bt * hq + h * group + g) * dv + col);
+        if (g > 0) {
+          std::fill(o, o + kCols, 0.0f);
+          const float* qg = s.q_rows[g];
+          for (int64_t i = 0; i < dk; ++i) {
+            const float* __restrict row = state + i * kCols;
+            const float qi = qg[i];
+#pragma omp simd
+            for (int64_t j = 0; j < kCols; ++j) o[j] += qi * row[j];
+          }
+        }
+#pragma omp simd
+        for (int64_t j = 0; j < kCols; ++j) o[j] *= scale;
+        ops.output.write(o, width, (bt * hq + h * group + g) * dv + col);
       }
     }
 
-    if (ops.present != nullptr) {
-      for (int64_t i = 0; i < dk; ++i)
-        write_floats(state + i * kCols, width, *ops.present, state_at + i * dv);
+    if (ops.has_present) {
+      for (int64_t i = 0; i < dk; ++i) ops.present.write(state + i * kCols, width, state_at + i * dv);
     }
   }
 
