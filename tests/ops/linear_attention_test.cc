@@ -161,7 +161,7 @@ void check_linear_attention(const LaCase& c) {
   EXPECT_EQ(got[0].dtype(), c.dtype);
   expect_close(got[0], Shape{c.batch, c.seq, c.q_heads * c.dv}, want.output, tol, tol);
   const DType state_dtype = c.past ? c.state_dtype : c.dtype;
-  const double state_tol = state_dtype == DType::kBFloat16 ? 2e-2
+  const double state_tol = state_dtype == DType::kBFloat16  ? 2e-2
                            : state_dtype == DType::kFloat16 ? 4e-3
                                                             : 1e-5;
   EXPECT_EQ(got[1].dtype(), state_dtype);
@@ -253,11 +253,11 @@ TEST(LinearAttention, SplitSequenceMatchesWhole) {
         for (int64_t j = 0; j < n; ++j) v.push_back(p[(i * 6 + s) * n + j]);
     return Tensor::from_vector(Shape{b, 3, n}, v);
   };
-  LaInputs first{half(in.query, 0), half(in.key, 0), half(in.value, 0), Tensor(),
-                 half(in.decay, 0), half(in.beta, 0)};
+  LaInputs first{half(in.query, 0), half(in.key, 0),   half(in.value, 0),
+                 Tensor(),          half(in.decay, 0), half(in.beta, 0)};
   const std::vector<Tensor> a = run_op("LinearAttention", la_op_inputs(first), la_attrs(c), 2);
-  LaInputs second{half(in.query, 3), half(in.key, 3),   half(in.value, 3),
-                  a[1],              half(in.decay, 3), half(in.beta, 3)};
+  LaInputs second{half(in.query, 3), half(in.key, 3), half(in.value, 3), a[1],
+                  half(in.decay, 3), half(in.beta, 3)};
   const std::vector<Tensor> b = run_op("LinearAttention", la_op_inputs(second), la_attrs(c), 2);
   expect_close(b[1], whole[1].shape(), to_doubles(whole[1]), 1e-5, 1e-5);
   const std::vector<double> w = to_doubles(whole[0]), o1 = to_doubles(a[0]), o2 = to_doubles(b[0]);
@@ -329,14 +329,19 @@ TEST(LinearAttention, BadNodesRaise) {
   expect_error<ShapeError>([&] { run(with(2, random_tensor({2, 4, 80}, 1)), la_attrs(c)); }, op);
   expect_error<ShapeError>([&] { run(with(2, random_tensor({2, 5, 81}, 1)), la_attrs(c)); }, op);
   expect_error<ShapeError>(
-      [&] { run(with(3, random_tensor({2, 2, 40, 12}, 1)), la_attrs(c)); }, op);
+      [&] {
+        run(with(3, random_tensor({2, 2, 40, 12}, 1)), la_attrs(c));
+      },
+      op);
   expect_error<ShapeError>([&] { run(with(4, random_tensor({2, 5, 12}, 1)), la_attrs(c)); }, op);
   expect_error<ShapeError>([&] { run(with(5, random_tensor({2, 5, 3}, 1)), la_attrs(c)); }, op);
   expect_error<ShapeError>([&] { run(with(0, random_tensor({2, 48}, 1)), la_attrs(c)); }, op);
+  expect_error<ShapeError>([&] { run(with(1, stored_as(in.key, DType::kFloat16)), la_attrs(c)); },
+                           op);
   expect_error<ShapeError>(
-      [&] { run(with(1, stored_as(in.key, DType::kFloat16)), la_attrs(c)); }, op);
-  expect_error<ShapeError>(
-      [&] { run(with(0, test::random_ints({2, 5, 48}, 1, 0, 3, DType::kInt32)), la_attrs(c)); },
+      [&] {
+        run(with(0, test::random_ints({2, 5, 48}, 1, 0, 3, DType::kInt32)), la_attrs(c));
+      },
       op);
 }
 
@@ -405,9 +410,9 @@ void check_causal_conv(const CcCase& c) {
   Attributes attrs;
   if (!c.activation.empty()) attrs["activation"] = c.activation;
   auto opt = [](const Tensor& t) { return t.defined() ? OpInput(t) : omitted(); };
-  const std::vector<Tensor> got = run_op(
-      "CausalConvWithState", {OpInput(in.x), OpInput(in.weight), opt(in.bias), opt(in.past)},
-      attrs, 2);
+  const std::vector<Tensor> got =
+      run_op("CausalConvWithState", {OpInput(in.x), OpInput(in.weight), opt(in.bias), opt(in.past)},
+             attrs, 2);
   ASSERT_EQ(got.size(), 2u);
   const double tol = c.dtype == DType::kBFloat16 ? 2e-2 : c.dtype == DType::kFloat16 ? 2e-3 : 1e-5;
   EXPECT_EQ(got[0].dtype(), c.dtype);
@@ -494,7 +499,10 @@ TEST(CausalConvWithState, BadNodesRaise) {
   expect_error<ShapeError>([&] { run({x, w, omitted(), random_tensor({2, 5, 4}, 3)}); }, op);
   expect_error<ShapeError>([&] { run({x, stored_as(w, DType::kFloat16)}); }, op);
   expect_error<ShapeError>(
-      [&] { run({test::random_ints({2, 5, 7}, 1, 0, 3, DType::kInt32), w}); }, op);
+      [&] {
+        run({test::random_ints({2, 5, 7}, 1, 0, 3, DType::kInt32), w});
+      },
+      op);
 }
 
 }  // namespace

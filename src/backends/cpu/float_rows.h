@@ -16,7 +16,8 @@ class FloatRows {
  public:
   FloatRows() = default;
   explicit FloatRows(const Tensor& t)
-      : data_(static_cast<char*>(t.raw_data())), dtype_(t.dtype()),
+      : data_(static_cast<char*>(t.raw_data())),
+        dtype_(t.dtype()),
         elem_(t.dtype() == DType::kFloat32 ? 4 : 2) {}
 
   // Copies elements [at, at + n) into dst as float.

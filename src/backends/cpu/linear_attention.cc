@@ -7,9 +7,11 @@
 // work splits into tasks of (batch, KV head, block of kCols state columns), run in parallel with
 // OpenMP. A task keeps its d_k x kCols slice of the state in a thread-local buffer (16 KB for
 // d_k = 128, in L1) for the whole sequence and makes two passes over it per token: decay and
-// retrieve, then write and read for every query head of the group. Each pass's inner loop is a
-// fixed-length, contiguous kCols loop that the compiler vectorises; columns past d_v are zero
-// padding that stays zero.
+// retrieve (delta rules), then write and read for the group's first query head; each further
+// query head of the group adds a read-only pass. Each pass's inner loop is a fixed-length,
+// contiguous kCols loop that the compiler vectorises, with its accumulators in registers;
+// columns past d_v are zero padding that stays zero. The next token's rows of q, k and v are
+// prefetched (they sit a whole packed row apart, too far for the hardware prefetchers).
 //
 // The chunk-parallel (WY) form that chunk_size tunes would trade these passes for GEMMs on long
 // prefills; the recurrence does the same number of multiply-adds per token and is exact to the
@@ -53,14 +55,14 @@ class LinearAttentionKernel final : public Kernel {
   explicit LinearAttentionKernel(const NodeContext& ctx) : spec_(linear_attention_spec(ctx)) {}
 
   void run(KernelContext& ctx) const override {
-    auto present = [&](int i) {
+    auto given = [&](int i) {
       return i < static_cast<int>(ctx.inputs.size()) && ctx.inputs[i].defined();
     };
     Operands ops;
     ops.query = FloatRows(ctx.inputs[0]);
     ops.key = FloatRows(ctx.inputs[1]);
     ops.value = FloatRows(ctx.inputs[2]);
-    ops.has_past = present(3);
+    ops.has_past = given(3);
     if (ops.has_past) ops.past = FloatRows(ctx.inputs[3]);
     if (spec_.gated) ops.decay = FloatRows(ctx.inputs[4]);
     if (spec_.delta) ops.beta = FloatRows(ctx.inputs[5]);
@@ -200,7 +202,8 @@ class LinearAttentionKernel final : public Kernel {
     }
 
     if (ops.has_present) {
-      for (int64_t i = 0; i < dk; ++i) ops.present.write(state + i * kCols, width, state_at + i * dv);
+      for (int64_t i = 0; i < dk; ++i)
+        ops.present.write(state + i * kCols, width, state_at + i * dv);
     }
   }
 

@@ -16,17 +16,18 @@
 namespace lumen::cuda {
 namespace {
 
-constexpr int kCols = 32;  // state columns per block (one per lane)
+constexpr int kCols = 32;                    // state columns per block (one per lane)
 constexpr int kRows = kLinearAttentionRows;  // state rows per thread, in registers
 // Most threads per block: 16 row groups (d_k <= 256), at most 128 registers a thread.
 constexpr int kMaxThreads = kCols * static_cast<int>(kLinearAttentionMaxDk / kRows);
 
 template <typename T>
-__global__ void __launch_bounds__(kMaxThreads) linear_attention_kernel(const __grid_constant__ LinearAttentionDesc d,
-                                        const T* __restrict__ q, const T* __restrict__ k,
-                                        const T* __restrict__ v, const T* __restrict__ past,
-                                        const T* __restrict__ decay, const T* __restrict__ beta,
-                                        T* __restrict__ out, T* __restrict__ present) {
+__global__ void __launch_bounds__(kMaxThreads)
+    linear_attention_kernel(const __grid_constant__ LinearAttentionDesc d, const T* __restrict__ q,
+                            const T* __restrict__ k, const T* __restrict__ v,
+                            const T* __restrict__ past, const T* __restrict__ decay,
+                            const T* __restrict__ beta, T* __restrict__ out,
+                            T* __restrict__ present) {
   extern __shared__ float smem[];
   const int groups = blockDim.y;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -38,11 +39,11 @@ __global__ void __launch_bounds__(kMaxThreads) linear_attention_kernel(const __g
   const int64_t b = bh / hkv, h = bh % hkv;
   const int64_t col = (blockIdx.x % col_blocks) * kCols + tx;
   const bool live = col < dv;
-  float* ks = smem;                          // [dk]
-  float* es = ks + dk;                       // [dk] exp(decay), per-key decay
-  float* qs = es + dk;                       // [group][dk]
-  float* red = qs + group * dk;              // [groups][kCols]
-  float* scalars = red + groups * kCols;     // head decay factor, beta
+  float* ks = smem;                       // [dk]
+  float* es = ks + dk;                    // [dk] exp(decay), per-key decay
+  float* qs = es + dk;                    // [group][dk]
+  float* red = qs + group * dk;           // [groups][kCols]
+  float* scalars = red + groups * kCols;  // head decay factor, beta
 
   float s[kRows];
   const int64_t state_at = bh * dk * dv + col;
@@ -121,10 +122,11 @@ __global__ void __launch_bounds__(kMaxThreads) linear_attention_kernel(const __g
 }
 
 template <typename T>
-__global__ void causal_conv_kernel(const __grid_constant__ CausalConvDesc d, const T* __restrict__ x,
-                                   const T* __restrict__ w, const T* __restrict__ bias,
-                                   const T* __restrict__ past, T* __restrict__ y,
-                                   T* __restrict__ present, int64_t outputs, int64_t total) {
+__global__ void causal_conv_kernel(const __grid_constant__ CausalConvDesc d,
+                                   const T* __restrict__ x, const T* __restrict__ w,
+                                   const T* __restrict__ bias, const T* __restrict__ past,
+                                   T* __restrict__ y, T* __restrict__ present, int64_t outputs,
+                                   int64_t total) {
   const int64_t taps = d.kernel, carry = d.kernel - 1, length = d.length;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {

@@ -28,8 +28,8 @@ struct LinearAttentionDesc {
 // query rows, one partial sum per thread and two scalars.
 inline size_t linear_attention_smem_bytes(const LinearAttentionDesc& d) {
   const int64_t row_groups = (d.dk + kLinearAttentionRows - 1) / kLinearAttentionRows;
-  return sizeof(float) * static_cast<size_t>((2 + d.q_heads / d.kv_heads) * d.dk +
-                                             32 * row_groups + 2);
+  return sizeof(float) *
+         static_cast<size_t>((2 + d.q_heads / d.kv_heads) * d.dk + 32 * row_groups + 2);
 }
 // The most shared memory a block gets without opting in.
 inline constexpr size_t kLinearAttentionMaxSmem = 48 * 1024;

@@ -42,11 +42,8 @@ int require_packed(const NodeContext& ctx, int i, const char* what, int64_t batc
   const Shape& s = ctx.input_shape(i);
   if (s[0] == batch && s[1] == seq && (s[2] == last_a || s[2] == last_b))
     return s[2] == last_a ? 0 : 1;
-  std::string want = "[" + std::to_string(batch) + ", " + std::to_string(seq) + ", " +
-                     std::to_string(last_a) + "]";
-  if (last_b != last_a)
-    want += " or [" + std::to_string(batch) + ", " + std::to_string(seq) + ", " +
-            std::to_string(last_b) + "]";
+  std::string want = Shape{batch, seq, last_a}.to_string();
+  if (last_b != last_a) want += " or " + Shape{batch, seq, last_b}.to_string();
   ctx.fail_shape(std::string(what) + " must have shape " + want + ", got " + s.to_string());
 }
 
@@ -94,8 +91,8 @@ LinearAttentionSpec linear_attention_spec(const NodeContext& ctx) {
   spec.seq = q[1];
   if (q[2] < 1 || q[2] % spec.q_heads != 0)
     ctx.fail_shape("query's last dimension " + std::to_string(q[2]) +
-                   " must be a positive multiple of q_num_heads (" +
-                   std::to_string(spec.q_heads) + ")");
+                   " must be a positive multiple of q_num_heads (" + std::to_string(spec.q_heads) +
+                   ")");
   spec.dk = q[2] / spec.q_heads;
   require_packed(ctx, kKey, "key", spec.batch, spec.seq, spec.kv_heads * spec.dk,
                  spec.kv_heads * spec.dk);
@@ -115,8 +112,7 @@ LinearAttentionSpec linear_attention_spec(const NodeContext& ctx) {
     const Shape want{spec.batch, spec.kv_heads, spec.dk, spec.dv};
     if (ctx.input_shape(kPast) != want)
       ctx.fail_shape("past_state must have shape " + want.to_string() +
-                     " (batch, kv_num_heads, d_k, d_v), got " +
-                     ctx.input_shape(kPast).to_string());
+                     " (batch, kv_num_heads, d_k, d_v), got " + ctx.input_shape(kPast).to_string());
   }
   if (spec.gated) {
     require_same_dtype(ctx, kDecay, "decay");

@@ -23,7 +23,7 @@ struct LinearAttentionSpec {
   bool per_key_decay = false;
   bool beta_per_head = false;
   bool has_past = false;
-  float scale = 0.0f;  // resolved: the attribute, or 1/sqrt(dk) where it is 0
+  float scale = 0.0f;                   // resolved: the attribute, or 1/sqrt(dk) where it is 0
   DType dtype = DType::kFloat32;        // T: query, key, value, decay, beta and output
   DType state_dtype = DType::kFloat32;  // S: past_state's dtype, else T (present_state's dtype)
 };
