@@ -191,21 +191,22 @@ struct AccOf<T, true> {
 template <typename T>
 std::vector<T> cum_prod_reference(const std::vector<T>& x, const Shape& shape, int axis,
                                   bool exclusive, bool reverse) {
+  using Acc = typename AccOf<T>::type;
   std::vector<T> y(x.size());
-  const int64_t n = shape[axis];
-  for (int64_t i = 0; i < shape.numel(); ++i) {
-    std::vector<int64_t> idx = unravel(i, shape);
-    const int64_t pos = idx[axis];
-    using Acc = typename AccOf<T>::type;
+  const int64_t n = shape[axis], stride = shape.strides()[axis];
+  for (int64_t first = 0; first < shape.numel(); ++first) {
+    if ((first / stride) % n != 0) continue;  // not the start of a line along the axis
     Acc acc = 1;
-    for (int64_t j = 0; j < n; ++j) {
-      const bool take =
-          reverse ? (exclusive ? j > pos : j >= pos) : (exclusive ? j < pos : j <= pos);
-      if (!take) continue;
-      idx[axis] = j;
-      acc = static_cast<Acc>(acc * static_cast<Acc>(x[test::ravel(idx, shape)]));
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t at = first + (reverse ? n - 1 - step : step) * stride;
+      if (exclusive) {
+        y[at] = static_cast<T>(acc);
+        acc = static_cast<Acc>(acc * static_cast<Acc>(x[at]));
+      } else {
+        acc = static_cast<Acc>(acc * static_cast<Acc>(x[at]));
+        y[at] = static_cast<T>(acc);
+      }
     }
-    y[i] = static_cast<T>(acc);
   }
   return y;
 }

@@ -59,39 +59,59 @@ class DeformConvKernel final : public Kernel {
     const int64_t per_offset_group = channels_ / offset_group_;
     const int64_t rows = cg * taps_;  // of the column matrix
     const int64_t P = out_size_;
-    std::vector<int64_t> tap_index(static_cast<size_t>(offset_group_ * taps_ * P * corners));
-    std::vector<T> tap_weight(tap_index.size());
-    std::vector<T> cols(static_cast<size_t>(rows * P));
+    // Scratch from the host pool (reused between runs, so no fresh pages to fault in).
+    const int64_t tap_count = offset_group_ * taps_ * P * corners;
+    Tensor tap_index_buf = Tensor::empty({tap_count}, DType::kInt32);
+    Tensor tap_weight_buf = Tensor::empty({tap_count}, DTypeOf<T>::value);
+    Tensor cols_buf = Tensor::empty({rows * P}, DTypeOf<T>::value);
+    int32_t* tap_index = tap_index_buf.data<int32_t>();
+    T* tap_weight = tap_weight_buf.data<T>();
+    T* cols = cols_buf.data<T>();
     for (int64_t n = 0; n < batch_; ++n) {
       make_taps(offset + n * offset_group_ * taps_ * g_.spatial * P,
-                mask ? mask + n * offset_group_ * taps_ * P : nullptr, tap_index.data(),
-                tap_weight.data());
+                mask ? mask + n * offset_group_ * taps_ * P : nullptr, tap_index, tap_weight);
       for (int64_t grp = 0; grp < group_; ++grp) {
         const bool parallel = rows * P * corners > kParallelWork;
+        // Kernel point outermost, so each thread's run of rows reuses one kernel point's taps.
 #pragma omp parallel for schedule(static) if (parallel)
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t c = grp * cg + r / taps_, k = r % taps_;
-          const T* plane = x + (n * channels_ + c) * in_size_;
+        for (int64_t t = 0; t < rows; ++t) {
+          const int64_t k = t / cg, cl = t % cg, c = grp * cg + cl;
           const int64_t first = ((c / per_offset_group) * taps_ + k) * P * corners;
-          const int64_t* idx = tap_index.data() + first;
-          const T* wt = tap_weight.data() + first;
-          T* out = cols.data() + r * P;
-          for (int64_t p = 0; p < P; ++p) {
-            T v = 0;
-            for (int q = 0; q < corners; ++q)
-              v += wt[p * corners + q] * plane[idx[p * corners + q]];
-            out[p] = v;
-          }
+          gather(x + (n * channels_ + c) * in_size_, tap_index + first, tap_weight + first, P,
+                 corners, cols + (cl * taps_ + k) * P);
         }
-        multiply(w + grp * og * rows, og, rows, P, cols.data(),
-                 y + (n * out_channels_ + grp * og) * P, bias ? bias + grp * og : nullptr);
+        multiply(w + grp * og * rows, og, rows, P, cols, y + (n * out_channels_ + grp * og) * P,
+                 bias ? bias + grp * og : nullptr);
       }
     }
   }
 
  private:
+  // out[p] = sum of the p-th point's corner weights times the plane's values there.
+  static void gather(const T* plane, const int32_t* index, const T* weight, int64_t points,
+                     int corners, T* out) {
+    switch (corners) {
+      case 2:
+        return gather_n<2>(plane, index, weight, points, out);
+      case 4:
+        return gather_n<4>(plane, index, weight, points, out);
+      default:
+        return gather_n<8>(plane, index, weight, points, out);
+    }
+  }
+  template <int kCorners>
+  static void gather_n(const T* plane, const int32_t* index, const T* weight, int64_t points,
+                       T* out) {
+    for (int64_t p = 0; p < points; ++p) {
+      T v = 0;
+      for (int q = 0; q < kCorners; ++q)
+        v += weight[p * kCorners + q] * plane[index[p * kCorners + q]];
+      out[p] = v;
+    }
+  }
+
   // Fills the taps of one batch entry: offsets (offset_group, K, d, P), mask (offset_group, K, P).
-  void make_taps(const T* offset, const T* mask, int64_t* index, T* weight) const {
+  void make_taps(const T* offset, const T* mask, int32_t* index, T* weight) const {
     const int d = g_.spatial;
     const int corners = 1 << d;
     const int64_t P = out_size_;
@@ -124,7 +144,7 @@ class DeformConvKernel final : public Kernel {
           frac[i] = pos - fl;
         }
         const T scale = m ? m[p] : T(1);
-        int64_t* idx = index + (gk * P + p) * corners;
+        int32_t* idx = index + (gk * P + p) * corners;
         T* wt = weight + (gk * P + p) * corners;
         for (int q = 0; q < corners; ++q) {
           T wq = scale;
@@ -138,7 +158,7 @@ class DeformConvKernel final : public Kernel {
             flat = flat * g_.in[i] + at;
           }
           // A NaN offset makes the output NaN, as interpolating at NaN does.
-          idx[q] = inside ? flat : 0;
+          idx[q] = inside ? static_cast<int32_t>(flat) : 0;
           wt[q] = is_nan ? std::numeric_limits<T>::quiet_NaN() : inside ? wq : T(0);
         }
         for (int i = d - 1; i >= 0; --i) {  // next output point
@@ -186,8 +206,13 @@ std::string check_deform_conv(const NodeContext& ctx) {
   const DType t = ctx.input_dtype(0);
   if (t != DType::kFloat32 && t != DType::kFloat64)
     return std::string("X is ") + dtype_name(t) + "; the CPU kernel takes float32, float64";
-  if (ctx.input_shape(0).rank() > 2 + kMaxSpatial)
-    return "the CPU kernel takes 1 to 3 spatial dimensions";
+  const Shape& x = ctx.input_shape(0);
+  if (x.rank() > 2 + kMaxSpatial) return "the CPU kernel takes 1 to 3 spatial dimensions";
+  // Tap indices are int32: one channel plane of X must have fewer than 2^31 elements.
+  int64_t plane = 1;
+  for (int d = 2; d < x.rank(); ++d) plane *= x[d];
+  if (plane > std::numeric_limits<int32_t>::max())
+    return "an input channel plane of 2^31 or more elements";
   return "";
 }
 
