@@ -12,6 +12,8 @@
 // scores, adds the bias, takes the softmax and multiplies by V into a row buffer, then stores Y's
 // rows. Operands of other float types (float16, bfloat16, float64) are converted to float32 as
 // they are gathered and Y is rounded once as it is stored: every type runs the float32 kernel.
+// Where a kv head has at most kDirectRows query rows (decoding) over float32 keys and values,
+// run_direct reads them in place instead, each once.
 //
 // The bias of query i (of a batch) is -inf outside its key range [lo, hi) (causal frontier,
 // sliding window, nonpad_kv_seqlen, the mask's length: attention_key_range) and attn_mask inside
@@ -38,7 +40,8 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kRowBlock = 48;  // query rows per block
+constexpr int64_t kRowBlock = 48;   // query rows per block
+constexpr int64_t kDirectRows = 4;  // at most this many rows per kv head: run_direct
 
 // dst[0..n) = src[0..n) of dtype t (float32, float16, bfloat16 or float64) as float32.
 void load_floats(const void* src, DType t, int64_t n, float* dst) {
@@ -174,6 +177,12 @@ class AttentionOpKernel final : public Kernel {
     const bool parallel =
         tasks > 1 && heads * group_rows * g_.total_len * (g_.head_size + g_.v_head_size) >
                          kNormParallelWork;
+    if (group_rows <= kDirectRows && t_qk_ == DType::kFloat32 && t_v_ == DType::kFloat32 &&
+        op.qk == nullptr) {
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+      for (int64_t t = 0; t < heads; ++t) run_direct(op, t / g_.kv_heads, t % g_.kv_heads);
+      return;
+    }
     // Taken dynamically: a thread held up (a shared VM's steal time) leaves its tasks to others.
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int64_t t = 0; t < tasks; ++t) {
@@ -260,6 +269,68 @@ class AttentionOpKernel final : public Kernel {
       s = row.data();
     }
     store_floats(s, t_qk_, g_.total_len, dst);
+  }
+
+  // All group rows of kv head h of batch b when there are at most kDirectRows (decoding: one
+  // query per head) and K and V are float32: each key and value row is read once, in place, for
+  // all of them (dot products against the keys, then the value rows accumulated with the
+  // probabilities). The K^T gather of run_task would cost as much as the products themselves.
+  void run_direct(const Operands& op, int64_t b, int64_t h) const {
+    thread_local std::vector<float> buf;
+    const int64_t total = g_.total_len, depth = g_.head_size, dv = g_.v_head_size;
+    const int64_t group = g_.q_heads / g_.kv_heads, rows = group * g_.q_len;
+    const int64_t ld = total + 8;  // room for exp_shifted_sum8's last 8 lanes
+    const size_t need = static_cast<size_t>(rows * (ld + depth + dv));
+    if (buf.size() < need) buf.resize(need);
+    float* scores = buf.data();
+    float* qv = scores + rows * ld;
+    float* acc = qv + rows * depth;
+    const int64_t nonpad = op.nonpad != nullptr ? op.nonpad[b] : 0;
+    int64_t qh[kDirectRows], qi[kDirectRows];
+    AttentionKeyRange range[kDirectRows];
+    int64_t c0 = total, c1 = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      qh[r] = h * group + r / g_.q_len;
+      qi[r] = r % g_.q_len;
+      const float* src = reinterpret_cast<const float*>(
+          op.q + (b * g_.q.batch + qh[r] * g_.q.head + qi[r] * g_.q.row) * es_qk_);
+      for (int64_t d = 0; d < depth; ++d) qv[r * depth + d] = src[d] * g_.scale;
+      range[r] = attention_key_range(g_, qi[r], nonpad);
+      range[r].lo = std::max<int64_t>(range[r].lo, 0);
+      if (range[r].lo < range[r].hi) {
+        c0 = std::min(c0, range[r].lo);
+        c1 = std::max(c1, range[r].hi);
+      }
+    }
+    std::fill(acc, acc + rows * dv, 0.0f);
+    if (c0 < c1) {
+      for (int64_t j = c0; j < c1; ++j) {
+        const float* k = reinterpret_cast<const float*>(key_row(op, b, h, j));
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* q = qv + r * depth;
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t d = 0; d < depth; ++d) dot += q[d] * k[d];
+          scores[r * ld + j] = dot;
+        }
+      }
+      float inv[kDirectRows];
+      for (int64_t r = 0; r < rows; ++r)
+        inv[r] = finish_row(op, b, qh[r], qi[r], range[r], scores + r * ld, c0, c1);
+      for (int64_t j = c0; j < c1; ++j) {
+        const float* v = reinterpret_cast<const float*>(value_row(op, b, h, j));
+        for (int64_t r = 0; r < rows; ++r) {
+          const float p = scores[r * ld + j] * inv[r];
+          if (p == 0.0f) continue;  // a masked key adds nothing, whatever its value row holds
+          float* a = acc + r * dv;
+#pragma omp simd
+          for (int64_t d = 0; d < dv; ++d) a[d] += p * v[d];
+        }
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      store_floats(acc + r * dv, t_qk_, dv,
+                   op.y + (b * g_.y.batch + qh[r] * g_.y.head + qi[r] * g_.y.row) * es_qk_);
   }
 
   // Group rows [row0, row_end) of kv head h of batch b: row r is query r % Sq of query head
