@@ -1,7 +1,7 @@
 // Tests of ONNX Attention (opsets 23-25) against a plain-loop double-precision reference written
 // from the spec: 4-D and 3-D inputs, grouped- and multi-query heads, causal masks, boolean and
 // additive masks, past/present caches, softcap, the qk_matmul_output modes, nonpad_kv_seqlen,
-// sliding windows, float16 and bfloat16 inputs, and malformed nodes.
+// sliding windows, float16, bfloat16 and float64 inputs, and malformed nodes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -280,6 +280,10 @@ TEST(AttentionOp, NonpadKvSeqlen) {
   // A mask shorter than the keys (padded as masked) with the causal frontier.
   const Tensor mask = random_ints({3, 1, 3, 6}, 37, 0, 1, DType::kBool);
   check(q, k, v, &mask, nullptr, nullptr, &nonpad, sp);
+  // Grouped heads: six rows per kv head (the blocked path; the cases above take the few-rows one).
+  const Tensor q4 = random_tensor({3, 4, 3, 8}, 79);
+  check(q4, k, v, &mask, nullptr, nullptr, &nonpad, sp);
+  check(q4, k, v, nullptr, nullptr, nullptr, &nonpad, {});
 }
 
 TEST(AttentionOp, SlidingWindow) {
@@ -354,6 +358,28 @@ TEST(AttentionOp, HalfTypes) {
     expect_close(out[1], r.present_k_shape, r.present_k, 0, 0);
     expect_close(out[2], r.present_v_shape, r.present_v, 0, 0);
   }
+}
+
+// A float64 copy of a float32 tensor.
+Tensor to_double(const Tensor& x) {
+  Tensor d = Tensor::empty(x.shape(), DType::kFloat64);
+  for (int64_t i = 0; i < x.numel(); ++i) d.data<double>()[i] = x.data<float>()[i];
+  return d;
+}
+
+TEST(AttentionOp, Float64) {
+  const Tensor q = random_tensor({1, 4, 3, 8}, 75), k = random_tensor({1, 2, 5, 8}, 76),
+               v = random_tensor({1, 2, 5, 8}, 77), mask = random_tensor({3, 5}, 78);
+  Spec sp;
+  sp.causal = true;
+  sp.qk_mode = 3;
+  const std::vector<Tensor> out =
+      run_op("Attention", {to_double(q), to_double(k), to_double(v), to_double(mask)},
+             attrs_of(sp), 4);
+  const Ref r = reference(q, k, v, &mask, nullptr, nullptr, nullptr, sp);
+  ASSERT_EQ(out[0].dtype(), DType::kFloat64);
+  expect_close(out[0], r.y_shape, r.y, 1e-5, 1e-5);  // computed in float32
+  expect_close(out[3], r.qk_shape, r.qk, 1e-5, 1e-5);
 }
 
 TEST(AttentionOp, BadInputs) {
