@@ -43,8 +43,7 @@ struct Ref {
 // Reads element [b, h, s, d] of a 4-D tensor, or of a 3-D [B, S, H * D] one with `heads` heads.
 double at(const std::vector<double>& x, const Shape& shape, int64_t heads, int64_t b, int64_t h,
           int64_t s, int64_t d) {
-  if (shape.rank() == 4)
-    return x[((b * shape[1] + h) * shape[2] + s) * shape[3] + d];
+  if (shape.rank() == 4) return x[((b * shape[1] + h) * shape[2] + s) * shape[3] + d];
   const int64_t depth = shape[2] / heads;
   return x[(b * shape[1] + s) * shape[2] + h * depth + d];
 }
@@ -99,8 +98,8 @@ Ref reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* m
         for (int64_t j = 0; j < total; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < depth; ++d)
-            dot += at(qv, q.shape(), hq, b, h, i, d) * r.present_k[((b * hkv + g) * total + j) *
-                                                                       depth + d];
+            dot += at(qv, q.shape(), hq, b, h, i, d) *
+                   r.present_k[((b * hkv + g) * total + j) * depth + d];
           raw[j] = dot * scale;
           capped[j] = sp.softcap > 0 ? sp.softcap * std::tanh(raw[j] / sp.softcap) : raw[j];
           double bias = 0;
@@ -147,8 +146,8 @@ Ref reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* m
           double acc = 0;
           for (int64_t j = 0; j < total; ++j)
             acc += prob[j] * r.present_v[((b * hkv + g) * total + j) * dv + d];
-          const int64_t out = three_d ? (b * sq + i) * hq * dv + h * dv + d
-                                      : ((b * hq + h) * sq + i) * dv + d;
+          const int64_t out =
+              three_d ? (b * sq + i) * hq * dv + h * dv + d : ((b * hq + h) * sq + i) * dv + d;
           r.y[out] = acc;
         }
       }
@@ -254,8 +253,8 @@ TEST(AttentionOp, PastAndPresent) {
 }
 
 TEST(AttentionOp, SoftcapAndQkOutputModes) {
-  const Tensor q = random_tensor({1, 2, 4, 8}, 28, -2, 2), k = random_tensor({1, 2, 6, 8}, 29, -2, 2),
-               v = random_tensor({1, 2, 6, 8}, 30);
+  const Tensor q = random_tensor({1, 2, 4, 8}, 28, -2, 2),
+               k = random_tensor({1, 2, 6, 8}, 29, -2, 2), v = random_tensor({1, 2, 6, 8}, 30);
   const Tensor pk = random_tensor({1, 2, 2, 8}, 31), pv = random_tensor({1, 2, 2, 8}, 32);
   const Tensor mask = random_tensor({4, 8}, 33);
   for (int mode = 0; mode < 4; ++mode) {
@@ -350,7 +349,8 @@ TEST(AttentionOp, HalfTypes) {
                  hpk = to_half(pk, t), hpv = to_half(pv, t);
     Spec sp;
     sp.causal = true;
-    const std::vector<Tensor> out = run_op("Attention", {hq, hk, hv, hm, hpk, hpv}, attrs_of(sp), 3);
+    const std::vector<Tensor> out =
+        run_op("Attention", {hq, hk, hv, hm, hpk, hpv}, attrs_of(sp), 3);
     const Ref r = reference(q, k, v, &mask, &pk, &pv, nullptr, sp);
     ASSERT_EQ(out[0].dtype(), t);
     const double tol = t == DType::kFloat16 ? 2e-3 : 1e-2;
@@ -373,9 +373,8 @@ TEST(AttentionOp, Float64) {
   Spec sp;
   sp.causal = true;
   sp.qk_mode = 3;
-  const std::vector<Tensor> out =
-      run_op("Attention", {to_double(q), to_double(k), to_double(v), to_double(mask)},
-             attrs_of(sp), 4);
+  const std::vector<Tensor> out = run_op(
+      "Attention", {to_double(q), to_double(k), to_double(v), to_double(mask)}, attrs_of(sp), 4);
   const Ref r = reference(q, k, v, &mask, nullptr, nullptr, nullptr, sp);
   ASSERT_EQ(out[0].dtype(), DType::kFloat64);
   expect_close(out[0], r.y_shape, r.y, 1e-5, 1e-5);  // computed in float32
@@ -390,33 +389,52 @@ TEST(AttentionOp, BadInputs) {
   const Tensor k2 = random_tensor({1, 2, 3, 8}, 65), v2 = random_tensor({1, 2, 3, 8}, 66);
   // A mask whose query dim neither matches nor broadcasts, and one longer than the keys.
   test::expect_error<ShapeError>(
-      [&] { run_op("Attention", {q, k2, v2, random_tensor({2, 3}, 67)}); }, "Attention");
+      [&] {
+        run_op("Attention", {q, k2, v2, random_tensor({2, 3}, 67)});
+      },
+      "Attention");
   test::expect_error<ShapeError>(
-      [&] { run_op("Attention", {q, k2, v2, random_tensor({3, 4}, 68)}); }, "Attention");
+      [&] {
+        run_op("Attention", {q, k2, v2, random_tensor({3, 4}, 68)});
+      },
+      "Attention");
   // Q and K head sizes differ.
   test::expect_error<ShapeError>(
-      [&] { run_op("Attention", {q, random_tensor({1, 2, 3, 4}, 69), v2}); }, "Attention");
+      [&] {
+        run_op("Attention", {q, random_tensor({1, 2, 3, 4}, 69), v2});
+      },
+      "Attention");
   // 3-D inputs without the head counts; hidden sizes not divisible by them.
   const Tensor q3 = random_tensor({1, 3, 12}, 70), k3 = random_tensor({1, 3, 12}, 71);
   test::expect_error<InvalidModel>([&] { run_op("Attention", {q3, k3, k3}); }, "Attention");
   test::expect_error<ShapeError>(
       [&] {
-        run_op("Attention", {q3, k3, k3}, {{"q_num_heads", int64_t{5}}, {"kv_num_heads", int64_t{5}}});
+        run_op("Attention", {q3, k3, k3},
+               {{"q_num_heads", int64_t{5}}, {"kv_num_heads", int64_t{5}}});
       },
       "Attention");
   // past_key without past_value; a past of the wrong head count.
   const Tensor pk = random_tensor({1, 2, 2, 8}, 72);
   test::expect_error<InvalidModel>(
-      [&] { run_op("Attention", {q, k2, v2, omitted(), pk}); }, "Attention");
+      [&] {
+        run_op("Attention", {q, k2, v2, omitted(), pk});
+      },
+      "Attention");
   test::expect_error<ShapeError>(
-      [&] { run_op("Attention", {q, k2, v2, omitted(), random_tensor({1, 3, 2, 8}, 73), pk}); },
+      [&] {
+        run_op("Attention", {q, k2, v2, omitted(), random_tensor({1, 3, 2, 8}, 73), pk});
+      },
       "Attention");
   // An integer mask, a mode out of range.
   test::expect_error<ShapeError>(
-      [&] { run_op("Attention", {q, k2, v2, random_ints({3, 3}, 74, 0, 1, DType::kInt32)}); },
+      [&] {
+        run_op("Attention", {q, k2, v2, random_ints({3, 3}, 74, 0, 1, DType::kInt32)});
+      },
       "Attention");
   test::expect_error<InvalidModel>(
-      [&] { run_op("Attention", {q, k2, v2}, {{"qk_matmul_output_mode", int64_t{4}}}, 4); },
+      [&] {
+        run_op("Attention", {q, k2, v2}, {{"qk_matmul_output_mode", int64_t{4}}}, 4);
+      },
       "Attention");
 }
 

@@ -53,8 +53,8 @@ void load_floats(const void* src, DType t, int64_t n, float* dst) {
       const uint16_t* s = static_cast<const uint16_t*>(src);
       int64_t j = 0;
       for (; j + 8 <= n; j += 8)  // F16C: part of the build's x86-64-v3 baseline
-        _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(
-                                      reinterpret_cast<const __m128i*>(s + j))));
+        _mm256_storeu_ps(dst + j,
+                         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j))));
       for (; j < n; ++j) dst[j] = half_to_float(s[j]);
       return;
     }
@@ -175,8 +175,8 @@ class AttentionOpKernel final : public Kernel {
     const int64_t head_tasks = (blocks + per_task - 1) / per_task;
     const int64_t tasks = heads * head_tasks;
     const bool parallel =
-        tasks > 1 && heads * group_rows * g_.total_len * (g_.head_size + g_.v_head_size) >
-                         kNormParallelWork;
+        tasks > 1 &&
+        heads * group_rows * g_.total_len * (g_.head_size + g_.v_head_size) > kNormParallelWork;
     if (group_rows <= kDirectRows && t_qk_ == DType::kFloat32 && t_v_ == DType::kFloat32 &&
         op.qk == nullptr) {
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
@@ -358,7 +358,8 @@ class AttentionOpKernel final : public Kernel {
       vb = reinterpret_cast<const float*>(value_row(op, b, h, 0));
     } else {
       float* vg = grow(v_buf, std::max<int64_t>(total, 1) * dv);
-      for (int64_t j = 0; j < total; ++j) load_floats(value_row(op, b, h, j), t_v_, dv, vg + j * dv);
+      for (int64_t j = 0; j < total; ++j)
+        load_floats(value_row(op, b, h, j), t_v_, dv, vg + j * dv);
       vb = vg;
     }
     const int64_t nonpad = op.nonpad != nullptr ? op.nonpad[b] : 0;
@@ -370,8 +371,8 @@ class AttentionOpKernel final : public Kernel {
       for (int64_t r = 0; r < rows; ++r) {
         qh[r] = h * group + (r0 + r) / g_.q_len;
         qi[r] = (r0 + r) % g_.q_len;
-        load_floats(op.q + (b * g_.q.batch + qh[r] * g_.q.head + qi[r] * g_.q.row) * es_qk_,
-                    t_qk_, depth, qb + r * depth);
+        load_floats(op.q + (b * g_.q.batch + qh[r] * g_.q.head + qi[r] * g_.q.row) * es_qk_, t_qk_,
+                    depth, qb + r * depth);
         range[r] = attention_key_range(g_, qi[r], nonpad);
         range[r].lo = std::max<int64_t>(range[r].lo, 0);
         if (range[r].lo < range[r].hi) {

@@ -21,12 +21,14 @@ AttnStrides strides_of(const AttentionStrides& s) {
 
 std::string check_attention_op(const NodeContext& ctx) {
   const DType t = ctx.input_dtype(kAttnQ);
-  if (!is_gpu_float(t)) return std::string("Q is ") + dtype_name(t) + "; the CUDA kernel takes "
-                               "float32, float16 or bfloat16";
+  if (!is_gpu_float(t))
+    return std::string("Q is ") + dtype_name(t) +
+           "; the CUDA kernel takes "
+           "float32, float16 or bfloat16";
   for (int i : {kAttnK, kAttnV, kAttnPastKey, kAttnPastValue})
     if (ctx.has_input(i) && ctx.input_dtype(i) != t)
-      return "input " + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
-             " and Q " + dtype_name(t) + "; the CUDA kernel takes one float type";
+      return "input " + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) + " and Q " +
+             dtype_name(t) + "; the CUDA kernel takes one float type";
   if (ctx.has_input(kAttnMask) && ctx.input_dtype(kAttnMask) != t &&
       ctx.input_dtype(kAttnMask) != DType::kBool)
     return std::string("attn_mask is ") + dtype_name(ctx.input_dtype(kAttnMask)) +
@@ -83,12 +85,11 @@ class AttentionOpKernel final : public Kernel {
     };
     cudaStream_t stream = stream_of(ctx);
     if (g_.has_present_key)
-      launch_attention_present(storage_, d_, g_.head_size, in(kAttnPastKey), d_.past_k,
-                               in(kAttnK), d_.k, ctx.outputs[kAttnPresentKey].raw_data(), stream);
+      launch_attention_present(storage_, d_, g_.head_size, in(kAttnPastKey), d_.past_k, in(kAttnK),
+                               d_.k, ctx.outputs[kAttnPresentKey].raw_data(), stream);
     if (g_.has_present_value)
       launch_attention_present(storage_, d_, g_.v_head_size, in(kAttnPastValue), d_.past_v,
-                               in(kAttnV), d_.v, ctx.outputs[kAttnPresentValue].raw_data(),
-                               stream);
+                               in(kAttnV), d_.v, ctx.outputs[kAttnPresentValue].raw_data(), stream);
     launch_attention_op(storage_, d_, in(kAttnQ), in(kAttnK), in(kAttnV), in(kAttnMask),
                         in(kAttnPastKey), in(kAttnPastValue),
                         static_cast<const int64_t*>(in(kAttnNonpad)),

@@ -174,8 +174,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <typename T>
 __global__ void present_kernel(const __grid_constant__ AttentionOpDesc d, int64_t depth,
-                               const T* __restrict__ past, AttnStrides ps, const T* __restrict__ cur,
-                               AttnStrides cs, T* __restrict__ present, int64_t n) {
+                               const T* __restrict__ past, AttnStrides ps,
+                               const T* __restrict__ cur, AttnStrides cs, T* __restrict__ present,
+                               int64_t n) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = e % depth, r = e / depth;
@@ -205,20 +206,20 @@ void launch_attention_op(Storage st, const AttentionOpDesc& d, const void* q, co
     const T* tpv = static_cast<const T*>(past_v);
     T* ty = static_cast<T*>(y);
     if (fixed == 64)
-      attention_op_kernel<T, 64><<<grid, kWarps * 32, smem, stream>>>(d, tq, tk, tv, mask, tpk,
-                                                                       tpv, nonpad, ty);
+      attention_op_kernel<T, 64>
+          <<<grid, kWarps * 32, smem, stream>>>(d, tq, tk, tv, mask, tpk, tpv, nonpad, ty);
     else if (fixed == 128)
-      attention_op_kernel<T, 128><<<grid, kWarps * 32, smem, stream>>>(d, tq, tk, tv, mask, tpk,
-                                                                        tpv, nonpad, ty);
+      attention_op_kernel<T, 128>
+          <<<grid, kWarps * 32, smem, stream>>>(d, tq, tk, tv, mask, tpk, tpv, nonpad, ty);
     else
-      attention_op_kernel<T, 0><<<grid, kWarps * 32, smem, stream>>>(d, tq, tk, tv, mask, tpk,
-                                                                      tpv, nonpad, ty);
+      attention_op_kernel<T, 0>
+          <<<grid, kWarps * 32, smem, stream>>>(d, tq, tk, tv, mask, tpk, tpv, nonpad, ty);
   });
 }
 
-void launch_attention_present(Storage st, const AttentionOpDesc& d, int64_t depth,
-                              const void* past, AttnStrides past_s, const void* cur,
-                              AttnStrides cur_s, void* present, cudaStream_t stream) {
+void launch_attention_present(Storage st, const AttentionOpDesc& d, int64_t depth, const void* past,
+                              AttnStrides past_s, const void* cur, AttnStrides cur_s, void* present,
+                              cudaStream_t stream) {
   const int64_t n = d.batch * d.kv_heads * d.total_len * depth;
   if (n == 0) return;
   constexpr int kThreads = 256;

@@ -41,8 +41,8 @@ void launch_attention_op(Storage st, const AttentionOpDesc& d, const void* q, co
 
 // present [batch, kv_heads, total_len, depth] = past rows, then the new ones (of `cur` with
 // strides cur_s; past with past_s), for present_key (depth = d.depth) or present_value.
-void launch_attention_present(Storage st, const AttentionOpDesc& d, int64_t depth,
-                              const void* past, AttnStrides past_s, const void* cur,
-                              AttnStrides cur_s, void* present, cudaStream_t stream);
+void launch_attention_present(Storage st, const AttentionOpDesc& d, int64_t depth, const void* past,
+                              AttnStrides past_s, const void* cur, AttnStrides cur_s, void* present,
+                              cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -60,8 +60,7 @@ void read_mask(const NodeContext& ctx, AttentionGeometry& g) {
     ctx.fail_shape(std::string("attn_mask must be bool or a float type, not ") + dtype_name(mt));
   const Shape& m = ctx.input_shape(kAttnMask);
   const int rank = m.rank();
-  if (rank < 1 || rank > 4)
-    ctx.fail_shape("attn_mask must have rank 1 to 4, got " + m.to_string());
+  if (rank < 1 || rank > 4) ctx.fail_shape("attn_mask must have rank 1 to 4, got " + m.to_string());
   const int64_t scores[4] = {g.batch, g.q_heads, g.q_len, g.total_len};
   int64_t strides[3] = {0, 0, 0};
   int64_t acc = m[-1];
@@ -122,8 +121,7 @@ AttentionGeometry attention_geometry(const NodeContext& ctx) {
     if (q[2] % g.q_heads != 0 || k[2] % g.kv_heads != 0 || v[2] % g.kv_heads != 0)
       ctx.fail_shape("hidden sizes of Q " + q.to_string() + ", K " + k.to_string() + " and V " +
                      v.to_string() + " are not multiples of q_num_heads " +
-                     std::to_string(g.q_heads) + " and kv_num_heads " +
-                     std::to_string(g.kv_heads));
+                     std::to_string(g.q_heads) + " and kv_num_heads " + std::to_string(g.kv_heads));
     g.q_len = q[1];
     g.kv_len = k[1];
     g.head_size = q[2] / g.q_heads;
@@ -146,8 +144,7 @@ AttentionGeometry attention_geometry(const NodeContext& ctx) {
       ctx.fail_shape("K " + k.to_string() + " and V " + v.to_string() +
                      " must have one head count and sequence length");
     if (k[3] != g.head_size)
-      ctx.fail_shape("Q " + q.to_string() + " and K " + k.to_string() +
-                     " must have one head size");
+      ctx.fail_shape("Q " + q.to_string() + " and K " + k.to_string() + " must have one head size");
     if ((has_q_heads && ctx.attr_int("q_num_heads") != g.q_heads) ||
         (has_kv_heads && ctx.attr_int("kv_num_heads") != g.kv_heads))
       ctx.fail_shape("q_num_heads/kv_num_heads disagree with 4-D Q " + q.to_string() + " and K " +
@@ -217,8 +214,10 @@ AttentionGeometry attention_geometry(const NodeContext& ctx) {
     // into the output type; float64 runs in float32 as well.
     const int64_t p = ctx.attr_int("softmax_precision");
     if (p != 1 && p != 10 && p != 11 && p != 16)
-      ctx.fail_model("softmax_precision must be 1 (float), 10 (float16), 11 (double) or 16 "
-                     "(bfloat16), got " + std::to_string(p));
+      ctx.fail_model(
+          "softmax_precision must be 1 (float), 10 (float16), 11 (double) or 16 "
+          "(bfloat16), got " +
+          std::to_string(p));
   }
   g.has_present_key = ctx.num_outputs() > kAttnPresentKey;
   g.has_present_value = ctx.num_outputs() > kAttnPresentValue;

@@ -25,23 +25,23 @@ enum class AttentionMaskKind : uint8_t { kNone, kBool, kAdditive };
 
 struct AttentionGeometry {
   int64_t batch = 0;
-  int64_t q_heads = 0, kv_heads = 0;  // kv_heads divides q_heads: query head h reads kv head
-                                      // h / (q_heads / kv_heads)
-  int64_t q_len = 0;                  // queries per head
-  int64_t kv_len = 0;                 // keys in K and V
-  int64_t past_len = 0;               // keys in past_key and past_value (0 without them)
-  int64_t total_len = 0;              // past_len + kv_len: the keys attended, past first
-  int64_t head_size = 0;              // of Q and K
-  int64_t v_head_size = 0;            // of V and Y
-  bool three_d = false;               // Q, K, V and Y are [batch, sequence, heads * depth]
-  AttentionStrides q, k, v, y;        // in Q, K, V and Y (3-D or 4-D)
-  AttentionStrides past_k, past_v;    // in past_key/past_value and present_key/present_value,
+  int64_t q_heads = 0, kv_heads = 0;      // kv_heads divides q_heads: query head h reads kv head
+                                          // h / (q_heads / kv_heads)
+  int64_t q_len = 0;                      // queries per head
+  int64_t kv_len = 0;                     // keys in K and V
+  int64_t past_len = 0;                   // keys in past_key and past_value (0 without them)
+  int64_t total_len = 0;                  // past_len + kv_len: the keys attended, past first
+  int64_t head_size = 0;                  // of Q and K
+  int64_t v_head_size = 0;                // of V and Y
+  bool three_d = false;                   // Q, K, V and Y are [batch, sequence, heads * depth]
+  AttentionStrides q, k, v, y;            // in Q, K, V and Y (3-D or 4-D)
+  AttentionStrides past_k, past_v;        // in past_key/past_value and present_key/present_value,
   AttentionStrides present_k, present_v;  // always 4-D and contiguous
   bool has_past = false;
   bool has_present_key = false, has_present_value = false;  // those outputs exist
-  bool has_qk = false;  // the qk_matmul_output output exists
-  int qk_mode = 0;      // what it holds: 0 scale*QK^T, 1 after softcap, 2 plus the bias, 3 softmax
-  float scale = 1.0f;   // the attribute, or 1/sqrt(head_size)
+  bool has_qk = false;                                      // the qk_matmul_output output exists
+  int qk_mode = 0;       // what it holds: 0 scale*QK^T, 1 after softcap, 2 plus the bias, 3 softmax
+  float scale = 1.0f;    // the attribute, or 1/sqrt(head_size)
   float softcap = 0.0f;  // 0: none, else scores become softcap * tanh(scores / softcap)
   bool causal = false;
   // Sliding window (opset 25): query at absolute position p attends keys in
