@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/broadcast.h"
 #include "backends/cpu/float_types.h"
 #include "backends/cpu/kernel_registry.h"
 #include "graph/schemas/conv_geometry.h"
@@ -19,22 +20,45 @@ namespace {
 
 constexpr int64_t kParallelWork = 1 << 15;
 
-// |v|^p, with the common p = 1 and p = 2 exact.
-template <typename C>
-inline C power_of(C v, C p, int which) {
-  const C a = std::fabs(v);
-  return which == 1 ? a : which == 2 ? a * a : std::pow(a, p);
+// How |v|^p is computed: 1 and 2 exactly, other whole p up to kMaxWholePower by repeated
+// multiplication (several times faster than std::pow, and vectorisable), any other p by std::pow.
+enum class PowerKind { kOne, kTwo, kWhole, kAny };
+constexpr float kMaxWholePower = 16.0f;
+
+PowerKind power_kind(float p) {
+  if (p == 1.0f) return PowerKind::kOne;
+  if (p == 2.0f) return PowerKind::kTwo;
+  if (p == std::floor(p) && p <= kMaxWholePower) return PowerKind::kWhole;
+  return PowerKind::kAny;
+}
+
+// t[i] = |x[i]|^p for n values, one loop per kind so that each vectorises.
+template <typename T, typename C>
+void power_row(const T* x, C* t, int64_t n, C p, PowerKind kind, int whole) {
+  switch (kind) {
+    case PowerKind::kOne:
+      for (int64_t i = 0; i < n; ++i) t[i] = std::fabs(static_cast<C>(x[i]));
+      break;
+    case PowerKind::kTwo:
+      for (int64_t i = 0; i < n; ++i) t[i] = static_cast<C>(x[i]) * static_cast<C>(x[i]);
+      break;
+    case PowerKind::kWhole:
+      for (int64_t i = 0; i < n; ++i) {
+        const C a = std::fabs(static_cast<C>(x[i]));
+        C r = a;
+        for (int k = 1; k < whole; ++k) r *= a;
+        t[i] = r;
+      }
+      break;
+    default:
+      for (int64_t i = 0; i < n; ++i) t[i] = std::pow(std::fabs(static_cast<C>(x[i])), p);
+  }
 }
 
 // s^(1/p).
 template <typename C>
-inline C root_of(C s, C p, int which) {
-  return which == 1 ? s : which == 2 ? std::sqrt(s) : std::pow(s, C(1) / p);
-}
-
-// 1 and 2 name the exact powers, 0 any other p.
-int power_kind(float p) {
-  return p == 1.0f ? 1 : p == 2.0f ? 2 : 0;
+inline C root_of(C s, C p, PowerKind kind) {
+  return kind == PowerKind::kOne ? s : kind == PowerKind::kTwo ? std::sqrt(s) : std::pow(s, C(1) / p);
 }
 
 // One spatial axis of a window; missing leading axes (1-D, 2-D) are size-1 axes.
@@ -76,11 +100,13 @@ class LpPoolKernel final : public Kernel {
     const T* x = elements<T>(ctx.inputs[0]);
     T* y = elements<T>(ctx.outputs[0]);
     const C p = static_cast<C>(p_);
-    const int which = power_kind(p_);
+    const PowerKind kind = power_kind(p_);
+    const int whole = static_cast<int>(p_);
     std::vector<C> pw(static_cast<size_t>(in_n));
     C* t = pw.data();
-#pragma omp parallel for schedule(static) if (in_n > kParallelWork)
-    for (int64_t i = 0; i < in_n; ++i) t[i] = power_of(static_cast<C>(x[i]), p, which);
+    parallel_chunks(in_n, [&](int64_t begin, int64_t end) {
+      power_row(x + begin, t + begin, end - begin, p, kind, whole);
+    });
     const int64_t work = rows * aw.out * ad.k * ah.k * aw.k;
 #pragma omp parallel if (work > kParallelWork)
     {
@@ -109,7 +135,7 @@ class LpPoolKernel final : public Kernel {
           }
         }
         T* out = y + r * aw.out;
-        for (int64_t o = 0; o < aw.out; ++o) out[o] = T(root_of(acc[o], p, which));
+        for (int64_t o = 0; o < aw.out; ++o) out[o] = T(root_of(acc[o], p, kind));
       }
     }
   }
@@ -139,24 +165,23 @@ class GlobalLpPoolKernel final : public Kernel {
     const T* x = elements<T>(ctx.inputs[0]);
     T* y = elements<T>(ctx.outputs[0]);
     const C p = static_cast<C>(p_);
-    const int which = power_kind(p_);
+    const PowerKind kind = power_kind(p_);
+    const int whole = static_cast<int>(p_);
 #pragma omp parallel for schedule(static) if (rows * n > kParallelWork)
     for (int64_t r = 0; r < rows; ++r) {
       const T* in = x + r * n;
       double sum = 0.0;
       constexpr int64_t kBlock = 256;
+      C t[kBlock];
       for (int64_t b = 0; b < n; b += kBlock) {
-        const int64_t e = std::min(b + kBlock, n);
+        const int64_t len = std::min(kBlock, n - b);
+        power_row(in + b, t, len, p, kind, whole);
         C s = 0;
-        if (which == 2) {
 #pragma omp simd reduction(+ : s)
-          for (int64_t i = b; i < e; ++i) s += static_cast<C>(in[i]) * static_cast<C>(in[i]);
-        } else {
-          for (int64_t i = b; i < e; ++i) s += power_of(static_cast<C>(in[i]), p, which);
-        }
+        for (int64_t i = 0; i < len; ++i) s += t[i];
         sum += static_cast<double>(s);
       }
-      y[r] = T(root_of(static_cast<C>(sum), p, which));
+      y[r] = T(root_of(static_cast<C>(sum), p, kind));
     }
   }
 

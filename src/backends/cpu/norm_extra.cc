@@ -53,6 +53,27 @@ double sum_squares(const T* p, int64_t n) {
   }
 }
 
+// Sum of |p[i]| over n values.
+template <typename T>
+double sum_abs(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int64_t kBlock = 256;
+    double total = 0.0;
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t e = std::min(b + kBlock, n);
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = b; i < e; ++i) s += std::fabs(p[i]);
+      total += s;
+    }
+    return total;
+  } else {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(static_cast<ComputeOf<T>>(p[i])));
+    return s;
+  }
+}
+
 // Sums of (p[i] - mean) and its square over n values.
 template <typename T>
 void sum_deviations_of(const T* p, int64_t n, double mean, double* sum_d, double* sum_d2) {
@@ -252,6 +273,7 @@ class LpNormKernel final : public Kernel {
 
  private:
   static constexpr int64_t kColumnChunk = 512;
+  static constexpr int64_t kRowBlock = 64;
 
   // 1 / norm from the sum of |x| (p = 1) or of x^2 (p = 2); 0 when the norm is 0.
   double inverse_norm(double sum) const {
@@ -269,12 +291,7 @@ class LpNormKernel final : public Kernel {
     for (int64_t r = 0; r < outer; ++r) {
       const T* in = x + r * n;
       T* out = y + r * n;
-      double sum = 0.0;
-      if (p_ == 2) {
-        sum = sum_squares(in, n);
-      } else {
-        for (int64_t i = 0; i < n; ++i) sum += std::fabs(static_cast<double>(static_cast<C>(in[i])));
-      }
+      const double sum = p_ == 2 ? sum_squares(in, n) : sum_abs(in, n);
       const C inv = static_cast<C>(inverse_norm(sum));
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) out[i] = T(static_cast<C>(in[i]) * inv);
@@ -295,23 +312,27 @@ class LpNormKernel final : public Kernel {
       const int64_t o = task / chunks;
       const int64_t begin = (task % chunks) * kColumnChunk;
       const int64_t len = std::min(kColumnChunk, inner - begin);
+      // Sums in C over blocks of kRowBlock lines, added into double: vectorised, and about
+      // float precision however long the axis.
       double acc[kColumnChunk];
+      C part[kColumnChunk];
       C inv[kColumnChunk];
       std::fill(acc, acc + len, 0.0);
       const T* base = x + o * n * inner + begin;
-      for (int64_t j = 0; j < n; ++j) {
-        const T* in = base + j * inner;
-        if (p_ == 2) {
+      for (int64_t j0 = 0; j0 < n; j0 += kRowBlock) {
+        const int64_t j1 = std::min(j0 + kRowBlock, n);
+        std::fill(part, part + len, C(0));
+        for (int64_t j = j0; j < j1; ++j) {
+          const T* in = base + j * inner;
+          if (p_ == 2) {
 #pragma omp simd
-          for (int64_t i = 0; i < len; ++i) {
-            const double v = static_cast<double>(static_cast<C>(in[i]));
-            acc[i] += v * v;
+            for (int64_t i = 0; i < len; ++i) part[i] += static_cast<C>(in[i]) * static_cast<C>(in[i]);
+          } else {
+#pragma omp simd
+            for (int64_t i = 0; i < len; ++i) part[i] += std::fabs(static_cast<C>(in[i]));
           }
-        } else {
-#pragma omp simd
-          for (int64_t i = 0; i < len; ++i)
-            acc[i] += std::fabs(static_cast<double>(static_cast<C>(in[i])));
         }
+        for (int64_t i = 0; i < len; ++i) acc[i] += static_cast<double>(part[i]);
       }
       for (int64_t i = 0; i < len; ++i) inv[i] = static_cast<C>(inverse_norm(acc[i]));
       T* out_base = y + o * n * inner + begin;

@@ -102,8 +102,21 @@ __global__ void group_stats_kernel(const T* __restrict__ x, float2* __restrict__
   if (threadIdx.x == 0) partial[blockIdx.x] = make_float2(mean, m2);
 }
 
-// Block b combines the pieces of group b / chunks and normalises piece b % chunks. I: the index
-// type within a group (32-bit when the group fits).
+// Merges the statistics (count, mean, sum of squared deviations) of b into a: Chan, Golub and
+// LeVeque's pairwise formula.
+__device__ __forceinline__ void merge_stats(double& n, double& mean, double& m2, double nb,
+                                            double mean_b, double m2_b) {
+  const double total = n + nb;
+  if (total == 0.0) return;
+  const double delta = mean_b - mean;
+  mean += delta * nb / total;
+  m2 += m2_b + delta * delta * n * nb / total;
+  n = total;
+}
+
+// Block b combines the pieces of group b / chunks (the first warp, each lane a strided share of
+// them, then a butterfly across the lanes) and normalises piece b % chunks. I: the index type
+// within a group (32-bit when the group fits).
 template <typename T, typename I>
 __global__ void group_norm_apply_kernel(const T* __restrict__ x, const T* __restrict__ scale,
                                         const T* __restrict__ bias, T* __restrict__ y,
@@ -111,20 +124,24 @@ __global__ void group_norm_apply_kernel(const T* __restrict__ x, const T* __rest
   __shared__ float stats[2];
   const int64_t group_size = d.channels / d.groups * d.spatial;
   const int64_t g = blockIdx.x / d.chunks, c = blockIdx.x % d.chunks;
-  if (threadIdx.x == 0) {
-    // Chan, Golub and LeVeque's pairwise update, in double.
+  if (threadIdx.x < 32) {
     double n = 0.0, mean = 0.0, m2 = 0.0;
-    for (int64_t k = 0; k < d.chunks; ++k) {
+    for (int64_t k = threadIdx.x; k < d.chunks; k += 32) {
       const int64_t left = group_size - k * d.chunk_len;
-      const double nb = static_cast<double>(left < d.chunk_len ? left : d.chunk_len);
       const float2 pb = partial[g * d.chunks + k];
-      const double delta = pb.x - mean, total = n + nb;
-      mean += delta * nb / total;
-      m2 += pb.y + delta * delta * n * nb / total;
-      n = total;
+      merge_stats(n, mean, m2, static_cast<double>(left < d.chunk_len ? left : d.chunk_len), pb.x,
+                  pb.y);
     }
-    stats[0] = static_cast<float>(mean);
-    stats[1] = static_cast<float>(1.0 / sqrt(m2 / n + d.epsilon));
+    for (int o = 16; o > 0; o >>= 1) {
+      const double on = __shfl_xor_sync(0xffffffffu, n, o);
+      const double om = __shfl_xor_sync(0xffffffffu, mean, o);
+      const double o2 = __shfl_xor_sync(0xffffffffu, m2, o);
+      merge_stats(n, mean, m2, on, om, o2);
+    }
+    if (threadIdx.x == 0) {
+      stats[0] = static_cast<float>(mean);
+      stats[1] = static_cast<float>(1.0 / sqrt(m2 / n + d.epsilon));
+    }
   }
   __syncthreads();
   const float mean = stats[0], inv = stats[1];
@@ -145,28 +162,26 @@ __global__ void group_norm_apply_kernel(const T* __restrict__ x, const T* __rest
 
 // ---- RotaryEmbedding: one thread per output value ----
 
-template <typename T>
+// I: the index type, 32-bit whenever every offset fits (64-bit division is several times slower).
+template <typename T, typename I>
 __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos_cache,
                               const T* __restrict__ sin_cache, const int64_t* __restrict__ pos,
-                              T* __restrict__ y, RotaryDesc d, int64_t n) {
-  const int64_t half = d.rotary_dim / 2;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t j = e % d.head_size;
-    if (j >= d.rotary_dim) {
+                              T* __restrict__ y, RotaryDesc d, I n) {
+  const I half = static_cast<I>(d.rotary_dim / 2), rd = static_cast<I>(d.rotary_dim);
+  const I head_size = static_cast<I>(d.head_size), heads = static_cast<I>(d.heads);
+  const I seq = static_cast<I>(d.seq);
+  for (I e = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<I>(blockDim.x) * gridDim.x) {
+    const I j = e % head_size;
+    if (j >= rd) {
       y[e] = x[e];
       continue;
     }
-    const int64_t rest = e / d.head_size;
-    int64_t b, s;
-    if (d.three_d) {  // (b, s, h, j)
-      s = (rest / d.heads) % d.seq;
-      b = rest / (d.heads * d.seq);
-    } else {  // (b, h, s, j)
-      s = rest % d.seq;
-      b = rest / (d.seq * d.heads);
-    }
-    const int64_t token = b * d.seq + s;
+    const I rest = e / head_size;
+    // (b, s, h, j) for 3-D X, (b, h, s, j) for 4-D.
+    const I s = d.three_d ? (rest / heads) % seq : rest % seq;
+    const I b = rest / (heads * seq);
+    const I token = b * seq + s;
     int64_t row = token;
     if (pos != nullptr) {
       row = pos[token];
@@ -176,7 +191,7 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
       }
     }
     const T* head = x + (e - j);
-    int64_t i, lo, hi;
+    I i, lo, hi;
     bool first;
     if (d.interleaved) {
       i = j >> 1;
@@ -288,9 +303,17 @@ void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, con
   if (n == 0) return;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
-    rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(cos), static_cast<const T*>(sin),
-        position_ids, static_cast<T*>(y), d, n);
+    const T* tx = static_cast<const T*>(x);
+    const T* tc = static_cast<const T*>(cos);
+    const T* ts = static_cast<const T*>(sin);
+    // Offsets into the caches are 64-bit either way.
+    if (n < (int64_t{1} << 31))
+      rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(tx, tc, ts, position_ids,
+                                                            static_cast<T*>(y), d,
+                                                            static_cast<uint32_t>(n));
+    else
+      rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(tx, tc, ts, position_ids,
+                                                            static_cast<T*>(y), d, n);
   });
 }
 
