@@ -1,7 +1,7 @@
 // CPU kernel of RotaryEmbedding (opset 23) for float32, float64, float16 and bfloat16. Each task is
-// one (batch, position) token: it finds the token's cos and sin rows (at position_ids[b, s], or
-// the caches' own (b, s) row) and rotates the first rotary_dim values of every head, halves
-// (i, i + rotary_dim / 2) or interleaved pairs (2i, 2i + 1), copying the rest of the head.
+// one head vector of one token, taken in memory order: it finds the token's cos and sin rows (at
+// position_ids[b, s], or the caches' own (b, s) row) and rotates the first rotary_dim values,
+// halves (i, i + rotary_dim / 2) or interleaved pairs (2i, 2i + 1), copying the rest.
 // A position id outside the caches throws InvalidArgument naming the node.
 #include <algorithm>
 #include <memory>
@@ -46,40 +46,38 @@ class RotaryEmbeddingKernel final : public Kernel {
                                 " is outside the caches' " + std::to_string(g.max_position) +
                                 " positions");
     }
-    // Element offsets of head h of token (b, s), and the step between heads.
-    const int64_t head_step = g.three_d ? d : g.seq * d;
-    const int64_t work = tokens * g.heads * d;
+    // One task per head vector, in memory order: (b, h, s) for 4-D X, (b, s, h) for 3-D.
+    const int64_t rows = tokens * g.heads;
+    const int64_t work = rows * d;
 #pragma omp parallel for schedule(static) if (work > kParallelWork)
-    for (int64_t t = 0; t < tokens; ++t) {
-      const int64_t b = t / g.seq, s = t % g.seq;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t b = r / (g.heads * g.seq);
+      const int64_t s = g.three_d ? (r / g.heads) % g.seq : r % g.seq;
+      const int64_t t = b * g.seq + s;
       const int64_t row = pos != nullptr ? pos[t] : t;
       const T* cosv = cos_cache + row * half;
       const T* sinv = sin_cache + row * half;
-      const int64_t first =
-          g.three_d ? (b * g.seq + s) * g.heads * d : (b * g.heads * g.seq + s) * d;
-      for (int64_t h = 0; h < g.heads; ++h) {
-        const T* in = x + first + h * head_step;
-        T* out = y + first + h * head_step;
-        // Every element is read before its own slot is written, so y may be x itself.
-        if (g.interleaved) {
+      const T* in = x + r * d;
+      T* out = y + r * d;
+      // Every element is read before its own slot is written, so y may be x itself.
+      if (g.interleaved) {
 #pragma omp simd
-          for (int64_t i = 0; i < half; ++i) {
-            const C c = static_cast<C>(cosv[i]), sn = static_cast<C>(sinv[i]);
-            const C a = static_cast<C>(in[2 * i]), bb = static_cast<C>(in[2 * i + 1]);
-            out[2 * i] = T(c * a - sn * bb);
-            out[2 * i + 1] = T(sn * a + c * bb);
-          }
-        } else {
-#pragma omp simd
-          for (int64_t i = 0; i < half; ++i) {
-            const C c = static_cast<C>(cosv[i]), sn = static_cast<C>(sinv[i]);
-            const C a = static_cast<C>(in[i]), bb = static_cast<C>(in[half + i]);
-            out[i] = T(c * a - sn * bb);
-            out[half + i] = T(sn * a + c * bb);
-          }
+        for (int64_t i = 0; i < half; ++i) {
+          const C c = static_cast<C>(cosv[i]), sn = static_cast<C>(sinv[i]);
+          const C a = static_cast<C>(in[2 * i]), bb = static_cast<C>(in[2 * i + 1]);
+          out[2 * i] = T(c * a - sn * bb);
+          out[2 * i + 1] = T(sn * a + c * bb);
         }
-        if (in != out) std::copy(in + g.rotary_dim, in + d, out + g.rotary_dim);
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+          const C c = static_cast<C>(cosv[i]), sn = static_cast<C>(sinv[i]);
+          const C a = static_cast<C>(in[i]), bb = static_cast<C>(in[half + i]);
+          out[i] = T(c * a - sn * bb);
+          out[half + i] = T(sn * a + c * bb);
+        }
       }
+      if (in != out) std::copy(in + g.rotary_dim, in + d, out + g.rotary_dim);
     }
   }
 
