@@ -52,7 +52,6 @@ std::vector<Value*> convert_group_norm_v18(ImportContext& ctx) {
 
 }  // namespace
 
-LUMEN_ONNX_CONVERTER(GroupNormalizationV18, "GroupNormalization", 18, 20,
-                     &convert_group_norm_v18);
+LUMEN_ONNX_CONVERTER(GroupNormalizationV18, "GroupNormalization", 18, 20, &convert_group_norm_v18);
 
 }  // namespace lumen::onnx_import

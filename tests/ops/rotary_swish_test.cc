@@ -48,8 +48,8 @@ struct RotaryCase {
   int64_t batch = 2, heads = 3, seq = 5, head_size = 8;
   int64_t rotary_dim = 0;  // attribute; 0: absent (the whole head)
   bool interleaved = false;
-  bool three_d = false;     // X (batch, seq, heads * head_size) with num_heads
-  int64_t positions = 0;    // > 0: position_ids into caches of that many rows
+  bool three_d = false;   // X (batch, seq, heads * head_size) with num_heads
+  int64_t positions = 0;  // > 0: position_ids into caches of that many rows
 };
 
 // The spec's algorithm element by element: for X[b, h, s, j] (4-D; 3-D reads X[b, s, h * D + j])
@@ -66,8 +66,8 @@ std::vector<double> ref_rotary(const RotaryCase& c, const Tensor& x, const Tenso
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads; ++h)
       for (int64_t s = 0; s < c.seq; ++s) {
-        const int64_t row = pos ? static_cast<int64_t>(pos->item_as_double(b * c.seq + s))
-                                : b * c.seq + s;
+        const int64_t row =
+            pos ? static_cast<int64_t>(pos->item_as_double(b * c.seq + s)) : b * c.seq + s;
         for (int64_t j = 0; j < d; ++j) {
           if (j >= rd) {
             y[at(b, h, s, j)] = xv[at(b, h, s, j)];
@@ -154,14 +154,23 @@ TEST(RotaryEmbeddingTest, PartialRotation) {
 TEST(RotaryEmbeddingTest, ThreeDInput) {
   check_rotary({.heads = 4, .three_d = true}, 7);
   check_rotary({.heads = 4, .three_d = true, .positions = 9}, 8);
-  check_rotary({.heads = 2, .head_size = 12, .rotary_dim = 8, .interleaved = true,
-                .three_d = true, .positions = 16},
+  check_rotary({.heads = 2,
+                .head_size = 12,
+                .rotary_dim = 8,
+                .interleaved = true,
+                .three_d = true,
+                .positions = 16},
                9);
 }
 TEST(RotaryEmbeddingTest, LargeParallel) {
   check_rotary({.batch = 2, .heads = 8, .seq = 64, .head_size = 128, .positions = 256}, 10);
-  check_rotary({.batch = 2, .heads = 8, .seq = 64, .head_size = 64, .rotary_dim = 32,
-                .interleaved = true, .three_d = true},
+  check_rotary({.batch = 2,
+                .heads = 8,
+                .seq = 64,
+                .head_size = 64,
+                .rotary_dim = 32,
+                .interleaved = true,
+                .three_d = true},
                11);
 }
 TEST(RotaryEmbeddingTest, OtherDtypes) {
@@ -189,8 +198,11 @@ TEST(RotaryEmbeddingTest, PositionOutOfRange) {
         EXPECT_TRUE(std::isnan(out[0].item_as_double((h * 3 + 1) * 4 + j)));
     return;
   }
-  expect_error<InvalidArgument>([&] { run_op("RotaryEmbedding", {in.x, in.cos, in.sin, in.pos}); },
-                                "RotaryEmbedding");
+  expect_error<InvalidArgument>(
+      [&] {
+        run_op("RotaryEmbedding", {in.x, in.cos, in.sin, in.pos});
+      },
+      "RotaryEmbedding");
 }
 
 TEST(RotaryEmbeddingTest, BadInputs) {
@@ -205,34 +217,52 @@ TEST(RotaryEmbeddingTest, BadInputs) {
   expect_error<InvalidModel>([&] { rotary({x3, in.cos, in.sin, in.pos}); }, op);
   expect_error<ShapeError>([&] { rotary({x3, in.cos, in.sin, in.pos}, {{"num_heads", 5}}); }, op);
   // 4-D X whose heads disagree with num_heads; X of rank 2.
-  expect_error<ShapeError>([&] { rotary({in.x, in.cos, in.sin, in.pos}, {{"num_heads", 2}}); },
-                           op);
+  expect_error<ShapeError>([&] { rotary({in.x, in.cos, in.sin, in.pos}, {{"num_heads", 2}}); }, op);
   expect_error<ShapeError>(
-      [&] { rotary({random_tensor({5, 8}, 22), in.cos, in.sin, in.pos}); }, op);
+      [&] {
+        rotary({random_tensor({5, 8}, 22), in.cos, in.sin, in.pos});
+      },
+      op);
   // Odd or oversized rotary_embedding_dim.
   expect_error<ShapeError>(
-      [&] { rotary({in.x, in.cos, in.sin, in.pos}, {{"rotary_embedding_dim", 3}}); }, op);
+      [&] {
+        rotary({in.x, in.cos, in.sin, in.pos}, {{"rotary_embedding_dim", 3}});
+      },
+      op);
   expect_error<ShapeError>(
-      [&] { rotary({in.x, in.cos, in.sin, in.pos}, {{"rotary_embedding_dim", 10}}); }, op);
+      [&] {
+        rotary({in.x, in.cos, in.sin, in.pos}, {{"rotary_embedding_dim", 10}});
+      },
+      op);
   // Caches of the wrong width, of different shapes, of another dtype; 3-D caches with positions.
   Tensor narrow = random_tensor({10, 3}, 23);
   expect_error<ShapeError>([&] { rotary({in.x, narrow, narrow, in.pos}); }, op);
-  expect_error<ShapeError>([&] { rotary({in.x, in.cos, random_tensor({11, 4}, 24), in.pos}); },
-                           op);
+  expect_error<ShapeError>([&] { rotary({in.x, in.cos, random_tensor({11, 4}, 24), in.pos}); }, op);
   expect_error<ShapeError>(
-      [&] { rotary({in.x, as_dtype(in.cos, DType::kFloat64), in.sin, in.pos}); }, op);
+      [&] {
+        rotary({in.x, as_dtype(in.cos, DType::kFloat64), in.sin, in.pos});
+      },
+      op);
   Tensor c3 = random_tensor({2, 5, 4}, 25);
   expect_error<ShapeError>([&] { rotary({in.x, c3, c3, in.pos}); }, op);
   // Without positions the caches must be (batch, seq, rotary_dim / 2).
   expect_error<ShapeError>([&] { rotary({in.x, in.cos, in.sin}); }, op);
   // position_ids of the wrong type or shape.
   expect_error<ShapeError>(
-      [&] { rotary({in.x, in.cos, in.sin, test::random_ints({2, 5}, 26, 0, 9, DType::kInt32)}); },
+      [&] {
+        rotary({in.x, in.cos, in.sin, test::random_ints({2, 5}, 26, 0, 9, DType::kInt32)});
+      },
       op);
   expect_error<ShapeError>(
-      [&] { rotary({in.x, in.cos, in.sin, test::random_ints({1, 5}, 27, 0, 9)}); }, op);
+      [&] {
+        rotary({in.x, in.cos, in.sin, test::random_ints({1, 5}, 27, 0, 9)});
+      },
+      op);
   expect_error<InvalidModel>(
-      [&] { rotary({in.x, in.cos, in.sin, in.pos}, {{"interleaved", 2}}); }, op);
+      [&] {
+        rotary({in.x, in.cos, in.sin, in.pos}, {{"interleaved", 2}});
+      },
+      op);
 }
 
 // --- Swish, SwiGLU -----------------------------------------------------------------------------
@@ -250,8 +280,7 @@ void check_swish(const Shape& shape, float alpha, bool gated, uint64_t seed,
   auto out = gated ? run_op("SwiGLU", {a, b}, attrs) : run_op("Swish", {a}, attrs);
   EXPECT_EQ(out[0].dtype(), dtype);
   std::vector<double> av = to_doubles(a), bv = to_doubles(b), want(av.size());
-  for (size_t i = 0; i < av.size(); ++i)
-    want[i] = swish_ref(av[i], alpha) * (gated ? bv[i] : 1.0);
+  for (size_t i = 0; i < av.size(); ++i) want[i] = swish_ref(av[i], alpha) * (gated ? bv[i] : 1.0);
   expect_close(out[0], shape, want, atol_of(dtype), rtol_of(dtype));
 }
 
@@ -273,8 +302,11 @@ TEST(SwishTest, OtherDtypes) {
 }
 TEST(SwishTest, BadInputs) {
   expect_error<ShapeError>([] { run_op("Swish", {test::random_ints({3}, 48, 0, 3)}); }, "Swish");
-  expect_error<InvalidModel>([] { run_op("Swish", {random_tensor({3}, 49)}, {{"alpha", "x"}}); },
-                             "Swish");
+  expect_error<InvalidModel>(
+      [] {
+        run_op("Swish", {random_tensor({3}, 49)}, {{"alpha", "x"}});
+      },
+      "Swish");
 }
 
 TEST(SwiGLUTest, DefaultAlpha) {
@@ -295,10 +327,12 @@ TEST(SwiGLUTest, OtherDtypes) {
 TEST(SwiGLUTest, BadInputs) {
   Tensor a = random_tensor({2, 4}, 57);
   expect_error<ShapeError>([&] { run_op("SwiGLU", {a, random_tensor({1, 4}, 58)}); }, "SwiGLU");
-  expect_error<ShapeError>([&] { run_op("SwiGLU", {a, as_dtype(a, DType::kFloat16)}); },
-                           "SwiGLU");
+  expect_error<ShapeError>([&] { run_op("SwiGLU", {a, as_dtype(a, DType::kFloat16)}); }, "SwiGLU");
   expect_error<ShapeError>(
-      [&] { run_op("SwiGLU", {test::random_ints({2, 4}, 59, 0, 3), a}); }, "SwiGLU");
+      [&] {
+        run_op("SwiGLU", {test::random_ints({2, 4}, 59, 0, 3), a});
+      },
+      "SwiGLU");
   expect_error<InvalidModel>([&] { run_op("SwiGLU", {a}); }, "SwiGLU");
 }
 

@@ -58,7 +58,9 @@ void power_row(const T* x, C* t, int64_t n, C p, PowerKind kind, int whole) {
 // s^(1/p).
 template <typename C>
 inline C root_of(C s, C p, PowerKind kind) {
-  return kind == PowerKind::kOne ? s : kind == PowerKind::kTwo ? std::sqrt(s) : std::pow(s, C(1) / p);
+  return kind == PowerKind::kOne   ? s
+         : kind == PowerKind::kTwo ? std::sqrt(s)
+                                   : std::pow(s, C(1) / p);
 }
 
 // One spatial axis of a window; missing leading axes (1-D, 2-D) are size-1 axes.

@@ -69,7 +69,8 @@ double sum_abs(const T* p, int64_t n) {
     return total;
   } else {
     double s = 0.0;
-    for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(static_cast<ComputeOf<T>>(p[i])));
+    for (int64_t i = 0; i < n; ++i)
+      s += std::fabs(static_cast<double>(static_cast<ComputeOf<T>>(p[i])));
     return s;
   }
 }
@@ -149,8 +150,8 @@ class RmsNormKernel final : public Kernel {
  private:
   template <typename TX, typename TV>
   void apply(KernelContext& ctx) const {
-    using C = std::conditional_t<std::is_same_v<TX, double> || std::is_same_v<TV, double>, double,
-                                 float>;
+    using C =
+        std::conditional_t<std::is_same_v<TX, double> || std::is_same_v<TV, double>, double, float>;
     const int64_t rows = rows_, n = n_;
     if (rows == 0 || n == 0) return;
     const TX* x = elements<TX>(ctx.inputs[0]);
@@ -162,7 +163,8 @@ class RmsNormKernel final : public Kernel {
     for (int64_t r = 0; r < rows; ++r) {
       const TX* in = x + r * n;
       TV* out = y + r * n;
-      const C inv = static_cast<C>(1.0 / std::sqrt(sum_squares(in, n) / static_cast<double>(n) + eps));
+      const C inv =
+          static_cast<C>(1.0 / std::sqrt(sum_squares(in, n) / static_cast<double>(n) + eps));
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) out[i] = TV(static_cast<C>(in[i]) * inv * s[i]);
     }
@@ -326,7 +328,8 @@ class LpNormKernel final : public Kernel {
           const T* in = base + j * inner;
           if (p_ == 2) {
 #pragma omp simd
-            for (int64_t i = 0; i < len; ++i) part[i] += static_cast<C>(in[i]) * static_cast<C>(in[i]);
+            for (int64_t i = 0; i < len; ++i)
+              part[i] += static_cast<C>(in[i]) * static_cast<C>(in[i]);
           } else {
 #pragma omp simd
             for (int64_t i = 0; i < len; ++i) part[i] += std::fabs(static_cast<C>(in[i]));

@@ -155,8 +155,8 @@ __global__ void group_norm_apply_kernel(const T* __restrict__ x, const T* __rest
   T* out = y + g * group_size;
   for (I i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const int64_t ch = channel0 + i / spatial;
-    out[i] = from_float<T>((to_float(in[i]) - mean) * inv * to_float(scale[ch]) +
-                           to_float(bias[ch]));
+    out[i] =
+        from_float<T>((to_float(in[i]) - mean) * inv * to_float(scale[ch]) + to_float(bias[ch]));
   }
 }
 
@@ -227,8 +227,8 @@ __global__ void swish_kernel(float alpha, const T* __restrict__ a, const T* __re
 
 }  // namespace
 
-void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int64_t rows,
-                     int64_t n, float epsilon, cudaStream_t stream) {
+void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int64_t rows, int64_t n,
+                     float epsilon, cudaStream_t stream) {
   if (rows == 0 || n == 0) return;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
@@ -237,8 +237,8 @@ void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int6
     T* ty = static_cast<T*>(y);
     if (n <= 1024) {
       const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-      rms_norm_warp_kernel<<<static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8), kThreads,
-                             0, stream>>>(tx, ts, ty, rows, n, epsilon);
+      rms_norm_warp_kernel<<<static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8), kThreads, 0,
+                             stream>>>(tx, ts, ty, rows, n, epsilon);
     } else {
       const int blocks = static_cast<int>(rows < 65535 * 8 ? rows : 65535 * 8);
       rms_norm_block_kernel<<<blocks, kThreads, 0, stream>>>(tx, ts, ty, rows, n, epsilon);
@@ -308,9 +308,8 @@ void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, con
     const T* ts = static_cast<const T*>(sin);
     // Offsets into the caches are 64-bit either way.
     if (n < (int64_t{1} << 31))
-      rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(tx, tc, ts, position_ids,
-                                                            static_cast<T*>(y), d,
-                                                            static_cast<uint32_t>(n));
+      rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+          tx, tc, ts, position_ids, static_cast<T*>(y), d, static_cast<uint32_t>(n));
     else
       rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(tx, tc, ts, position_ids,
                                                             static_cast<T*>(y), d, n);

@@ -15,8 +15,8 @@ namespace lumen::cuda {
 
 // RMSNormalization over `rows` contiguous rows of n: y = x / sqrt(mean(x^2) + epsilon) * scale,
 // scale a dense row of n. A warp per row for rows up to 1024 values, else a block per row.
-void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int64_t rows,
-                     int64_t n, float epsilon, cudaStream_t stream);
+void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int64_t rows, int64_t n,
+                     float epsilon, cudaStream_t stream);
 
 // GroupNormalization of x (batch, channels, spatial) with per-channel scale and bias. Each group
 // (channels / groups planes, contiguous) is split into `chunks` pieces of chunk_len values: one

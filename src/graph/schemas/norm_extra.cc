@@ -73,8 +73,8 @@ void infer_group_norm(InferContext& ctx) {
   static const char* const kNames[] = {"X", "scale", "bias"};
   for (int i = 1; i < 3; ++i) {
     if (ctx.input_dtype(i) != ctx.input_dtype(0))
-      ctx.fail_shape(std::string(kNames[i]) + " is " + dtype_name(ctx.input_dtype(i)) +
-                     ", X is " + dtype_name(ctx.input_dtype(0)));
+      ctx.fail_shape(std::string(kNames[i]) + " is " + dtype_name(ctx.input_dtype(i)) + ", X is " +
+                     dtype_name(ctx.input_dtype(0)));
     const Shape& p = ctx.input_shape(i);
     if (p.rank() != 1 || p[0] != channels)
       ctx.fail_shape(std::string(kNames[i]) + " must have shape [" + std::to_string(channels) +

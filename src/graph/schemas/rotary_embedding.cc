@@ -29,17 +29,19 @@ RotaryGeometry rotary_geometry(const NodeContext& ctx) {
     if (num_heads == 0)
       ctx.fail_model("a 3-D X (batch, sequence, hidden) needs the num_heads attribute");
     if (x[2] % num_heads != 0)
-      ctx.fail_shape("num_heads " + std::to_string(num_heads) + " does not divide the hidden size " +
-                     std::to_string(x[2]) + " of X " + x.to_string());
+      ctx.fail_shape("num_heads " + std::to_string(num_heads) +
+                     " does not divide the hidden size " + std::to_string(x[2]) + " of X " +
+                     x.to_string());
     g.batch = x[0];
     g.seq = x[1];
     g.heads = num_heads;
     g.head_size = x[2] / num_heads;
     g.three_d = true;
   } else {
-    ctx.fail_shape("X must be 3-D (batch, sequence, hidden) or 4-D (batch, num_heads, sequence, "
-                   "head_size), got " +
-                   x.to_string());
+    ctx.fail_shape(
+        "X must be 3-D (batch, sequence, hidden) or 4-D (batch, num_heads, sequence, "
+        "head_size), got " +
+        x.to_string());
   }
   const int64_t dim = ctx.attr_int("rotary_embedding_dim", 0);
   if (dim < 0) ctx.fail_model("rotary_embedding_dim must not be negative");
@@ -60,17 +62,18 @@ RotaryGeometry rotary_geometry(const NodeContext& ctx) {
   if (g.with_positions) {
     const Shape& pos = ctx.input_shape(3);
     if (pos.rank() != 2 || pos[0] != g.batch || pos[1] != g.seq)
-      ctx.fail_shape("position_ids must be (batch, sequence) = [" + std::to_string(g.batch) +
-                     ", " + std::to_string(g.seq) + "], got " + pos.to_string());
+      ctx.fail_shape("position_ids must be (batch, sequence) = [" + std::to_string(g.batch) + ", " +
+                     std::to_string(g.seq) + "], got " + pos.to_string());
     if (cos.rank() != 2 || cos[1] != half)
       ctx.fail_shape("with position_ids, cos_cache and sin_cache must be (max_position, " +
                      std::to_string(half) + "), got " + cos.to_string());
     g.max_position = cos[0];
   } else if (cos.rank() != 3 || cos[0] != g.batch || cos[1] != g.seq || cos[2] != half) {
-    ctx.fail_shape("without position_ids, cos_cache and sin_cache must be (batch, sequence, "
-                   "rotary_dim / 2) = [" +
-                   std::to_string(g.batch) + ", " + std::to_string(g.seq) + ", " +
-                   std::to_string(half) + "], got " + cos.to_string());
+    ctx.fail_shape(
+        "without position_ids, cos_cache and sin_cache must be (batch, sequence, "
+        "rotary_dim / 2) = [" +
+        std::to_string(g.batch) + ", " + std::to_string(g.seq) + ", " + std::to_string(half) +
+        "], got " + cos.to_string());
   }
   return g;
 }
