@@ -90,9 +90,11 @@ __global__ void group_stats_kernel(const T* __restrict__ x, float2* __restrict__
   const int64_t begin = c * chunk_len;
   const int64_t end = begin + chunk_len < group_size ? begin + chunk_len : group_size;
   const T* p = x + g * group_size;
+  // Sums of x - x0 (the piece's first value): values far from zero keep their precision.
+  const float shift = to_float(p[begin]);
   float s = 0.f;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) s += to_float(p[i]);
-  const float mean = block_sum(s, shared) / static_cast<float>(end - begin);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) s += to_float(p[i]) - shift;
+  const float mean = shift + block_sum(s, shared) / static_cast<float>(end - begin);
   float m2 = 0.f;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float d = to_float(p[i]) - mean;
