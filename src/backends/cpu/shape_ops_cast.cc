@@ -2,6 +2,11 @@
 // (to narrow and unsigned targets through a wider signed integer, so negative values wrap),
 // anything to bool is x != 0, float16 and bfloat16 round to nearest even (through float32,
 // rounded to odd from wider types), with an F16C fast path for float32 <-> float16.
+//
+// ONNX's narrow types go through float32 the same way: a narrow source is decoded exactly (a
+// table of its 256 patterns), a narrow float target is rounded from float32 by
+// core/narrow_types.h under the `saturate` and `round_mode` attributes, and the 4- and 2-bit
+// integer targets take an integer (floats truncated as for int8) and wrap to their width.
 #include <omp.h>
 
 #ifdef __F16C__
@@ -12,11 +17,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string>
 #include <type_traits>
 
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/shape_ops_cast.h"
 #include "core/half.h"
+#include "core/narrow_types.h"
 
 namespace lumen::cpu {
 namespace {
@@ -123,9 +131,10 @@ void cast_range(const void* src, void* dst, int64_t begin, int64_t end) {
 
 using CastFn = void (*)(const void* src, void* dst, int64_t begin, int64_t end);
 
-// Calls f with a value of the storage type of `dtype`.
-template <typename F>
-CastFn visit_dtype(DType dtype, F&& f) {
+// Calls f with a value of the storage type of `dtype` (a standard dtype; the narrow ones get
+// nullptr).
+template <typename Fn, typename F>
+Fn visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kFloat32:
       return f(float{});
@@ -153,8 +162,102 @@ CastFn visit_dtype(DType dtype, F&& f) {
       return f(uint32_t{});
     case DType::kUInt64:
       return f(uint64_t{});
+    default:
+      return nullptr;
   }
-  return nullptr;
+}
+
+// --- Casts from or to a narrow type ---
+
+// How values become a narrow target, and the table of a narrow source's 256 values.
+struct NarrowCast {
+  DType from;
+  DType to;
+  bool saturate = true;
+  // Opsets 19-23: infinity to float8 FNUZ is NaN even when saturating (set by the importer).
+  bool fnuz_inf_to_nan = false;
+  E8M0Rounding mode = E8M0Rounding::kUp;
+  float decoded[256] = {};
+};
+
+// x of storage type S as the narrow target's byte.
+template <typename S>
+inline uint8_t to_narrow(S x, const NarrowCast& c) {
+  if (is_sub_byte_int(c.to)) {
+    int64_t v;
+    if constexpr (std::is_same_v<S, F16> || std::is_same_v<S, BF16>) {
+      v = convert<int32_t>(x);
+    } else if constexpr (std::is_same_v<S, Bool8>) {
+      v = x.v != 0;
+    } else if constexpr (std::is_floating_point_v<S>) {
+      v = truncate_saturated<int32_t>(x);
+    } else {
+      v = static_cast<int64_t>(x);  // uint64 wraps, keeping the low bits
+    }
+    return wrap_sub_byte(c.to, v);
+  }
+  float f;
+  if constexpr (std::is_same_v<S, F16>) {
+    f = half_to_float(x.bits);
+  } else if constexpr (std::is_same_v<S, BF16>) {
+    f = bfloat16_to_float(x.bits);
+  } else if constexpr (std::is_same_v<S, Bool8>) {
+    f = x.v != 0 ? 1.0f : 0.0f;
+  } else {
+    f = to_float_for_half(x);  // rounded to odd from wider types: one rounding in all
+  }
+  if (c.fnuz_inf_to_nan && std::isinf(f) &&
+      (c.to == DType::kFloat8E4M3FNUZ || c.to == DType::kFloat8E5M2FNUZ))
+    return 0x80;
+  return float_to_narrow_float(c.to, f, c.saturate, c.mode);
+}
+
+using NarrowFn = void (*)(const void* src, void* dst, int64_t begin, int64_t end,
+                          const NarrowCast& c);
+
+// A standard dtype (storage type S) to a narrow one.
+template <typename S>
+void to_narrow_range(const void* src, void* dst, int64_t begin, int64_t end, const NarrowCast& c) {
+  const S* s = static_cast<const S*>(src);
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  for (int64_t i = begin; i < end; ++i) d[i] = to_narrow(s[i], c);
+}
+
+// A narrow dtype to a standard one (storage type D), through the exact float32 value.
+template <typename D>
+void from_narrow_range(const void* src, void* dst, int64_t begin, int64_t end,
+                       const NarrowCast& c) {
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  D* d = static_cast<D*>(dst);
+  if (is_sub_byte_int(c.from) && std::is_integral_v<D>) {
+    // Integers to integers keep every bit (int4 -1 to uint8 is 255, as from int8).
+    for (int64_t i = begin; i < end; ++i)
+      d[i] = static_cast<D>(static_cast<int64_t>(c.decoded[s[i]]));
+    return;
+  }
+  for (int64_t i = begin; i < end; ++i) d[i] = convert<D>(c.decoded[s[i]]);
+}
+
+// A narrow dtype to another narrow one.
+void narrow_to_narrow_range(const void* src, void* dst, int64_t begin, int64_t end,
+                            const NarrowCast& c) {
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  if (is_sub_byte_int(c.from)) {
+    for (int64_t i = begin; i < end; ++i)
+      d[i] = is_sub_byte_int(c.to)
+                 ? wrap_sub_byte(c.to, static_cast<int64_t>(c.decoded[s[i]]))
+                 : to_narrow(c.decoded[s[i]], c);
+    return;
+  }
+  for (int64_t i = begin; i < end; ++i) d[i] = to_narrow(c.decoded[s[i]], c);
+}
+
+E8M0Rounding e8m0_rounding(const NodeContext& ctx) {
+  const std::string mode = ctx.attr_string("round_mode", "up");
+  if (mode == "up") return E8M0Rounding::kUp;
+  if (mode == "down") return E8M0Rounding::kDown;
+  return E8M0Rounding::kNearest;  // the schema admits only these three
 }
 
 class CastKernel final : public Kernel {
@@ -164,9 +267,33 @@ class CastKernel final : public Kernel {
     DType to = ctx.output(0).dtype;
     elem_ = dtype_size(to);
     if (from == to) return;  // a plain copy
-    fn_ = visit_dtype(from, [&](auto s) {
-      return visit_dtype(to,
-                         [&](auto d) -> CastFn { return &cast_range<decltype(d), decltype(s)>; });
+    if (is_narrow(from) || is_narrow(to)) {
+      narrow_ = std::make_unique<NarrowCast>();
+      narrow_->from = from;
+      narrow_->to = to;
+      narrow_->saturate = ctx.attr_int("saturate", 1) != 0;
+      narrow_->fnuz_inf_to_nan = ctx.attr_int("fnuz_inf_to_nan", 0) != 0;
+      narrow_->mode = e8m0_rounding(ctx);
+      if (is_narrow(from)) {
+        for (int b = 0; b < 256; ++b)
+          narrow_->decoded[b] = narrow_to_float(from, static_cast<uint8_t>(b));
+      }
+      if (is_narrow(from) && is_narrow(to)) {
+        narrow_fn_ = &narrow_to_narrow_range;
+      } else if (is_narrow(to)) {
+        narrow_fn_ = visit_dtype<NarrowFn>(from, [](auto s) -> NarrowFn {
+          return &to_narrow_range<decltype(s)>;
+        });
+      } else {
+        narrow_fn_ = visit_dtype<NarrowFn>(to, [](auto d) -> NarrowFn {
+          return &from_narrow_range<decltype(d)>;
+        });
+      }
+      return;
+    }
+    fn_ = visit_dtype<CastFn>(from, [&](auto s) {
+      return visit_dtype<CastFn>(
+          to, [&](auto d) -> CastFn { return &cast_range<decltype(d), decltype(s)>; });
     });
   }
 
@@ -175,26 +302,35 @@ class CastKernel final : public Kernel {
     Tensor& out = ctx.outputs[0];
     int64_t n = in.numel();
     if (n == 0) return;
-    if (fn_ == nullptr) {
+    if (fn_ == nullptr && narrow_fn_ == nullptr) {
       std::memcpy(out.raw_data(), in.raw_data(), static_cast<size_t>(n) * elem_);
       return;
     }
     const void* src = in.raw_data();
     void* dst = out.raw_data();
+    const NarrowCast* narrow = narrow_.get();
+    auto range = [&](int64_t begin, int64_t end) {
+      if (fn_ != nullptr)
+        fn_(src, dst, begin, end);
+      else
+        narrow_fn_(src, dst, begin, end, *narrow);
+    };
     if (n < kParallelElements) {
-      fn_(src, dst, 0, n);
+      range(0, n);
       return;
     }
     // Contiguous chunks of 4K elements, so each thread's stores stay on whole cache lines.
     constexpr int64_t kChunk = 4096;
     int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) fn_(src, dst, c * kChunk, std::min(n, (c + 1) * kChunk));
+    for (int64_t c = 0; c < chunks; ++c) range(c * kChunk, std::min(n, (c + 1) * kChunk));
   }
 
  private:
   static constexpr int64_t kParallelElements = 32768;
   CastFn fn_ = nullptr;
+  NarrowFn narrow_fn_ = nullptr;
+  std::unique_ptr<NarrowCast> narrow_;
   size_t elem_ = 0;
 };
 
