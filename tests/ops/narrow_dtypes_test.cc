@@ -406,6 +406,58 @@ TEST(NarrowCast, BadRoundModeAndArithmeticOnNarrowTypes) {
   EXPECT_THROW(run_op("Relu", {e}), Error);
 }
 
+// --- Data movement: narrow tensors move by byte ---
+
+TEST(NarrowMovement, ShapeAndCopyOpsMoveBytes) {
+  for (DType t : {DType::kFloat8E4M3FN, DType::kInt4, DType::kFloat4E2M1}) {
+    std::vector<uint8_t> bytes(24);
+    for (int i = 0; i < 24; ++i) bytes[i] = static_cast<uint8_t>(t == DType::kInt4 ? i % 16 - 8 : i % 16);
+    Tensor x = Tensor::empty(Shape{2, 3, 4}, t);
+    std::memcpy(x.raw_data(), bytes.data(), 24);
+    auto same = [&](const Tensor& y, const Shape& shape, const std::vector<uint8_t>& want,
+                    const char* op) {
+      EXPECT_EQ(y.dtype(), t) << op;
+      EXPECT_EQ(y.shape(), shape) << op;
+      EXPECT_EQ(bytes_of(y), want) << op << " " << dtype_name(t);
+    };
+    same(run_op("Identity", {x})[0], {2, 3, 4}, bytes, "Identity");
+    same(run_op("Reshape", {x, test::constant(Tensor::from_vector<int64_t>({2}, {4, 6}))})[0],
+         {4, 6}, bytes, "Reshape");
+    same(run_op("Flatten", {x})[0], {2, 12}, bytes, "Flatten");
+    same(run_op("Unsqueeze", {x, test::constant(Tensor::from_vector<int64_t>({1}, {0}))})[0],
+         {1, 2, 3, 4}, bytes, "Unsqueeze");
+    // Transpose (2, 0, 1): y[c][a][b] = x[a][b][c].
+    std::vector<uint8_t> tr;
+    for (int c = 0; c < 4; ++c)
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 3; ++b) tr.push_back(bytes[(a * 3 + b) * 4 + c]);
+    same(run_op("Transpose", {x}, {{"perm", std::vector<int64_t>{2, 0, 1}}})[0], {4, 2, 3}, tr,
+         "Transpose");
+    std::vector<uint8_t> twice = bytes;
+    twice.insert(twice.end(), bytes.begin(), bytes.end());
+    same(run_op("Concat", {x, x}, {{"axis", 0}})[0], {4, 3, 4}, twice, "Concat");
+    // Gather rows 1, 0 of axis 0.
+    std::vector<uint8_t> swapped(bytes.begin() + 12, bytes.end());
+    swapped.insert(swapped.end(), bytes.begin(), bytes.begin() + 12);
+    same(run_op("Gather", {x, Tensor::from_vector<int64_t>({2}, {1, 0})})[0], {2, 3, 4}, swapped,
+         "Gather");
+    // Pad the last axis by one constant value on each side.
+    Tensor pad_value = Tensor::empty(Shape{}, t);
+    static_cast<uint8_t*>(pad_value.raw_data())[0] = 0x05;
+    std::vector<uint8_t> padded;
+    for (int row = 0; row < 6; ++row) {
+      padded.push_back(0x05);
+      for (int c = 0; c < 4; ++c) padded.push_back(bytes[row * 4 + c]);
+      padded.push_back(0x05);
+    }
+    same(run_op("Pad", {x, test::constant(Tensor::from_vector<int64_t>({6}, {0, 0, 1, 0, 0, 1})),
+                        test::constant(pad_value)})[0],
+         {2, 3, 6}, padded, "Pad");
+    EXPECT_EQ(run_op("Shape", {x})[0].item_as_double(2), 4.0);
+    EXPECT_EQ(run_op("Size", {x})[0].item_as_double(0), 24.0);
+  }
+}
+
 // --- TensorProto ---
 
 TEST(NarrowTensorProto, RoundTripThroughRawData) {
