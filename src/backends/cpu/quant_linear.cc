@@ -176,44 +176,57 @@ class QuantizeLinearKernel final : public Kernel {
   }
 
  private:
-  // x / scale in the division's precision.
+  // x / scale in the division's precision `prec` (x of dtype xt where XT holds 16-bit bits).
   template <typename XT>
-  double quotient(XT raw, double scale) const {
+  static double quotient(XT raw, double scale, DType xt, DType prec) {
     if constexpr (std::is_same_v<XT, int32_t>) {
       const double q = static_cast<double>(raw) / scale;
-      return precision_ == DType::kFloat64 ? q : round_to(precision_, static_cast<float>(q));
+      return prec == DType::kFloat64 ? q : round_to(prec, static_cast<float>(q));
     } else {
       float x;
       if constexpr (std::is_same_v<XT, float>)
         x = raw;
       else
-        x = x_type_ == DType::kFloat16 ? half_to_float(raw) : bfloat16_to_float(raw);
-      if (precision_ == DType::kFloat32) return x / static_cast<float>(scale);
-      if (precision_ == DType::kFloat64) return static_cast<double>(x) / scale;
-      return round_to(precision_, round_to(precision_, x) / static_cast<float>(scale));
+        x = xt == DType::kFloat16 ? half_to_float(raw) : bfloat16_to_float(raw);
+      if (prec == DType::kFloat32) return x / static_cast<float>(scale);
+      if (prec == DType::kFloat64) return static_cast<double>(x) / scale;
+      return round_to(prec, round_to(prec, x) / static_cast<float>(scale));
     }
   }
 
   template <typename XT>
   void quantize(const XT* x, const std::vector<double>& scale, const std::vector<double>& zero,
                 Tensor& out) const {
+    // Locals, so that the byte stores below cannot be taken to change them.
     void* y = out.raw_data();
-    if (is_narrow_float(out_)) {
+    const DType xt = x_type_, prec = precision_, out_type = out_;
+    if (is_narrow_float(out_type)) {
       uint8_t* y8 = static_cast<uint8_t*>(y);
+      const bool saturate = saturate_;
       for_each_run(layout_, [&](int64_t begin, int64_t end, int64_t p, int64_t step) {
         for (int64_t k = begin; k < end; ++k, p += step) {
-          const float v = static_cast<float>(quotient(x[k], scale[p]) + zero[p]);
-          y8[k] = float_to_narrow_float(out_, v, saturate_);
+          const float v = static_cast<float>(quotient(x[k], scale[p], xt, prec) + zero[p]);
+          y8[k] = float_to_narrow_float(out_type, v, saturate);
         }
       });
       return;
     }
     const int32_t lo = lo_, hi = hi_;
-    const DType out_type = out_;
+    if constexpr (std::is_same_v<XT, float>) {
+      if (prec == DType::kFloat32) {
+        if (out_type == DType::kInt16)
+          quantize_fast(x, static_cast<int16_t*>(y), scale, zero);
+        else if (out_type == DType::kUInt16)
+          quantize_fast(x, static_cast<uint16_t*>(y), scale, zero);
+        else
+          quantize_fast(x, static_cast<uint8_t*>(y), scale, zero);
+        return;
+      }
+    }
     for_each_run(layout_, [&](int64_t begin, int64_t end, int64_t p, int64_t step) {
       for (int64_t k = begin; k < end; ++k, p += step) {
-        const int32_t q =
-            quantize_integer(quotient(x[k], scale[p]), static_cast<int32_t>(zero[p]), lo, hi);
+        const int32_t q = quantize_integer(quotient(x[k], scale[p], xt, prec),
+                                           static_cast<int32_t>(zero[p]), lo, hi);
         if (out_type == DType::kInt16)
           static_cast<int16_t*>(y)[k] = static_cast<int16_t>(q);
         else if (out_type == DType::kUInt16)
@@ -222,6 +235,33 @@ class QuantizeLinearKernel final : public Kernel {
           static_cast<uint8_t*>(y)[k] = static_cast<uint8_t>(q);  // int8 etc.: two's complement
       }
     });
+  }
+
+  // float32 x and division to an integer type YT (int8 and the narrower ones stored as bytes),
+  // in float: the common case, kept simple enough to vectorize.
+  template <typename YT>
+  void quantize_fast(const float* x, YT* y, const std::vector<double>& scale,
+                     const std::vector<double>& zero) const {
+    const std::vector<float> s(scale.begin(), scale.end()), z(zero.begin(), zero.end());
+    const float lo = static_cast<float>(lo_), hi = static_cast<float>(hi_);
+    for_each_run(layout_, [&](int64_t begin, int64_t end, int64_t p, int64_t step) {
+      if (step == 0)
+        quantize_run<YT, false>(x + begin, y + begin, end - begin, &s[p], &z[p], lo, hi);
+      else
+        quantize_run<YT, true>(x + begin, y + begin, end - begin, &s[p], &z[p], lo, hi);
+    });
+  }
+
+  // n values with one scale and zero point (kEach: one per value).
+  template <typename YT, bool kEach>
+  static void quantize_run(const float* x, YT* y, int64_t n, const float* s, const float* z,
+                           float lo, float hi) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float sc = s[kEach ? i : 0], zp = z[kEach ? i : 0];
+      const float r = std::nearbyint(x[i] / sc);
+      const float q = r != r ? zp : r + zp;  // NaN: the zero point
+      y[i] = static_cast<YT>(static_cast<int32_t>(std::min(std::max(q, lo), hi)));
+    }
   }
 
   ParamLayout layout_;

@@ -180,47 +180,75 @@ struct NarrowCast {
   float decoded[256] = {};
 };
 
-// x of storage type S as the narrow target's byte.
+// x of storage type S as float32 on the way to a narrow float (rounded to odd from wider types, so
+// that the narrow rounding after it is the only one).
 template <typename S>
-inline uint8_t to_narrow(S x, const NarrowCast& c) {
-  if (is_sub_byte_int(c.to)) {
-    int64_t v;
-    if constexpr (std::is_same_v<S, F16> || std::is_same_v<S, BF16>) {
-      v = convert<int32_t>(x);
-    } else if constexpr (std::is_same_v<S, Bool8>) {
-      v = x.v != 0;
-    } else if constexpr (std::is_floating_point_v<S>) {
-      v = truncate_saturated<int32_t>(x);
-    } else {
-      v = static_cast<int64_t>(x);  // uint64 wraps, keeping the low bits
-    }
-    return wrap_sub_byte(c.to, v);
-  }
-  float f;
+inline float float_of(S x) {
   if constexpr (std::is_same_v<S, F16>) {
-    f = half_to_float(x.bits);
+    return half_to_float(x.bits);
   } else if constexpr (std::is_same_v<S, BF16>) {
-    f = bfloat16_to_float(x.bits);
+    return bfloat16_to_float(x.bits);
   } else if constexpr (std::is_same_v<S, Bool8>) {
-    f = x.v != 0 ? 1.0f : 0.0f;
+    return x.v != 0 ? 1.0f : 0.0f;
   } else {
-    f = to_float_for_half(x);  // rounded to odd from wider types: one rounding in all
+    return to_float_for_half(x);
   }
-  if (c.fnuz_inf_to_nan && std::isinf(f) &&
-      (c.to == DType::kFloat8E4M3FNUZ || c.to == DType::kFloat8E5M2FNUZ))
-    return 0x80;
-  return float_to_narrow_float(c.to, f, c.saturate, c.mode);
+}
+
+// x as an integer on the way to a 4- or 2-bit integer (floats truncated as for int8).
+template <typename S>
+inline int64_t integer_of(S x) {
+  if constexpr (std::is_same_v<S, F16> || std::is_same_v<S, BF16>) {
+    return convert<int32_t>(x);
+  } else if constexpr (std::is_same_v<S, Bool8>) {
+    return x.v != 0;
+  } else if constexpr (std::is_floating_point_v<S>) {
+    return truncate_saturated<int32_t>(x);
+  } else {
+    return static_cast<int64_t>(x);  // uint64 wraps, keeping the low bits
+  }
+}
+
+// d[i] = encode(float_of(s[i])) for i in [begin, end).
+template <typename S, typename Encode>
+inline void encode_range(const S* s, uint8_t* d, int64_t begin, int64_t end, Encode encode) {
+  for (int64_t i = begin; i < end; ++i) d[i] = encode(float_of(s[i]));
 }
 
 using NarrowFn = void (*)(const void* src, void* dst, int64_t begin, int64_t end,
                           const NarrowCast& c);
 
-// A standard dtype (storage type S) to a narrow one.
+// A dtype of storage type S (a standard one, or float for decoded narrow values) to a narrow one;
+// the target's conversion is chosen once per range.
 template <typename S>
 void to_narrow_range(const void* src, void* dst, int64_t begin, int64_t end, const NarrowCast& c) {
   const S* s = static_cast<const S*>(src);
   uint8_t* d = static_cast<uint8_t*>(dst);
-  for (int64_t i = begin; i < end; ++i) d[i] = to_narrow(s[i], c);
+  const bool sat = c.saturate, inf_nan = c.fnuz_inf_to_nan;
+  switch (c.to) {
+    case DType::kFloat8E4M3FN:
+      return encode_range(s, d, begin, end,
+                          [sat](float f) { return float_to_float8e4m3fn(f, sat); });
+    case DType::kFloat8E5M2:
+      return encode_range(s, d, begin, end, [sat](float f) { return float_to_float8e5m2(f, sat); });
+    case DType::kFloat8E4M3FNUZ:
+      return encode_range(s, d, begin, end, [sat, inf_nan](float f) -> uint8_t {
+        return inf_nan && std::isinf(f) ? 0x80 : float_to_float8e4m3fnuz(f, sat);
+      });
+    case DType::kFloat8E5M2FNUZ:
+      return encode_range(s, d, begin, end, [sat, inf_nan](float f) -> uint8_t {
+        return inf_nan && std::isinf(f) ? 0x80 : float_to_float8e5m2fnuz(f, sat);
+      });
+    case DType::kFloat8E8M0: {
+      const E8M0Rounding mode = c.mode;
+      return encode_range(s, d, begin, end,
+                          [sat, mode](float f) { return float_to_float8e8m0(f, sat, mode); });
+    }
+    case DType::kFloat4E2M1:
+      return encode_range(s, d, begin, end, [](float f) { return float_to_float4e2m1(f); });
+    default:  // the 4- and 2-bit integers
+      for (int64_t i = begin; i < end; ++i) d[i] = wrap_sub_byte(c.to, integer_of(s[i]));
+  }
 }
 
 // A narrow dtype to a standard one (storage type D), through the exact float32 value.
@@ -229,28 +257,21 @@ void from_narrow_range(const void* src, void* dst, int64_t begin, int64_t end,
                        const NarrowCast& c) {
   const uint8_t* s = static_cast<const uint8_t*>(src);
   D* d = static_cast<D*>(dst);
-  if (is_sub_byte_int(c.from) && std::is_integral_v<D>) {
-    // Integers to integers keep every bit (int4 -1 to uint8 is 255, as from int8).
-    for (int64_t i = begin; i < end; ++i)
-      d[i] = static_cast<D>(static_cast<int64_t>(c.decoded[s[i]]));
-    return;
-  }
   for (int64_t i = begin; i < end; ++i) d[i] = convert<D>(c.decoded[s[i]]);
 }
 
-// A narrow dtype to another narrow one.
+// A narrow dtype to another narrow one, through the decoded values in blocks.
 void narrow_to_narrow_range(const void* src, void* dst, int64_t begin, int64_t end,
                             const NarrowCast& c) {
   const uint8_t* s = static_cast<const uint8_t*>(src);
   uint8_t* d = static_cast<uint8_t*>(dst);
-  if (is_sub_byte_int(c.from)) {
-    for (int64_t i = begin; i < end; ++i)
-      d[i] = is_sub_byte_int(c.to)
-                 ? wrap_sub_byte(c.to, static_cast<int64_t>(c.decoded[s[i]]))
-                 : to_narrow(c.decoded[s[i]], c);
-    return;
+  constexpr int64_t kBlock = 256;
+  float values[kBlock];
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t n = std::min(kBlock, end - b);
+    for (int64_t i = 0; i < n; ++i) values[i] = c.decoded[s[b + i]];
+    to_narrow_range<float>(values, d + b, 0, n, c);
   }
-  for (int64_t i = begin; i < end; ++i) d[i] = to_narrow(c.decoded[s[i]], c);
 }
 
 E8M0Rounding e8m0_rounding(const NodeContext& ctx) {
