@@ -454,6 +454,11 @@ TEST(NarrowMovement, ShapeAndCopyOpsMoveBytes) {
                         test::constant(pad_value)})[0],
          {2, 3, 6}, padded, "Pad");
     EXPECT_EQ(run_op("Shape", {x})[0].item_as_double(2), 4.0);
+    // NonZero: float8's and float4's negative zero is zero.
+    Tensor z = byte_tensor(t, {0x00, t == DType::kFloat8E4M3FN ? uint8_t{0x80} : uint8_t{0x08},
+                               0x01, 0x00});
+    Tensor nz = run_op("NonZero", {z})[0];
+    EXPECT_EQ(nz.shape(), (Shape{1, t == DType::kInt4 ? 2 : 1})) << dtype_name(t);
     EXPECT_EQ(run_op("Size", {x})[0].item_as_double(0), 24.0);
   }
 }
