@@ -120,16 +120,18 @@ void check_optimizer(const std::string& op, const Attributes& attrs,
 }
 
 TEST(Adagrad, MatchesReferenceOnSeveralTensors) {
-  const Attributes attrs = {
-      {"norm_coefficient", 0.01}, {"epsilon", 1e-5}, {"decay_factor", 0.1}};
+  const Attributes attrs = {{"norm_coefficient", 0.01}, {"epsilon", 1e-5}, {"decay_factor", 0.1}};
   check_optimizer("Adagrad", attrs, {Shape{3, 4}, Shape{70000}}, 0.2, 3, DType::kFloat32, 1);
   check_optimizer("Adagrad", attrs, {Shape{5}}, 0.1, 0, DType::kFloat32, 2);
   check_optimizer("Adagrad", {}, {Shape{2, 3}, Shape{4}}, 0.3, 7, DType::kFloat64, 3);
 }
 
 TEST(Adam, MatchesReferenceWithAndWithoutBiasCorrection) {
-  const Attributes attrs = {{"norm_coefficient", 0.001}, {"alpha", 0.95}, {"beta", 0.85},
-                            {"epsilon", 1e-2}, {"norm_coefficient_post", 0.05}};
+  const Attributes attrs = {{"norm_coefficient", 0.001},
+                            {"alpha", 0.95},
+                            {"beta", 0.85},
+                            {"epsilon", 1e-2},
+                            {"norm_coefficient_post", 0.05}};
   check_optimizer("Adam", attrs, {Shape{3, 4}, Shape{6}}, 0.1, 0, DType::kFloat32, 4);
   check_optimizer("Adam", attrs, {Shape{40000}, Shape{2, 2, 2}}, 0.1, 5, DType::kFloat32, 5);
   check_optimizer("Adam", {}, {Shape{7}}, 0.01, 2, DType::kFloat64, 6);
@@ -163,11 +165,12 @@ TEST(Optimizers, RefuseBadInput) {
   // Inputs that are not whole groups of X, G, V, H.
   expect_error<InvalidModel>([&] { run_op("Adam", {r, t, x, g, h, h, x}, {}, 3); }, "Adam");
   // More outputs than tensors to update.
-  expect_error<InvalidModel>([&] { run_op("Momentum", {r, t, x, g, h}, momentum, 3); },
-                             "Momentum");
+  expect_error<InvalidModel>([&] { run_op("Momentum", {r, t, x, g, h}, momentum, 3); }, "Momentum");
   // T must be int64, R a floating-point scalar.
   expect_error<ShapeError>(
-      [&] { run_op("Momentum", {r, Tensor::scalar<float>(1.0f), x, g, h}, momentum, 2); },
+      [&] {
+        run_op("Momentum", {r, Tensor::scalar<float>(1.0f), x, g, h}, momentum, 2);
+      },
       "Momentum");
   expect_error<ShapeError>([&] { run_op("Adagrad", {x, t, x, g, h}, {}, 2); }, "Adagrad");
   // X of another dtype than float32 or float64.
@@ -210,9 +213,9 @@ Pool random_pool(const std::vector<int>& per_size, int64_t vocab, uint64_t seed)
 // The counts of each pool n-gram of length in [min_n, max_n] in `row`, with items taken d apart
 // for every d in 1..max_skip+1 (1-grams once), put on coordinates `indexes` and then weighted.
 std::vector<double> ref_tfidf_row(const std::vector<int64_t>& row, const Pool& pool,
-                                  const std::vector<int64_t>& indexes, int64_t width,
-                                  int64_t min_n, int64_t max_n, int64_t max_skip,
-                                  const std::string& mode, const std::vector<float>& weights) {
+                                  const std::vector<int64_t>& indexes, int64_t width, int64_t min_n,
+                                  int64_t max_n, int64_t max_skip, const std::string& mode,
+                                  const std::vector<float>& weights) {
   std::vector<double> y(width, 0.0);
   const int64_t cols = static_cast<int64_t>(row.size());
   for (size_t k = 0; k < pool.ngrams.size(); ++k) {
@@ -231,7 +234,8 @@ std::vector<double> ref_tfidf_row(const std::vector<int64_t>& row, const Pool& p
   for (int64_t c = 0; c < width; ++c) {
     const double w = weights.empty() ? 1.0 : weights[c];
     if (mode == "IDF") y[c] = y[c] > 0 ? w : 0.0;
-    if (mode == "TFIDF") y[c] = static_cast<double>(static_cast<float>(y[c]) * static_cast<float>(w));
+    if (mode == "TFIDF")
+      y[c] = static_cast<double>(static_cast<float>(y[c]) * static_cast<float>(w));
   }
   return y;
 }
@@ -299,9 +303,12 @@ TEST(TfIdfVectorizer, IdfAndTfIdfWeights) {
 TEST(TfIdfVectorizer, SpecExampleAndSparseIndexes) {
   // The spec's example: 2-grams with skip 2 of [94, 17, 36, 12, 28] are [94, 12] and [17, 28].
   const Tensor x = Tensor::from_vector<int64_t>(Shape{5}, {94, 17, 36, 12, 28});
-  const Attributes attrs = {{"mode", "TF"},           {"min_gram_length", 2},
-                            {"max_gram_length", 2},   {"max_skip_count", 2},
-                            {"ngram_counts", {0, 0}}, {"ngram_indexes", {4, 1, 0}},
+  const Attributes attrs = {{"mode", "TF"},
+                            {"min_gram_length", 2},
+                            {"max_gram_length", 2},
+                            {"max_skip_count", 2},
+                            {"ngram_counts", {0, 0}},
+                            {"ngram_indexes", {4, 1, 0}},
                             {"pool_int64s", {94, 12, 17, 28, 36, 28}}};
   const Tensor y = run_op("TfIdfVectorizer", {x}, attrs)[0];
   // [36, 28] is 2 apart (skip 1); coordinates 2 and 3 name no n-gram.
@@ -310,23 +317,29 @@ TEST(TfIdfVectorizer, SpecExampleAndSparseIndexes) {
 
 TEST(TfIdfVectorizer, RefusesBadInput) {
   const Tensor x = random_ints(Shape{2, 5}, 1, 0, 3, DType::kInt64);
-  const Attributes good = {{"mode", "TF"},           {"min_gram_length", 1},
-                           {"max_gram_length", 2},   {"max_skip_count", 0},
-                           {"ngram_counts", {0, 2}}, {"ngram_indexes", {0, 1, 2}},
+  const Attributes good = {{"mode", "TF"},
+                           {"min_gram_length", 1},
+                           {"max_gram_length", 2},
+                           {"max_skip_count", 0},
+                           {"ngram_counts", {0, 2}},
+                           {"ngram_indexes", {0, 1, 2}},
                            {"pool_int64s", {1, 2, 1, 2}}};
   EXPECT_NO_THROW(run_op("TfIdfVectorizer", {x}, good));
   // String pools and non-integer input are not supported.
   Attributes strings = good;
   strings.erase("pool_int64s");
   strings["pool_strings"] = std::vector<std::string>{"a", "b", "a", "b"};
-  expect_error<UnsupportedOp>([&] { run_op("TfIdfVectorizer", {x}, strings); },
-                              "TfIdfVectorizer");
+  expect_error<UnsupportedOp>([&] { run_op("TfIdfVectorizer", {x}, strings); }, "TfIdfVectorizer");
   expect_error<UnsupportedOp>(
-      [&] { run_op("TfIdfVectorizer", {random_tensor(Shape{2, 5}, 2)}, good); },
+      [&] {
+        run_op("TfIdfVectorizer", {random_tensor(Shape{2, 5}, 2)}, good);
+      },
       "TfIdfVectorizer");
   // X of rank 3.
   expect_error<ShapeError>(
-      [&] { run_op("TfIdfVectorizer", {random_ints(Shape{1, 2, 5}, 3, 0, 3)}, good); },
+      [&] {
+        run_op("TfIdfVectorizer", {random_ints(Shape{1, 2, 5}, 3, 0, 3)}, good);
+      },
       "TfIdfVectorizer");
   // A bigram segment of 3 items, too few ngram_indexes, weights of the wrong length, a bad mode.
   Attributes odd = good;

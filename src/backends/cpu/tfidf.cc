@@ -25,8 +25,9 @@ class TfIdfKernel final : public Kernel {
         max_skip_(ctx.attr_int("max_skip_count")),
         weights_(ctx.attr_floats("weights", {})) {
     const std::string mode = ctx.attr_string("mode", "TF");
-    weighting_ = mode == "IDF" ? Weighting::kIdf : mode == "TFIDF" ? Weighting::kTfIdf
-                                                                    : Weighting::kTf;
+    weighting_ = mode == "IDF"     ? Weighting::kIdf
+                 : mode == "TFIDF" ? Weighting::kTfIdf
+                                   : Weighting::kTf;
     const std::vector<int64_t> pool = ctx.attr_ints("pool_int64s");
     const std::vector<int64_t> starts = ctx.attr_ints("ngram_counts");
     const std::vector<int64_t> indexes = ctx.attr_ints("ngram_indexes");

@@ -19,8 +19,8 @@ void infer_tfidf(InferContext& ctx) {
   if (!ctx.has_attr("pool_int64s")) ctx.fail_model("pool_int64s (or pool_strings) is required");
   const DType t = ctx.input_dtype(0);
   if (t != DType::kInt32 && t != DType::kInt64)
-    ctx.fail_unsupported(std::string("X must be int32 or int64 (lumen runs no string input), not ") +
-                         dtype_name(t));
+    ctx.fail_unsupported(
+        std::string("X must be int32 or int64 (lumen runs no string input), not ") + dtype_name(t));
   const Shape& x = ctx.input_shape(0);
   if (x.rank() != 1 && x.rank() != 2)
     ctx.fail_shape("X must be [C] or [N, C], got " + x.to_string());
@@ -45,9 +45,9 @@ void infer_tfidf(InferContext& ctx) {
     const int64_t end = i + 1 < starts.size() ? starts[i + 1] : pool;
     const int64_t n = static_cast<int64_t>(i) + 1;
     if (begin < 0 || begin > end || end > pool)
-      ctx.fail_model("ngram_counts must rise from 0 to at most the pool's " +
-                     std::to_string(pool) + " items, got " + std::to_string(begin) + " for " +
-                     std::to_string(n) + "-grams");
+      ctx.fail_model("ngram_counts must rise from 0 to at most the pool's " + std::to_string(pool) +
+                     " items, got " + std::to_string(begin) + " for " + std::to_string(n) +
+                     "-grams");
     if ((end - begin) % n != 0)
       ctx.fail_model("the " + std::to_string(end - begin) + " pool items of the " +
                      std::to_string(n) + "-grams are not a whole number of " + std::to_string(n) +
