@@ -29,6 +29,7 @@ struct Values {
 
 // g' = norm * x + g; h' = h + g'^2; x' = x - r / (1 + T * decay) * g' / (sqrt(h') + epsilon).
 struct AdagradRule {
+  static constexpr int kRolesIn = 3, kRolesOut = 2;  // X, G, H -> X, H
   // Reads the node's attributes (ONNX's defaults where absent).
   explicit AdagradRule(const NodeContext& ctx)
       : norm(ctx.attr_float("norm_coefficient", 0.0f)),
@@ -51,6 +52,7 @@ struct AdagradRule {
 // x' = (1 - norm_post) (x - r' v' / (sqrt(h') + epsilon)), where r' = T > 0 ?
 // r sqrt(1 - beta^T) / (1 - alpha^T) : r.
 struct AdamRule {
+  static constexpr int kRolesIn = 4, kRolesOut = 3;  // X, G, V, H -> X, V, H
   explicit AdamRule(const NodeContext& ctx)
       : norm(ctx.attr_float("norm_coefficient", 0.0f)),
         alpha(ctx.attr_float("alpha", 0.9f)),
@@ -76,6 +78,7 @@ struct AdamRule {
 // g' = norm * x + g; v' = alpha v + (T > 0 ? beta : 1) g'; x' = x - r v' (standard) or
 // x - r (g' + alpha v') (Nesterov).
 struct MomentumRule {
+  static constexpr int kRolesIn = 3, kRolesOut = 2;  // X, G, V -> X, V
   explicit MomentumRule(const NodeContext& ctx)
       : norm(ctx.attr_float("norm_coefficient", 0.0f)),
         alpha(ctx.attr_float("alpha", 0.0f)),
@@ -98,7 +101,7 @@ template <typename Rule>
 class OptimizerKernel final : public Kernel {
  public:
   explicit OptimizerKernel(const NodeContext& ctx)
-      : rule_(ctx), layout_(optimizer_layout(ctx.op())), n_(layout_.tensors(ctx.num_inputs())) {}
+      : rule_(ctx), n_(optimizer_layout(ctx.op()).tensors(ctx.num_inputs())) {}
 
   void run(KernelContext& ctx) const override {
     Step step;
@@ -116,10 +119,10 @@ class OptimizerKernel final : public Kernel {
   void update(KernelContext& ctx, const Step& step) const {
     const int outputs = static_cast<int>(ctx.outputs.size());
     const double rate = rule_.rate(step);
-    const int roles_in = layout_.roles_in, roles_out = layout_.roles_out;
+    constexpr int roles_in = Rule::kRolesIn, roles_out = Rule::kRolesOut;
     for (int i = 0; i < n_; ++i) {
-      const T* in[4] = {};
-      T* out[3] = {};
+      const T* in[roles_in] = {};
+      T* out[roles_out] = {};
       for (int role = 0; role < roles_in; ++role)
         in[role] = ctx.inputs[OptimizerLayout::input_index(role, i, n_)].data<T>();
       for (int role = 0; role < roles_out; ++role) {
@@ -139,7 +142,6 @@ class OptimizerKernel final : public Kernel {
   }
 
   Rule rule_;
-  OptimizerLayout layout_;
   int n_;
 };
 
