@@ -17,6 +17,8 @@ namespace {
 
 enum class Weighting { kTf, kIdf, kTfIdf };
 
+// Builds the pool's trie from the node's attributes (checked by the schema); run() counts each row
+// into its output row, rows in parallel.
 class TfIdfKernel final : public Kernel {
  public:
   explicit TfIdfKernel(const NodeContext& ctx)
