@@ -24,6 +24,13 @@ constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 28;
 // What a schema says when an input that decides shapes is not a constant (NodeContext::input_ints).
 constexpr const char* kNeedsValue = "must be known when the graph is built";
+// The training-preview domain, whose deterministic optimizer ops (opset 1) lumen runs.
+constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+
+// Whether op_type is one of the training domain's ops lumen runs.
+bool is_training_op(const std::string& op_type) {
+  return op_type == "Adagrad" || op_type == "Adam" || op_type == "Momentum";
+}
 
 // Models older than opset 7 are read when every node's op has kept its meaning since the version
 // listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
@@ -121,6 +128,7 @@ class Importer final : public Scope {
         options_(parent.options_),
         base_dir_(parent.base_dir_),
         opset_(opset),
+        training_opset_(parent.training_opset_),
         parent_(&parent) {}
 
   Value* resolve(const std::string& name) override {
@@ -250,8 +258,12 @@ class Importer final : public Scope {
       if (op.domain().empty() || op.domain() == "ai.onnx") {
         opset_ = op.version();
         found = true;
+      } else if (op.domain() == kTrainingDomain) {
+        training_opset_ = op.version();
       }
     }
+    // A model of training ops only: its default-domain nodes, if any, are refused in add_node.
+    if (!found && training_opset_ == 1) return;
     // The first node, named in the refusals below so the user sees what the model would run.
     std::string first = "";
     if (model_.graph().node_size() > 0) {
@@ -346,9 +358,24 @@ class Importer final : public Scope {
     std::string label = node.name().empty() ? op_type : node.name();
     std::string where =
         "node '" + label + "' (" + op_type + ", opset " + std::to_string(opset_) + ")";
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
+    const bool training = node.domain() == kTrainingDomain;
+    if (training) {
+      where = "node '" + label + "' (" + op_type + ", " + kTrainingDomain + " opset " +
+              std::to_string(training_opset_) + ")";
+      if (training_opset_ != 1)
+        throw UnsupportedOp(where + ": lumen runs opset 1 of domain '" + kTrainingDomain + "'");
+      if (!is_training_op(op_type))
+        throw UnsupportedOp(where + ": lumen runs only Adagrad, Adam and Momentum of domain '" +
+                            kTrainingDomain + "'");
+    } else if (!node.domain().empty() && node.domain() != "ai.onnx") {
       throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
-    if (opset_ < stable_since(op_type))
+    } else if (opset_ == 0) {
+      throw InvalidModel(where + ": the model imports no opset of the default domain");
+    } else if (is_training_op(op_type)) {
+      throw UnsupportedOp(where + ": " + op_type + " is an op of domain '" + kTrainingDomain +
+                          "', not of the default domain");
+    }
+    if (!training && opset_ < stable_since(op_type))
       throw UnsupportedOp(where + ": lumen reads opsets " + std::to_string(kMinOpset) + " to " +
                           std::to_string(kMaxOpset) + ", and this op changed since opset " +
                           std::to_string(opset_));
@@ -371,7 +398,8 @@ class Importer final : public Scope {
     for (const std::string& out : node.output())
       if (!out.empty() && values_.count(out))
         throw InvalidModel(where + ": output '" + out + "' is already defined");
-    Converter converter = find_converter(op_type, opset_);
+    const int64_t node_opset = training ? training_opset_ : opset_;
+    Converter converter = training ? nullptr : find_converter(op_type, opset_);
     Attributes attrs;
     for (const auto& a : node.attribute()) {
       if (attrs.count(a.name()))
@@ -386,7 +414,7 @@ class Importer final : public Scope {
       name = label + "_" + std::to_string(k);
     node_names_.insert(name);
 
-    ImportContext ctx(graph_, node, opset_, name, inputs, std::move(attrs), num_outputs);
+    ImportContext ctx(graph_, node, node_opset, name, inputs, std::move(attrs), num_outputs);
     ctx.set_scope(this);
     std::vector<Value*> outs;
     if (converter != nullptr) {
@@ -421,6 +449,7 @@ class Importer final : public Scope {
   std::string base_dir_;
   const ModelFile* file_ = nullptr;  // the main graph's raw initializer bytes, when read from it
   int64_t opset_ = 0;
+  int64_t training_opset_ = 0;  // the model's opset of kTrainingDomain, 0 when not imported
   Graph graph_;
   std::unordered_map<std::string, Value*> values_;
   std::unordered_set<std::string> initializer_names_;
