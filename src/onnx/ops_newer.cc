@@ -54,7 +54,11 @@ std::vector<Value*> convert_reduce_extremum_v20(ImportContext& ctx) {
   std::vector<Value*> inputs = ctx.inputs();
   inputs[0] = ctx.emit1("Cast", {x}, {{"to", int64_t{6}}});  // onnx INT32
   Value* reduced = ctx.emit1(op, inputs, ctx.attrs());
-  return {ctx.emit1("Cast", {reduced}, {{"to", int64_t{9}}})};  // onnx BOOL
+  // reduced > 0: an empty ReduceMax gives int32's lowest (false), an empty ReduceMin its highest
+  // (true), as bool's own minimum and maximum.
+  Value* zero = ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/zero"),
+                                         Tensor::scalar<int32_t>(0));
+  return {ctx.emit1("Greater", {reduced, zero})};
 }
 
 // SpaceToDepth from opset 28 has a mode: DCR (the default, lumen's SpaceToDepth) or CRD, where
