@@ -101,12 +101,29 @@ const char* dtype_name(DType dtype) {
 }
 
 DType dtype_from_name(std::string_view name) {
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,
-                  DType::kUInt8, DType::kInt32, DType::kInt64, DType::kBool, DType::kInt16,
-                  DType::kUInt16, DType::kUInt32, DType::kUInt64, DType::kFloat8E4M3FN,
-                  DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2, DType::kFloat8E5M2FNUZ,
-                  DType::kFloat8E8M0, DType::kFloat4E2M1, DType::kUInt4, DType::kInt4,
-                  DType::kUInt2, DType::kInt2}) {
+  for (DType d : {DType::kFloat32,
+                  DType::kFloat16,
+                  DType::kBFloat16,
+                  DType::kFloat64,
+                  DType::kInt8,
+                  DType::kUInt8,
+                  DType::kInt32,
+                  DType::kInt64,
+                  DType::kBool,
+                  DType::kInt16,
+                  DType::kUInt16,
+                  DType::kUInt32,
+                  DType::kUInt64,
+                  DType::kFloat8E4M3FN,
+                  DType::kFloat8E4M3FNUZ,
+                  DType::kFloat8E5M2,
+                  DType::kFloat8E5M2FNUZ,
+                  DType::kFloat8E8M0,
+                  DType::kFloat4E2M1,
+                  DType::kUInt4,
+                  DType::kInt4,
+                  DType::kUInt2,
+                  DType::kInt2}) {
     if (name == dtype_name(d)) return d;
   }
   throw InvalidArgument("unknown dtype '" + std::string(name) + "'");

@@ -82,9 +82,12 @@ std::vector<Value*> convert_space_to_depth_v28(ImportContext& ctx) {
   if (s.rank() != 4 || b <= 0 || s[2] % b != 0 || s[3] % b != 0)
     throw ShapeError(ctx.where() + ": the input must be [N, C, H, W] with H and W divisible by " +
                      "blocksize, got " + s.to_string() + " and blocksize " + std::to_string(b));
-  Value* blocks = ctx.emit1("Reshape", {x, ctx.constant_ints({s[0], s[1], s[2] / b, b, s[3] / b, b})});
-  Value* moved = ctx.emit1("Transpose", {blocks}, {{"perm", std::vector<int64_t>{0, 1, 3, 5, 2, 4}}});
-  return {ctx.emit1("Reshape", {moved, ctx.constant_ints({s[0], s[1] * b * b, s[2] / b, s[3] / b})})};
+  Value* blocks =
+      ctx.emit1("Reshape", {x, ctx.constant_ints({s[0], s[1], s[2] / b, b, s[3] / b, b})});
+  Value* moved =
+      ctx.emit1("Transpose", {blocks}, {{"perm", std::vector<int64_t>{0, 1, 3, 5, 2, 4}}});
+  return {
+      ctx.emit1("Reshape", {moved, ctx.constant_ints({s[0], s[1] * b * b, s[2] / b, s[3] / b})})};
 }
 
 // QLinearMatMul from opset 21 takes float16 and bfloat16 scales (inputs 1, 4 and 6); lumen's

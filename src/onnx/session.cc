@@ -75,7 +75,8 @@ OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, Compi
   try {
     load_onnx_bytes(bytes_, options_, base_dir_, &info_);
   } catch (const ShapeError& e) {
-    if (info_.value_inputs.empty() || std::string(e.what()).find(kValueAtRunTime) == std::string::npos)
+    if (info_.value_inputs.empty() ||
+        std::string(e.what()).find(kValueAtRunTime) == std::string::npos)
       throw;
   }
 }
@@ -106,8 +107,8 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
     const Tensor& t = inputs.at(name);
     options.input_values[name] = t.device() == Device::cpu() ? t : t.to(Device::cpu());
     options.input_shapes.erase(name);
-    values_said += std::string(values_said.empty() ? " (run-time value of input '" : ", '") +
-                   name + "': " + value_text(t, false);
+    values_said += std::string(values_said.empty() ? " (run-time value of input '" : ", '") + name +
+                   "': " + value_text(t, false);
   }
   if (!values_said.empty()) values_said += ")";
   auto plan = std::make_shared<Plan>();

@@ -8,7 +8,7 @@ namespace lumen::onnx_import {
 std::vector<int> shape_deciding_slots(const std::string& op_type, int64_t opset) {
   // Since opset 18 every Reduce op takes its axes as input 1 (ReduceSum since 13).
   static const std::unordered_set<std::string> kReduce = {
-      "ReduceMean", "ReduceMax",       "ReduceMin", "ReduceProd", "ReduceSumSquare",
+      "ReduceMean", "ReduceMax",       "ReduceMin", "ReduceProd",  "ReduceSumSquare",
       "ReduceL1",   "ReduceLogSumExp", "ReduceL2",  "ReduceLogSum"};
   if (kReduce.count(op_type)) return opset >= 18 ? std::vector<int>{1} : std::vector<int>{};
   if (op_type == "ReduceSum") return opset >= 13 ? std::vector<int>{1} : std::vector<int>{};
@@ -20,26 +20,13 @@ std::vector<int> shape_deciding_slots(const std::string& op_type, int64_t opset)
   if (op_type == "Upsample") return opset >= 9 ? std::vector<int>{1} : std::vector<int>{};
   if (op_type == "TopK") return opset >= 10 ? std::vector<int>{1} : std::vector<int>{};
   static const std::unordered_map<std::string, std::vector<int>> kSlots = {
-      {"Reshape", {1}},
-      {"Expand", {1}},
-      {"Tile", {1}},
-      {"ConstantOfShape", {0}},
-      {"Range", {0, 1, 2}},
-      {"OneHot", {1}},
-      {"Trilu", {1}},
-      {"CumSum", {1}},
-      {"CumProd", {1}},
-      {"HannWindow", {0}},
-      {"HammingWindow", {0}},
-      {"BlackmanWindow", {0}},
-      {"DFT", {1, 2}},
-      {"STFT", {1, 3}},
-      {"MelWeightMatrix", {0, 1, 2, 3, 4}},
-      {"Dropout", {1, 2}},
-      {"MaxUnpool", {2}},
-      {"CenterCropPad", {1}},
-      {"Col2Im", {1, 2}},
-      {"AffineGrid", {1}},
+      {"Reshape", {1}},         {"Expand", {1}},        {"Tile", {1}},
+      {"ConstantOfShape", {0}}, {"Range", {0, 1, 2}},   {"OneHot", {1}},
+      {"Trilu", {1}},           {"CumSum", {1}},        {"CumProd", {1}},
+      {"HannWindow", {0}},      {"HammingWindow", {0}}, {"BlackmanWindow", {0}},
+      {"DFT", {1, 2}},          {"STFT", {1, 3}},       {"MelWeightMatrix", {0, 1, 2, 3, 4}},
+      {"Dropout", {1, 2}},      {"MaxUnpool", {2}},     {"CenterCropPad", {1}},
+      {"Col2Im", {1, 2}},       {"AffineGrid", {1}},
   };
   auto it = kSlots.find(op_type);
   return it == kSlots.end() ? std::vector<int>{} : it->second;

@@ -38,7 +38,8 @@ bool supported_as_float32(Graph& graph, int id, const std::vector<Backend*>& bac
   Node& n = graph.node(id);
   std::vector<std::pair<int, DType>> inputs;
   for (int v : n.inputs)
-    if (v >= 0 && widenable(graph.value(v).type.dtype)) inputs.emplace_back(v, graph.value(v).type.dtype);
+    if (v >= 0 && widenable(graph.value(v).type.dtype))
+      inputs.emplace_back(v, graph.value(v).type.dtype);
   if (inputs.empty()) return false;
   std::vector<Value> outputs;
   for (int v : n.outputs) outputs.push_back(graph.value(v));

@@ -167,9 +167,9 @@ std::string run_case(const fs::path& dir) {
     // (Reshape's shape, Slice's starts, ...) are read by the session at each run.
     std::string model_path = (dir / "model.onnx").string();
     if (redeclared) {
-      model_path = (fs::temp_directory_path() /
-                    ("lumen_conformance_" + std::to_string(getpid()) + ".onnx"))
-                       .string();
+      model_path =
+          (fs::temp_directory_path() / ("lumen_conformance_" + std::to_string(getpid()) + ".onnx"))
+              .string();
       std::ofstream out(model_path, std::ios::binary);
       model.SerializeToOstream(&out);
     }
@@ -285,8 +285,8 @@ void write_report(const std::string& path, const std::string& title,
                   const std::vector<CaseResult>& results) {
   std::map<std::string, int> counts;
   for (const auto& r : results) ++counts[r.status];
-  std::map<std::string, std::pair<int, int>> per_op;   // op -> (pass, total)
-  std::map<int64_t, std::pair<int, int>> per_opset;    // opset -> (pass, total)
+  std::map<std::string, std::pair<int, int>> per_op;  // op -> (pass, total)
+  std::map<int64_t, std::pair<int, int>> per_opset;   // opset -> (pass, total)
   for (const auto& r : results) {
     const bool pass = r.status == "pass";
     per_opset[r.opset].second++;
@@ -335,8 +335,8 @@ void write_report(const std::string& path, const std::string& title,
      << "| --- | ---: | --- | --- |\n";
   for (const auto& r : results)
     if (r.status != "pass")
-      os << "| " << r.name << " | " << r.opset << " | " << r.status << " | "
-         << escape_md(r.reason) << " |\n";
+      os << "| " << r.name << " | " << r.opset << " | " << r.status << " | " << escape_md(r.reason)
+         << " |\n";
   os << "\n";
 }
 

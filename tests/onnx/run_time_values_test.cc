@@ -34,7 +34,8 @@ void add_io(onnx::ValueInfoProto* v, const std::string& name, int elem_type,
 }
 
 onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, const std::string& name,
-                          const std::vector<std::string>& ins, const std::vector<std::string>& outs) {
+                          const std::vector<std::string>& ins,
+                          const std::vector<std::string>& outs) {
   auto* n = g->add_node();
   n->set_op_type(op);
   n->set_name(name);

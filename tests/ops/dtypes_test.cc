@@ -420,13 +420,13 @@ TYPED_TEST(SignedBitShiftTest, ArithmeticRightAndWrappingLeft) {
   constexpr int kBits = sizeof(T) * 8;
   Tensor x = random_of<T>({3, 4}, 42, lowest<T>(), highest<T>());
   Tensor s = random_of<T>({4}, 43, -2, kBits + 2);  // negative and past-the-width shifts too
-  check_op<T, T>("BitShift", {x, s},
-                 [&](auto& v) {
-                   if (v[1] < 0 || v[1] >= kBits) return T(0);
-                   return wrap<T>(static_cast<uint64_t>(static_cast<int64_t>(v[0])) *
-                                  (uint64_t{1} << v[1]));
-                 },
-                 {{"direction", "LEFT"}});
+  check_op<T, T>(
+      "BitShift", {x, s},
+      [&](auto& v) {
+        if (v[1] < 0 || v[1] >= kBits) return T(0);
+        return wrap<T>(static_cast<uint64_t>(static_cast<int64_t>(v[0])) * (uint64_t{1} << v[1]));
+      },
+      {{"direction", "LEFT"}});
   check_op<T, T>("BitShift", {x, s},
                  [&](auto& v) {
                    if (v[1] < 0 || v[1] >= kBits) return v[0] < 0 ? T(-1) : T(0);

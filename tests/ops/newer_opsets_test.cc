@@ -29,8 +29,9 @@ TEST(NewerOpsets, ModFloorOnFloats) {
 TEST(NewerOpsets, PadWrap) {
   Tensor x = test::random_tensor({3, 4}, 3);
   // pads: begin (1, 5), end (2, -1): axis 1 crops its last column and wraps over the other three.
-  auto out = test::run_op("Pad", {x, test::constant(Tensor::from_vector<int64_t>({4}, {1, 5, 2, -1}))},
-                          {{"mode", std::string("wrap")}});
+  auto out =
+      test::run_op("Pad", {x, test::constant(Tensor::from_vector<int64_t>({4}, {1, 5, 2, -1}))},
+                   {{"mode", std::string("wrap")}});
   const int64_t rows = 3 + 1 + 2, cols = 4 + 5 - 1;
   std::vector<double> want;
   for (int64_t r = 0; r < rows; ++r)
@@ -88,7 +89,8 @@ TEST(NewerOpsets, ResizeKeepAspectRatioAndHalfPixelSymmetric) {
     return std::clamp<int64_t>(static_cast<int64_t>(std::floor(x_ori)), 0, in - 1);
   };
   for (int64_t r = 0; r < 3; ++r)
-    for (int64_t c = 0; c < 5; ++c) want.push_back(x.data<float>()[src(r, 4, 3) * 6 + src(c, 6, 5)]);
+    for (int64_t c = 0; c < 5; ++c)
+      want.push_back(x.data<float>()[src(r, 4, 3) * 6 + src(c, 6, 5)]);
   test::expect_close(out[0], {1, 1, 3, 5}, want);
 }
 
@@ -125,8 +127,8 @@ TEST(NewerOpsets, DftInverseOfAOneSidedSpectrum) {
       spectrum.data<float>()[(b * bins + k) * 2] = static_cast<float>(re);
       spectrum.data<float>()[(b * bins + k) * 2 + 1] = static_cast<float>(im);
     }
-  auto out = test::run_op("DFT", {spectrum},
-                          {{"onesided", int64_t{1}}, {"inverse", int64_t{1}}, {"axis", int64_t{1}}});
+  auto out = test::run_op(
+      "DFT", {spectrum}, {{"onesided", int64_t{1}}, {"inverse", int64_t{1}}, {"axis", int64_t{1}}});
   test::expect_close(out[0], {2, n, 1}, test::to_doubles(signal), 1e-5, 1e-4);
 }
 

@@ -132,8 +132,8 @@ double cubic_kernel(double x, double a) {
 // covers; the weights are normalised to sum to 1. Source coordinate x blends the inputs
 // lo + start + j (clamped to the axis: edge padding) for j < taps, where lo = ceil(x) - 1 and the
 // weight is the filter at (start + j - (x - lo)) * scale.
-AxisMap antialias_axis_map(const ResizeSpec& spec, const NodeContext& ctx, int64_t in,
-                           int64_t out, double scale) {
+AxisMap antialias_axis_map(const ResizeSpec& spec, const NodeContext& ctx, int64_t in, int64_t out,
+                           double scale) {
   const bool cubic = spec.mode == ResizeMode::kCubic;
   const double s = std::min(scale, 1.0);
   const double a = ctx.attr_float("cubic_coeff_a", -0.75f);

@@ -48,7 +48,8 @@ void infer_bit_shift(InferContext& ctx) {
   if (direction != "LEFT" && direction != "RIGHT")
     ctx.fail_model("attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"" + direction +
                    "\"");
-  require_input(ctx, 0, is_whole_byte_integer(ctx.input_dtype(0)), "an 8- to 64-bit integer tensor");
+  require_input(ctx, 0, is_whole_byte_integer(ctx.input_dtype(0)),
+                "an 8- to 64-bit integer tensor");
   require_same_dtype(ctx, {0, 1});
   ctx.set_output(0, ctx.input_dtype(0), broadcast_inputs(ctx, {0, 1}));
 }
