@@ -141,8 +141,11 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
     plan->graph = load_onnx_bytes(bytes_, options, base_dir_, &built);
     plan->forms = std::move(built.output_forms);
     // With "auto" every available backend may run the graph.
-    plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
-    plan->executable = plan->graph.compile(&plan->runtime, compile_);
+    // Outputs that are all empty sequences or optionals leave nothing to compute.
+    if (!plan->graph.outputs().empty()) {
+      plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
+      plan->executable = plan->graph.compile(&plan->runtime, compile_);
+    }
   } catch (const Error& e) {
     if (values_said.empty()) throw;
     rethrow_with(e, values_said);
@@ -272,7 +275,8 @@ std::vector<OnnxValue> OnnxSession::run_values(const std::map<std::string, OnnxV
   }
   std::shared_ptr<Plan> plan = acquire(fed, shapes, &lists);
   for (const std::string& name : plan->fixed) fed.erase(name);
-  std::vector<Tensor> tensors = plan->executable->execute(fed);
+  std::vector<Tensor> tensors;
+  if (plan->executable != nullptr) tensors = plan->executable->execute(fed);
   std::vector<OnnxValue> out;
   for (const OnnxOutputForm& form : plan->forms) {
     OnnxValue v{form.kind, form.present, {}};
