@@ -28,7 +28,7 @@ struct Subgraph {
 struct ListValue {
   OnnxValueKind kind = OnnxValueKind::kSequence;  // never kTensor
   bool present = true;                            // false only for an empty optional
-  std::vector<Value*> elements;  // a sequence's tensors; an optional tensor's one tensor
+  std::vector<Value*> elements;   // a sequence's tensors; an optional tensor's one tensor
   DType dtype = DType::kFloat32;  // the tensors' type, kept for an empty one
 };
 

@@ -24,6 +24,9 @@ constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 28;
 // What a schema says when an input that decides shapes is not a constant (NodeContext::input_ints).
 constexpr const char* kNeedsValue = "must be known when the graph is built";
+// Nodes that inlined subgraphs (unrolled loops, SequenceMap bodies) may add to one model; a node
+// of nested inlined subgraphs counts once per level.
+constexpr int64_t kMaxInlinedNodes = 1 << 17;
 
 // Models older than opset 7 are read when every node's op has kept its meaning since the version
 // listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
@@ -90,8 +93,8 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
       // If, Loop, Scan and SequenceMap read their subgraphs from the proto.
-      throw UnsupportedOp(what +
-                          ": lumen reads subgraph attributes only on If, Loop, Scan and SequenceMap");
+      throw UnsupportedOp(
+          what + ": lumen reads subgraph attributes only on If, Loop, Scan and SequenceMap");
     case onnx::AttributeProto::UNDEFINED: {
       // Old exporters leave the type unset; infer it from the one field that is filled.
       if (a.has_f()) return a.f();
@@ -166,8 +169,16 @@ class Importer final : public Scope {
   std::vector<ImportedValue> inline_graph(const onnx::GraphProto& proto,
                                           const std::vector<ImportedValue>& inputs,
                                           const std::string& prefix) override {
+    Importer* root = this;
+    while (root->parent_ != nullptr) root = root->parent_;
+    if (root->inlined_nodes_ > kMaxInlinedNodes)
+      throw UnsupportedOp("unrolled loops and per-element subgraphs add over " +
+                          std::to_string(kMaxInlinedNodes) + " nodes to the graph");
+    const int before = graph_.num_nodes();
     Importer sub(*this, opset_, prefix);
-    return sub.run_inline(proto, inputs);
+    std::vector<ImportedValue> outs = sub.run_inline(proto, inputs);
+    root->inlined_nodes_ += graph_.num_nodes() - before;
+    return outs;
   }
 
   Graph run(OnnxModelInfo* info) {
@@ -350,8 +361,8 @@ class Importer final : public Scope {
     OnnxOutputForm form{list.kind, list.present, static_cast<int>(graph_.outputs().size()),
                         static_cast<int>(list.elements.size())};
     for (size_t k = 0; k < list.elements.size(); ++k) {
-      Value* v = graph_.add_op("Identity", {list.elements[k]}, {},
-                               graph_.unique_name(name + "/element"));
+      Value* v =
+          graph_.add_op("Identity", {list.elements[k]}, {}, graph_.unique_name(name + "/element"));
       graph_.rename(v, graph_.unique_name(onnx_element_name(name, k)));
       graph_.mark_output(v);
     }
@@ -367,8 +378,8 @@ class Importer final : public Scope {
     };
     for (const auto& [name, shapes] : options_.sequence_shapes) {
       const ListValue* l = kind_of(name);
-      if (l == nullptr || (l->kind != OnnxValueKind::kSequence &&
-                           l->kind != OnnxValueKind::kOptionalSequence))
+      if (l == nullptr ||
+          (l->kind != OnnxValueKind::kSequence && l->kind != OnnxValueKind::kOptionalSequence))
         throw InvalidArgument("sequence shapes given for '" + name +
                               "', which is not a sequence input of the model");
     }
@@ -508,7 +519,8 @@ class Importer final : public Scope {
       for (size_t k = 0; k < shapes.size(); ++k) {
         std::string name = onnx_element_name(in.name(), k);
         Shape shape = input_shape("input '" + name + "'", tt, info, &shapes[k]);
-        if (graph_.find_value(name)) throw InvalidModel(what + ": the name '" + name + "' is taken");
+        if (graph_.find_value(name))
+          throw InvalidModel(what + ": the name '" + name + "' is taken");
         list.elements.push_back(graph_.add_input(name, shape, info.dtype));
       }
     }
@@ -648,6 +660,7 @@ class Importer final : public Scope {
   std::unordered_set<std::string>& node_names_ = own_node_names_;
   Importer* parent_ = nullptr;    // the enclosing graph's importer, for subgraphs
   std::string prefix_;            // set for an inlined subgraph: its node names start with it
+  int64_t inlined_nodes_ = 0;     // nodes added by inlined subgraphs (counted at the root)
   std::vector<Value*> captured_;  // outer values read by this subgraph, in input order
 };
 

@@ -29,7 +29,9 @@ std::string onnx_element_name(const std::string& name, size_t index) {
   return name + "[" + std::to_string(index) + "]";
 }
 
-OnnxValue OnnxValue::tensor(Tensor t) { return {OnnxValueKind::kTensor, true, {std::move(t)}}; }
+OnnxValue OnnxValue::tensor(Tensor t) {
+  return {OnnxValueKind::kTensor, true, {std::move(t)}};
+}
 
 OnnxValue OnnxValue::sequence(std::vector<Tensor> elements) {
   return {OnnxValueKind::kSequence, true, std::move(elements)};
@@ -72,8 +74,8 @@ OnnxValue load_onnx_value(const std::string& path, OnnxValueKind kind) {
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string bytes = std::move(ss).str();
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
   switch (kind) {
     case OnnxValueKind::kTensor: {
       onnx::TensorProto proto;
@@ -89,7 +91,8 @@ OnnxValue load_onnx_value(const std::string& path, OnnxValueKind kind) {
     case OnnxValueKind::kOptionalSequence: {
       onnx::OptionalProto proto;
       if (!proto.ParseFromString(bytes)) throw InvalidModel(path + ": not a valid OptionalProto");
-      if (proto.elem_type() == onnx::OptionalProto::UNDEFINED) return OnnxValue::empty_optional(kind);
+      if (proto.elem_type() == onnx::OptionalProto::UNDEFINED)
+        return OnnxValue::empty_optional(kind);
       if (kind == OnnxValueKind::kOptionalTensor) {
         if (proto.elem_type() != onnx::OptionalProto::TENSOR)
           throw InvalidModel(path + ": the optional does not hold a tensor");

@@ -27,8 +27,8 @@ std::vector<Value*> convert_if(ImportContext& ctx) {
     // (and its sequences and optionals stay lists of values).
     if (cond->data->numel() != 1) ctx.unsupported("cond must hold one value");
     bool then = cond->data->item_as_double() != 0.0;
-    return forward_outputs(ctx, ctx.inline_subgraph(then ? "then_branch" : "else_branch", {},
-                                                    then ? "then" : "else"));
+    return forward_outputs(
+        ctx, ctx.inline_subgraph(then ? "then_branch" : "else_branch", {}, then ? "then" : "else"));
   }
   Subgraph then_g = ctx.import_subgraph("then_branch", {});
   Subgraph else_g = ctx.import_subgraph("else_branch", {});

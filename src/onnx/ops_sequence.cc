@@ -21,7 +21,9 @@ constexpr int64_t kMaxUnrolled = 4096;
 // What the importer's callers look for when a value is needed to build the graph.
 constexpr const char* kNeedsValue = "must be known when the graph is built";
 
-bool known(const Value* v) { return v != nullptr && v->data && !v->user_weight && !v->is_input; }
+bool known(const Value* v) {
+  return v != nullptr && v->data && !v->user_weight && !v->is_input;
+}
 
 // Input `i` as a scalar integer known when the graph is built.
 int64_t known_int(ImportContext& ctx, size_t i, const std::string& what) {
@@ -39,15 +41,17 @@ const ListValue& sequence_input(ImportContext& ctx, size_t i) {
   const ListValue* l = ctx.list_input(i);
   if (l == nullptr || l->kind != OnnxValueKind::kSequence)
     throw InvalidModel(ctx.where() + ": input " + std::to_string(i) + " must be a sequence, not " +
-                       (l ? onnx_value_kind_name(l->kind) : ctx.input(i) ? "a tensor" : "omitted"));
+                       (l              ? onnx_value_kind_name(l->kind)
+                        : ctx.input(i) ? "a tensor"
+                                       : "omitted"));
   return *l;
 }
 
 Value* tensor_input(ImportContext& ctx, size_t i) {
   if (ctx.input(i) == nullptr)
-    throw InvalidModel(ctx.where() + ": input " + std::to_string(i) + " must be a tensor, not " +
-                       (ctx.list_input(i) ? onnx_value_kind_name(ctx.list_input(i)->kind)
-                                          : "omitted"));
+    throw InvalidModel(
+        ctx.where() + ": input " + std::to_string(i) + " must be a tensor, not " +
+        (ctx.list_input(i) ? onnx_value_kind_name(ctx.list_input(i)->kind) : "omitted"));
   return ctx.input(i);
 }
 
@@ -74,7 +78,9 @@ std::vector<Value*> list_output(ImportContext& ctx, ListValue list) {
 }
 
 // A copy of `v` under this node's name, so that the node's output is a value of its own.
-Value* copy_of(ImportContext& ctx, Value* v) { return ctx.emit1("Identity", {v}); }
+Value* copy_of(ImportContext& ctx, Value* v) {
+  return ctx.emit1("Identity", {v});
+}
 
 std::vector<Value*> convert_sequence_construct(ImportContext& ctx) {
   ListValue seq;
@@ -116,8 +122,7 @@ std::vector<Value*> convert_sequence_insert(ImportContext& ctx) {
 std::vector<Value*> convert_sequence_erase(ImportContext& ctx) {
   ListValue seq = sequence_input(ctx, 0);
   int64_t pos = -1;
-  if (ctx.input(1) != nullptr || ctx.list_input(1) != nullptr)
-    pos = known_int(ctx, 1, "position");
+  if (ctx.input(1) != nullptr || ctx.list_input(1) != nullptr) pos = known_int(ctx, 1, "position");
   size_t at = position(ctx, pos, seq.elements.size(), false);
   seq.elements.erase(seq.elements.begin() + static_cast<std::ptrdiff_t>(at));
   return list_output(ctx, std::move(seq));
@@ -131,9 +136,9 @@ std::vector<Value*> convert_sequence_at(ImportContext& ctx) {
 
 std::vector<Value*> convert_sequence_length(ImportContext& ctx) {
   const ListValue& seq = sequence_input(ctx, 0);
-  return {ctx.graph().add_constant(
-      ctx.graph().unique_name(ctx.name() + "/length"),
-      Tensor::scalar<int64_t>(static_cast<int64_t>(seq.elements.size())))};
+  return {
+      ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/length"),
+                               Tensor::scalar<int64_t>(static_cast<int64_t>(seq.elements.size())))};
 }
 
 // The part lengths along the split axis of length `dim`: `split` as ONNX defines it (a scalar:
@@ -237,8 +242,8 @@ std::vector<Value*> convert_sequence_map(ImportContext& ctx) {
     if (a.name() != "body") continue;
     for (int k = 0; k < a.g().output_size() && k < ctx.num_outputs(); ++k) {
       const auto& type = a.g().output(k).type();
-      auto d = type.has_tensor_type() ? dtype_from_onnx(type.tensor_type().elem_type())
-                                      : std::nullopt;
+      auto d =
+          type.has_tensor_type() ? dtype_from_onnx(type.tensor_type().elem_type()) : std::nullopt;
       if (d) outs[k].dtype = *d;
     }
   }
@@ -248,7 +253,8 @@ std::vector<Value*> convert_sequence_map(ImportContext& ctx) {
       const ListValue* l = ctx.list_input(i);
       ins.push_back({l ? l->elements[e] : ctx.input(i), {}});
     }
-    std::vector<ImportedValue> got = ctx.inline_subgraph("body", ins, "element_" + std::to_string(e));
+    std::vector<ImportedValue> got =
+        ctx.inline_subgraph("body", ins, "element_" + std::to_string(e));
     if (got.size() < outs.size())
       throw InvalidModel(ctx.where() + ": the body gives fewer outputs than the node has");
     for (size_t k = 0; k < outs.size(); ++k) {
@@ -329,11 +335,13 @@ Value* scalar_constant(ImportContext& ctx, const std::string& what, Tensor t) {
 }  // namespace
 
 bool takes_lists(const std::string& op_type) {
-  static const std::unordered_set<std::string> kOps = {
-      "Identity",         "Loop",           "SequenceConstruct",  "SequenceEmpty",
-      "SequenceInsert",   "SequenceErase",  "SequenceAt",         "SequenceLength",
-      "SplitToSequence",  "SequenceMap",    "ConcatFromSequence", "Optional",
-      "OptionalHasElement", "OptionalGetElement"};
+  static const std::unordered_set<std::string> kOps = {"Identity",           "Loop",
+                                                       "SequenceConstruct",  "SequenceEmpty",
+                                                       "SequenceInsert",     "SequenceErase",
+                                                       "SequenceAt",         "SequenceLength",
+                                                       "SplitToSequence",    "SequenceMap",
+                                                       "ConcatFromSequence", "Optional",
+                                                       "OptionalHasElement", "OptionalGetElement"};
   return kOps.count(op_type) > 0;
 }
 
@@ -376,9 +384,10 @@ std::vector<Value*> unroll_loop(ImportContext& ctx) {
     if (outs.size() < 1 + carried.size())
       throw InvalidModel(ctx.where() + ": the body gives fewer outputs than it carries values");
     if (!known(outs[0].tensor))
-      ctx.unsupported("the Loop carries a sequence or optional, so lumen unrolls it when the "
-                      "graph is built, and its condition after iteration " +
-                      std::to_string(i) + " is known only at run time");
+      ctx.unsupported(
+          "the Loop carries a sequence or optional, so lumen unrolls it when the "
+          "graph is built, and its condition after iteration " +
+          std::to_string(i) + " is known only at run time");
     go = outs[0].tensor->data->item_as_double() != 0.0;
     for (size_t k = 0; k < carried.size(); ++k) carried[k] = outs[1 + k];
     scans.resize(outs.size() - 1 - carried.size());
@@ -396,8 +405,8 @@ std::vector<Value*> unroll_loop(ImportContext& ctx) {
       std::vector<Value*> stacked;
       for (Value* v : parts)
         stacked.push_back(ctx.emit1("Unsqueeze", {v}, {{"axes", std::vector<int64_t>{0}}}));
-      Value* all = stacked.size() == 1 ? stacked[0]
-                                       : ctx.emit1("Concat", stacked, {{"axis", int64_t{0}}});
+      Value* all =
+          stacked.size() == 1 ? stacked[0] : ctx.emit1("Concat", stacked, {{"axis", int64_t{0}}});
       results.push_back({all, {}});
     }
   }
@@ -417,8 +426,8 @@ std::vector<ImportedValue> ImportContext::inline_subgraph(const std::string& att
     // Prefix the error with this node, so a nested failure reads from the outside in.
     std::string msg = e.what();
     auto colon = msg.find(": ");
-    std::string detail = where() + ": subgraph '" + attr + "' (" + tag + "): " +
-                         (colon == std::string::npos ? msg : msg.substr(colon + 2));
+    std::string detail = where() + ": subgraph '" + attr + "' (" + tag +
+                         "): " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
     switch (e.kind()) {
       case ErrorKind::kShapeError:
         throw ShapeError(detail);

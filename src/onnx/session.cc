@@ -94,9 +94,9 @@ OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, Compi
 
 OnnxSession::~OnnxSession() = default;
 
-std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
-    const std::map<std::string, Tensor>& inputs, const std::map<std::string, Shape>& shapes,
-    const Lists* lists) {
+std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::string, Tensor>& inputs,
+                                                        const std::map<std::string, Shape>& shapes,
+                                                        const Lists* lists) {
   std::string key;
   for (const auto& [name, shape] : shapes) key += name + "=" + shape.to_string() + ";";
   if (lists != nullptr) {
@@ -258,8 +258,8 @@ std::vector<OnnxValue> OnnxSession::run_values(const std::map<std::string, OnnxV
       for (size_t k = 0; k < v.tensors.size(); ++k) {
         const Tensor& t = v.tensors[k];
         if (t.dtype() != declared.dtype)
-          throw InvalidArgument(where + declared.name + "': element " + std::to_string(k) +
-                                " is " + dtype_name(t.dtype()) + ", the model declares " +
+          throw InvalidArgument(where + declared.name + "': element " + std::to_string(k) + " is " +
+                                dtype_name(t.dtype()) + ", the model declares " +
                                 dtype_name(declared.dtype));
         fed[onnx_element_name(declared.name, k)] = t;
         element_shapes.push_back(t.shape());
@@ -270,8 +270,8 @@ std::vector<OnnxValue> OnnxSession::run_values(const std::map<std::string, OnnxV
     bool known = false;
     for (const OnnxInputInfo& declared : info_.inputs) known = known || declared.name == name;
     if (!known || options_.input_values.count(name))
-      throw InvalidArgument("OnnxSession::run_values: the model has no input named '" + name +
-                            "'" + (known ? " left to feed (its value is fixed)" : ""));
+      throw InvalidArgument("OnnxSession::run_values: the model has no input named '" + name + "'" +
+                            (known ? " left to feed (its value is fixed)" : ""));
   }
   std::shared_ptr<Plan> plan = acquire(fed, shapes, &lists);
   for (const std::string& name : plan->fixed) fed.erase(name);

@@ -63,7 +63,9 @@ struct Flow {
 
 void collect_reads(const onnx::GraphProto& g, std::vector<std::string>& reads);
 
-bool is_list_type(const onnx::TypeProto& t) { return t.has_sequence_type() || t.has_optional_type(); }
+bool is_list_type(const onnx::TypeProto& t) {
+  return t.has_sequence_type() || t.has_optional_type();
+}
 
 const onnx::GraphProto* graph_attr(const onnx::NodeProto& node, const std::string& name) {
   for (const auto& a : node.attribute())
@@ -149,9 +151,9 @@ void walk(const onnx::GraphProto& g, int64_t opset, const std::unordered_set<std
     // Shape and Size read only their input's shape, SequenceLength and OptionalHasElement only
     // what a plan is keyed by already: a chain of values ends there.
     const bool reads_shape_only =
-        in_default_domain && (node.op_type() == "Shape" || node.op_type() == "Size" ||
-                              node.op_type() == "SequenceLength" ||
-                              node.op_type() == "OptionalHasElement");
+        in_default_domain &&
+        (node.op_type() == "Shape" || node.op_type() == "Size" ||
+         node.op_type() == "SequenceLength" || node.op_type() == "OptionalHasElement");
     std::vector<std::string> reads;
     if (!reads_shape_only) node_reads(node, reads);
     for (const auto& out : node.output())

@@ -156,21 +156,21 @@ std::string run_value_case(const fs::path& dir, const onnx::ModelProto& model,
   size_t k = 0;
   for (const auto& in : model.graph().input()) {
     if (initializers.count(in.name())) continue;
-    if (k >= in_files.size()) return "fail	too few input files";
+    if (k >= in_files.size()) return "fail\ttoo few input files";
     auto [kind, elem] = declared_kind(in.type());
     lumen::OnnxValue v = lumen::load_onnx_value(in_files[k++].string(), kind);
     for (lumen::Tensor& t : v.tensors) t = as_declared(t, elem);
     inputs[in.name()] = std::move(v);
   }
   if (k != in_files.size())
-    return "fail	" + std::to_string(in_files.size()) + " input files for " + std::to_string(k) +
+    return "fail\t" + std::to_string(in_files.size()) + " input files for " + std::to_string(k) +
            " inputs";
   lumen::CompileOptions compile_options;
   compile_options.backends = compile_backends;
   lumen::OnnxSession session((dir / "model.onnx").string(), {}, compile_options);
   std::vector<lumen::OnnxValue> outputs = session.run_values(inputs);
   if (outputs.size() != out_files.size())
-    return "fail	" + std::to_string(outputs.size()) + " outputs, expected " +
+    return "fail\t" + std::to_string(outputs.size()) + " outputs, expected " +
            std::to_string(out_files.size());
   for (size_t o = 0; o < outputs.size(); ++o) {
     auto [kind, elem] = declared_kind(model.graph().output(static_cast<int>(o)).type());
@@ -178,19 +178,19 @@ std::string run_value_case(const fs::path& dir, const onnx::ModelProto& model,
     const lumen::OnnxValue& got = outputs[o];
     std::string which = "output " + std::to_string(o);
     if (got.present != want.present)
-      return "fail	" + which + (got.present ? " holds a value" : " is empty") + ", expected " +
+      return "fail\t" + which + (got.present ? " holds a value" : " is empty") + ", expected " +
              (want.present ? "a value" : "none");
     if (got.tensors.size() != want.tensors.size())
-      return "fail	" + which + " holds " + std::to_string(got.tensors.size()) +
+      return "fail\t" + which + " holds " + std::to_string(got.tensors.size()) +
              " tensors, expected " + std::to_string(want.tensors.size());
     for (size_t e = 0; e < got.tensors.size(); ++e) {
       std::string diff = compare(got.tensors[e], as_declared(want.tensors[e], elem), o);
       if (!diff.empty())
-        return "fail	" + diff + " (tensor " + std::to_string(e) + " of the " +
+        return "fail\t" + diff + " (tensor " + std::to_string(e) + " of the " +
                lumen::onnx_value_kind_name(got.kind) + ")";
     }
   }
-  return std::string("pass	") + (session.info().value_inputs.empty()
+  return std::string("pass\t") + (session.info().value_inputs.empty()
                                       ? "sequences or optionals"
                                       : "sequences or optionals; shape-deciding inputs read at run "
                                         "time");

@@ -88,7 +88,9 @@ onnx::ModelProto model(int64_t opset) {
   return m;
 }
 
-Tensor scalar64(int64_t v) { return Tensor::scalar<int64_t>(v); }
+Tensor scalar64(int64_t v) {
+  return Tensor::scalar<int64_t>(v);
+}
 
 // Checks every element of each tensor against the reference tensors.
 void expect_tensors(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
@@ -166,13 +168,12 @@ TEST_F(Sequences, ListOpsFollowAListReference) {
       joined.insert(joined.end(), d.begin(), d.end());
       rows += t.shape()[0];
     }
-    std::vector<OnnxValue> out = session.run_values(
-        {{"a", OnnxValue::tensor(a)},
-         {"b", OnnxValue::tensor(b)},
-         {"c", OnnxValue::tensor(c)},
-         {"ins", OnnxValue::tensor(scalar64(p.ins))},
-         {"era", OnnxValue::tensor(scalar64(p.era))},
-         {"at", OnnxValue::tensor(scalar64(p.at))}});
+    std::vector<OnnxValue> out = session.run_values({{"a", OnnxValue::tensor(a)},
+                                                     {"b", OnnxValue::tensor(b)},
+                                                     {"c", OnnxValue::tensor(c)},
+                                                     {"ins", OnnxValue::tensor(scalar64(p.ins))},
+                                                     {"era", OnnxValue::tensor(scalar64(p.era))},
+                                                     {"at", OnnxValue::tensor(scalar64(p.at))}});
     ASSERT_EQ(out.size(), 4u);
     expect_tensors(out[0].tensors, {item});
     test::expect_equal(out[1].tensors.at(0), DType::kInt64, {}, {2.0});
@@ -197,8 +198,7 @@ TEST_F(Sequences, PositionOutOfRangeIsAShapeError) {
   } catch (const ShapeError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("SequenceAt"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("position 5 is out of range for a sequence of 2 tensors"),
-              std::string::npos)
+    EXPECT_NE(msg.find("position 5 is out of range for a sequence of 2 tensors"), std::string::npos)
         << msg;
     EXPECT_NE(msg.find("'at'"), std::string::npos) << msg;  // names the run-time input
   }
@@ -248,7 +248,8 @@ TEST_F(Sequences, SplitToSequenceAndConcatFromSequence) {
     if (c.split.empty()) lengths.assign(static_cast<size_t>(dim), 1);
     if (c.split.size() == 1) {
       lengths.clear();
-      for (int64_t at = 0; at < dim; at += c.split[0]) lengths.push_back(std::min(c.split[0], dim - at));
+      for (int64_t at = 0; at < dim; at += c.split[0])
+        lengths.push_back(std::min(c.split[0], dim - at));
     }
     int64_t at = 0;
     for (int64_t len : lengths) {
@@ -402,6 +403,13 @@ TEST_F(Sequences, LoopCarryingASequenceIsUnrolledPerTripCount) {
     expect_tensors(out[0].tensors, want);
     test::expect_close(out[1].tensors.at(0), {trips, 4}, stacked, 0.0, 0.0);
   }
+  // Unrolling is bounded.
+  try {
+    session.run_values({{"trips", OnnxValue::tensor(scalar64(5000))}, {"x", OnnxValue::tensor(x)}});
+    ADD_FAILURE() << "no error";
+  } catch (const UnsupportedOp& e) {
+    EXPECT_NE(std::string(e.what()).find("over 4096 iterations"), std::string::npos) << e.what();
+  }
 }
 
 // res = cond ? [x, x] : [y]: the condition is read at run time and picks the branch.
@@ -424,9 +432,10 @@ TEST_F(Sequences, IfGivingASequenceTakesTheBranchItsConditionPicks) {
   EXPECT_EQ(session.info().value_inputs, std::vector<std::string>{"cond"});
   Tensor x = test::random_tensor({2}, 1), y = test::random_tensor({3}, 2);
   for (bool c : {true, false}) {
-    std::vector<OnnxValue> out = session.run_values({{"cond", OnnxValue::tensor(Tensor::scalar<bool>(c))},
-                                                     {"x", OnnxValue::tensor(x)},
-                                                     {"y", OnnxValue::tensor(y)}});
+    std::vector<OnnxValue> out =
+        session.run_values({{"cond", OnnxValue::tensor(Tensor::scalar<bool>(c))},
+                            {"x", OnnxValue::tensor(x)},
+                            {"y", OnnxValue::tensor(y)}});
     if (c)
       expect_tensors(out[0].tensors, {x, x});
     else
