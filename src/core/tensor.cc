@@ -6,6 +6,7 @@
 
 #include "core/device_ops.h"
 #include "core/half.h"
+#include "core/narrow_types.h"
 
 namespace lumen {
 
@@ -181,6 +182,17 @@ double Tensor::item_as_double(int64_t i) const {
       return *reinterpret_cast<const uint32_t*>(p);
     case DType::kUInt64:
       return static_cast<double>(*reinterpret_cast<const uint64_t*>(p));
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+    case DType::kFloat4E2M1:
+    case DType::kUInt4:
+    case DType::kInt4:
+    case DType::kUInt2:
+    case DType::kInt2:
+      return narrow_to_float(dtype_, *reinterpret_cast<const uint8_t*>(p));
   }
   return 0;
 }

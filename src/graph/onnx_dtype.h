@@ -36,10 +36,16 @@ enum class OnnxDType : int32_t {
   kFloat8E5M2FNUZ = 20,
   kUInt4 = 21,
   kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUInt2 = 25,
+  kInt2 = 26,
+  kFloat6E2M3 = 27,
+  kFloat6E3M2 = 28,
 };
 
 // The lumen dtype of an ONNX data type code, or nullopt when lumen has no such dtype (string,
-// complex, float8, ...) or the code is unknown.
+// complex, float6) or the code is unknown.
 inline std::optional<DType> dtype_from_onnx(int64_t code) {
   switch (code) {
     case static_cast<int64_t>(OnnxDType::kFloat):
@@ -68,6 +74,26 @@ inline std::optional<DType> dtype_from_onnx(int64_t code) {
       return DType::kUInt32;
     case static_cast<int64_t>(OnnxDType::kUInt64):
       return DType::kUInt64;
+    case static_cast<int64_t>(OnnxDType::kFloat8E4M3FN):
+      return DType::kFloat8E4M3FN;
+    case static_cast<int64_t>(OnnxDType::kFloat8E4M3FNUZ):
+      return DType::kFloat8E4M3FNUZ;
+    case static_cast<int64_t>(OnnxDType::kFloat8E5M2):
+      return DType::kFloat8E5M2;
+    case static_cast<int64_t>(OnnxDType::kFloat8E5M2FNUZ):
+      return DType::kFloat8E5M2FNUZ;
+    case static_cast<int64_t>(OnnxDType::kFloat8E8M0):
+      return DType::kFloat8E8M0;
+    case static_cast<int64_t>(OnnxDType::kFloat4E2M1):
+      return DType::kFloat4E2M1;
+    case static_cast<int64_t>(OnnxDType::kUInt4):
+      return DType::kUInt4;
+    case static_cast<int64_t>(OnnxDType::kInt4):
+      return DType::kInt4;
+    case static_cast<int64_t>(OnnxDType::kUInt2):
+      return DType::kUInt2;
+    case static_cast<int64_t>(OnnxDType::kInt2):
+      return DType::kInt2;
     default:
       return std::nullopt;
   }
@@ -102,6 +128,26 @@ inline int32_t onnx_from_dtype(DType dtype) {
       return static_cast<int32_t>(OnnxDType::kUInt32);
     case DType::kUInt64:
       return static_cast<int32_t>(OnnxDType::kUInt64);
+    case DType::kFloat8E4M3FN:
+      return static_cast<int32_t>(OnnxDType::kFloat8E4M3FN);
+    case DType::kFloat8E4M3FNUZ:
+      return static_cast<int32_t>(OnnxDType::kFloat8E4M3FNUZ);
+    case DType::kFloat8E5M2:
+      return static_cast<int32_t>(OnnxDType::kFloat8E5M2);
+    case DType::kFloat8E5M2FNUZ:
+      return static_cast<int32_t>(OnnxDType::kFloat8E5M2FNUZ);
+    case DType::kFloat8E8M0:
+      return static_cast<int32_t>(OnnxDType::kFloat8E8M0);
+    case DType::kFloat4E2M1:
+      return static_cast<int32_t>(OnnxDType::kFloat4E2M1);
+    case DType::kUInt4:
+      return static_cast<int32_t>(OnnxDType::kUInt4);
+    case DType::kInt4:
+      return static_cast<int32_t>(OnnxDType::kInt4);
+    case DType::kUInt2:
+      return static_cast<int32_t>(OnnxDType::kUInt2);
+    case DType::kInt2:
+      return static_cast<int32_t>(OnnxDType::kInt2);
   }
   return static_cast<int32_t>(OnnxDType::kUndefined);
 }
@@ -112,7 +158,8 @@ inline std::string onnx_dtype_name(int64_t code) {
       "UNDEFINED",      "FLOAT",      "UINT8",          "INT8",       "UINT16",   "INT16",
       "INT32",          "INT64",      "STRING",         "BOOL",       "FLOAT16",  "DOUBLE",
       "UINT32",         "UINT64",     "COMPLEX64",      "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN",
-      "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4"};
+      "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4",     "FLOAT4E2M1",
+      "FLOAT8E8M0",     "UINT2",      "INT2",           "FLOAT6E2M3", "FLOAT6E3M2"};
   constexpr int64_t kCount = sizeof(kNames) / sizeof(kNames[0]);
   if (code >= 0 && code < kCount) return kNames[code];
   return "code " + std::to_string(code);

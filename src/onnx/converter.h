@@ -23,6 +23,28 @@ struct Subgraph {
   std::vector<Value*> captured;
 };
 
+// Marks an error raised while building one node for the types its inputs have in this graph: its
+// shape inference failed, or its converter refused those types. Anything else the importer
+// rejects (a name defined twice or nowhere, an unreadable attribute or tensor, an op lumen lacks)
+// is about the model itself and is not marked. An If whose condition is known only at run time
+// defers a marked error from one of its branches to the run that takes that branch, since the
+// input shapes given may fit only the other branch (ops_control.cc).
+class NodeBuildFailure {
+ public:
+  virtual ~NodeBuildFailure() = default;
+};
+
+// Whether `e` carries the NodeBuildFailure mark.
+bool is_node_build_failure(const Error& e);
+
+// Throws an error of e's kind with `message` (what() without the kind), marked when e is or when
+// `mark` asks for it (only ShapeError and InvalidModel are ever marked). Other kinds of error are
+// rethrown as they are, so call it only inside a catch block.
+[[noreturn]] void rethrow_as(const Error& e, const std::string& message, bool mark = false);
+
+// e.what() without its leading "Kind: ".
+std::string error_detail(const Error& e);
+
 // A sequence or an optional as the importer holds it. Lumen graphs carry tensors only, so it is
 // resolved when the graph is built: a list of the graph's tensor values, of known length.
 struct ListValue {

@@ -27,6 +27,13 @@ constexpr const char* kNeedsValue = "must be known when the graph is built";
 // Nodes that inlined subgraphs (unrolled loops, SequenceMap bodies) may add to one model; a node
 // of nested inlined subgraphs counts once per level.
 constexpr int64_t kMaxInlinedNodes = 1 << 17;
+// The training-preview domain, whose deterministic optimizer ops (opset 1) lumen runs.
+constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+
+// Whether op_type is one of the training domain's ops lumen runs.
+bool is_training_op(const std::string& op_type) {
+  return op_type == "Adagrad" || op_type == "Adam" || op_type == "Momentum";
+}
 
 // Models older than opset 7 are read when every node's op has kept its meaning since the version
 // listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
@@ -125,6 +132,7 @@ class Importer final : public Scope {
         options_(parent.options_),
         base_dir_(parent.base_dir_),
         opset_(opset),
+        training_opset_(parent.training_opset_),
         parent_(&parent) {}
   // An importer of a subgraph inlined into `parent`'s graph (Scope::inline_graph): its nodes go
   // into the parent's graph, named under `prefix`, and outer names are the parent's values.
@@ -133,6 +141,7 @@ class Importer final : public Scope {
         options_(parent.options_),
         base_dir_(parent.base_dir_),
         opset_(opset),
+        training_opset_(parent.training_opset_),
         graph_(parent.graph_),
         node_names_(parent.node_names_),
         parent_(&parent),
@@ -397,8 +406,12 @@ class Importer final : public Scope {
       if (op.domain().empty() || op.domain() == "ai.onnx") {
         opset_ = op.version();
         found = true;
+      } else if (op.domain() == kTrainingDomain) {
+        training_opset_ = op.version();
       }
     }
+    // A model of training ops only: its default-domain nodes, if any, are refused in add_node.
+    if (!found && training_opset_ == 1) return;
     // The first node, named in the refusals below so the user sees what the model would run.
     std::string first = "";
     if (model_.graph().node_size() > 0) {
@@ -558,9 +571,24 @@ class Importer final : public Scope {
     std::string label = node.name().empty() ? op_type : node.name();
     std::string where =
         "node '" + label + "' (" + op_type + ", opset " + std::to_string(opset_) + ")";
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
+    const bool training = node.domain() == kTrainingDomain;
+    if (training) {
+      where = "node '" + label + "' (" + op_type + ", " + kTrainingDomain + " opset " +
+              std::to_string(training_opset_) + ")";
+      if (training_opset_ != 1)
+        throw UnsupportedOp(where + ": lumen runs opset 1 of domain '" + kTrainingDomain + "'");
+      if (!is_training_op(op_type))
+        throw UnsupportedOp(where + ": lumen runs only Adagrad, Adam and Momentum of domain '" +
+                            kTrainingDomain + "'");
+    } else if (!node.domain().empty() && node.domain() != "ai.onnx") {
       throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
-    if (opset_ < stable_since(op_type))
+    } else if (opset_ == 0) {
+      throw InvalidModel(where + ": the model imports no opset of the default domain");
+    } else if (is_training_op(op_type)) {
+      throw UnsupportedOp(where + ": " + op_type + " is an op of domain '" + kTrainingDomain +
+                          "', not of the default domain");
+    }
+    if (!training && opset_ < stable_since(op_type))
       throw UnsupportedOp(where + ": lumen reads opsets " + std::to_string(kMinOpset) + " to " +
                           std::to_string(kMaxOpset) + ", and this op changed since opset " +
                           std::to_string(opset_));
@@ -588,7 +616,8 @@ class Importer final : public Scope {
     for (const std::string& out : node.output())
       if (!out.empty() && (values_.count(out) || lists_.count(out)))
         throw InvalidModel(where + ": output '" + out + "' is already defined");
-    Converter converter = find_converter(op_type, opset_);
+    const int64_t node_opset = training ? training_opset_ : opset_;
+    Converter converter = training ? nullptr : find_converter(op_type, opset_);
     Attributes attrs;
     for (const auto& a : node.attribute()) {
       if (attrs.count(a.name()))
@@ -607,13 +636,18 @@ class Importer final : public Scope {
       name = base + "_" + std::to_string(k);
     node_names_.insert(name);
 
-    ImportContext ctx(graph_, node, opset_, name, inputs, std::move(attrs), num_outputs);
+    ImportContext ctx(graph_, node, node_opset, name, inputs, std::move(attrs), num_outputs);
     ctx.set_scope(this);
     if (takes_lists(op_type)) ctx.set_list_inputs(std::move(lists));
     const int values_before = graph_.num_values();
     std::vector<Value*> outs;
     if (converter != nullptr) {
-      outs = converter(ctx);
+      try {
+        outs = converter(ctx);
+      } catch (const ShapeError& e) {
+        // A converter's own check of its input shapes: marked like a failed inference.
+        rethrow_as(e, error_detail(e), true);
+      }
     } else {
       auto kind = op_kind_from_name(op_type);
       if (!kind || op_type != op_name(*kind)) ctx.unsupported("lumen has no such op");
@@ -651,6 +685,7 @@ class Importer final : public Scope {
   std::string base_dir_;
   const ModelFile* file_ = nullptr;  // the main graph's raw initializer bytes, when read from it
   int64_t opset_ = 0;
+  int64_t training_opset_ = 0;  // the model's opset of kTrainingDomain, 0 when not imported
   Graph own_graph_;
   Graph& graph_ = own_graph_;  // an inlined subgraph's importer adds to its parent's graph
   std::unordered_map<std::string, Value*> values_;
@@ -684,22 +719,12 @@ std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<V
   try {
     return graph_.add_op(op, inputs, num_outputs, attrs, node_name);
   } catch (const Error& e) {
-    // Re-word so the message names the ONNX node and opset.
-    std::string msg = e.what();
-    auto colon = msg.find(": ");
-    std::string detail = colon == std::string::npos ? msg : msg.substr(colon + 2);
+    // Re-word so the message names the ONNX node and opset; a failed inference is marked as
+    // depending on the input types (NodeBuildFailure).
+    std::string detail = error_detail(e);
     if (detail.rfind("node '", 0) == 0 && detail.find("): ") != std::string::npos)
       detail = detail.substr(detail.find("): ") + 3);  // the lumen node is this ONNX node
-    switch (e.kind()) {
-      case ErrorKind::kShapeError:
-        throw ShapeError(where() + ": " + detail);
-      case ErrorKind::kUnsupportedOp:
-        throw UnsupportedOp(where() + ": " + detail);
-      case ErrorKind::kInvalidModel:
-        throw InvalidModel(where() + ": " + detail);
-      default:
-        throw;
-    }
+    rethrow_as(e, where() + ": " + detail, true);
   }
 }
 
@@ -741,20 +766,48 @@ Subgraph ImportContext::import_subgraph(const std::string& attr,
     return scope_->import_graph(*proto, input_types);
   } catch (const Error& e) {
     // Prefix the error with this node, so a nested failure reads from the outside in.
-    std::string msg = e.what();
-    auto colon = msg.find(": ");
-    std::string detail = what + ": " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
-    switch (e.kind()) {
-      case ErrorKind::kShapeError:
-        throw ShapeError(detail);
-      case ErrorKind::kUnsupportedOp:
-        throw UnsupportedOp(detail);
-      case ErrorKind::kInvalidModel:
-        throw InvalidModel(detail);
-      default:
-        throw;
-    }
+    rethrow_as(e, what + ": " + error_detail(e));
   }
+}
+
+namespace {
+
+// ShapeError and InvalidModel with the NodeBuildFailure mark.
+class MarkedShapeError final : public ShapeError, public NodeBuildFailure {
+ public:
+  using ShapeError::ShapeError;
+};
+class MarkedInvalidModel final : public InvalidModel, public NodeBuildFailure {
+ public:
+  using InvalidModel::InvalidModel;
+};
+
+}  // namespace
+
+bool is_node_build_failure(const Error& e) {
+  return dynamic_cast<const NodeBuildFailure*>(&e) != nullptr;
+}
+
+void rethrow_as(const Error& e, const std::string& message, bool mark) {
+  mark = mark || is_node_build_failure(e);
+  switch (e.kind()) {
+    case ErrorKind::kShapeError:
+      if (mark) throw MarkedShapeError(message);
+      throw ShapeError(message);
+    case ErrorKind::kInvalidModel:
+      if (mark) throw MarkedInvalidModel(message);
+      throw InvalidModel(message);
+    case ErrorKind::kUnsupportedOp:
+      throw UnsupportedOp(message);
+    default:
+      throw;
+  }
+}
+
+std::string error_detail(const Error& e) {
+  std::string msg = e.what();
+  auto colon = msg.find(": ");
+  return colon == std::string::npos ? msg : msg.substr(colon + 2);
 }
 
 bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opset, Converter fn) {

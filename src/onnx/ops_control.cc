@@ -19,6 +19,29 @@ bool known_value(const Value* v) {
   return v != nullptr && v->data && !v->user_weight && !v->is_input;
 }
 
+// One branch of an If: its subgraph, or (graph left empty) why it cannot be built for the input
+// types at hand.
+struct Branch {
+  const char* attr;
+  Subgraph sub;
+  std::string reason;  // "subgraph 'else_branch': node ...: ..."
+  ErrorKind kind = ErrorKind::kShapeError;
+};
+
+Branch import_branch(ImportContext& ctx, const char* attr) {
+  Branch b{attr, {}, {}};
+  try {
+    b.sub = ctx.import_subgraph(attr, {});
+  } catch (const Error& e) {
+    if (!is_node_build_failure(e)) throw;
+    b.reason = error_detail(e);
+    const std::string prefix = ctx.where() + ": ";
+    if (b.reason.rfind(prefix, 0) == 0) b.reason = b.reason.substr(prefix.size());
+    b.kind = e.kind();
+  }
+  return b;
+}
+
 std::vector<Value*> convert_if(ImportContext& ctx) {
   Value* cond = ctx.input(0);
   if (cond == nullptr) ctx.unsupported("cond is missing");
@@ -30,15 +53,29 @@ std::vector<Value*> convert_if(ImportContext& ctx) {
     return forward_outputs(
         ctx, ctx.inline_subgraph(then ? "then_branch" : "else_branch", {}, then ? "then" : "else"));
   }
-  Subgraph then_g = ctx.import_subgraph("then_branch", {});
-  Subgraph else_g = ctx.import_subgraph("else_branch", {});
+  // Both branches are built for the input types at hand. One that cannot be (see
+  // NodeBuildFailure) is left out, and a run whose cond picks it fails with the reason kept here.
+  Branch then_b = import_branch(ctx, "then_branch");
+  Branch else_b = import_branch(ctx, "else_branch");
+  if (!then_b.sub.graph && !else_b.sub.graph) {
+    // Marked in turn, so an If around this one may still take its other branch.
+    rethrow_as(Error(then_b.kind, then_b.reason),
+               ctx.where() + ": neither branch can be built for these input types: " +
+                   then_b.reason + "; and " + else_b.reason,
+               true);
+  }
   std::vector<Value*> ins{cond};
-  ins.insert(ins.end(), then_g.captured.begin(), then_g.captured.end());
-  ins.insert(ins.end(), else_g.captured.begin(), else_g.captured.end());
-  Attributes attrs{{"then_branch", then_g.graph},
-                   {"else_branch", else_g.graph},
-                   {"then_inputs", static_cast<int64_t>(then_g.captured.size())}};
-  return ctx.emit("If", ins, attrs, static_cast<int>(then_g.graph->outputs().size()));
+  Attributes attrs{{"then_inputs", static_cast<int64_t>(then_b.sub.captured.size())}};
+  for (Branch* b : {&then_b, &else_b}) {
+    ins.insert(ins.end(), b->sub.captured.begin(), b->sub.captured.end());
+    if (b->sub.graph) {
+      attrs[b->attr] = b->sub.graph;
+    } else {
+      attrs[std::string(b->attr) + "_error"] = b->reason;
+    }
+  }
+  const Graph& built = then_b.sub.graph ? *then_b.sub.graph : *else_b.sub.graph;
+  return ctx.emit("If", ins, attrs, static_cast<int>(built.outputs().size()));
 }
 
 std::vector<Value*> convert_loop(ImportContext& ctx) {

@@ -424,22 +424,7 @@ std::vector<ImportedValue> ImportContext::inline_subgraph(const std::string& att
     return scope_->inline_graph(*proto, inputs, name_ + "/" + tag + "/");
   } catch (const Error& e) {
     // Prefix the error with this node, so a nested failure reads from the outside in.
-    std::string msg = e.what();
-    auto colon = msg.find(": ");
-    std::string detail = where() + ": subgraph '" + attr + "' (" + tag +
-                         "): " + (colon == std::string::npos ? msg : msg.substr(colon + 2));
-    switch (e.kind()) {
-      case ErrorKind::kShapeError:
-        throw ShapeError(detail);
-      case ErrorKind::kUnsupportedOp:
-        throw UnsupportedOp(detail);
-      case ErrorKind::kInvalidModel:
-        throw InvalidModel(detail);
-      case ErrorKind::kInvalidArgument:
-        throw InvalidArgument(detail);
-      default:
-        throw;
-    }
+    rethrow_as(e, where() + ": subgraph '" + attr + "' (" + tag + "): " + error_detail(e));
   }
 }
 

@@ -9,7 +9,8 @@
 
 namespace lumen::onnx_import {
 
-// Converts a TensorProto (inline, raw or external data). `base_dir` is the model's folder (external
+// Converts a TensorProto (inline, raw or external data). ONNX's narrow types arrive unpacked, one
+// byte per element (4- and 2-bit values packed in the file; int4 and int2 sign-extended). `base_dir` is the model's folder (external
 // data must stay inside it); `what` names the tensor in errors. Throws InvalidModel, UnsupportedOp
 // (string, complex and other dtypes lumen lacks), IoError (external data).
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
@@ -19,6 +20,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
 // instead of being copied: for the importer, which owns the model it parsed.
 Tensor take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir,
                               const std::string& what);
+
+// Writes a host tensor as a TensorProto (dims, data type, raw data; 4- and 2-bit types packed two
+// or four to a byte, the first element in the lowest bits). Throws InvalidArgument for a device
+// tensor.
+void tensor_to_proto(const Tensor& tensor, onnx::TensorProto* proto);
 
 class ModelFile;
 // Main-graph initializer `index` whose raw bytes `file` left out of `proto` (ModelFile::has_raw):

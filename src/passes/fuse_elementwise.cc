@@ -85,6 +85,11 @@ bool fusible(const Graph& graph, int id) {
     case OpKind::kSoftplus:
     case OpKind::kGelu:
       return n.inputs.size() == 1 && is_float32(graph, n.inputs[0]);
+    case OpKind::kSwish: {  // the program's Swish is x * sigmoid(x): alpha 1 only
+      auto it = n.attrs.find("alpha");
+      return (it == n.attrs.end() || it->second.as_float() == 1.0f) && n.inputs.size() == 1 &&
+             is_float32(graph, n.inputs[0]);
+    }
     default:
       return false;
   }
@@ -117,6 +122,8 @@ EwOp unary_opcode(const Node& n) {
       return EwOp::kHardSwish;
     case OpKind::kSoftplus:
       return EwOp::kSoftplus;
+    case OpKind::kSwish:
+      return EwOp::kSwish;
     case OpKind::kGelu: {
       auto it = n.attrs.find("approximate");
       bool tanh = it != n.attrs.end() && it->second.as_string() == "tanh";

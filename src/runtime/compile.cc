@@ -8,6 +8,7 @@
 #include "router/router.h"
 #include "runtime/control_flow.h"
 #include "runtime/executable_impl.h"
+#include "runtime/float_widening.h"
 #include "runtime/half_storage.h"
 
 namespace lumen {
@@ -131,6 +132,8 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   std::vector<Backend*> backends = candidate_backends(options);
   // Only nodes that lead to an output and are not already known run.
   std::vector<bool> needed = router::nodes_to_run(*this);
+  // Float16, bfloat16 and float64 nodes that only a float32 kernel runs get Casts around them.
+  if (widen_unsupported_floats(*this, backends, needed) > 0) needed = router::nodes_to_run(*this);
   // With "auto", the router picks each node's backend and the order the steps run in (device work
   // enqueued before independent host work); otherwise the first backend that supports a node, in
   // topological order.

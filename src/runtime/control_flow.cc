@@ -49,25 +49,39 @@ void copy_slice(const Tensor& whole, int axis, int64_t i, const Tensor& part, bo
   }
 }
 
+// A branch the importer could not build for these input types has no graph but a reason
+// (then_branch_error / else_branch_error); a run whose cond picks it fails with that reason.
 class IfKernel final : public Kernel {
  public:
   IfKernel(Runtime* runtime, const CompileOptions& options, const Node& node)
-      : then_(compile_subgraph(runtime, options, node, "then_branch")),
-        else_(compile_subgraph(runtime, options, node, "else_branch")),
-        then_inputs_(static_cast<int>(node.attrs.at("then_inputs").as_int())) {}
+      : name_(node.name), then_inputs_(static_cast<int>(node.attrs.at("then_inputs").as_int())) {
+    const char* names[2] = {"then_branch", "else_branch"};
+    for (int b = 0; b < 2; ++b) {
+      if (node.attrs.count(names[b])) {
+        branch_[b] = compile_subgraph(runtime, options, node, names[b]);
+      } else {
+        error_[b] = node.attrs.at(std::string(names[b]) + "_error").as_string();
+      }
+    }
+  }
   bool makes_outputs() const override { return true; }
   void run(KernelContext& ctx) const override {
     const bool take_then = is_true(ctx.inputs[0]);
+    Executable* branch = branch_[take_then ? 0 : 1];
+    if (branch == nullptr)
+      throw ShapeError("node '" + name_ + "' (If): cond is " + (take_then ? "true" : "false") +
+                       ", and that branch could not be built for the input shapes given: " +
+                       error_[take_then ? 0 : 1]);
     auto first = ctx.inputs.begin() + 1 + (take_then ? 0 : then_inputs_);
     auto last = take_then ? ctx.inputs.begin() + 1 + then_inputs_ : ctx.inputs.end();
-    std::vector<Tensor> outs =
-        (take_then ? then_ : else_)->execute(std::vector<Tensor>(first, last));
+    std::vector<Tensor> outs = branch->execute(std::vector<Tensor>(first, last));
     for (size_t k = 0; k < ctx.outputs.size(); ++k) ctx.outputs[k] = std::move(outs[k]);
   }
 
  private:
-  Executable* then_;
-  Executable* else_;
+  std::string name_;
+  Executable* branch_[2] = {nullptr, nullptr};  // then, else
+  std::string error_[2];                        // why a branch is missing
   int then_inputs_;
 };
 

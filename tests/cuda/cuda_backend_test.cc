@@ -372,6 +372,37 @@ void expect_half_matches_cpu(const std::string& op, const std::vector<OpInput>& 
   }
 }
 
+TEST(CudaKernels, OnnxAttention) {
+  SKIP_WITHOUT_CUDA();
+  // 4-D, grouped heads, causal with an additive mask, several query blocks and key chunks.
+  expect_matches_cpu(
+      "Attention",
+      {random_tensor(Shape{2, 6, 19, 64}, 301), random_tensor(Shape{2, 2, 45, 64}, 302),
+       random_tensor(Shape{2, 2, 45, 64}, 303), random_tensor(Shape{19, 45}, 304)},
+      {{"is_causal", 1}});
+  // 3-D with head counts, a boolean mask, past and present, head sizes 40 (K) and 24 (V).
+  expect_matches_cpu(
+      "Attention",
+      {random_tensor(Shape{2, 7, 4 * 40}, 305), random_tensor(Shape{2, 7, 2 * 40}, 306),
+       random_tensor(Shape{2, 7, 2 * 24}, 307),
+       random_ints(Shape{2, 1, 7, 40}, 308, 0, 1, DType::kBool),
+       random_tensor(Shape{2, 2, 33, 40}, 309), random_tensor(Shape{2, 2, 33, 24}, 310)},
+      {{"q_num_heads", 4}, {"kv_num_heads", 2}, {"is_causal", 1}}, 1e-5, 1e-4, 3);
+  // Decoding against a padded cache (nonpad_kv_seqlen), multi-query, softcap, a sliding window.
+  expect_matches_cpu(
+      "Attention",
+      {random_tensor(Shape{3, 8, 1, 128}, 311), random_tensor(Shape{3, 1, 70, 128}, 312),
+       random_tensor(Shape{3, 1, 70, 128}, 313), omitted(), omitted(), omitted(),
+       Tensor::from_vector<int64_t>({3}, {70, 12, 41})},
+      {{"is_causal", 1}, {"softcap", 2.5f}, {"left_window_size", 20}});
+  // float16 and bfloat16 storage.
+  expect_half_matches_cpu(
+      "Attention",
+      {random_tensor(Shape{1, 4, 9, 32}, 314), random_tensor(Shape{1, 4, 12, 32}, 315),
+       random_tensor(Shape{1, 4, 12, 32}, 316)},
+      {{"is_causal", 1}});
+}
+
 TEST(CudaHalfPrecision, ElementwiseAndProducts) {
   SKIP_WITHOUT_CUDA();
   Tensor x = random_tensor(Shape{2, 3, 4, 5}, 201, -2.f, 2.f);

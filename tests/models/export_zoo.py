@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Exports Lumen's model zoo: torchvision classifiers and a few small home-made models, with random
-weights, to ONNX (opset 13, dynamic batch axis), with one fixed input and PyTorch's output on it.
+weights, to ONNX (opset 13 unless --opset says, dynamic batch axis), with one fixed input and
+PyTorch's output on it.
 
-    /usr/bin/python3 tests/models/export_zoo.py OUTDIR [--models a,b,...] [--force]
+    /usr/bin/python3 tests/models/export_zoo.py OUTDIR [--models a,b,...] [--force] [--opset N]
 
 writes OUTDIR/NAME.onnx, OUTDIR/NAME.input.npy (batch 1, or 64 for the MLP) and
 OUTDIR/NAME.expected.npy for each model; a model whose three files exist is skipped unless --force.
@@ -208,10 +209,13 @@ def export(name, outdir, force):
     # Exported with autograd on: under no_grad, nn.TransformerEncoderLayer takes its fused "fast
     # path" (aten::_transformer_encoder_layer_fwd), which has no ONNX export.
     tmp = onnx_path + ".tmp"
+    # PyTorch 2's default exporter is the dynamo one; the TorchScript exporter writes the same
+    # graphs at every opset it knows (Debian's PyTorch 1.13 has no choice to make).
+    kwargs = {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
     torch.onnx.export(model, (xt,), tmp, opset_version=OPSET, input_names=[input_name],
                       output_names=["output"],
                       dynamic_axes={input_name: {0: "batch"}, "output": {0: "batch"}},
-                      do_constant_folding=True)
+                      do_constant_folding=True, **kwargs)
     np.save(in_path, x)
     np.save(exp_path, expected.numpy())
     os.replace(tmp, onnx_path)  # last, so a half-done export is redone next time
@@ -225,7 +229,10 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--opset", type=int, default=OPSET,
+                    help="ONNX opset to export at (Debian's PyTorch 1.13 writes up to 17)")
     args = ap.parse_args()
+    globals()["OPSET"] = args.opset
     names = [m for m in args.models.split(",") if m]
     unknown = [m for m in names if m not in MODELS]
     if unknown:

@@ -110,8 +110,10 @@ std::string compare(const lumen::Tensor& got, const lumen::Tensor& want, size_t 
     double g = got.item_as_double(i), w = want.item_as_double(i);
     bool ok;
     if (exact) {  // bytes, so that 64-bit integers beyond double's precision compare exactly
+      // (float8 and float4 too: their bit patterns, though any NaN matches any NaN)
       ok = std::memcmp(got_bytes + i * elem, want_bytes + i * elem, elem) == 0 ||
-           (want.dtype() == lumen::DType::kBool && (g != 0) == (w != 0));
+           (want.dtype() == lumen::DType::kBool && (g != 0) == (w != 0)) ||
+           (lumen::is_narrow_float(want.dtype()) && std::isnan(g) && std::isnan(w));
     } else if (std::isnan(w)) {
       ok = std::isnan(g);
     } else if (std::isinf(w)) {

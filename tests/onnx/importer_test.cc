@@ -4,9 +4,11 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "lumen/lumen.h"
 #include "lumen/onnx.h"
@@ -395,6 +397,85 @@ TEST_F(OnnxImport, ExternalDataThatEscapesIsRefused) {
   e->set_key("location");
   e->set_value("small.bin");
   EXPECT_THROW(load_onnx(save(m)), IoError);
+}
+
+// GroupNormalization before opset 21 takes scale and bias per group; the importer spreads each
+// group's value over its channels. The opset 21 form (per channel) loads as it is.
+onnx::ModelProto group_norm_model(int64_t opset, const Tensor& scale, const Tensor& bias) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(opset);
+  auto* g = m.mutable_graph();
+  g->set_name("group_norm");
+  add_io(g->add_input(), "x", {"2", "6", "5"});
+  add_io(g->add_output(), "y", {"2", "6", "5"});
+  set_float_tensor(g->add_initializer(), "scale", {scale.numel()}, scale);
+  set_float_tensor(g->add_initializer(), "bias", {bias.numel()}, bias);
+  auto* n = g->add_node();
+  n->set_op_type("GroupNormalization");
+  n->set_name("gn");
+  for (const char* in : {"x", "scale", "bias"}) n->add_input(in);
+  n->add_output("y");
+  auto* groups = n->add_attribute();
+  groups->set_name("num_groups");
+  groups->set_type(onnx::AttributeProto::INT);
+  groups->set_i(3);
+  return m;
+}
+
+// y for x [2, 6, 5] in 3 groups; scale and bias per channel.
+std::vector<double> group_norm_reference(const Tensor& x, const std::vector<double>& scale,
+                                         const std::vector<double>& bias) {
+  std::vector<double> y(static_cast<size_t>(x.numel()));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t g = 0; g < 3; ++g) {
+      const int64_t first = (n * 6 + g * 2) * 5;
+      double sum = 0, sq = 0;
+      for (int64_t k = 0; k < 10; ++k) sum += x.item_as_double(first + k);
+      const double mean = sum / 10;
+      for (int64_t k = 0; k < 10; ++k)
+        sq += (x.item_as_double(first + k) - mean) * (x.item_as_double(first + k) - mean);
+      const double inv = 1.0 / std::sqrt(sq / 10 + 1e-5);
+      for (int64_t k = 0; k < 10; ++k) {
+        const int64_t c = g * 2 + k / 5;
+        y[first + k] = (x.item_as_double(first + k) - mean) * inv * scale[c] + bias[c];
+      }
+    }
+  return y;
+}
+
+TEST_F(OnnxImport, GroupNormalizationParametersPerGroupBeforeOpset21) {
+  Tensor x = test::random_tensor({2, 6, 5}, 30);
+  Tensor s3 = test::random_tensor({3}, 31), b3 = test::random_tensor({3}, 32);
+  Tensor s6 = test::random_tensor({6}, 33), b6 = test::random_tensor({6}, 34);
+  auto spread = [](const Tensor& t) {
+    std::vector<double> v;
+    for (int64_t c = 0; c < 6; ++c) v.push_back(t.item_as_double(c / 2));
+    return v;
+  };
+  for (int64_t opset : {18, 20}) {
+    Graph g = load_onnx_bytes(group_norm_model(opset, s3, b3).SerializeAsString());
+    Runtime rt;
+    test::expect_close(g.compile(&rt)->execute({x})[0], {2, 6, 5},
+                       group_norm_reference(x, spread(s3), spread(b3)));
+  }
+  Graph g21 = load_onnx_bytes(group_norm_model(21, s6, b6).SerializeAsString());
+  Runtime rt;
+  test::expect_close(g21.compile(&rt)->execute({x})[0], {2, 6, 5},
+                     group_norm_reference(x, test::to_doubles(s6), test::to_doubles(b6)));
+  // Per-channel parameters at opset 18, per-group ones at opset 21: clear shape errors.
+  for (auto [opset, s, b] : {std::tuple{18, s6, b6}, std::tuple{21, s3, b3}}) {
+    try {
+      load_onnx_bytes(group_norm_model(opset, s, b).SerializeAsString());
+      ADD_FAILURE() << "opset " << opset;
+    } catch (const ShapeError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("node 'gn' (GroupNormalization, opset " + std::to_string(opset)),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find(opset == 18 ? "per group" : "per channel"), std::string::npos) << msg;
+    }
+  }
 }
 
 }  // namespace

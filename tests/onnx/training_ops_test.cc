@@ -1,13 +1,15 @@
 // The ONNX importer's training-mode converters on models built with the protobuf API: Dropout
 // (the identity in inference and in training mode with ratio 0, refused when it would be random)
 // and BatchNormalization with training_mode=1 (batch statistics and updated running statistics,
-// against a naive double-precision reference).
+// against a naive double-precision reference); optimizer nodes of domain ai.onnx.preview.training
+// (Momentum) and the importer's refusals around that domain.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lumen/lumen.h"
@@ -152,6 +154,84 @@ TEST(OnnxTraining, BatchNormalizationWithBatchStatistics) {
   test::expect_close(out[0], shape, y);
   test::expect_close(out[1], Shape{c}, rm);
   test::expect_close(out[2], Shape{c}, rv);
+}
+
+// Momentum(R, T, X, G, V) -> X_new, V_new as a node of domain ai.onnx.preview.training, in a model
+// importing `domains` (name, version); `node_domain` is the node's own domain.
+onnx::ModelProto momentum_model(const std::vector<std::pair<std::string, int64_t>>& domains,
+                                const std::string& node_domain,
+                                const std::string& op = "Momentum") {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  for (const auto& [domain, version] : domains) {
+    auto* o = m.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  add_io(g->add_input(), "R", Shape{});
+  add_io(g->add_input(), "T", Shape{}, onnx::TensorProto::INT64);
+  for (const char* name : {"X", "G", "V"}) add_io(g->add_input(), name, Shape{5});
+  add_io(g->add_output(), "X_new", Shape{5});
+  add_io(g->add_output(), "V_new", Shape{5});
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_domain(node_domain);
+  for (const char* name : {"R", "T", "X", "G", "V"}) n->add_input(name);
+  n->add_output("X_new");
+  n->add_output("V_new");
+  auto add_float = [&](const char* name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  };
+  add_float("alpha", 0.9f);
+  add_float("beta", 0.5f);
+  add_float("norm_coefficient", 0.01f);
+  auto* mode = n->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("nesterov");
+  return m;
+}
+
+TEST(OnnxTraining, OptimizerOfTheTrainingDomainRuns) {
+  const std::string kDomain = "ai.onnx.preview.training";
+  for (const auto& domains :
+       {std::vector<std::pair<std::string, int64_t>>{{kDomain, 1}},
+        std::vector<std::pair<std::string, int64_t>>{{"", 17}, {kDomain, 1}}}) {
+    Graph graph = load_onnx_bytes(momentum_model(domains, kDomain).SerializeAsString());
+    const Tensor r = Tensor::scalar<float>(0.1f), t = Tensor::scalar<int64_t>(3);
+    const Tensor x = test::random_tensor(Shape{5}, 1), g = test::random_tensor(Shape{5}, 2),
+                 v = test::random_tensor(Shape{5}, 3);
+    Runtime rt;
+    auto out = graph.compile(&rt)->execute({r, t, x, g, v});
+    ASSERT_EQ(out.size(), 2u);
+    std::vector<double> want_x, want_v;
+    for (int64_t i = 0; i < 5; ++i) {
+      const double xi = x.item_as_double(i);
+      const double gr = static_cast<double>(0.01f) * xi + g.item_as_double(i);
+      const double vn = static_cast<double>(0.9f) * v.item_as_double(i) + 0.5 * gr;
+      want_x.push_back(xi - static_cast<double>(0.1f) * (gr + static_cast<double>(0.9f) * vn));
+      want_v.push_back(vn);
+    }
+    test::expect_close(out[0], Shape{5}, want_x);
+    test::expect_close(out[1], Shape{5}, want_v);
+  }
+}
+
+TEST(OnnxTraining, TrainingDomainRefusals) {
+  const std::string kDomain = "ai.onnx.preview.training";
+  auto load = [](const onnx::ModelProto& m) { load_onnx_bytes(m.SerializeAsString()); };
+  // The domain's other ops (Gradient is not deterministic inference), and other versions.
+  EXPECT_THROW(load(momentum_model({{kDomain, 1}}, kDomain, "Gradient")), UnsupportedOp);
+  EXPECT_THROW(load(momentum_model({{kDomain, 2}}, kDomain)), UnsupportedOp);
+  // An optimizer op named in the default domain.
+  EXPECT_THROW(load(momentum_model({{"", 17}}, "")), UnsupportedOp);
+  // A default-domain node in a model that imports only the training domain.
+  EXPECT_THROW(load(momentum_model({{kDomain, 1}}, "", "Relu")), InvalidModel);
 }
 
 }  // namespace

@@ -169,6 +169,16 @@ TEST(FuseElementwise, LoneOpsAndOtherDtypesStay) {
   EXPECT_EQ(ops_of(g), (std::map<std::string, int>{{"Abs", 1}, {"Neg", 1}, {"Relu", 1}}));
 }
 
+// The program's Swish instruction is x * sigmoid(x): a Swish op with another alpha stays whole.
+TEST(FuseElementwise, SwishWithAnotherAlphaStays) {
+  Graph g;
+  Value* x = g.add_input("x", {4, 4});
+  Value* s = g.add_op("Swish", {g.add_op("Exp", {x})}, {{"alpha", 0.5f}});
+  g.mark_output(g.add_op("Relu", {s}));
+  g.optimize();
+  EXPECT_EQ(ops_of(g), (std::map<std::string, int>{{"Exp", 1}, {"Relu", 1}, {"Swish", 1}}));
+}
+
 TEST(FuseElementwise, AlsoForCuda) {
   // The CUDA backend runs FusedElementwise too (tests/cuda), so the pass runs for every target.
   Graph g;
@@ -210,6 +220,8 @@ std::vector<OpCase> op_cases() {
        {},
        [](double v) { return hard_sigmoid(v, 0.3, 0.4); }},
       {"HardSwish", {}, {}, [](double v) { return v * hard_sigmoid(v, 1.0 / 6, 0.5); }},
+      {"Swish", {}, {}, [](double v) { return v * sigmoid(v); }},
+      {"Swish", {{"alpha", 1.0f}}, {}, [](double v) { return v * sigmoid(v); }},
       {"Softplus", {}, {}, [](double v) { return std::log1p(std::exp(v)); }, -20, 20},
       {"Gelu", {}, {}, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
       {"Gelu",

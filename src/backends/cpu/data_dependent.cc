@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "core/narrow_types.h"
 
 namespace lumen::cpu {
 namespace {
@@ -23,6 +24,13 @@ bool element_is_nonzero(const Tensor& t, int64_t i) {
     case DType::kFloat16:
     case DType::kBFloat16:
       return (static_cast<const uint16_t*>(t.raw_data())[i] & 0x7fff) != 0;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+    case DType::kFloat4E2M1:
+      return narrow_to_float(t.dtype(), static_cast<const uint8_t*>(t.raw_data())[i]) != 0.0f;
     default: {
       const size_t size = dtype_size(t.dtype());
       const auto* p = static_cast<const unsigned char*>(t.raw_data()) + i * size;

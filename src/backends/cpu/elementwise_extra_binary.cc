@@ -27,19 +27,31 @@ struct PReluOp {
   }
 };
 
-// Mod with fmod = 0 on integers: the remainder takes the divisor's sign (Python's %). Divisors
-// are checked for zero before the loop; x % -1 is 0 without the INT_MIN trap.
+// Mod with fmod = 0: the remainder takes the divisor's sign (Python's %, a - floor(a / b) * b).
+// Integer divisors are checked for zero before the loop; x % -1 is 0 without the INT_MIN trap.
+// Floats follow opset 28's rules: a zero remainder has b's sign, b = ±inf gives a when the signs
+// agree and b otherwise, and x % 0, ±inf % y and NaNs give NaN.
 struct FloorModOp {
   static constexpr bool kIntegerDivisor = true;
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_signed_v<T>) {
+    if constexpr (std::is_same_v<T, Float16>) {
+      return T(floor_mod(static_cast<float>(a), static_cast<float>(b)));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return floor_mod(a, b);
+    } else if constexpr (std::is_signed_v<T>) {
       if (b == T(-1)) return T(0);
       const T r = static_cast<T>(a % b);
       return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
     } else {
       return static_cast<T>(a % b);
     }
+  }
+  template <typename F>
+  static F floor_mod(F a, F b) {
+    const F r = std::fmod(a, b);  // NaN for b = 0, a = ±inf or a NaN operand
+    if (r == F(0)) return std::copysign(F(0), b);
+    return (r < 0) != (b < 0) ? r + b : r;
   }
 };
 
@@ -62,16 +74,13 @@ struct TruncModOp {
 
 template <typename T>
 std::unique_ptr<Kernel> make_mod_typed(const NodeContext& ctx, bool fmod) {
-  if constexpr (std::is_integral_v<T>) {
-    if (!fmod) return std::make_unique<BinaryKernel<T, T, FloorModOp>>(ctx);
-  }
+  if (!fmod) return std::make_unique<BinaryKernel<T, T, FloorModOp>>(ctx);
   return std::make_unique<BinaryKernel<T, T, TruncModOp>>(ctx);
 }
 
 // The dtypes of Mod, the order comparisons and Sum.
 constexpr unsigned kArith = kWithFloat16;
 
-// Floating-point inputs have fmod = 1 (the schema requires it).
 std::unique_ptr<Kernel> make_mod(const NodeContext& ctx) {
   const bool fmod = ctx.attr_int("fmod", 0) != 0;
   return visit_numeric<kArith>(ctx.input_dtype(0),

@@ -165,6 +165,11 @@ class PadKernel final : public Kernel {
         } else if (spec.mode == PadMode::kReflect) {
           if (x < 0) x = -x;
           if (x >= d) x = 2 * (d - 1) - x;
+        } else if (spec.mode == PadMode::kWrap) {
+          // Periodic over what cropping keeps: [lo, hi) of the input axis.
+          const int64_t lo = std::max<int64_t>(0, -spec.begin[a]);
+          const int64_t period = d - lo - std::max<int64_t>(0, -spec.end[a]);
+          x = lo + ((x - lo) % period + period) % period;
         } else if (x < 0 || x >= d) {
           x = -1;
         }

@@ -65,10 +65,13 @@ decltype(auto) visit_numeric(DType dtype, F&& f) {
   return f(float{});
 }
 
-// True for float32, float64, the integer dtypes and, per kSet, float16 and bool: the dtypes
-// visit_numeric<kSet> serves.
+// True for float32, float64, the 8- to 64-bit integer dtypes and, per kSet, float16 and bool: the
+// dtypes visit_numeric<kSet> serves.
 template <unsigned kSet>
 bool in_numeric_set(DType dtype) {
+  if (dtype == DType::kInt4 || dtype == DType::kUInt4 || dtype == DType::kInt2 ||
+      dtype == DType::kUInt2)
+    return false;  // ONNX's 4- and 2-bit integers: for Cast, Q/DQ and data movement only
   if (dtype == DType::kFloat32 || dtype == DType::kFloat64 || is_integer(dtype)) return true;
   if (dtype == DType::kFloat16) return (kSet & kWithFloat16) != 0;
   if (dtype == DType::kBool) return (kSet & kWithBool) != 0;

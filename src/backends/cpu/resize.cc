@@ -119,8 +119,56 @@ void simplify(AxisMap& m, int64_t out) {
   m.wt.assign(out, 1.0f);
 }
 
+// Keys' cubic convolution kernel at distance x (coefficient a).
+double cubic_kernel(double x, double a) {
+  x = std::abs(x);
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
+// Antialiased linear or cubic sampling (ONNX Resize, antialias = 1): when an axis shrinks
+// (scale < 1) the filter is stretched by 1 / scale, so each output averages every input it
+// covers; the weights are normalised to sum to 1. Source coordinate x blends the inputs
+// lo + start + j (clamped to the axis: edge padding) for j < taps, where lo = ceil(x) - 1 and the
+// weight is the filter at (start + j - (x - lo)) * scale.
+AxisMap antialias_axis_map(const ResizeSpec& spec, const NodeContext& ctx, int64_t in,
+                           int64_t out, double scale) {
+  const bool cubic = spec.mode == ResizeMode::kCubic;
+  const double s = std::min(scale, 1.0);
+  const double a = ctx.attr_float("cubic_coeff_a", -0.75f);
+  const bool exclude = ctx.attr_int("exclude_outside", 0) != 0;
+  const int64_t start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / s)) + 1;
+  AxisMap m;
+  m.taps = static_cast<int>(2 - 2 * start);
+  m.idx.assign(out * m.taps, 0);
+  m.wt.assign(out * m.taps, 0.0f);
+  std::vector<double> w(m.taps);
+  for (int64_t o = 0; o < out; ++o) {
+    const double x = resize_source_coord(spec.coord, o, scale, in, out);
+    const double lo = std::ceil(x) - 1;
+    const double t = x - lo;
+    double sum = 0;
+    for (int j = 0; j < m.taps; ++j) {
+      const double d = (static_cast<double>(start + j) - t) * s;
+      w[j] = cubic ? cubic_kernel(d, a) : std::clamp(1.0 - std::abs(d), 0.0, 1.0);
+      const int64_t i = static_cast<int64_t>(lo) + start + j;
+      if (exclude && (i < 0 || i >= in)) w[j] = 0;
+      m.idx[o * m.taps + j] = std::clamp<int64_t>(i, 0, in - 1);
+      sum += w[j];
+    }
+    for (int j = 0; j < m.taps; ++j)
+      m.wt[o * m.taps + j] = sum != 0 ? static_cast<float>(w[j] / sum) : 0.0f;
+  }
+  simplify(m, out);
+  return m;
+}
+
 AxisMap make_axis_map(const ResizeSpec& spec, const NodeContext& ctx, int64_t in, int64_t out,
                       double scale, std::pair<double, double> roi) {
+  if (spec.antialias && spec.mode != ResizeMode::kNearest &&
+      spec.coord != ResizeCoord::kTfCropAndResize && scale < 1.0 && in > 0)
+    return antialias_axis_map(spec, ctx, in, out, scale);
   AxisMap m;
   m.taps = spec.mode == ResizeMode::kNearest ? 1 : spec.mode == ResizeMode::kLinear ? 2 : 4;
   double a = ctx.attr_float("cubic_coeff_a", -0.75f);
@@ -275,11 +323,20 @@ class ResizeKernel final : public Kernel {
         for (int64_t j = 0; j < n; ++j)
           out[j] = w[2 * j] * p[idx[2 * j]] + w[2 * j + 1] * p[idx[2 * j + 1]];
         break;
-      default:
+      case 4:
         for (int64_t j = 0; j < n; ++j) {
           const int64_t* i = idx + 4 * j;
           const float* v = w + 4 * j;
           out[j] = v[0] * p[i[0]] + v[1] * p[i[1]] + v[2] * p[i[2]] + v[3] * p[i[3]];
+        }
+        break;
+      default:  // antialiased downsampling: the filter spans 2 / scale or 4 / scale inputs
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t* i = idx + last.taps * j;
+          const float* v = w + last.taps * j;
+          float sum = 0.0f;
+          for (int k = 0; k < last.taps; ++k) sum += v[k] * p[i[k]];
+          out[j] = sum;
         }
         break;
     }
@@ -298,7 +355,6 @@ std::string check_resize(const NodeContext& ctx) {
     return std::string("input X is ") + dtype_name(ctx.input_dtype(0)) +
            "; the CPU kernel takes float32";
   ResizeSpec spec = resize_spec(ctx);
-  if (spec.antialias) return "antialias is not supported";
   return "";
 }
 

@@ -3,7 +3,8 @@
 // lists those outer values as its last `captured` inputs. Every subgraph is compiled for static
 // shapes, so what flows between iterations or out of either branch must keep one type. The one
 // dynamic dimension allowed is the iteration count of a Loop's scan outputs when the loop may
-// stop early (or has no trip count known at build time).
+// stop early (or has no trip count known at build time). An If branch that the importer could
+// not build for the input types at hand is absent, and a string attribute gives the reason.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -50,36 +51,51 @@ void require_static(const InferContext& ctx, const Graph& g, const char* name, i
 }
 
 // If: inputs [cond, then's captured..., else's captured...]; then_inputs says how many are then's.
+// A branch that the importer could not build for these input types is absent, and its string
+// attribute then_error or else_error says why (a run that takes it fails with that reason).
 void infer_if(InferContext& ctx) {
   const TensorType& cond = ctx.input(0);
   if (cond.dtype != DType::kBool || cond.shape.numel() != 1)
     ctx.fail_model("cond must be a bool with one element, got " + cond.to_string());
-  const Graph& then_g = subgraph(ctx, "then_branch");
-  const Graph& else_g = subgraph(ctx, "else_branch");
+  const char* names[2] = {"then_branch", "else_branch"};
+  const Graph* branch[2] = {nullptr, nullptr};
+  for (int b = 0; b < 2; ++b) {
+    const bool has_graph = ctx.has_attr(names[b]);
+    const bool has_error = ctx.has_attr(std::string(names[b]) + "_error");
+    if (has_graph == has_error)
+      ctx.fail_model(std::string("needs either the subgraph '") + names[b] + "' or " + names[b] +
+                     "_error, and not both");
+    if (has_graph) branch[b] = &subgraph(ctx, names[b]);
+  }
+  if (branch[0] == nullptr && branch[1] == nullptr) ctx.fail_model("has neither branch");
   int then_n = static_cast<int>(ctx.attr_int("then_inputs", 0));
   int else_n = ctx.num_inputs() - 1 - then_n;
-  if (then_n < 0 || else_n < 0 || static_cast<int>(then_g.inputs().size()) != then_n ||
-      static_cast<int>(else_g.inputs().size()) != else_n)
+  auto inputs_of = [](const Graph* g) { return g ? static_cast<int>(g->inputs().size()) : 0; };
+  if (then_n < 0 || else_n < 0 || inputs_of(branch[0]) != then_n || inputs_of(branch[1]) != else_n)
     ctx.fail_model("the branches' inputs do not match the node's inputs");
-  check_inputs(ctx, then_g, "then_branch", 0, 1, then_n);
-  check_inputs(ctx, else_g, "else_branch", 0, 1 + then_n, else_n);
-  if (static_cast<int>(then_g.outputs().size()) < ctx.num_outputs() ||
-      then_g.outputs().size() != else_g.outputs().size())
-    ctx.fail_model("then_branch has " + std::to_string(then_g.outputs().size()) +
-                   " outputs, else_branch " + std::to_string(else_g.outputs().size()) +
-                   ", the node " + std::to_string(ctx.num_outputs()));
+  if (branch[0]) check_inputs(ctx, *branch[0], names[0], 0, 1, then_n);
+  if (branch[1]) check_inputs(ctx, *branch[1], names[1], 0, 1 + then_n, else_n);
+  const Graph& first = branch[0] ? *branch[0] : *branch[1];
+  if (static_cast<int>(first.outputs().size()) < ctx.num_outputs() ||
+      (branch[0] && branch[1] && branch[0]->outputs().size() != branch[1]->outputs().size()))
+    ctx.fail_model(
+        "then_branch has " + std::to_string(branch[0] ? branch[0]->outputs().size() : 0) +
+        " outputs, else_branch " + std::to_string(branch[1] ? branch[1]->outputs().size() : 0) +
+        ", the node " + std::to_string(ctx.num_outputs()));
   for (int k = 0; k < ctx.num_outputs(); ++k) {
-    const TensorType& a = output_type(then_g, k);
-    const TensorType& b = output_type(else_g, k);
-    if (a.dtype != b.dtype)
-      ctx.fail_model("output " + std::to_string(k) + " is " + a.to_string() +
-                     " in then_branch but " + b.to_string() + " in else_branch");
-    // Branches of different shapes make the output's shape depend on cond; lumen compiles for
-    // static shapes, so such a cond must be a constant (then the importer inlines the branch).
-    if (a.shape != b.shape)
-      ctx.fail_shape("output " + std::to_string(k) + " is " + a.to_string() +
-                     " in then_branch but " + b.to_string() +
-                     " in else_branch, so cond must be known when the graph is built");
+    const TensorType& a = output_type(first, k);
+    if (branch[0] && branch[1]) {
+      const TensorType& b = output_type(*branch[1], k);
+      if (a.dtype != b.dtype)
+        ctx.fail_model("output " + std::to_string(k) + " is " + a.to_string() +
+                       " in then_branch but " + b.to_string() + " in else_branch");
+      // Branches of different shapes make the output's shape depend on cond; lumen compiles for
+      // static shapes, so such a cond must be a constant (then the importer inlines the branch).
+      if (a.shape != b.shape)
+        ctx.fail_shape("output " + std::to_string(k) + " is " + a.to_string() +
+                       " in then_branch but " + b.to_string() +
+                       " in else_branch, so cond must be known when the graph is built");
+    }
     ctx.set_output(k, a.dtype, a.shape);
   }
 }
@@ -229,8 +245,10 @@ LUMEN_REGISTER_SCHEMA(If, {.min_inputs = 1,
                            .max_inputs = kVariadic,
                            .min_outputs = 1,
                            .max_outputs = kVariadic,
-                           .attrs = {{"then_branch", AttrType::kGraph, true},
-                                     {"else_branch", AttrType::kGraph, true},
+                           .attrs = {{"then_branch", AttrType::kGraph},
+                                     {"else_branch", AttrType::kGraph},
+                                     {"then_branch_error", AttrType::kString},
+                                     {"else_branch_error", AttrType::kString},
                                      {"then_inputs", AttrType::kInt}},
                            .infer = &infer_if,
                            .foldable = false});

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/schema.h"
+#include "graph/schemas/cast_attrs.h"
 #include "graph/schemas/elementwise_infer.h"
 
 namespace lumen {
@@ -49,9 +50,8 @@ void infer_mod(InferContext& ctx) {
   int64_t fmod = ctx.attr_int("fmod", 0);
   if (fmod != 0 && fmod != 1)
     ctx.fail_model("attribute 'fmod' must be 0 or 1, got " + std::to_string(fmod));
-  if (fmod == 0 && is_floating(ctx.input_dtype(0)))
-    ctx.fail_model(std::string("attribute 'fmod' must be 1 for ") + dtype_name(ctx.input_dtype(0)) +
-                   " inputs");
+  // Floats with fmod = 0 (floor division) were invalid before opset 28, which defines them; lumen
+  // runs them at every opset.
   infer_arith(ctx);
 }
 
@@ -63,6 +63,7 @@ void infer_mean(InferContext& ctx) {
 
 // CastLike(input, target_type): input converted to target_type's dtype.
 void infer_cast_like(InferContext& ctx) {
+  check_cast_attrs(ctx);
   ctx.set_output(0, ctx.input_dtype(1), ctx.input_shape(0));
 }
 
@@ -116,8 +117,12 @@ LUMEN_REGISTER_SCHEMA(
     Sum, {.min_inputs = 1, .max_inputs = kVariadic, .attrs = {}, .infer = &infer_arith});
 LUMEN_REGISTER_SCHEMA(
     Mean, {.min_inputs = 1, .max_inputs = kVariadic, .attrs = {}, .infer = &infer_mean});
-LUMEN_REGISTER_SCHEMA(CastLike,
-                      {.min_inputs = 2, .max_inputs = 2, .attrs = {}, .infer = &infer_cast_like});
+LUMEN_REGISTER_SCHEMA(CastLike, {.min_inputs = 2,
+                                 .max_inputs = 2,
+                                 .attrs = {{"saturate", AttrType::kInt},
+                                           {"round_mode", AttrType::kString},
+                                           {"fnuz_inf_to_nan", AttrType::kInt}},
+                                 .infer = &infer_cast_like});
 LUMEN_REGISTER_SCHEMA(Size, {.attrs = {}, .infer = &infer_size});
 
 }  // namespace lumen

@@ -154,6 +154,8 @@ void infer_eye_like(InferContext& ctx) {
     if (!d) ctx.fail_unsupported("dtype " + onnx_dtype_name(code) + " is not supported");
     dt = *d;
   }
+  if (is_narrow_float(dt))
+    ctx.fail_unsupported(std::string("EyeLike does not make ") + dtype_name(dt) + " tensors");
   ctx.set_output(0, dt, x);
 }
 

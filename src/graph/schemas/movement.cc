@@ -244,7 +244,7 @@ PadSpec pad_spec(const NodeContext& ctx) {
   } else if (mode == "edge") {
     spec.mode = PadMode::kEdge;
   } else if (mode == "wrap") {
-    ctx.fail_unsupported("mode 'wrap' is not supported");
+    spec.mode = PadMode::kWrap;
   } else {
     ctx.fail_model("unknown mode '" + mode + "'");
   }
@@ -278,8 +278,9 @@ PadSpec pad_spec(const NodeContext& ctx) {
     // Cropping comes first; what is left must hold the elements that edge or reflect copy.
     int64_t kept = d + std::min<int64_t>(b, 0) + std::min<int64_t>(e, 0);
     int64_t grow = std::max<int64_t>(std::max<int64_t>(b, 0), std::max<int64_t>(e, 0));
-    if (grow > 0 && spec.mode == PadMode::kEdge && kept <= 0)
-      ctx.fail_shape("edge padding of axis " + std::to_string(a) + " has no element to repeat");
+    if (grow > 0 && (spec.mode == PadMode::kEdge || spec.mode == PadMode::kWrap) && kept <= 0)
+      ctx.fail_shape(std::string(spec.mode == PadMode::kEdge ? "edge" : "wrap") +
+                     " padding of axis " + std::to_string(a) + " has no element to repeat");
     if (grow > 0 && spec.mode == PadMode::kReflect && grow >= kept)
       ctx.fail_shape("reflect padding of axis " + std::to_string(a) + " by " +
                      std::to_string(grow) + " needs a dimension larger than the pad, got " +
@@ -309,6 +310,14 @@ double resize_source_coord(ResizeCoord coord, int64_t x, double scale, int64_t i
       return xr / scale;
     case ResizeCoord::kTfHalfPixel:
       return (xr + 0.5) / scale;
+    case ResizeCoord::kHalfPixelSymmetric: {
+      // The resized length scale * in_len is rounded down to out_len; the sampling grid is
+      // shifted so that the rounding is shared by both ends of the axis.
+      const double resized = scale * static_cast<double>(in_len);
+      const double adjustment = resized > 0 ? static_cast<double>(out_len) / resized : 1.0;
+      const double center = static_cast<double>(in_len) / 2;
+      return center * (1 - adjustment) + (xr + 0.5) / scale - 0.5;
+    }
     case ResizeCoord::kTfCropAndResize:
       break;
   }
@@ -343,6 +352,8 @@ ResizeSpec resize_spec(const NodeContext& ctx) {
     spec.coord = ResizeCoord::kTfHalfPixel;
   } else if (coord == "tf_crop_and_resize") {
     spec.coord = ResizeCoord::kTfCropAndResize;
+  } else if (coord == "half_pixel_symmetric") {
+    spec.coord = ResizeCoord::kHalfPixelSymmetric;
   } else {
     ctx.fail_model("unknown coordinate_transformation_mode '" + coord + "'");
   }
@@ -359,8 +370,8 @@ ResizeSpec resize_spec(const NodeContext& ctx) {
     ctx.fail_model("unknown nearest_mode '" + nearest + "'");
   }
   std::string policy = ctx.attr_string("keep_aspect_ratio_policy", "stretch");
-  if (policy != "stretch")
-    ctx.fail_unsupported("keep_aspect_ratio_policy '" + policy + "' is not supported");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    ctx.fail_model("unknown keep_aspect_ratio_policy '" + policy + "'");
   spec.antialias = ctx.attr_int("antialias", 0) != 0;
 
   std::vector<int> axes(rank);
@@ -405,6 +416,19 @@ ResizeSpec resize_spec(const NodeContext& ctx) {
       out[a] = sizes[i];
       int64_t d = in.dims()[a];
       spec.scales[a] = d > 0 ? static_cast<double>(sizes[i]) / static_cast<double>(d) : 1.0;
+    }
+    if (policy != "stretch") {
+      // One scale for every resized axis, the smallest (not_larger: the result fits inside
+      // sizes) or the largest (not_smaller: it covers sizes); lengths round half up.
+      double common = spec.scales[axes[0]];
+      for (size_t i = 1; i < n; ++i)
+        common = policy == "not_larger" ? std::min(common, spec.scales[axes[i]])
+                                        : std::max(common, spec.scales[axes[i]]);
+      for (size_t i = 0; i < n; ++i) {
+        int a = axes[i];
+        spec.scales[a] = common;
+        out[a] = static_cast<int64_t>(std::floor(common * static_cast<double>(in.dims()[a]) + 0.5));
+      }
     }
   }
   for (int a = 0; a < rank; ++a)

@@ -21,7 +21,7 @@ struct SliceSpec {
 };
 SliceSpec slice_spec(const NodeContext& ctx);
 
-enum class PadMode { kConstant, kReflect, kEdge };
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 // Pad with pads resolved per input axis; negative pads crop.
 struct PadSpec {
@@ -40,6 +40,7 @@ enum class ResizeCoord {
   kAsymmetric,
   kTfHalfPixel,  // tf_half_pixel_for_nearest
   kTfCropAndResize,
+  kHalfPixelSymmetric,  // opset 19: half_pixel, centred on the input when the length rounds
 };
 enum class ResizeNearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 

@@ -1,6 +1,6 @@
-// Schemas of the quantization ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
-// (8-bit linear quantization, per tensor or per axis) and the integer products MatMulInteger,
-// QLinearMatMul, ConvInteger and QLinearConv.
+// Schemas of the quantization ops DynamicQuantizeLinear and the integer products MatMulInteger,
+// QLinearMatMul, ConvInteger and QLinearConv (QuantizeLinear and DequantizeLinear are in
+// quant_linear.cc).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -36,56 +36,6 @@ void check_param_shape(const InferContext& ctx, int i, const char* what, int64_t
   ctx.fail_shape(std::string(what) + " must be a scalar" +
                  (per_axis > 0 ? " or have shape [" + std::to_string(per_axis) + "]" : "") +
                  ", got " + s.to_string());
-}
-
-// The quantization axis of QuantizeLinear/DequantizeLinear when the scale is 1-D with more than
-// one element; the length that axis must have, else 0.
-int64_t per_axis_length(const InferContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const Shape& s = ctx.input_shape(1);
-  if (s.numel() == 1 && s.rank() <= 1) return 0;
-  if (s.rank() != 1) ctx.fail_shape("the scale must be a scalar or 1-D, got " + s.to_string());
-  const int axis = normalize_axis(ctx.attr_int("axis", 1), x.rank());
-  if (s[0] != x[axis])
-    ctx.fail_shape("the scale " + s.to_string() + " must have one element per index of axis " +
-                   std::to_string(axis) + " of x " + x.to_string());
-  return x[axis];
-}
-
-void infer_quantize_linear(InferContext& ctx) {
-  const DType xt = ctx.input_dtype(0);
-  if (xt != DType::kFloat32 && xt != DType::kInt32)
-    ctx.fail_shape(std::string("x must be float32 or int32, not ") + dtype_name(xt));
-  require_float_scale(ctx, 1, "y_scale");
-  const int64_t n = per_axis_length(ctx);
-  DType out = DType::kUInt8;
-  if (ctx.has_input(2)) {
-    require_8bit(ctx, 2, "y_zero_point");
-    if (ctx.input_shape(2) != ctx.input_shape(1))
-      ctx.fail_shape("y_zero_point " + ctx.input_shape(2).to_string() +
-                     " must have the shape of y_scale " + ctx.input_shape(1).to_string());
-    out = ctx.input_dtype(2);
-  }
-  check_param_shape(ctx, 1, "y_scale", n);
-  ctx.set_output(0, out, ctx.input_shape(0));
-}
-
-void infer_dequantize_linear(InferContext& ctx) {
-  const DType xt = ctx.input_dtype(0);
-  if (!is_8bit(xt) && xt != DType::kInt32)
-    ctx.fail_shape(std::string("x must be int8, uint8 or int32, not ") + dtype_name(xt));
-  require_float_scale(ctx, 1, "x_scale");
-  const int64_t n = per_axis_length(ctx);
-  check_param_shape(ctx, 1, "x_scale", n);
-  if (ctx.has_input(2)) {
-    if (ctx.input_dtype(2) != xt)
-      ctx.fail_shape(std::string("x_zero_point is ") + dtype_name(ctx.input_dtype(2)) +
-                     " but x is " + dtype_name(xt));
-    if (ctx.input_shape(2) != ctx.input_shape(1))
-      ctx.fail_shape("x_zero_point " + ctx.input_shape(2).to_string() +
-                     " must have the shape of x_scale " + ctx.input_shape(1).to_string());
-  }
-  ctx.set_output(0, DType::kFloat32, ctx.input_shape(0));
 }
 
 void infer_dynamic_quantize_linear(InferContext& ctx) {
@@ -199,14 +149,6 @@ const std::vector<AttrSpec> kConvAttrs = {
 
 }  // namespace
 
-LUMEN_REGISTER_SCHEMA(QuantizeLinear, {.min_inputs = 2,
-                                       .max_inputs = 3,
-                                       .attrs = {{"axis", AttrType::kInt}},
-                                       .infer = &infer_quantize_linear});
-LUMEN_REGISTER_SCHEMA(DequantizeLinear, {.min_inputs = 2,
-                                         .max_inputs = 3,
-                                         .attrs = {{"axis", AttrType::kInt}},
-                                         .infer = &infer_dequantize_linear});
 LUMEN_REGISTER_SCHEMA(DynamicQuantizeLinear,
                       {.max_outputs = 3, .attrs = {}, .infer = &infer_dynamic_quantize_linear});
 LUMEN_REGISTER_SCHEMA(

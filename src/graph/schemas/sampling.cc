@@ -26,7 +26,18 @@ void infer_grid_sample(InferContext& ctx) {
   require_floating(ctx, 1, "grid");
   const Shape& x = ctx.input_shape(0);
   const Shape& grid = ctx.input_shape(1);
-  if (x.rank() != 4) ctx.fail_shape("X must be (N, C, H, W), got " + x.to_string());
+  if (x.rank() == 5) {  // volumetric (opset 20): a grid of (x, y, z) points
+    if (grid.rank() != 5 || grid[0] != x[0] || grid[4] != 3)
+      ctx.fail_shape("grid must be (N, D_out, H_out, W_out, 3) with N = " + std::to_string(x[0]) +
+                     ", got " + grid.to_string());
+    if (ctx.attr_string("mode", "bilinear") == "cubic" ||
+        ctx.attr_string("mode", "bilinear") == "bicubic")
+      ctx.fail_unsupported("cubic sampling is defined for 4-D input only");
+    ctx.set_output(0, ctx.input_dtype(0), Shape{x[0], x[1], grid[1], grid[2], grid[3]});
+    return;
+  }
+  if (x.rank() != 4)
+    ctx.fail_shape("X must be (N, C, H, W) or (N, C, D, H, W), got " + x.to_string());
   if (grid.rank() != 4 || grid[0] != x[0] || grid[3] != 2)
     ctx.fail_shape("grid must be (N, H_out, W_out, 2) with N = " + std::to_string(x[0]) + ", got " +
                    grid.to_string());

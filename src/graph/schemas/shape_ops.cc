@@ -8,6 +8,7 @@
 
 #include "graph/onnx_dtype.h"
 #include "graph/schema.h"
+#include "graph/schemas/cast_attrs.h"
 #include "graph/schemas/concat.h"
 
 namespace lumen {
@@ -248,6 +249,7 @@ void infer_cast(InferContext& ctx) {
   int64_t to = ctx.attr_int("to");
   std::optional<DType> dtype = dtype_from_onnx(to);
   if (!dtype) ctx.fail_unsupported("cannot cast to " + onnx_dtype_name(to));
+  check_cast_attrs(ctx);
   ctx.set_output(0, *dtype, ctx.input_shape(0));
 }
 
@@ -372,9 +374,12 @@ LUMEN_REGISTER_SCHEMA(Split, {.min_inputs = 1,
                                         {"split", AttrType::kInts},
                                         {"num_outputs", AttrType::kInt}},
                               .infer = &infer_split});
-// `saturate` (opset 19) only changes casts to float8, which lumen does not have; it is accepted
-// so newer exports load.
-LUMEN_REGISTER_SCHEMA(Cast, {.attrs = {{"to", AttrType::kInt, true}, {"saturate", AttrType::kInt}},
+// `saturate` (opset 19) and `round_mode` (opset 24) change casts to the float8 types;
+// `fnuz_inf_to_nan` is lumen's, set by the importer for opsets 19-23 (see cast_attrs.h).
+LUMEN_REGISTER_SCHEMA(Cast, {.attrs = {{"to", AttrType::kInt, true},
+                                       {"saturate", AttrType::kInt},
+                                       {"round_mode", AttrType::kString},
+                                       {"fnuz_inf_to_nan", AttrType::kInt}},
                              .infer = &infer_cast});
 LUMEN_REGISTER_SCHEMA(Shape, {.attrs = {{"start", AttrType::kInt}, {"end", AttrType::kInt}},
                               .infer = &infer_shape});
