@@ -12,6 +12,7 @@
 #include "graph/op_kind.h"
 #include "lumen/onnx.h"
 #include "onnx/converter.h"
+#include "onnx/input_types.h"
 #include "onnx/model_file.h"
 #include "onnx/tensor_proto.h"
 #include "onnx/value_inputs.h"
@@ -354,6 +355,7 @@ class Importer final : public Scope {
   }
 
   bool inlined() const { return !prefix_.empty(); }
+  int64_t default_dim() const { return options_.default_dim; }
 
   // An outer value as this (separately built) subgraph reads it: a constant copied in, or an
   // input of the subgraph bound to the outer value by the node (captured_).
@@ -446,75 +448,15 @@ class Importer final : public Scope {
     initializer_names_.insert(init.name());
   }
 
-  // A tensor type as an input declares it: dtype, dims (-1 where symbolic) and their symbols.
-  static OnnxInputInfo declared_tensor(const std::string& name, const onnx::TypeProto_Tensor& tt,
-                                       const std::string& what) {
-    auto dtype = dtype_from_onnx(tt.elem_type());
-    if (!dtype)
-      throw UnsupportedOp(what + ": data type " + onnx_dtype_name(tt.elem_type()) +
-                          " is not supported");
-    OnnxInputInfo info{name, *dtype, {}, {}};
-    for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) {
-        if (d.dim_value() < 0) throw InvalidModel(what + ": negative dimension");
-        info.dims.push_back(d.dim_value());
-        info.symbols.emplace_back();
-      } else {
-        info.dims.push_back(-1);
-        info.symbols.push_back(d.has_dim_param() ? d.dim_param() : "?");
-      }
-    }
-    return info;
-  }
-
-  // The shape a tensor input (or a sequence's element) gets: `given` when it fits the
-  // declaration, else the declared dims with symbolic ones at default_dim.
-  Shape input_shape(const std::string& what, const onnx::TypeProto_Tensor& tt,
-                    const OnnxInputInfo& info, const Shape* given) const {
-    if (given == nullptr) {
-      std::vector<int64_t> dims = info.dims;
-      for (int64_t& d : dims)
-        if (d < 0) d = options_.default_dim;
-      return Shape(dims);
-    }
-    const Shape& shape = *given;
-    bool ok = !tt.has_shape() || shape.rank() == static_cast<int>(info.dims.size());
-    for (int i = 0; ok && i < shape.rank() && tt.has_shape(); ++i)
-      ok = info.dims[i] < 0 || info.dims[i] == shape.dims()[i];
-    if (!ok) {
-      std::string declared = "[";
-      for (size_t i = 0; i < info.dims.size(); ++i)
-        declared +=
-            (i ? ", " : "") + (info.dims[i] < 0 ? info.symbols[i] : std::to_string(info.dims[i]));
-      throw ShapeError(what + ": shape " + shape.to_string() + " does not fit the declared " +
-                       declared + "]");
-    }
-    return shape;
-  }
-
   // A sequence or optional graph input: as many graph inputs as the tensors it holds
   // (OnnxLoadOptions::sequence_shapes, empty_optionals), kept in lists_.
   OnnxInputInfo add_list_input(const onnx::ValueInfoProto& in, const std::string& what) {
-    const onnx::TypeProto& type = in.type();
-    OnnxValueKind kind = OnnxValueKind::kSequence;
-    const onnx::TypeProto* elem = nullptr;
-    if (type.has_sequence_type()) {
-      elem = &type.sequence_type().elem_type();
-    } else if (type.has_optional_type()) {
-      elem = &type.optional_type().elem_type();
-      kind = OnnxValueKind::kOptionalTensor;
-      if (elem->has_sequence_type()) {
-        elem = &elem->sequence_type().elem_type();
-        kind = OnnxValueKind::kOptionalSequence;
-      }
-    }
-    if (elem == nullptr || !elem->has_tensor_type())
-      throw UnsupportedOp(what + ": lumen takes tensors, sequences of tensors and optional " +
-                          "tensors or sequences (not maps, sparse tensors or nested sequences)");
+    const onnx::TypeProto_Tensor* elem = nullptr;
+    const OnnxValueKind kind = declared_list(in.type(), what, &elem);
     if (options_.input_values.count(in.name()))
       throw InvalidArgument(what + " is a " + onnx_value_kind_name(kind) +
                             ": its value cannot be fixed");
-    const auto& tt = elem->tensor_type();
+    const auto& tt = *elem;
     OnnxInputInfo info = declared_tensor(in.name(), tt, what);
     info.kind = kind;
     ListValue list{kind, true, {}, info.dtype};
@@ -522,16 +464,17 @@ class Importer final : public Scope {
       list.present = false;
     } else if (kind == OnnxValueKind::kOptionalTensor) {
       auto given = options_.input_shapes.find(in.name());
-      Shape shape = input_shape(what, tt, info,
-                                given == options_.input_shapes.end() ? nullptr : &given->second);
+      Shape shape =
+          input_shape(what, tt, info,
+                      given == options_.input_shapes.end() ? nullptr : &given->second, default_dim());
       list.elements.push_back(graph_.add_input(in.name(), shape, info.dtype));
     } else {
       auto given = options_.sequence_shapes.find(in.name());
-      std::vector<Shape> shapes{input_shape(what, tt, info, nullptr)};
+      std::vector<Shape> shapes{input_shape(what, tt, info, nullptr, default_dim())};
       if (given != options_.sequence_shapes.end()) shapes = given->second;
       for (size_t k = 0; k < shapes.size(); ++k) {
         std::string name = onnx_element_name(in.name(), k);
-        Shape shape = input_shape("input '" + name + "'", tt, info, &shapes[k]);
+        Shape shape = input_shape("input '" + name + "'", tt, info, &shapes[k], default_dim());
         if (graph_.find_value(name))
           throw InvalidModel(what + ": the name '" + name + "' is taken");
         list.elements.push_back(graph_.add_input(name, shape, info.dtype));
@@ -552,7 +495,8 @@ class Importer final : public Scope {
     const DType dtype = info.dtype;
     auto given = options_.input_shapes.find(in.name());
     Shape shape = input_shape(what, tt, info,
-                              given == options_.input_shapes.end() ? nullptr : &given->second);
+                              given == options_.input_shapes.end() ? nullptr : &given->second,
+                              default_dim());
     auto fixed = options_.input_values.find(in.name());
     if (fixed != options_.input_values.end()) {
       const Tensor& t = fixed->second;
