@@ -464,9 +464,9 @@ class Importer final : public Scope {
       list.present = false;
     } else if (kind == OnnxValueKind::kOptionalTensor) {
       auto given = options_.input_shapes.find(in.name());
-      Shape shape =
-          input_shape(what, tt, info,
-                      given == options_.input_shapes.end() ? nullptr : &given->second, default_dim());
+      Shape shape = input_shape(what, tt, info,
+                                given == options_.input_shapes.end() ? nullptr : &given->second,
+                                default_dim());
       list.elements.push_back(graph_.add_input(in.name(), shape, info.dtype));
     } else {
       auto given = options_.sequence_shapes.find(in.name());
@@ -494,9 +494,9 @@ class Importer final : public Scope {
     OnnxInputInfo info = declared_tensor(in.name(), tt, what);
     const DType dtype = info.dtype;
     auto given = options_.input_shapes.find(in.name());
-    Shape shape = input_shape(what, tt, info,
-                              given == options_.input_shapes.end() ? nullptr : &given->second,
-                              default_dim());
+    Shape shape =
+        input_shape(what, tt, info, given == options_.input_shapes.end() ? nullptr : &given->second,
+                    default_dim());
     auto fixed = options_.input_values.find(in.name());
     if (fixed != options_.input_values.end()) {
       const Tensor& t = fixed->second;
