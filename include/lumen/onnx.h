@@ -145,7 +145,8 @@ class OnnxSession {
   std::vector<OnnxValue> run_values(const std::map<std::string, OnnxValue>& inputs);
   // The compiled plan for these inputs (their shapes, and the values of the value inputs);
   // compiled now if it is new. Owned by the session, valid while it stays cached; nullptr when
-  // the plan computes nothing (every output an empty sequence or optional).
+  // the plan computes nothing (every output an empty sequence or optional). Both forms throw
+  // InvalidArgument for a model with sequence or optional inputs.
   Executable* plan_for(const std::map<std::string, Tensor>& inputs);
   // The same by input shapes alone, for a model without value inputs (InvalidArgument otherwise).
   Executable* plan_for(const std::map<std::string, Shape>& shapes);

@@ -166,13 +166,27 @@ void OnnxSession::evict_locked() {
   }
 }
 
+namespace {
+
+// Sequence and optional inputs are fed through run_values, which keys plans by their structure.
+void refuse_lists(const OnnxModelInfo& info, const char* what) {
+  for (const OnnxInputInfo& in : info.inputs)
+    if (in.kind != OnnxValueKind::kTensor)
+      throw InvalidArgument(std::string(what) + ": input '" + in.name + "' is a " +
+                            onnx_value_kind_name(in.kind) + "; use run_values");
+}
+
+}  // namespace
+
 Executable* OnnxSession::plan_for(const std::map<std::string, Tensor>& inputs) {
+  refuse_lists(info_, "OnnxSession::plan_for");
   std::map<std::string, Shape> shapes;
   for (const auto& [name, t] : inputs) shapes[name] = t.shape();
   return acquire(inputs, shapes)->executable;
 }
 
 Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
+  refuse_lists(info_, "OnnxSession::plan_for");
   if (!info_.value_inputs.empty())
     throw InvalidArgument("OnnxSession::plan_for: input '" + info_.value_inputs.front() +
                           "' decides shapes by its value; pass the input tensors");
@@ -180,11 +194,9 @@ Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
 }
 
 std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs) {
+  refuse_lists(info_, "OnnxSession::run");
   std::map<std::string, Shape> shapes;
   for (const OnnxInputInfo& declared : info_.inputs) {
-    if (declared.kind != OnnxValueKind::kTensor)
-      throw InvalidArgument("OnnxSession::run: input '" + declared.name + "' is a " +
-                            onnx_value_kind_name(declared.kind) + "; use run_values");
     if (options_.input_values.count(declared.name)) continue;
     auto it = inputs.find(declared.name);
     if (it == inputs.end())

@@ -320,6 +320,7 @@ TEST_F(Sequences, SequenceMapAppliesItsBodyPerElement) {
   EXPECT_THROW(session.run_values({{"xs", OnnxValue::tensor(y)}, {"y", OnnxValue::tensor(y)}}),
                InvalidArgument);
   EXPECT_THROW(session.run({{"xs", y}, {"y", y}}), InvalidArgument);
+  EXPECT_THROW(session.plan_for(std::map<std::string, Tensor>{{"y", y}}), InvalidArgument);
 }
 
 // has = OptionalHasElement(o); back = Identity(o); got = OptionalGetElement(o) + 1.
