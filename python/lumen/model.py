@@ -27,6 +27,7 @@ class Model:
         self._session = _lumen._Session(self.path, [])
         self._names = [name for name, _, _, _ in self._session.inputs]
         self._shapes = None
+        self._feeds_last = None
 
     def compile(self, device="auto", precision="fp32"):
         """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
@@ -60,7 +61,7 @@ class Model:
         (lumen Tensors or NumPy arrays); returns a Tensor, or a tuple for several outputs."""
         feeds = self._feeds(args, kwargs)
         outputs = self._session.run(feeds)
-        self._shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+        self._remember(feeds)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def run(self, inputs, out=None):
@@ -71,7 +72,7 @@ class Model:
         if not isinstance(inputs, dict):
             inputs = self._feeds(tuple(inputs), {})
         results = self._session.run(inputs)
-        self._shapes = {k: tuple(v.shape) for k, v in inputs.items()}
+        self._remember(inputs)
         names = self._session.output_names
         if out is None:
             return {name: r.numpy() for name, r in zip(names, results)}
@@ -89,6 +90,18 @@ class Model:
                     f"{list(getattr(array, 'shape', []))}")
             np.copyto(array, r.numpy())
         return out
+
+    def _remember(self, feeds):
+        """Keeps the last run's input shapes, and the inputs themselves where their values decide
+        shapes (value_inputs), so that outputs and summary describe that run's plan."""
+        self._shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+        self._feeds_last = dict(feeds) if self._session.value_inputs else None
+
+    @property
+    def value_inputs(self):
+        """Names of the inputs whose values decide shapes (a Reshape's shape, a Reduce's axes,
+        TopK's K given at run time): each new value compiles (and caches) a plan of its own."""
+        return list(self._session.value_inputs)
 
     def _plan_shapes(self):
         if self._shapes is not None:
@@ -108,8 +121,15 @@ class Model:
     def outputs(self):
         """The outputs with the shapes of the last run's input shapes (or, before any run, of the
         declared shapes with every symbolic dimension 1)."""
-        return [TensorInfo(name, shape, dtype)
-                for name, dtype, shape in self._session.plan_outputs(self._plan_shapes())]
+        if self._session.value_inputs:
+            if self._feeds_last is None:
+                raise _lumen.InvalidArgument(
+                    f"{self.path}: outputs depend on the values of {self.value_inputs}; run the "
+                    "model first")
+            plan = self._session.plan_outputs_for(self._feeds_last)
+        else:
+            plan = self._session.plan_outputs(self._plan_shapes())
+        return [TensorInfo(name, shape, dtype) for name, dtype, shape in plan]
 
     def summary(self):
         """A text summary: file, opset, inputs, outputs and the compiled steps with their
@@ -118,7 +138,9 @@ class Model:
                  f"{self._session.producer or '?'}), device {self.device}, {self.precision}"]
         lines += [f"  input  {i.name}: {i.dtype} {list(i.shape)}" for i in self.inputs]
         lines += [f"  output {o.name}: {o.dtype} {list(o.shape)}" for o in self.outputs]
-        lines.append("plan: " + self._session.plan_summary(self._plan_shapes()).rstrip())
+        summary = (self._session.plan_summary_for(self._feeds_last) if self._session.value_inputs
+                   else self._session.plan_summary(self._plan_shapes()))
+        lines.append("plan: " + summary.rstrip())
         return "\n".join(lines)
 
     def __repr__(self):

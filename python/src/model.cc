@@ -70,6 +70,28 @@ void bind_model(py::module_& m) {
       .def_property_readonly("opset", [](const OnnxSession& s) { return s.info().opset; })
       .def_property_readonly("producer", [](const OnnxSession& s) { return s.info().producer; })
       .def("num_plans", &OnnxSession::num_plans)
+      .def_property_readonly("value_inputs",
+                             [](const OnnxSession& s) { return s.info().value_inputs; })
+      .def(
+          "plan_outputs_for",
+          [](OnnxSession& s, const py::dict& inputs) {
+            std::map<std::string, Tensor> feeds = to_feeds(inputs);
+            Executable* plan = nullptr;
+            {
+              py::gil_scoped_release release;
+              plan = s.plan_for(feeds);
+            }
+            return type_list(plan->outputs());
+          },
+          py::arg("inputs"))
+      .def(
+          "plan_summary_for",
+          [](OnnxSession& s, const py::dict& inputs) {
+            std::map<std::string, Tensor> feeds = to_feeds(inputs);
+            py::gil_scoped_release release;
+            return s.plan_for(feeds)->summary();
+          },
+          py::arg("inputs"))
       .def(
           "plan_inputs",
           [](OnnxSession& s, const py::dict& shapes) {

@@ -45,14 +45,14 @@ std::vector<Value*> convert_range_v27(ImportContext& ctx) {
   return {ctx.emit1("Range", ctx.inputs(), ctx.attrs())};
 }
 
-// ReduceMax and ReduceMin from opset 20 take bool (False < True): reduced as uint8 between Casts.
+// ReduceMax and ReduceMin from opset 20 take bool (False < True): reduced as int32 between Casts.
 std::vector<Value*> convert_reduce_extremum_v20(ImportContext& ctx) {
   Value* x = ctx.input(0);
   const std::string op = ctx.proto().op_type();
   if (x == nullptr || x->type.dtype != DType::kBool)
     return ctx.emit(op, ctx.inputs(), ctx.attrs(), ctx.num_outputs());
   std::vector<Value*> inputs = ctx.inputs();
-  inputs[0] = ctx.emit1("Cast", {x}, {{"to", int64_t{2}}});  // onnx UINT8
+  inputs[0] = ctx.emit1("Cast", {x}, {{"to", int64_t{6}}});  // onnx INT32
   Value* reduced = ctx.emit1(op, inputs, ctx.attrs());
   return {ctx.emit1("Cast", {reduced}, {{"to", int64_t{9}}})};  // onnx BOOL
 }

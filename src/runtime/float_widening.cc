@@ -1,6 +1,7 @@
 #include "runtime/float_widening.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "graph/onnx_dtype.h"
 #include "graph/op_kind.h"
@@ -41,7 +42,14 @@ bool supported_as_float32(Graph& graph, int id, const std::vector<Backend*>& bac
   if (inputs.empty()) return false;
   std::vector<Value> outputs;
   for (int v : n.outputs) outputs.push_back(graph.value(v));
-  for (auto& [v, t] : inputs) graph.value(v).type.dtype = DType::kFloat32;
+  // A constant input is taken as unknown for the trial: its data keeps its own dtype, which the
+  // schema must not fold with.
+  std::vector<std::optional<Tensor>> data;
+  for (auto& [v, t] : inputs) {
+    data.push_back(std::move(graph.value(v).data));
+    graph.value(v).data.reset();
+    graph.value(v).type.dtype = DType::kFloat32;
+  }
   bool ok = false;
   try {
     graph.infer_node(id);
@@ -49,7 +57,11 @@ bool supported_as_float32(Graph& graph, int id, const std::vector<Backend*>& bac
   } catch (const Error&) {
     ok = false;
   }
-  for (auto& [v, t] : inputs) graph.value(v).type.dtype = t;
+  // In reverse, so a value read twice gets back the data its first entry took.
+  for (size_t k = inputs.size(); k-- > 0;) {
+    graph.value(inputs[k].first).type.dtype = inputs[k].second;
+    graph.value(inputs[k].first).data = std::move(data[k]);
+  }
   for (size_t k = 0; k < outputs.size(); ++k) graph.value(graph.node(id).outputs[k]) = outputs[k];
   return ok;
 }

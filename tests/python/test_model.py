@@ -173,3 +173,31 @@ def test_auto_places_by_the_router(tmp_path):
     if lumen.backends() == ["cpu"]:
         text = model.summary()
         assert "@cpu" in text and "copy '" not in text and "@cuda" not in text, text
+
+
+def test_shape_inputs_given_at_run_time(tmp_path):
+    """Reshape's shape and ReduceSum's axes fed as inputs: each new value compiles a plan, the
+    same values reuse it, and a value that makes no shape is a ShapeError naming the input."""
+    import onnx
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("ReduceSum", ["r", "axes"], ["y"], name="reduce", keepdims=0)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+         helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = str(tmp_path / "values.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    model = lumen.load_onnx(path).compile("cpu")
+    assert model.value_inputs == ["shape", "axes"]
+    x = np.random.default_rng(3).standard_normal(12).astype(np.float32)
+    for shape, axis in (((3, 4), 0), ((3, 4), 1), ((2, 6), 1), ((3, 4), 0)):
+        got = model(x, np.array(shape, np.int64), np.array([axis], np.int64)).numpy()
+        close(got, x.reshape(shape).sum(axis=axis))
+        assert model.outputs[0].shape == (shape[1 - axis],)
+    assert model._session.num_plans() == 3
+    assert "reshape" in model.summary() or "Reshape" in model.summary()
+    with pytest.raises(lumen.ShapeError, match=r"'shape'.*\[5, 5\]"):
+        model(x, np.array([5, 5], np.int64), np.array([0], np.int64))
