@@ -104,6 +104,9 @@ class ImportContext {
   int num_outputs() const { return num_outputs_; }
   // "node 'x' (Softmax, opset 11)"
   std::string where() const;
+  // Names the node `label` in where() while its lumen nodes keep name(): a node of an inlined
+  // subgraph, whose name carries the copy's prefix (ImportContext::inline_subgraph).
+  void set_label(std::string label) { label_ = std::move(label); }
 
   // Adds a lumen op named after this node (the first keeps the node's name).
   std::vector<Value*> emit(std::string_view op, const std::vector<Value*>& inputs,
@@ -145,6 +148,7 @@ class ImportContext {
   const onnx::NodeProto& node_;
   int64_t opset_;
   std::string name_;
+  std::string label_;  // for messages, when not name_
   std::vector<Value*> inputs_;
   Attributes attrs_;
   int num_outputs_;

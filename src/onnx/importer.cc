@@ -583,6 +583,7 @@ class Importer final : public Scope {
     ImportContext ctx(graph_, node, node_opset, name, inputs, std::move(attrs), num_outputs);
     ctx.set_scope(this);
     if (takes_lists(op_type)) ctx.set_list_inputs(std::move(lists));
+    if (inlined()) ctx.set_label(label);
     const int values_before = graph_.num_values();
     std::vector<Value*> outs;
     if (converter != nullptr) {
@@ -646,7 +647,8 @@ class Importer final : public Scope {
 }  // namespace
 
 std::string ImportContext::where() const {
-  return "node '" + name_ + "' (" + node_.op_type() + ", opset " + std::to_string(opset_) + ")";
+  return "node '" + (label_.empty() ? name_ : label_) + "' (" + node_.op_type() + ", opset " +
+         std::to_string(opset_) + ")";
 }
 
 std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<Value*>& inputs,
