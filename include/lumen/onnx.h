@@ -124,7 +124,9 @@ class OnnxSession {
   // Throws what load_onnx throws. `options.input_shapes` is ignored (shapes come from the
   // inputs at each run); input_values and default_dim apply to every plan. A model with value
   // inputs is built up to the first node that needs their values; the rest is checked at the
-  // first run.
+  // first run. A model with sequence or optional inputs is checked at one element per sequence
+  // and every optional present, and a ShapeError there waits for the first run too.
+  // sequence_shapes and empty_optionals are ignored (they come from the inputs at each run).
   explicit OnnxSession(const std::string& path, OnnxLoadOptions options = {},
                        CompileOptions compile = {});
   ~OnnxSession();

@@ -77,6 +77,8 @@ OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, Compi
   bytes_ = std::move(buffer).str();
   base_dir_ = std::filesystem::path(path).parent_path().string();
   options_.input_shapes.clear();
+  options_.sequence_shapes.clear();
+  options_.empty_optionals.clear();
   // Load once with the default dims: a malformed or unsupported model fails here, not at run. A
   // model with value inputs is built up to the first node that needs their values.
   try {
