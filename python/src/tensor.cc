@@ -48,7 +48,17 @@ struct DLPackOwner {
   DLManagedTensor managed{};
 };
 
+// The narrow ONNX types (float8, float4, 4- and 2-bit integers), which Lumen stores one per byte
+// and neither DLPack nor NumPy can describe.
+bool is_narrow(DType dtype) {
+  return is_narrow_float(dtype) || dtype == DType::kInt4 || dtype == DType::kUInt4 ||
+         dtype == DType::kInt2 || dtype == DType::kUInt2;
+}
+
 DLDataType dl_dtype(DType dtype) {
+  if (is_narrow(dtype))
+    throw InvalidArgument(std::string("DLPack: ") + dtype_name(dtype) +
+                          " has no DLPack type; cast the tensor to float32 (or int8) first");
   uint8_t bits = static_cast<uint8_t>(dtype_size(dtype) * 8);
   switch (dtype) {
     case DType::kFloat32:
@@ -200,8 +210,9 @@ DType to_dtype(py::handle spec) {
 }
 
 py::dtype to_numpy_dtype(DType dtype) {
-  if (dtype == DType::kBFloat16)
-    throw InvalidArgument("bfloat16 has no NumPy dtype; convert the tensor to float32 first");
+  if (dtype == DType::kBFloat16 || is_narrow(dtype))
+    throw InvalidArgument(std::string(dtype_name(dtype)) +
+                          " has no NumPy dtype; convert the tensor to float32 first");
   return py::dtype(dtype_name(dtype));
 }
 

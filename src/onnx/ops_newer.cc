@@ -35,14 +35,21 @@ std::vector<Value*> convert_dft_v20(ImportContext& ctx) {
   return {ctx.emit1("DFT", inputs, attrs)};
 }
 
-// Range from opset 27: stash_type picks the intermediate type for float16/bfloat16 bounds; lumen's
-// Range computes every float type's elements as start + i * delta in float32 or wider, which is
-// what stash_type's default (float32) asks for.
+// Range from opset 27: float16 and bfloat16 bounds, whose elements are computed in stash_type
+// (float32 by default, the only one supported): the bounds are cast to float32, the float32
+// Range computes start + i * delta, and the result is cast back once.
 std::vector<Value*> convert_range_v27(ImportContext& ctx) {
   if (auto stash = ctx.take("stash_type"); stash && stash->as_int() != 1)
     ctx.unsupported("stash_type " + std::to_string(stash->as_int()) +
                     " (only 1, float32, is supported)");
-  return {ctx.emit1("Range", ctx.inputs(), ctx.attrs())};
+  std::vector<Value*> inputs = ctx.inputs();
+  const DType t = inputs.empty() || inputs[0] == nullptr ? DType::kFloat32 : inputs[0]->type.dtype;
+  if (t != DType::kFloat16 && t != DType::kBFloat16)
+    return {ctx.emit1("Range", inputs, ctx.attrs())};
+  for (Value*& v : inputs)
+    if (v != nullptr) v = ctx.emit1("Cast", {v}, {{"to", int64_t{1}}});  // onnx FLOAT
+  Value* range = ctx.emit1("Range", inputs, ctx.attrs());
+  return {ctx.emit1("Cast", {range}, {{"to", t == DType::kFloat16 ? int64_t{10} : int64_t{16}}})};
 }
 
 // ReduceMax and ReduceMin from opset 20 take bool (False < True): reduced as int32 between Casts.
@@ -54,7 +61,11 @@ std::vector<Value*> convert_reduce_extremum_v20(ImportContext& ctx) {
   std::vector<Value*> inputs = ctx.inputs();
   inputs[0] = ctx.emit1("Cast", {x}, {{"to", int64_t{6}}});  // onnx INT32
   Value* reduced = ctx.emit1(op, inputs, ctx.attrs());
-  return {ctx.emit1("Cast", {reduced}, {{"to", int64_t{9}}})};  // onnx BOOL
+  // reduced > 0: an empty ReduceMax gives int32's lowest (false), an empty ReduceMin its highest
+  // (true), as bool's own minimum and maximum.
+  Value* zero = ctx.graph().add_constant(ctx.graph().unique_name(ctx.name() + "/zero"),
+                                         Tensor::scalar<int32_t>(0));
+  return {ctx.emit1("Greater", {reduced, zero})};
 }
 
 // SpaceToDepth from opset 28 has a mode: DCR (the default, lumen's SpaceToDepth) or CRD, where

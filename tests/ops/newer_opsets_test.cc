@@ -108,6 +108,28 @@ TEST(NewerOpsets, Float64NodeRunsInFloat32BetweenCasts) {
   test::expect_close(out[0], {2, 3, 5}, want, 1e-6, 1e-5);
 }
 
+// DFT with onesided = 1 and inverse = 1 (IRFFT): the one-sided spectrum of a real signal, made
+// here by the plain sum, gives the signal back (length 2 * (bins - 1), a real last dimension).
+TEST(NewerOpsets, DftInverseOfAOneSidedSpectrum) {
+  const int64_t n = 12, bins = n / 2 + 1;
+  Tensor signal = test::random_tensor({2, n}, 8);
+  Tensor spectrum = Tensor::empty({2, bins, 2});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t k = 0; k < bins; ++k) {
+      double re = 0, im = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        const double angle = -2 * M_PI * static_cast<double>(k * t) / n;
+        re += signal.data<float>()[b * n + t] * std::cos(angle);
+        im += signal.data<float>()[b * n + t] * std::sin(angle);
+      }
+      spectrum.data<float>()[(b * bins + k) * 2] = static_cast<float>(re);
+      spectrum.data<float>()[(b * bins + k) * 2 + 1] = static_cast<float>(im);
+    }
+  auto out = test::run_op("DFT", {spectrum},
+                          {{"onesided", int64_t{1}}, {"inverse", int64_t{1}}, {"axis", int64_t{1}}});
+  test::expect_close(out[0], {2, n, 1}, test::to_doubles(signal), 1e-5, 1e-4);
+}
+
 TEST(NewerOpsets, BadInputs) {
   Tensor x = test::random_tensor({2, 3}, 7);
   test::expect_error<InvalidModel>(

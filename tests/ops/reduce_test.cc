@@ -196,11 +196,15 @@ TEST_P(ReduceTest, NoopWithEmptyAxes) {
 TEST_P(ReduceTest, ReduceOverEmptyDim) {
   std::string op = GetParam();
   Tensor x = Tensor::empty({0, 3});
+  auto out = run_op(op, {x}, {{"axes", {0}}});
   if (op == "ReduceMax" || op == "ReduceMin") {
-    EXPECT_THROW(run_op(op, {x}, {{"axes", {0}}}), ShapeError);
+    // Opset 20 defines the maximum of nothing as -inf and the minimum as +inf.
+    const double inf = op == "ReduceMax" ? -std::numeric_limits<double>::infinity()
+                                         : std::numeric_limits<double>::infinity();
+    ASSERT_EQ(out[0].shape(), (Shape{1, 3}));
+    for (double v : to_doubles(out[0])) EXPECT_EQ(v, inf);
     return;
   }
-  auto out = run_op(op, {x}, {{"axes", {0}}});
   double want = op == "ReduceSum" ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   expect_close(out[0], {1, 3}, {want, want, want});
 }

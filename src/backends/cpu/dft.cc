@@ -94,6 +94,7 @@ class DftKernel final : public Kernel {
     n_in_ = x[axis];
     complex_in_ = x[-1] == 2;
     bins_ = ctx.output(0).shape[axis];
+    irfft_ = ctx.attr_int("onesided", 0) != 0 && ctx.attr_int("inverse", 0) != 0;
   }
 
   void run(KernelContext& ctx) const override {
@@ -101,20 +102,25 @@ class DftKernel final : public Kernel {
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = transform_.length(), lines = outer_ * inner_;
     const int64_t c = complex_in_ ? 2 : 1, inner = inner_, n_in = n_in_, bins = bins_;
+    const bool irfft = irfft_;
 #pragma omp parallel for schedule(static) if (lines > 1 && lines * n > (1 << 14))
     for (int64_t line = 0; line < lines; ++line) {
       const int64_t o = line / inner, i = line % inner;
       std::vector<Complex> buf(static_cast<size_t>(2 * n), 0.0);
-      const int64_t take = std::min(n, n_in);
+      // IRFFT: the one-sided spectrum gives bins 0 .. n/2, conjugate symmetry the rest.
+      const int64_t take = std::min(irfft ? n / 2 + 1 : n, n_in);
       for (int64_t t = 0; t < take; ++t) {
         const float* v = x + ((o * n_in + t) * inner + i) * c;
         buf[t] = Complex(v[0], c == 2 ? v[1] : 0.0f);
       }
+      if (irfft)
+        for (int64_t t = n / 2 + 1; t < n; ++t) buf[t] = std::conj(buf[n - t]);
       transform_.run(buf.data(), buf.data() + n);
+      const int64_t out_c = irfft ? 1 : 2;
       for (int64_t k = 0; k < bins; ++k) {
-        float* out = y + ((o * bins + k) * inner + i) * 2;
+        float* out = y + ((o * bins + k) * inner + i) * out_c;
         out[0] = static_cast<float>(buf[k].real());
-        out[1] = static_cast<float>(buf[k].imag());
+        if (!irfft) out[1] = static_cast<float>(buf[k].imag());
       }
     }
   }
@@ -124,10 +130,13 @@ class DftKernel final : public Kernel {
     int64_t axis = ctx.attr_int("axis", 1);
     return axis < 0 ? axis + ctx.input_shape(0).rank() - 1 : axis;
   }
-  // dft_length when given, else the axis' length.
+  // dft_length when given, else the axis' length (twice the axis' length less one for an IRFFT,
+  // whose axis holds half a spectrum).
   static int64_t length_of(const NodeContext& ctx) {
     if (ctx.has_input(1)) return ctx.input_ints(1, "dft_length")[0];
-    return ctx.input_shape(0)[static_cast<int>(axis_of(ctx))];
+    const int64_t len = ctx.input_shape(0)[static_cast<int>(axis_of(ctx))];
+    const bool irfft = ctx.attr_int("onesided", 0) != 0 && ctx.attr_int("inverse", 0) != 0;
+    return irfft ? 2 * (len - 1) : len;
   }
 
   Transform transform_;
@@ -136,6 +145,7 @@ class DftKernel final : public Kernel {
   int64_t n_in_ = 1;
   int64_t bins_ = 1;
   bool complex_in_ = false;
+  bool irfft_ = false;  // onesided inverse: a one-sided spectrum in, a real signal out
 };
 
 // Signal [batch, length, c], optional window [frame_length]; output [batch, frames, bins, 2].

@@ -39,9 +39,9 @@ class ReduceKernel final : public Kernel {
     const ReducePlan& p = plan_;
     if (p.out_count == 0) return;
     if (p.in_count == 0) {
-      // Reducing over an empty dim: the sum of nothing is 0, the mean NaN (max/min were refused
-      // when the graph was built).
-      T fill = mean_ ? std::numeric_limits<T>::quiet_NaN() : T(0);
+      // Reducing over an empty dim: the sum of nothing is 0, the mean NaN, the maximum -inf (or
+      // the type's lowest) and the minimum +inf (or its highest): the reduction's start value.
+      T fill = mean_ ? std::numeric_limits<T>::quiet_NaN() : finish(Op::template init<Acc>());
       std::fill(y, y + p.out_count, fill);
       return;
     }

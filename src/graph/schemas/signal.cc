@@ -65,16 +65,23 @@ void infer_dft(InferContext& ctx) {
   const int64_t inverse = ctx.attr_int("inverse", 0), onesided = ctx.attr_int("onesided", 0);
   if (inverse != 0 && inverse != 1) ctx.fail_model("inverse must be 0 or 1");
   if (onesided != 0 && onesided != 1) ctx.fail_model("onesided must be 0 or 1");
-  if (onesided && (inverse || x[-1] != 1))
-    ctx.fail_unsupported("onesided=1 is defined for the forward DFT of a real signal only");
-  int64_t n = x[static_cast<int>(axis)];
+  // onesided: the forward transform of a real signal (RFFT, half the spectrum out), or the
+  // inverse of a one-sided complex spectrum (IRFFT, a real signal out; opset 20's form).
+  const bool irfft = onesided && inverse;
+  if (onesided && !inverse && x[-1] != 1)
+    ctx.fail_unsupported("onesided=1 with inverse=0 transforms a real signal only");
+  if (irfft && x[-1] != 2)
+    ctx.fail_shape("onesided=1 with inverse=1 takes a complex one-sided spectrum, got " +
+                   x.to_string());
+  int64_t n = irfft ? 2 * (x[static_cast<int>(axis)] - 1) : x[static_cast<int>(axis)];
   if (ctx.has_input(1)) {
     n = scalar_int(ctx, 1, "dft_length");
     if (n < 1) ctx.fail_shape("dft_length must be positive, got " + std::to_string(n));
   }
+  if (n < 1) ctx.fail_shape("the transform's length must be positive, got " + std::to_string(n));
   std::vector<int64_t> out = x.dims();
-  out[axis] = onesided ? n / 2 + 1 : n;
-  out.back() = 2;
+  out[axis] = onesided && !inverse ? n / 2 + 1 : n;
+  out.back() = irfft ? 1 : 2;
   ctx.set_output(0, ctx.input_dtype(0), Shape(out));
 }
 
