@@ -133,7 +133,12 @@ int inspect_model(const std::vector<std::string>& args) {
     std::string dims;
     for (size_t i = 0; i < in.dims.size(); ++i)
       dims += (i ? ", " : "") + (in.dims[i] < 0 ? in.symbols[i] : std::to_string(in.dims[i]));
-    std::printf("input     %s: %s[%s]\n", in.name.c_str(), dtype_name(in.dtype), dims.c_str());
+    const char* kind = in.kind == OnnxValueKind::kSequence           ? "sequence of "
+                       : in.kind == OnnxValueKind::kOptionalTensor   ? "optional "
+                       : in.kind == OnnxValueKind::kOptionalSequence ? "optional sequence of "
+                                                                     : "";
+    std::printf("input     %s: %s%s[%s]\n", in.name.c_str(), kind, dtype_name(in.dtype),
+                dims.c_str());
   }
   for (int id : graph.outputs())
     std::printf("output    %s: %s (with symbolic dims set to 1)\n", graph.value(id).name.c_str(),

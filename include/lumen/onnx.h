@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,31 @@
 #include "lumen/runtime.h"
 
 namespace lumen {
+
+// What an ONNX graph input or output holds: a tensor, a sequence of tensors, or an optional (of a
+// tensor or of a sequence of tensors) that may be empty. Lumen graphs carry tensors only, so a
+// sequence's length and an optional's presence are fixed when a graph is built, like shapes.
+enum class OnnxValueKind { kTensor, kSequence, kOptionalTensor, kOptionalSequence };
+
+// "tensor", "sequence", "optional tensor", "optional sequence"
+const char* onnx_value_kind_name(OnnxValueKind kind);
+
+// One input or output value of OnnxSession::run_values.
+struct OnnxValue {
+  OnnxValueKind kind = OnnxValueKind::kTensor;
+  // False only for an empty optional.
+  bool present = true;
+  // A tensor: exactly one. A sequence (optional or not): its elements, in order (possibly none).
+  // An optional tensor: one when present, none when empty.
+  std::vector<Tensor> tensors;
+
+  static OnnxValue tensor(Tensor t);
+  static OnnxValue sequence(std::vector<Tensor> elements);
+  static OnnxValue optional_tensor(Tensor t);
+  static OnnxValue optional_sequence(std::vector<Tensor> elements);
+  // An empty optional of `kind` (kOptionalTensor or kOptionalSequence; InvalidArgument otherwise).
+  static OnnxValue empty_optional(OnnxValueKind kind);
+};
 
 struct OnnxLoadOptions {
   // Shapes of graph inputs by name. They fix symbolic or unknown dimensions (batch, sequence) and
@@ -24,14 +50,32 @@ struct OnnxLoadOptions {
   // inputs), so shape inputs fed by the caller (Reshape's shape, Slice's starts) are known when the
   // graph is built. Dtype and shape must fit the model's declaration.
   std::map<std::string, Tensor> input_values;
+  // Sequence inputs (and optional-sequence inputs that are present) by name: the shape of each
+  // element, so the list's length. An unnamed sequence input holds one element of its declared
+  // element shape (symbolic dims at default_dim).
+  std::map<std::string, std::vector<Shape>> sequence_shapes;
+  // Optional inputs that are empty; every other optional input holds a value (an optional tensor's
+  // shape comes from input_shapes, an optional sequence's from sequence_shapes).
+  std::set<std::string> empty_optionals;
 };
 
-// An input as the model declares it: dims of -1 are symbolic (their name in `symbols`).
+// An input as the model declares it: dims of -1 are symbolic (their name in `symbols`). For a
+// sequence or an optional, dtype, dims and symbols describe its tensors.
 struct OnnxInputInfo {
   std::string name;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> dims;
   std::vector<std::string> symbols;  // one per dim; empty for fixed dims
+  OnnxValueKind kind = OnnxValueKind::kTensor;
+};
+
+// How one model output came out of a load: what it holds, and which of the built graph's outputs
+// are its tensors (outputs first .. first + count - 1, in order).
+struct OnnxOutputForm {
+  OnnxValueKind kind = OnnxValueKind::kTensor;
+  bool present = true;  // false only for an empty optional
+  int first = 0;
+  int count = 1;  // 1 for a tensor; a sequence's length; 0 for an empty optional
 };
 
 // What a model says about itself, for tools (`lumen inspect`).
@@ -46,7 +90,14 @@ struct OnnxModelInfo {
   // OnnxLoadOptions::input_values. load_onnx needs them fixed; OnnxSession reads them at each run.
   // Filled as soon as the opset is read, so it holds even when loading fails later.
   std::vector<std::string> value_inputs;
+  // One per output, in `outputs` order: how the built graph holds it. A sequence input of length
+  // n is n graph inputs named by onnx_element_name(); an optional tensor that is present is one
+  // graph input under its own name.
+  std::vector<OnnxOutputForm> output_forms;
 };
+
+// The name of the graph input holding element `index` of sequence input `name`: "name[index]".
+std::string onnx_element_name(const std::string& name, size_t index);
 
 // Loads an ONNX file. Throws IoError when the file cannot be read (or external data is outside the
 // model's folder), InvalidModel when it is malformed, UnsupportedOp naming the node, its op and the
@@ -73,7 +124,9 @@ class OnnxSession {
   // Throws what load_onnx throws. `options.input_shapes` is ignored (shapes come from the
   // inputs at each run); input_values and default_dim apply to every plan. A model with value
   // inputs is built up to the first node that needs their values; the rest is checked at the
-  // first run.
+  // first run. A model with sequence or optional inputs is checked at one element per sequence
+  // and every optional present, and a ShapeError there waits for the first run too.
+  // sequence_shapes and empty_optionals are ignored (they come from the inputs at each run).
   explicit OnnxSession(const std::string& path, OnnxLoadOptions options = {},
                        CompileOptions compile = {});
   ~OnnxSession();
@@ -83,9 +136,19 @@ class OnnxSession {
   // Runs with inputs by name (every input of the model must be given, and no other). A value
   // input whose value makes no valid shape throws ShapeError naming the node, the input and
   // the value.
+  // Throws InvalidArgument for a model whose inputs or outputs are sequences or optionals (use
+  // run_values).
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // Runs a model whose inputs or outputs may be sequences or optionals (any model: tensors are
+  // OnnxValue::tensor). Each value must be of the kind its input declares (a tensor or sequence
+  // may be given for an optional one); sequence lengths and optional presence join the plan's
+  // key, like shapes. Returns one value per model output, of the kind the model built. Throws
+  // InvalidArgument for a missing, unknown or wrongly kinded input, and what run() throws.
+  std::vector<OnnxValue> run_values(const std::map<std::string, OnnxValue>& inputs);
   // The compiled plan for these inputs (their shapes, and the values of the value inputs);
-  // compiled now if it is new. Owned by the session, valid while it stays cached.
+  // compiled now if it is new. Owned by the session, valid while it stays cached; nullptr when
+  // the plan computes nothing (every output an empty sequence or optional). Both forms throw
+  // InvalidArgument for a model with sequence or optional inputs.
   Executable* plan_for(const std::map<std::string, Tensor>& inputs);
   // The same by input shapes alone, for a model without value inputs (InvalidArgument otherwise).
   Executable* plan_for(const std::map<std::string, Shape>& shapes);
@@ -99,8 +162,10 @@ class OnnxSession {
 
  private:
   struct Plan;
+  struct Lists;
   std::shared_ptr<Plan> acquire(const std::map<std::string, Tensor>& inputs,
-                                const std::map<std::string, Shape>& shapes);
+                                const std::map<std::string, Shape>& shapes,
+                                const Lists* lists = nullptr);
   void evict_locked();
   std::string bytes_;
   std::string base_dir_;
@@ -115,5 +180,9 @@ class OnnxSession {
 
 // Reads a serialized onnx.TensorProto (the conformance suite's input_0.pb files).
 Tensor load_onnx_tensor(const std::string& path);
+// Reads a serialized onnx.TensorProto, SequenceProto or OptionalProto, as `kind` says (the
+// conformance suite's files for sequence and optional inputs and outputs). Throws InvalidModel
+// when the file does not hold that kind, UnsupportedOp for sequences of maps or sequences.
+OnnxValue load_onnx_value(const std::string& path, OnnxValueKind kind);
 
 }  // namespace lumen

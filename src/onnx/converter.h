@@ -4,11 +4,13 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "lumen/graph.h"
+#include "lumen/onnx.h"
 
 namespace lumen::onnx_import {
 
@@ -43,6 +45,21 @@ bool is_node_build_failure(const Error& e);
 // e.what() without its leading "Kind: ".
 std::string error_detail(const Error& e);
 
+// A sequence or an optional as the importer holds it. Lumen graphs carry tensors only, so it is
+// resolved when the graph is built: a list of the graph's tensor values, of known length.
+struct ListValue {
+  OnnxValueKind kind = OnnxValueKind::kSequence;  // never kTensor
+  bool present = true;                            // false only for an empty optional
+  std::vector<Value*> elements;   // a sequence's tensors; an optional tensor's one tensor
+  DType dtype = DType::kFloat32;  // the tensors' type, kept for an empty one
+};
+
+// A value an inlined subgraph takes or gives: a tensor (`tensor` set), or else `list`.
+struct ImportedValue {
+  Value* tensor = nullptr;
+  ListValue list;
+};
+
 // Name lookup across nested graphs: a subgraph (If's branches, a Loop's or Scan's body) may read
 // any value an enclosing graph defined before the node that owns the subgraph.
 class Scope {
@@ -54,6 +71,12 @@ class Scope {
   // Imports `proto` as a subgraph nested in this scope, its formal inputs typed input_types.
   virtual Subgraph import_graph(const onnx::GraphProto& proto,
                                 const std::vector<TensorType>& input_types) = 0;
+  // Imports `proto`'s nodes into this scope's own graph (no Graph of their own), its formal
+  // inputs bound to `inputs`, and returns its outputs. Its names stay local to it; the nodes it
+  // adds are named under `prefix`. Outer names resolve to this scope's values as they are.
+  virtual std::vector<ImportedValue> inline_graph(const onnx::GraphProto& proto,
+                                                  const std::vector<ImportedValue>& inputs,
+                                                  const std::string& prefix) = 0;
 };
 
 // One ONNX node being imported.
@@ -81,6 +104,9 @@ class ImportContext {
   int num_outputs() const { return num_outputs_; }
   // "node 'x' (Softmax, opset 11)"
   std::string where() const;
+  // Names the node `label` in where() while its lumen nodes keep name(): a node of an inlined
+  // subgraph, whose name carries the copy's prefix (ImportContext::inline_subgraph).
+  void set_label(std::string label) { label_ = std::move(label); }
 
   // Adds a lumen op named after this node (the first keeps the node's name).
   std::vector<Value*> emit(std::string_view op, const std::vector<Value*>& inputs,
@@ -99,17 +125,37 @@ class ImportContext {
   Subgraph import_subgraph(const std::string& attr, const std::vector<TensorType>& input_types);
   // The scope the node's graph resolves names in (set by the importer).
   void set_scope(Scope* scope) { scope_ = scope; }
+  // The sequence or optional given as input i, or nullptr when input i is a tensor or omitted
+  // (inputs()[i] is nullptr for a sequence or optional).
+  const ListValue* list_input(size_t i) const {
+    return i < list_inputs_.size() ? list_inputs_[i] : nullptr;
+  }
+  // Set by the importer: one entry per input (nullptr for tensors), only for ops in takes_lists().
+  void set_list_inputs(std::vector<const ListValue*> lists) { list_inputs_ = std::move(lists); }
+  // Makes output i the sequence or optional `list`; the converter returns nullptr in its place.
+  void set_list_output(int i, ListValue list) { list_outputs_[i] = std::move(list); }
+  const std::map<int, ListValue>& list_outputs() const { return list_outputs_; }
+  // Imports the graph attribute `attr` into this node's graph (Scope::inline_graph), its formal
+  // inputs bound to `inputs`: how a Loop is unrolled, an If's known branch taken and a
+  // SequenceMap's body applied per element, all when the graph is built. `tag` tells the copies
+  // apart in node names ("iter_3"). Errors inside name this node and the attribute.
+  std::vector<ImportedValue> inline_subgraph(const std::string& attr,
+                                             const std::vector<ImportedValue>& inputs,
+                                             const std::string& tag);
 
  private:
   Graph& graph_;
   const onnx::NodeProto& node_;
   int64_t opset_;
   std::string name_;
+  std::string label_;  // for messages, when not name_
   std::vector<Value*> inputs_;
   Attributes attrs_;
   int num_outputs_;
   int emitted_ = 0;
   Scope* scope_ = nullptr;
+  std::vector<const ListValue*> list_inputs_;
+  std::map<int, ListValue> list_outputs_;
 };
 
 // Returns the node's outputs, in order (as many as ctx.num_outputs()).
@@ -120,6 +166,16 @@ using Converter = std::vector<Value*> (*)(ImportContext& ctx);
 bool register_converter(const char* op_type, int64_t min_opset, int64_t max_opset, Converter fn);
 // The converter for op_type at this opset, or nullptr (then the op maps by name).
 Converter find_converter(const std::string& op_type, int64_t opset);
+
+// Whether op_type's converter takes sequences and optionals as inputs (ops_sequence.cc); any
+// other op given one is refused by the importer.
+bool takes_lists(const std::string& op_type);
+// A Loop that carries a sequence or an optional: unrolled when the graph is built, its trip count
+// and condition known by then (ops_sequence.cc).
+std::vector<Value*> unroll_loop(ImportContext& ctx);
+// The node's outputs from an inlined subgraph's: tensors returned, sequences and optionals set as
+// list outputs (nullptr returned in their place). `outs` must cover ctx.num_outputs().
+std::vector<Value*> forward_outputs(ImportContext& ctx, const std::vector<ImportedValue>& outs);
 
 #define LUMEN_ONNX_CONVERTER(Tag, op_type, min_opset, max_opset, fn) \
   static const bool lumen_onnx_converter_##Tag =                     \

@@ -12,6 +12,7 @@
 #include "graph/op_kind.h"
 #include "lumen/onnx.h"
 #include "onnx/converter.h"
+#include "onnx/input_types.h"
 #include "onnx/model_file.h"
 #include "onnx/tensor_proto.h"
 #include "onnx/value_inputs.h"
@@ -24,6 +25,9 @@ constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 28;
 // What a schema says when an input that decides shapes is not a constant (NodeContext::input_ints).
 constexpr const char* kNeedsValue = "must be known when the graph is built";
+// Nodes that inlined subgraphs (unrolled loops, SequenceMap bodies) may add to one model; a node
+// of nested inlined subgraphs counts once per level.
+constexpr int64_t kMaxInlinedNodes = 1 << 17;
 // The training-preview domain, whose deterministic optimizer ops (opset 1) lumen runs.
 constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 
@@ -50,7 +54,7 @@ int64_t stable_since(const std::string& op_type) {
 
 // Ops whose converters read their subgraph attributes themselves.
 const std::unordered_set<std::string>& subgraph_ops() {
-  static const std::unordered_set<std::string> kOps = {"If", "Loop", "Scan"};
+  static const std::unordered_set<std::string> kOps = {"If", "Loop", "Scan", "SequenceMap"};
   return kOps;
 }
 
@@ -96,8 +100,9 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& wh
       return std::vector<std::string>(a.strings().begin(), a.strings().end());
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
-      // If, Loop and Scan read their subgraphs from the proto (ImportContext::import_subgraph).
-      throw UnsupportedOp(what + ": lumen reads subgraph attributes only on If, Loop and Scan");
+      // If, Loop, Scan and SequenceMap read their subgraphs from the proto.
+      throw UnsupportedOp(
+          what + ": lumen reads subgraph attributes only on If, Loop, Scan and SequenceMap");
     case onnx::AttributeProto::UNDEFINED: {
       // Old exporters leave the type unset; infer it from the one field that is filled.
       if (a.has_f()) return a.f();
@@ -130,28 +135,60 @@ class Importer final : public Scope {
         opset_(opset),
         training_opset_(parent.training_opset_),
         parent_(&parent) {}
+  // An importer of a subgraph inlined into `parent`'s graph (Scope::inline_graph): its nodes go
+  // into the parent's graph, named under `prefix`, and outer names are the parent's values.
+  Importer(Importer& parent, int64_t opset, std::string prefix)
+      : model_(parent.model_),
+        options_(parent.options_),
+        base_dir_(parent.base_dir_),
+        opset_(opset),
+        training_opset_(parent.training_opset_),
+        graph_(parent.graph_),
+        node_names_(parent.node_names_),
+        parent_(&parent),
+        prefix_(std::move(prefix)) {}
 
   Value* resolve(const std::string& name) override {
     auto it = values_.find(name);
     if (it != values_.end()) return it->second;
     if (parent_ == nullptr) return nullptr;
     Value* outer = parent_->resolve(name);
-    if (outer == nullptr) return nullptr;
-    Value* inner;
-    if (outer->data && !outer->user_weight && !outer->is_input) {
-      inner = graph_.add_constant(graph_.unique_name(name), *outer->data);
-    } else {
-      inner = graph_.add_input(graph_.unique_name(name), outer->type.shape, outer->type.dtype);
-      captured_.push_back(outer);
-    }
-    values_[name] = inner;
-    return inner;
+    if (outer == nullptr || inlined()) return outer;
+    return values_[name] = capture(outer, name);
+  }
+
+  // The sequence or optional called `name`, as resolve() finds tensors; nullptr when none is.
+  const ListValue* resolve_list(const std::string& name) {
+    auto it = lists_.find(name);
+    if (it != lists_.end()) return &it->second;
+    if (parent_ == nullptr) return nullptr;
+    const ListValue* outer = parent_->resolve_list(name);
+    if (outer == nullptr || inlined()) return outer;
+    ListValue inner = *outer;
+    for (size_t k = 0; k < inner.elements.size(); ++k)
+      inner.elements[k] = capture(inner.elements[k], onnx_element_name(name, k));
+    return &(lists_[name] = std::move(inner));
   }
 
   Subgraph import_graph(const onnx::GraphProto& proto,
                         const std::vector<TensorType>& input_types) override {
     Importer sub(*this, opset_);
     return sub.run_subgraph(proto, input_types);
+  }
+
+  std::vector<ImportedValue> inline_graph(const onnx::GraphProto& proto,
+                                          const std::vector<ImportedValue>& inputs,
+                                          const std::string& prefix) override {
+    Importer* root = this;
+    while (root->parent_ != nullptr) root = root->parent_;
+    if (root->inlined_nodes_ > kMaxInlinedNodes)
+      throw UnsupportedOp("unrolled loops and per-element subgraphs add over " +
+                          std::to_string(kMaxInlinedNodes) + " nodes to the graph");
+    const int before = graph_.num_nodes();
+    Importer sub(*this, opset_, prefix);
+    std::vector<ImportedValue> outs = sub.run_inline(proto, inputs);
+    root->inlined_nodes_ += graph_.num_nodes() - before;
+    return outs;
   }
 
   Graph run(OnnxModelInfo* info) {
@@ -185,6 +222,7 @@ class Importer final : public Scope {
     for (const auto& [name, shape] : options_.input_shapes)
       if (!input_names.count(name))
         throw InvalidArgument("input shape given for '" + name + "', which is not a model input");
+    check_list_options();
     for (const auto& [name, value] : options_.input_values)
       if (!input_names.count(name))
         throw InvalidArgument("input value given for '" + name + "', which is not a model input");
@@ -203,9 +241,20 @@ class Importer final : public Scope {
     }
     for (const auto& o : g.output()) {
       auto it = values_.find(o.name());
-      if (it == values_.end())
+      auto list = lists_.find(o.name());
+      if (it == values_.end() && list == lists_.end())
         throw InvalidModel("graph output '" + o.name() + "' is produced by nothing");
-      graph_.mark_output(it->second);
+      OnnxOutputForm form;
+      form.first = static_cast<int>(graph_.outputs().size());
+      if (it != values_.end()) {
+        Value* v = it->second;
+        // Another output's value too: a value of its own, so each output has one slot.
+        if (v->is_output) v = graph_.add_op("Identity", {v}, {}, graph_.unique_name(o.name()));
+        graph_.mark_output(v);
+      } else {
+        form = mark_list_output(o.name(), list->second);
+      }
+      out.output_forms.push_back(form);
       out.outputs.push_back(o.name());
     }
     if (g.output_size() == 0) throw InvalidModel("the graph has no outputs");
@@ -243,6 +292,11 @@ class Importer final : public Scope {
     if (g.output_size() == 0) throw InvalidModel("the subgraph has no outputs");
     for (const auto& o : g.output()) {
       Value* v = resolve(o.name());
+      if (v == nullptr && resolve_list(o.name()) != nullptr)
+        throw ShapeError("output '" + o.name() + "' is a " +
+                         onnx_value_kind_name(resolve_list(o.name())->kind) +
+                         ", which lumen resolves when the graph is built: the value that picks " +
+                         "the branch or counts the iterations " + kNeedsValue);
       if (v == nullptr) throw InvalidModel("output '" + o.name() + "' is produced by nothing");
       // Each output gets a value of its own, so the compiled subgraph has one slot per output.
       if (v->is_output) v = graph_.add_op("Identity", {v}, {}, graph_.unique_name(o.name()));
@@ -250,6 +304,102 @@ class Importer final : public Scope {
     }
     graph_.verify();
     return Subgraph{std::make_shared<Graph>(std::move(graph_)), std::move(captured_)};
+  }
+
+  // An inlined subgraph (inline_graph): formal inputs bound to `inputs`, nodes added to the
+  // enclosing graph; returns what its outputs name.
+  std::vector<ImportedValue> run_inline(const onnx::GraphProto& g,
+                                        const std::vector<ImportedValue>& inputs) {
+    if (g.sparse_initializer_size() > 0)
+      throw UnsupportedOp("sparse initializers are not supported");
+    if (g.input_size() != static_cast<int>(inputs.size()))
+      throw InvalidModel("the subgraph has " + std::to_string(g.input_size()) +
+                         " inputs, expected " + std::to_string(inputs.size()));
+    for (int i = 0; i < g.input_size(); ++i) {
+      const onnx::ValueInfoProto& in = g.input(i);
+      const ImportedValue& given = inputs[i];
+      std::string what = "input '" + in.name() + "'";
+      if (in.name().empty()) throw InvalidModel("a subgraph input has no name");
+      if (values_.count(in.name()) || lists_.count(in.name()))
+        throw InvalidModel(what + " is defined twice");
+      if (in.type().has_tensor_type()) {
+        if (given.tensor == nullptr)
+          throw InvalidModel(what + " is declared a tensor, but gets a " +
+                             onnx_value_kind_name(given.list.kind));
+        int32_t elem = in.type().tensor_type().elem_type();
+        auto declared = dtype_from_onnx(elem);
+        if (elem != 0 && (!declared || *declared != given.tensor->type.dtype))
+          throw InvalidModel(what + " is declared " + onnx_dtype_name(elem) + ", but gets " +
+                             dtype_name(given.tensor->type.dtype));
+      }
+      if (given.tensor != nullptr) {
+        values_[in.name()] = given.tensor;
+      } else {
+        lists_[in.name()] = given.list;
+      }
+    }
+    for (const auto& init : g.initializer())
+      add_initializer(init, tensor_from_proto(init, base_dir_, initializer_what(init)));
+    for (const auto& node : g.node()) add_node(node);
+    std::vector<ImportedValue> outs;
+    for (const auto& o : g.output()) {
+      ImportedValue v;
+      v.tensor = resolve(o.name());
+      const ListValue* list = v.tensor == nullptr ? resolve_list(o.name()) : nullptr;
+      if (v.tensor == nullptr && list == nullptr)
+        throw InvalidModel("output '" + o.name() + "' is produced by nothing");
+      if (list != nullptr) v.list = *list;
+      outs.push_back(std::move(v));
+    }
+    return outs;
+  }
+
+  bool inlined() const { return !prefix_.empty(); }
+  int64_t default_dim() const { return options_.default_dim; }
+
+  // An outer value as this (separately built) subgraph reads it: a constant copied in, or an
+  // input of the subgraph bound to the outer value by the node (captured_).
+  Value* capture(Value* outer, const std::string& name) {
+    if (outer->data && !outer->user_weight && !outer->is_input)
+      return graph_.add_constant(graph_.unique_name(name), *outer->data);
+    captured_.push_back(outer);
+    return graph_.add_input(graph_.unique_name(name), outer->type.shape, outer->type.dtype);
+  }
+
+  // Marks a sequence or optional output: each of its tensors becomes a graph output of its own,
+  // named "name[k]".
+  OnnxOutputForm mark_list_output(const std::string& name, const ListValue& list) {
+    OnnxOutputForm form{list.kind, list.present, static_cast<int>(graph_.outputs().size()),
+                        static_cast<int>(list.elements.size())};
+    for (size_t k = 0; k < list.elements.size(); ++k) {
+      Value* v =
+          graph_.add_op("Identity", {list.elements[k]}, {}, graph_.unique_name(name + "/element"));
+      graph_.rename(v, graph_.unique_name(onnx_element_name(name, k)));
+      graph_.mark_output(v);
+    }
+    return form;
+  }
+
+  // Sequence lengths and empty optionals may be given only for inputs of those kinds (called
+  // before any node is read, when lists_ holds only the graph's inputs).
+  void check_list_options() const {
+    auto kind_of = [&](const std::string& name) -> const ListValue* {
+      auto it = lists_.find(name);
+      return it == lists_.end() ? nullptr : &it->second;
+    };
+    for (const auto& [name, shapes] : options_.sequence_shapes) {
+      const ListValue* l = kind_of(name);
+      if (l == nullptr ||
+          (l->kind != OnnxValueKind::kSequence && l->kind != OnnxValueKind::kOptionalSequence))
+        throw InvalidArgument("sequence shapes given for '" + name +
+                              "', which is not a sequence input of the model");
+    }
+    for (const std::string& name : options_.empty_optionals) {
+      const ListValue* l = kind_of(name);
+      if (l == nullptr || l->kind == OnnxValueKind::kSequence)
+        throw InvalidArgument("'" + name + "' is given as an empty optional, but it is not an " +
+                              "optional input of the model");
+    }
   }
 
   void read_opset() {
@@ -293,63 +443,70 @@ class Importer final : public Scope {
     if (init.name().empty()) throw InvalidModel("an initializer has no name");
     if (values_.count(init.name()))
       throw InvalidModel("initializer '" + init.name() + "' is defined twice");
-    values_[init.name()] = graph_.add_constant(init.name(), std::move(t));
+    std::string name = inlined() ? graph_.unique_name(prefix_ + init.name()) : init.name();
+    values_[init.name()] = graph_.add_constant(name, std::move(t));
     initializer_names_.insert(init.name());
+  }
+
+  // A sequence or optional graph input: as many graph inputs as the tensors it holds
+  // (OnnxLoadOptions::sequence_shapes, empty_optionals), kept in lists_.
+  OnnxInputInfo add_list_input(const onnx::ValueInfoProto& in, const std::string& what) {
+    const onnx::TypeProto_Tensor* elem = nullptr;
+    const OnnxValueKind kind = declared_list(in.type(), what, &elem);
+    if (options_.input_values.count(in.name()))
+      throw InvalidArgument(what + " is a " + onnx_value_kind_name(kind) +
+                            ": its value cannot be fixed");
+    const auto& tt = *elem;
+    OnnxInputInfo info = declared_tensor(in.name(), tt, what);
+    info.kind = kind;
+    ListValue list{kind, true, {}, info.dtype};
+    if (kind != OnnxValueKind::kSequence && options_.empty_optionals.count(in.name())) {
+      list.present = false;
+    } else if (kind == OnnxValueKind::kOptionalTensor) {
+      auto given = options_.input_shapes.find(in.name());
+      Shape shape = input_shape(what, tt, info,
+                                given == options_.input_shapes.end() ? nullptr : &given->second,
+                                default_dim());
+      list.elements.push_back(graph_.add_input(in.name(), shape, info.dtype));
+    } else {
+      auto given = options_.sequence_shapes.find(in.name());
+      std::vector<Shape> shapes{input_shape(what, tt, info, nullptr, default_dim())};
+      if (given != options_.sequence_shapes.end()) shapes = given->second;
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        std::string name = onnx_element_name(in.name(), k);
+        Shape shape = input_shape("input '" + name + "'", tt, info, &shapes[k], default_dim());
+        if (graph_.find_value(name))
+          throw InvalidModel(what + ": the name '" + name + "' is taken");
+        list.elements.push_back(graph_.add_input(name, shape, info.dtype));
+      }
+    }
+    lists_[in.name()] = std::move(list);
+    return info;
   }
 
   OnnxInputInfo add_input(const onnx::ValueInfoProto& in) {
     std::string what = "input '" + in.name() + "'";
     if (in.name().empty()) throw InvalidModel("a graph input has no name");
-    if (values_.count(in.name())) throw InvalidModel(what + " is defined twice");
-    if (!in.type().has_tensor_type())
-      throw UnsupportedOp(what + ": only tensor inputs are supported (not sequences or maps)");
+    if (values_.count(in.name()) || lists_.count(in.name()))
+      throw InvalidModel(what + " is defined twice");
+    if (!in.type().has_tensor_type()) return add_list_input(in, what);
     const auto& tt = in.type().tensor_type();
-    auto dtype = dtype_from_onnx(tt.elem_type());
-    if (!dtype)
-      throw UnsupportedOp(what + ": data type " + onnx_dtype_name(tt.elem_type()) +
-                          " is not supported");
-    OnnxInputInfo info{in.name(), *dtype, {}, {}};
-    for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) {
-        if (d.dim_value() < 0) throw InvalidModel(what + ": negative dimension");
-        info.dims.push_back(d.dim_value());
-        info.symbols.emplace_back();
-      } else {
-        info.dims.push_back(-1);
-        info.symbols.push_back(d.has_dim_param() ? d.dim_param() : "?");
-      }
-    }
-    Shape shape;
+    OnnxInputInfo info = declared_tensor(in.name(), tt, what);
+    const DType dtype = info.dtype;
     auto given = options_.input_shapes.find(in.name());
-    if (given != options_.input_shapes.end()) {
-      shape = given->second;
-      bool ok = !tt.has_shape() || shape.rank() == static_cast<int>(info.dims.size());
-      for (int i = 0; ok && i < shape.rank() && tt.has_shape(); ++i)
-        ok = info.dims[i] < 0 || info.dims[i] == shape.dims()[i];
-      if (!ok) {
-        std::string declared = "[";
-        for (size_t i = 0; i < info.dims.size(); ++i)
-          declared +=
-              (i ? ", " : "") + (info.dims[i] < 0 ? info.symbols[i] : std::to_string(info.dims[i]));
-        throw ShapeError(what + ": shape " + shape.to_string() + " does not fit the declared " +
-                         declared + "]");
-      }
-    } else {
-      std::vector<int64_t> dims = info.dims;
-      for (int64_t& d : dims)
-        if (d < 0) d = options_.default_dim;
-      shape = Shape(dims);
-    }
+    Shape shape =
+        input_shape(what, tt, info, given == options_.input_shapes.end() ? nullptr : &given->second,
+                    default_dim());
     auto fixed = options_.input_values.find(in.name());
     if (fixed != options_.input_values.end()) {
       const Tensor& t = fixed->second;
-      if (t.dtype() != *dtype || (given != options_.input_shapes.end() && t.shape() != shape))
+      if (t.dtype() != dtype || (given != options_.input_shapes.end() && t.shape() != shape))
         throw ShapeError(what + ": the fixed value is " + dtype_name(t.dtype()) +
-                         t.shape().to_string() + ", the model declares " + dtype_name(*dtype));
+                         t.shape().to_string() + ", the model declares " + dtype_name(dtype));
       values_[in.name()] = graph_.add_constant(in.name(), t);
       return info;
     }
-    values_[in.name()] = graph_.add_input(in.name(), shape, *dtype);
+    values_[in.name()] = graph_.add_input(in.name(), shape, dtype);
     return info;
   }
 
@@ -380,23 +537,28 @@ class Importer final : public Scope {
                           std::to_string(kMaxOpset) + ", and this op changed since opset " +
                           std::to_string(opset_));
     std::vector<Value*> inputs;
+    std::vector<const ListValue*> lists;  // sequences and optionals, where inputs has nullptr
     for (const std::string& in : node.input()) {
-      if (in.empty()) {
-        inputs.push_back(nullptr);
-        continue;
-      }
-      Value* v = resolve(in);
-      if (v == nullptr)
+      Value* v = in.empty() ? nullptr : resolve(in);
+      const ListValue* list = in.empty() || v != nullptr ? nullptr : resolve_list(in);
+      if (!in.empty() && v == nullptr && list == nullptr)
         throw InvalidModel(where + ": input '" + in + "' is produced by nothing before it" +
                            (parent_ ? " (neither in the subgraph nor in an enclosing graph)" : ""));
+      if (list != nullptr && !takes_lists(op_type))
+        throw InvalidModel(where + ": input '" + in + "' is a " + onnx_value_kind_name(list->kind) +
+                           ", and " + op_type + " takes tensors");
       inputs.push_back(v);
+      lists.push_back(list);
     }
-    while (!inputs.empty() && inputs.back() == nullptr) inputs.pop_back();
+    while (!inputs.empty() && inputs.back() == nullptr && lists.back() == nullptr) {
+      inputs.pop_back();
+      lists.pop_back();
+    }
     int num_outputs = 0;
     for (int i = 0; i < node.output_size(); ++i)
       if (!node.output(i).empty()) num_outputs = i + 1;
     for (const std::string& out : node.output())
-      if (!out.empty() && values_.count(out))
+      if (!out.empty() && (values_.count(out) || lists_.count(out)))
         throw InvalidModel(where + ": output '" + out + "' is already defined");
     const int64_t node_opset = training ? training_opset_ : opset_;
     Converter converter = training ? nullptr : find_converter(op_type, opset_);
@@ -407,15 +569,22 @@ class Importer final : public Scope {
       // A converter that takes subgraphs reads them from the proto itself.
       bool graph = a.type() == onnx::AttributeProto::GRAPH || a.has_g();
       if (graph && converter != nullptr && subgraph_ops().count(op_type)) continue;
+      // Optional's `type` (a TypeProto) is read by its converter.
+      bool type = a.type() == onnx::AttributeProto::TYPE_PROTO || a.has_tp();
+      if (type && converter != nullptr && takes_lists(op_type)) continue;
       attrs[a.name()] = convert_attribute(a, where, base_dir_);
     }
-    std::string name = label;
+    const std::string base = prefix_ + label;
+    std::string name = base;
     for (int k = 1; node_names_.count(name) || graph_.find_value(name + ":out"); ++k)
-      name = label + "_" + std::to_string(k);
+      name = base + "_" + std::to_string(k);
     node_names_.insert(name);
 
     ImportContext ctx(graph_, node, node_opset, name, inputs, std::move(attrs), num_outputs);
     ctx.set_scope(this);
+    if (takes_lists(op_type)) ctx.set_list_inputs(std::move(lists));
+    if (inlined()) ctx.set_label(label);
+    const int values_before = graph_.num_values();
     std::vector<Value*> outs;
     if (converter != nullptr) {
       try {
@@ -432,9 +601,21 @@ class Importer final : public Scope {
     for (int i = 0; i < num_outputs; ++i) {
       const std::string& out_name = node.output(i);
       if (out_name.empty()) continue;
+      auto list = ctx.list_outputs().find(i);
+      if (list != ctx.list_outputs().end()) {
+        lists_[out_name] = list->second;
+        continue;
+      }
       if (i >= static_cast<int>(outs.size()) || outs[i] == nullptr)
         ctx.unsupported("output " + std::to_string(i) + " is not produced");
       Value* v = outs[i];
+      if (inlined()) {
+        // Names are local to the inlined subgraph: values it made get unique names in the shared
+        // graph, and values from outside keep theirs.
+        if (v->id >= values_before) graph_.rename(v, graph_.unique_name(prefix_ + out_name));
+        values_[out_name] = v;
+        continue;
+      }
       if (v->producer < 0 || v->is_input) {
         // The converter passed an existing value through (Identity-like): give the name an alias.
         v = graph_.add_op("Identity", {v}, {}, graph_.unique_name(name + "_alias"));
@@ -450,18 +631,24 @@ class Importer final : public Scope {
   const ModelFile* file_ = nullptr;  // the main graph's raw initializer bytes, when read from it
   int64_t opset_ = 0;
   int64_t training_opset_ = 0;  // the model's opset of kTrainingDomain, 0 when not imported
-  Graph graph_;
+  Graph own_graph_;
+  Graph& graph_ = own_graph_;  // an inlined subgraph's importer adds to its parent's graph
   std::unordered_map<std::string, Value*> values_;
+  std::unordered_map<std::string, ListValue> lists_;  // sequences and optionals, by name
   std::unordered_set<std::string> initializer_names_;
-  std::unordered_set<std::string> node_names_;
+  std::unordered_set<std::string> own_node_names_;
+  std::unordered_set<std::string>& node_names_ = own_node_names_;
   Importer* parent_ = nullptr;    // the enclosing graph's importer, for subgraphs
+  std::string prefix_;            // set for an inlined subgraph: its node names start with it
+  int64_t inlined_nodes_ = 0;     // nodes added by inlined subgraphs (counted at the root)
   std::vector<Value*> captured_;  // outer values read by this subgraph, in input order
 };
 
 }  // namespace
 
 std::string ImportContext::where() const {
-  return "node '" + name_ + "' (" + node_.op_type() + ", opset " + std::to_string(opset_) + ")";
+  return "node '" + (label_.empty() ? name_ : label_) + "' (" + node_.op_type() + ", opset " +
+         std::to_string(opset_) + ")";
 }
 
 std::vector<Value*> ImportContext::emit(std::string_view op, const std::vector<Value*>& inputs,

@@ -3,7 +3,8 @@
 // of the node (see Subgraph). An If whose condition is known at import is replaced by the nodes of
 // the taken branch; otherwise If, Loop and Scan become lumen nodes whose kernels run the compiled
 // subgraphs (src/runtime/control_flow.cc). Scan-8's batch axis is unrolled into one Scan per batch
-// entry (the batch is static), so the runtime has one Scan form.
+// entry (the batch is static), so the runtime has one Scan form. A Loop that carries a sequence
+// or an optional is unrolled when the graph is built instead (ops_sequence.cc).
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,35 +17,6 @@ namespace {
 
 bool known_value(const Value* v) {
   return v != nullptr && v->data && !v->user_weight && !v->is_input;
-}
-
-// Copies the nodes of `sub` into the node's graph, its inputs bound to `captured`; returns the
-// values standing for sub's outputs.
-std::vector<Value*> inline_subgraph(ImportContext& ctx, const Graph& sub,
-                                    const std::vector<Value*>& captured) {
-  Graph& g = ctx.graph();
-  std::unordered_map<int, Value*> mapped;
-  for (size_t i = 0; i < sub.inputs().size(); ++i) mapped[sub.inputs()[i]] = captured[i];
-  auto outer = [&](int id) -> Value* {
-    if (id < 0) return nullptr;
-    auto it = mapped.find(id);
-    if (it != mapped.end()) return it->second;
-    const Value& v = sub.value(id);  // a constant of the subgraph
-    Value* c = g.add_constant(g.unique_name(ctx.name() + "/" + v.name), *v.data);
-    mapped[id] = c;
-    return c;
-  };
-  for (int id : sub.topological_order()) {
-    const Node& n = sub.node(id);
-    std::vector<Value*> ins;
-    for (int in : n.inputs) ins.push_back(outer(in));
-    std::vector<Value*> outs = g.add_op(op_name(n.op), ins, static_cast<int>(n.outputs.size()),
-                                        n.attrs, g.unique_name(ctx.name() + "/" + n.name));
-    for (size_t k = 0; k < outs.size(); ++k) mapped[n.outputs[k]] = outs[k];
-  }
-  std::vector<Value*> result;
-  for (int out : sub.outputs()) result.push_back(outer(out));
-  return result;
 }
 
 // One branch of an If: its subgraph, or (graph left empty) why it cannot be built for the input
@@ -74,13 +46,12 @@ std::vector<Value*> convert_if(ImportContext& ctx) {
   Value* cond = ctx.input(0);
   if (cond == nullptr) ctx.unsupported("cond is missing");
   if (known_value(cond)) {
-    // The condition is a constant: only the taken branch exists, so it becomes ordinary nodes.
+    // The condition is a constant: only the taken branch exists, so its nodes join this graph
+    // (and its sequences and optionals stay lists of values).
     if (cond->data->numel() != 1) ctx.unsupported("cond must hold one value");
     bool then = cond->data->item_as_double() != 0.0;
-    Subgraph sub = ctx.import_subgraph(then ? "then_branch" : "else_branch", {});
-    if (static_cast<int>(sub.graph->outputs().size()) < ctx.num_outputs())
-      throw InvalidModel(ctx.where() + ": the branch has fewer outputs than the node");
-    return inline_subgraph(ctx, *sub.graph, sub.captured);
+    return forward_outputs(
+        ctx, ctx.inline_subgraph(then ? "then_branch" : "else_branch", {}, then ? "then" : "else"));
   }
   // Both branches are built for the input types at hand. One that cannot be (see
   // NodeBuildFailure) is left out, and a run whose cond picks it fails with the reason kept here.
@@ -108,6 +79,8 @@ std::vector<Value*> convert_if(ImportContext& ctx) {
 }
 
 std::vector<Value*> convert_loop(ImportContext& ctx) {
+  for (size_t k = 2; k < ctx.inputs().size(); ++k)
+    if (ctx.list_input(k) != nullptr) return unroll_loop(ctx);
   std::vector<Value*> ins = ctx.inputs();
   ins.resize(std::max<size_t>(ins.size(), 2), nullptr);
   std::vector<TensorType> types{{DType::kInt64, Shape{}}, {DType::kBool, Shape{}}};

@@ -58,6 +58,13 @@ struct OnnxSession::Plan {
   Executable* executable = nullptr;
   std::set<std::string> fixed;  // value inputs compiled in as constants
   uint64_t last_used = 0;
+  std::vector<OnnxOutputForm> forms;  // how the graph's outputs make up the model's
+};
+
+// The structure of sequence and optional inputs for one run: element shapes, empty optionals.
+struct OnnxSession::Lists {
+  std::map<std::string, std::vector<Shape>> sequence_shapes;
+  std::set<std::string> empty_optionals;
 };
 
 OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, CompileOptions compile)
@@ -70,23 +77,38 @@ OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, Compi
   bytes_ = std::move(buffer).str();
   base_dir_ = std::filesystem::path(path).parent_path().string();
   options_.input_shapes.clear();
+  options_.sequence_shapes.clear();
+  options_.empty_optionals.clear();
   // Load once with the default dims: a malformed or unsupported model fails here, not at run. A
   // model with value inputs is built up to the first node that needs their values.
   try {
     load_onnx_bytes(bytes_, options_, base_dir_, &info_);
   } catch (const ShapeError& e) {
-    if (info_.value_inputs.empty() ||
-        std::string(e.what()).find(kValueAtRunTime) == std::string::npos)
+    // Sequence and optional inputs were read at default lengths, which the model may not fit.
+    const bool lists = std::any_of(info_.inputs.begin(), info_.inputs.end(), [](const auto& in) {
+      return in.kind != OnnxValueKind::kTensor;
+    });
+    if (!lists && (info_.value_inputs.empty() ||
+                   std::string(e.what()).find(kValueAtRunTime) == std::string::npos))
       throw;
   }
 }
 
 OnnxSession::~OnnxSession() = default;
 
-std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
-    const std::map<std::string, Tensor>& inputs, const std::map<std::string, Shape>& shapes) {
+std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::string, Tensor>& inputs,
+                                                        const std::map<std::string, Shape>& shapes,
+                                                        const Lists* lists) {
   std::string key;
   for (const auto& [name, shape] : shapes) key += name + "=" + shape.to_string() + ";";
+  if (lists != nullptr) {
+    for (const auto& [name, elements] : lists->sequence_shapes) {
+      key += name + "=seq(";
+      for (const Shape& s : elements) key += s.to_string();
+      key += ");";
+    }
+    for (const std::string& name : lists->empty_optionals) key += name + "=none;";
+  }
   for (const std::string& name : info_.value_inputs) {
     auto it = inputs.find(name);
     if (it == inputs.end())
@@ -102,6 +124,10 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
   }
   OnnxLoadOptions options = options_;
   options.input_shapes = shapes;
+  if (lists != nullptr) {
+    options.sequence_shapes = lists->sequence_shapes;
+    options.empty_optionals = lists->empty_optionals;
+  }
   std::string values_said;
   for (const std::string& name : info_.value_inputs) {
     const Tensor& t = inputs.at(name);
@@ -113,10 +139,15 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(
   if (!values_said.empty()) values_said += ")";
   auto plan = std::make_shared<Plan>();
   try {
-    plan->graph = load_onnx_bytes(bytes_, options, base_dir_);
+    OnnxModelInfo built;
+    plan->graph = load_onnx_bytes(bytes_, options, base_dir_, &built);
+    plan->forms = std::move(built.output_forms);
     // With "auto" every available backend may run the graph.
-    plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
-    plan->executable = plan->graph.compile(&plan->runtime, compile_);
+    // Outputs that are all empty sequences or optionals leave nothing to compute.
+    if (!plan->graph.outputs().empty()) {
+      plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
+      plan->executable = plan->graph.compile(&plan->runtime, compile_);
+    }
   } catch (const Error& e) {
     if (values_said.empty()) throw;
     rethrow_with(e, values_said);
@@ -137,13 +168,27 @@ void OnnxSession::evict_locked() {
   }
 }
 
+namespace {
+
+// Sequence and optional inputs are fed through run_values, which keys plans by their structure.
+void refuse_lists(const OnnxModelInfo& info, const char* what) {
+  for (const OnnxInputInfo& in : info.inputs)
+    if (in.kind != OnnxValueKind::kTensor)
+      throw InvalidArgument(std::string(what) + ": input '" + in.name + "' is a " +
+                            onnx_value_kind_name(in.kind) + "; use run_values");
+}
+
+}  // namespace
+
 Executable* OnnxSession::plan_for(const std::map<std::string, Tensor>& inputs) {
+  refuse_lists(info_, "OnnxSession::plan_for");
   std::map<std::string, Shape> shapes;
   for (const auto& [name, t] : inputs) shapes[name] = t.shape();
   return acquire(inputs, shapes)->executable;
 }
 
 Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
+  refuse_lists(info_, "OnnxSession::plan_for");
   if (!info_.value_inputs.empty())
     throw InvalidArgument("OnnxSession::plan_for: input '" + info_.value_inputs.front() +
                           "' decides shapes by its value; pass the input tensors");
@@ -151,6 +196,7 @@ Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
 }
 
 std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs) {
+  refuse_lists(info_, "OnnxSession::run");
   std::map<std::string, Shape> shapes;
   for (const OnnxInputInfo& declared : info_.inputs) {
     if (options_.input_values.count(declared.name)) continue;
@@ -165,11 +211,93 @@ std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs
     if (!shapes.count(name))
       throw InvalidArgument("OnnxSession::run: the model has no input named '" + name + "'");
   std::shared_ptr<Plan> plan = acquire(inputs, shapes);
+  for (size_t k = 0; k < plan->forms.size(); ++k)
+    if (plan->forms[k].kind != OnnxValueKind::kTensor)
+      throw InvalidArgument("OnnxSession::run: output '" + info_.outputs.at(k) + "' is a " +
+                            onnx_value_kind_name(plan->forms[k].kind) + "; use run_values");
   if (plan->fixed.empty()) return plan->executable->execute(inputs);
   std::map<std::string, Tensor> fed;
   for (const auto& [name, tensor] : inputs)
     if (!plan->fixed.count(name)) fed.emplace(name, tensor);
   return plan->executable->execute(fed);
+}
+
+namespace {
+
+// Whether a value of kind `given` may feed an input declared `declared`: the same kind, or for an
+// optional the kind it holds.
+bool kind_fits(OnnxValueKind declared, OnnxValueKind given) {
+  if (declared == given) return true;
+  if (declared == OnnxValueKind::kOptionalTensor) return given == OnnxValueKind::kTensor;
+  if (declared == OnnxValueKind::kOptionalSequence) return given == OnnxValueKind::kSequence;
+  return false;
+}
+
+}  // namespace
+
+std::vector<OnnxValue> OnnxSession::run_values(const std::map<std::string, OnnxValue>& inputs) {
+  const std::string where = "OnnxSession::run_values: input '";
+  std::map<std::string, Tensor> fed;  // by graph input name: "x", or "x[k]" for sequences
+  std::map<std::string, Shape> shapes;
+  Lists lists;
+  for (const OnnxInputInfo& declared : info_.inputs) {
+    if (options_.input_values.count(declared.name)) continue;
+    auto it = inputs.find(declared.name);
+    if (it == inputs.end()) throw InvalidArgument(where + declared.name + "' is missing");
+    const OnnxValue& v = it->second;
+    if (!kind_fits(declared.kind, v.kind))
+      throw InvalidArgument(where + declared.name + "' is a " +
+                            onnx_value_kind_name(declared.kind) + ", given a " +
+                            onnx_value_kind_name(v.kind));
+    const bool sequence =
+        v.kind == OnnxValueKind::kSequence || v.kind == OnnxValueKind::kOptionalSequence;
+    if (!v.present && (v.kind == OnnxValueKind::kTensor || v.kind == OnnxValueKind::kSequence))
+      throw InvalidArgument(where + declared.name + "': only an optional may be empty");
+    const size_t count = !v.present ? 0 : sequence ? v.tensors.size() : 1;
+    if (v.tensors.size() != count)
+      throw InvalidArgument(where + declared.name + "': a " + onnx_value_kind_name(v.kind) +
+                            (v.present ? "" : " that is empty") + " holds " +
+                            std::to_string(count) + " tensors, given " +
+                            std::to_string(v.tensors.size()));
+    for (size_t k = 0; k < v.tensors.size(); ++k)
+      if (!v.tensors[k].defined())
+        throw InvalidArgument(where + declared.name + "' holds an undefined tensor");
+    if (!v.present) {
+      lists.empty_optionals.insert(declared.name);
+    } else if (!sequence) {
+      fed[declared.name] = v.tensors[0];
+      shapes[declared.name] = v.tensors[0].shape();
+    } else {
+      std::vector<Shape>& element_shapes = lists.sequence_shapes[declared.name];
+      for (size_t k = 0; k < v.tensors.size(); ++k) {
+        const Tensor& t = v.tensors[k];
+        if (t.dtype() != declared.dtype)
+          throw InvalidArgument(where + declared.name + "': element " + std::to_string(k) + " is " +
+                                dtype_name(t.dtype()) + ", the model declares " +
+                                dtype_name(declared.dtype));
+        fed[onnx_element_name(declared.name, k)] = t;
+        element_shapes.push_back(t.shape());
+      }
+    }
+  }
+  for (const auto& [name, value] : inputs) {
+    bool known = false;
+    for (const OnnxInputInfo& declared : info_.inputs) known = known || declared.name == name;
+    if (!known || options_.input_values.count(name))
+      throw InvalidArgument("OnnxSession::run_values: the model has no input named '" + name + "'" +
+                            (known ? " left to feed (its value is fixed)" : ""));
+  }
+  std::shared_ptr<Plan> plan = acquire(fed, shapes, &lists);
+  for (const std::string& name : plan->fixed) fed.erase(name);
+  std::vector<Tensor> tensors;
+  if (plan->executable != nullptr) tensors = plan->executable->execute(fed);
+  std::vector<OnnxValue> out;
+  for (const OnnxOutputForm& form : plan->forms) {
+    OnnxValue v{form.kind, form.present, {}};
+    v.tensors.assign(tensors.begin() + form.first, tensors.begin() + form.first + form.count);
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 size_t OnnxSession::num_plans() const {

@@ -3,6 +3,9 @@
 // pass / fail / unsupported per case and per op. Each case runs in its own child process, so a
 // crash or a hang is a result, not the end.
 //
+// Models with sequence or optional inputs or outputs run through OnnxSession::run_values, their
+// SequenceProto and OptionalProto files read as the model declares them (run_value_case).
+//
 // Two allowances for the generated data: bfloat16 tensors stored as UINT16 are read as the
 // model declares them, and an input whose data contradicts the model's declared shape (CastLike's
 // `like`, whose values are never read) has that declaration dropped; such a pass says so.
@@ -128,6 +131,73 @@ std::string compare(const lumen::Tensor& got, const lumen::Tensor& want, size_t 
   return "";
 }
 
+// What a graph input or output declares: a tensor, a sequence or an optional, and the ONNX
+// element type of its tensors.
+std::pair<lumen::OnnxValueKind, int32_t> declared_kind(const onnx::TypeProto& type) {
+  using K = lumen::OnnxValueKind;
+  if (type.has_sequence_type())
+    return {K::kSequence, type.sequence_type().elem_type().tensor_type().elem_type()};
+  if (type.has_optional_type()) {
+    const onnx::TypeProto& elem = type.optional_type().elem_type();
+    if (elem.has_sequence_type())
+      return {K::kOptionalSequence, elem.sequence_type().elem_type().tensor_type().elem_type()};
+    return {K::kOptionalTensor, elem.tensor_type().elem_type()};
+  }
+  return {K::kTensor, type.tensor_type().elem_type()};
+}
+
+// run_case for a model with sequence or optional inputs or outputs: their .pb files hold
+// SequenceProto and OptionalProto, read as the model declares them, and the model runs through
+// OnnxSession::run_values; each tensor of an output is compared as compare() does.
+std::string run_value_case(const fs::path& dir, const onnx::ModelProto& model,
+                           const std::set<std::string>& initializers) {
+  fs::path data = dir / "test_data_set_0";
+  std::vector<fs::path> in_files = numbered(data, "input_");
+  std::vector<fs::path> out_files = numbered(data, "output_");
+  std::map<std::string, lumen::OnnxValue> inputs;
+  size_t k = 0;
+  for (const auto& in : model.graph().input()) {
+    if (initializers.count(in.name())) continue;
+    if (k >= in_files.size()) return "fail\ttoo few input files";
+    auto [kind, elem] = declared_kind(in.type());
+    lumen::OnnxValue v = lumen::load_onnx_value(in_files[k++].string(), kind);
+    for (lumen::Tensor& t : v.tensors) t = as_declared(t, elem);
+    inputs[in.name()] = std::move(v);
+  }
+  if (k != in_files.size())
+    return "fail\t" + std::to_string(in_files.size()) + " input files for " + std::to_string(k) +
+           " inputs";
+  lumen::CompileOptions compile_options;
+  compile_options.backends = compile_backends;
+  lumen::OnnxSession session((dir / "model.onnx").string(), {}, compile_options);
+  std::vector<lumen::OnnxValue> outputs = session.run_values(inputs);
+  if (outputs.size() != out_files.size())
+    return "fail\t" + std::to_string(outputs.size()) + " outputs, expected " +
+           std::to_string(out_files.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    auto [kind, elem] = declared_kind(model.graph().output(static_cast<int>(o)).type());
+    lumen::OnnxValue want = lumen::load_onnx_value(out_files[o].string(), kind);
+    const lumen::OnnxValue& got = outputs[o];
+    std::string which = "output " + std::to_string(o);
+    if (got.present != want.present)
+      return "fail\t" + which + (got.present ? " holds a value" : " is empty") + ", expected " +
+             (want.present ? "a value" : "none");
+    if (got.tensors.size() != want.tensors.size())
+      return "fail\t" + which + " holds " + std::to_string(got.tensors.size()) +
+             " tensors, expected " + std::to_string(want.tensors.size());
+    for (size_t e = 0; e < got.tensors.size(); ++e) {
+      std::string diff = compare(got.tensors[e], as_declared(want.tensors[e], elem), o);
+      if (!diff.empty())
+        return "fail\t" + diff + " (tensor " + std::to_string(e) + " of the " +
+               lumen::onnx_value_kind_name(got.kind) + ")";
+    }
+  }
+  return std::string("pass\t") + (session.info().value_inputs.empty()
+                                      ? "sequences or optionals"
+                                      : "sequences or optionals; shape-deciding inputs read at run "
+                                        "time");
+}
+
 // Runs in the child: returns "status\treason".
 std::string run_case(const fs::path& dir) {
   try {
@@ -138,6 +208,10 @@ std::string run_case(const fs::path& dir) {
     }
     std::set<std::string> initializers;
     for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+    for (const auto* infos : {&model.graph().input(), &model.graph().output()})
+      for (const auto& v : *infos)
+        if (v.type().has_sequence_type() || v.type().has_optional_type())
+          return run_value_case(dir, model, initializers);
     std::vector<std::string> input_names;
     std::vector<int32_t> input_types;
     for (const auto& in : model.graph().input()) {
