@@ -234,8 +234,9 @@ class Importer final : public Scope {
       std::string names;
       for (const std::string& name : out.value_inputs)
         names += (names.empty() ? "'" : ", '") + name + "'";
-      throw ShapeError(msg.substr(msg.find(": ") + 2) + "; the value comes at run time from input " +
-                       names + ": run the model through OnnxSession (`lumen run`, Python's " +
+      throw ShapeError(msg.substr(msg.find(": ") + 2) +
+                       "; the value comes at run time from input " + names +
+                       ": run the model through OnnxSession (`lumen run`, Python's " +
                        "lumen.Model), which compiles a plan per value, or fix it with " +
                        "OnnxLoadOptions::input_values");
     }
