@@ -86,13 +86,13 @@ LUMEN_REGISTER_SCHEMA(BitShift, {.min_inputs = 2,
                                  .max_inputs = 2,
                                  .attrs = {{"direction", AttrType::kString, true}},
                                  .infer = &infer_bit_shift});
-LUMEN_REGISTER_SCHEMA(BitwiseAnd,
-                      {.min_inputs = 2, .max_inputs = 2, .infer = &infer_bitwise_binary});
-LUMEN_REGISTER_SCHEMA(BitwiseOr,
-                      {.min_inputs = 2, .max_inputs = 2, .infer = &infer_bitwise_binary});
-LUMEN_REGISTER_SCHEMA(BitwiseXor,
-                      {.min_inputs = 2, .max_inputs = 2, .infer = &infer_bitwise_binary});
-LUMEN_REGISTER_SCHEMA(BitwiseNot, {.infer = &infer_bitwise_not});
+LUMEN_REGISTER_SCHEMA(
+    BitwiseAnd, {.min_inputs = 2, .max_inputs = 2, .attrs = {}, .infer = &infer_bitwise_binary});
+LUMEN_REGISTER_SCHEMA(
+    BitwiseOr, {.min_inputs = 2, .max_inputs = 2, .attrs = {}, .infer = &infer_bitwise_binary});
+LUMEN_REGISTER_SCHEMA(
+    BitwiseXor, {.min_inputs = 2, .max_inputs = 2, .attrs = {}, .infer = &infer_bitwise_binary});
+LUMEN_REGISTER_SCHEMA(BitwiseNot, {.attrs = {}, .infer = &infer_bitwise_not});
 LUMEN_REGISTER_SCHEMA(BitCast, {.attrs = {{"to", AttrType::kInt, true}}, .infer = &infer_bit_cast});
 
 }  // namespace lumen
