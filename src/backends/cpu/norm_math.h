@@ -36,6 +36,9 @@ inline float exp_in_range(float x) {
   constexpr float kLn2Lo = -2.12194440e-4f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: (v + kRound) - kRound rounds v to integer
   float n = (x * kLog2e + kRound) - kRound;
+  // A NaN x keeps n's integer conversion below defined (a select, so loops still vectorise);
+  // r, and so the result, stay NaN.
+  n = n == n ? n : 0.0f;
   float r = x - n * kLn2Hi;
   r = r - n * kLn2Lo;
   float p = 1.9875691500e-4f;
