@@ -36,7 +36,8 @@ if [ "$mode" = pack ]; then
     if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
     else cp -L "$path" "$bundle"/lib/$lib; fi
   done
-  cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$bundle"/bench/
+  cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$here"/headline.py \
+    "$bundle"/bench/
   cp "$root"/tests/models/export_zoo.py "$bundle"/tests/models/
   cp "$root"/docs/benchmarks.md "$bundle"/docs/
   du -sh "$bundle"

@@ -10,9 +10,20 @@
 
 namespace lumen::cli {
 
-// `lumen bench matmul N [--runs R]`: an N x N float32 MatMul on every available backend; prints
-// the median time and GFLOP/s per backend. Returns the process exit code.
+// `lumen bench matmul N [--runs R] [--precision P] [--device LIST]`: an N x N float32 MatMul on
+// every available backend (or those listed); per backend the device-resident time (operands already
+// on the backend's device: the kernels' time, GFLOP/s) and the host-to-host time (copies included,
+// with the copies' own time and GB/s). Returns the process exit code.
 int bench_matmul(const std::vector<std::string>& args);
+
+// `lumen bench memory [MODEL.onnx] [--shape NAME=AxB]... [--device LIST] [--no-optimize]`: the
+// planned arena against every intermediate in its own memory, and the process's peak resident
+// memory after compiling and one run; without a model, the 20-layer MLP (width 1024, batch 64).
+int bench_memory(const std::vector<std::string>& args);
+
+// `lumen bench fusion [--device LIST] [--batch B] [--channels C] [--size S] [--runs R]`: Conv 3x3
+// then Relu as two steps against one FusedConv, per backend: steps per run and time per run.
+int bench_fusion(const std::vector<std::string>& args);
 
 // `lumen run MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=AxBxC]... [--output-dir DIR]
 // [--device cpu|cuda|auto] [--repeat N] [--no-optimize] [--profile] [--trace FILE.json]`: runs a
