@@ -91,10 +91,12 @@ int bench_fusion(const std::vector<std::string>& args) {
       RunProfile profile;
       exe->execute({x_resident}, &profile);
       steps[fused] = profile.steps.size();
+      std::string ops;
+      for (const RunProfile::Step& step : profile.steps) ops += (ops.empty() ? "" : ", ") + step.op;
       t[fused] = time_runs([&] { return wall_ms([&] { exe->execute({x_resident}); }); }, a.runs);
-      std::printf("%-8s %-16s %6zu %10.3f %10.3f %6zu\n", backend.c_str(),
+      std::printf("%-8s %-16s %6zu %10.3f %10.3f %6zu  %s\n", backend.c_str(),
                   fused ? "FusedConv(Relu)" : "Conv, Relu", steps[fused], t[fused].median_ms,
-                  t[fused].min_ms, t[fused].runs);
+                  t[fused].min_ms, t[fused].runs, ops.c_str());
     }
     std::printf("%-8s fused: %zu step(s) per run instead of %zu, %.3f ms instead of %.3f (%.2fx)\n",
                 backend.c_str(), steps[1], steps[0], t[1].median_ms, t[0].median_ms,
