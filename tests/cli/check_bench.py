@@ -88,7 +88,7 @@ def check_fusion(build):
     fused = re.search(r"^cpu\s+FusedConv\(Relu\)\s+(\d+)\s+([\d.]+)", out, re.M)
     assert unfused and fused, out
     assert int(unfused.group(1)) == 2 and int(fused.group(1)) == 1, out
-    assert re.search(r"^cpu\s+fused: 1 step\(s\) per run instead of 2", out, re.M), out
+    assert re.search(r"^cpu\s+fused: 1 kernel\(s\) per run instead of 2", out, re.M), out
 
 
 def main():
