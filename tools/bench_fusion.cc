@@ -2,7 +2,6 @@
 // optimizer makes of them, per backend: steps (kernel calls) per run and time per run. The
 // original claim was Conv2d+ReLU in one kernel launch.
 #include <cstdio>
-#include <random>
 
 #include "lumen/lumen.h"
 #include "tools/bench_util.h"
@@ -10,15 +9,6 @@
 
 namespace lumen::cli {
 namespace {
-
-Tensor uniform(const Shape& shape, uint64_t seed) {
-  Tensor t = Tensor::empty(shape);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
-  return t;
-}
 
 struct FusionArgs {
   int64_t batch = 1;
@@ -70,9 +60,9 @@ int bench_fusion(const std::vector<std::string>& args) {
   }
   Runtime rt;
   std::vector<std::string> backends = parse_backends(a.devices, rt);
-  const Tensor w = uniform({a.channels, a.channels, 3, 3}, 1);
-  const Tensor b = uniform({a.channels}, 2);
-  const Tensor x = uniform({a.batch, a.channels, a.size, a.size}, 3);
+  const Tensor w = uniform_tensor({a.channels, a.channels, 3, 3}, 1.0f, 1);
+  const Tensor b = uniform_tensor({a.channels}, 1.0f, 2);
+  const Tensor x = uniform_tensor({a.batch, a.channels, a.size, a.size}, 1.0f, 3);
   std::printf(
       "fusion: Conv 3x3 (%lld -> %lld channels, %lldx%lld, batch %lld, pads 1) + Relu, float32; "
       "input resident on the backend's device, output back on the host\n",

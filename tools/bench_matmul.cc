@@ -2,7 +2,6 @@
 // operands already where the backend computes (what the product itself costs) and from host memory
 // to host memory (what a call on host arrays costs, copies included).
 #include <cstdio>
-#include <random>
 
 #include "lumen/lumen.h"
 #include "tools/bench_util.h"
@@ -10,15 +9,6 @@
 
 namespace lumen::cli {
 namespace {
-
-Tensor random_matrix(int64_t n, uint64_t seed) {
-  Tensor t = Tensor::empty({n, n});
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
-  return t;
-}
 
 struct MatmulArgs {
   int64_t n = 0;
@@ -71,8 +61,8 @@ int bench_matmul(const std::vector<std::string>& args) {
   const int64_t n = opt.n;
   Runtime rt;
   std::vector<std::string> backends = parse_backends(opt.devices, rt);
-  Tensor a = random_matrix(n, 1);
-  Tensor b = random_matrix(n, 2);
+  Tensor a = uniform_tensor({n, n}, 1.0f, 1);
+  Tensor b = uniform_tensor({n, n}, 1.0f, 2);
   const double flop = 2.0 * static_cast<double>(n) * n * n;
   const double matrix_bytes = static_cast<double>(n) * n * sizeof(float);
   std::printf("matmul %lld x %lld, float32 operands, precision %s (%.1f GFLOP per product)\n",

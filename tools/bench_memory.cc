@@ -4,7 +4,6 @@
 // claim (20 Linear layers of width 1024 with ReLU between them, batch 64), built in code.
 #include <cmath>
 #include <cstdio>
-#include <random>
 
 #include "lumen/lumen.h"
 #include "lumen/onnx.h"
@@ -18,15 +17,6 @@ constexpr int64_t kMlpDepth = 20;
 constexpr int64_t kMlpWidth = 1024;
 constexpr int64_t kMlpBatch = 64;
 
-Tensor uniform(const Shape& shape, float bound, uint64_t seed) {
-  Tensor t = Tensor::empty(shape);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-bound, bound);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
-  return t;
-}
-
 // The MLP as an exporter writes it: MatMul, Add of the bias, Relu, per layer.
 Graph build_mlp20() {
   Graph g;
@@ -34,8 +24,9 @@ Graph build_mlp20() {
   const float he = std::sqrt(6.0f / static_cast<float>(kMlpWidth));
   for (int64_t i = 0; i < kMlpDepth; ++i) {
     std::string layer = "fc" + std::to_string(i);
-    Value* w = g.add_constant(layer + ".weight", uniform({kMlpWidth, kMlpWidth}, he, 2 * i + 1));
-    Value* b = g.add_constant(layer + ".bias", uniform({kMlpWidth}, 0.01f, 2 * i + 2));
+    Value* w =
+        g.add_constant(layer + ".weight", uniform_tensor({kMlpWidth, kMlpWidth}, he, 2 * i + 1));
+    Value* b = g.add_constant(layer + ".bias", uniform_tensor({kMlpWidth}, 0.01f, 2 * i + 2));
     x = g.add_op("Add", {g.add_op("MatMul", {x, w}), b});
     if (i + 1 < kMlpDepth) x = g.add_op("Relu", {x});
   }

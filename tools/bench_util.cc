@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "lumen/error.h"
@@ -22,6 +23,15 @@ Timing time_runs(const std::function<double()>& one_run, int64_t runs) {
   }
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms.front(), ms.size()};
+}
+
+Tensor uniform_tensor(const Shape& shape, float bound, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
 }
 
 double wall_ms(const std::function<void()>& fn) {

@@ -24,6 +24,9 @@ struct Timing {
 // `one_run` returns the milliseconds it measured itself (so a caller may time part of a call).
 Timing time_runs(const std::function<double()>& one_run, int64_t runs);
 
+// A float32 tensor of `shape`, uniform in [-bound, bound], the same for the same seed.
+Tensor uniform_tensor(const Shape& shape, float bound, uint64_t seed);
+
 // Milliseconds `fn` takes by the steady clock.
 double wall_ms(const std::function<void()>& fn);
 

@@ -5,22 +5,10 @@ model, fusion's step counts, and bad arguments failing with a message instead of
 
     tests/cli/check_bench.py BUILD_DIR
 """
-import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODEL = os.path.join(ROOT, "models", "digits", "digits.onnx")
-
-
-def lumen(build, *args, ok=True):
-    proc = subprocess.run([os.path.join(build, "lumen"), *args], capture_output=True, text=True)
-    if ok and proc.returncode != 0:
-        sys.exit(f"lumen {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-    if not ok and (proc.returncode == 0 or proc.returncode < 0):
-        sys.exit(f"lumen {' '.join(args)} should fail with an error, got {proc.returncode}")
-    return proc.stdout + proc.stderr
+from check_cli import MODEL, lumen
 
 
 ROW = r"^{backend}\s+{timing}\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(.*)$"
