@@ -16,8 +16,7 @@ saved at export (max |out - ref| <= 1e-4 * max |ref|, the zoo tests' tolerance).
 
 Writes bench/results/harness[-LABEL].csv, the "harness" section of docs/benchmarks.md (or
 "harness-LABEL") and docs/harness[-LABEL].png, a bar chart of each runtime's latency over ONNX
-Runtime's. Threads: --threads intra-op threads for every runtime (default 2, this machine's cores;
-Lumen's OpenMP team through OMP_NUM_THREADS).
+Runtime's. Threads: --threads intra-op threads for every runtime (default 2, this machine's cores).
 
 Run count: every runtime runs a model the same number of times per process, at least --repeat and
 enough for about --min-time-ms of runs at the latency Lumen showed in a short calibration run
@@ -132,7 +131,7 @@ def run_once(runtime, args, name, info, out_file, repeat):
         if out_file:
             tmp = tempfile.mkdtemp()
             cmd += ["--output-dir", tmp]
-        out, rss = run_child(cmd, env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+        out, rss = run_child(cmd + ["--threads", str(args.threads)])
         if tmp:
             got = [f for f in os.listdir(tmp) if f.endswith(".npy")]
             os.replace(os.path.join(tmp, sorted(got)[0]), out_file)

@@ -33,6 +33,8 @@ MatmulArgs parse_args(const std::vector<std::string>& args) {
       out.precision = parse_precision(value("--precision"));
     } else if (args[i] == "--device") {
       out.devices = value("--device");
+    } else if (args[i] == "--threads") {
+      set_num_threads(static_cast<int>(parse_count(value("--threads"), "--threads")));
     } else {
       throw InvalidArgument("bench matmul: unknown argument '" + args[i] + "'");
     }
@@ -65,9 +67,11 @@ int bench_matmul(const std::vector<std::string>& args) {
   Tensor b = uniform_tensor({n, n}, 1.0f, 2);
   const double flop = 2.0 * static_cast<double>(n) * n * n;
   const double matrix_bytes = static_cast<double>(n) * n * sizeof(float);
-  std::printf("matmul %lld x %lld, float32 operands, precision %s (%.1f GFLOP per product)\n",
-              static_cast<long long>(n), static_cast<long long>(n), precision_name(opt.precision),
-              flop / 1e9);
+  std::printf(
+      "matmul %lld x %lld, float32 operands, precision %s (%.1f GFLOP per product), %d CPU "
+      "threads\n",
+      static_cast<long long>(n), static_cast<long long>(n), precision_name(opt.precision),
+      flop / 1e9, num_threads());
   std::printf(
       "device-resident: the input already on the backend's device, the kernels' time (a profiled "
       "run's steps);\nhost-to-host: execute() on a host array to a host result, copies "

@@ -140,6 +140,8 @@ int run_model(const std::vector<std::string>& args) {
       profile = true;
     } else if (a == "--repeat") {
       repeat = parse_count(value("--repeat"), "--repeat");
+    } else if (a == "--threads") {
+      set_num_threads(static_cast<int>(parse_count(value("--threads"), "--threads")));
     } else {
       throw InvalidArgument("lumen run: unknown argument '" + a + "'");
     }
@@ -225,8 +227,8 @@ int run_model(const std::vector<std::string>& args) {
   std::vector<RunProfile> profiles(profile ? static_cast<size_t>(repeat) : 0);
   for (RunProfile& p : profiles) exe->execute(inputs, &p);
   std::sort(ms.begin(), ms.end());
-  std::printf("%s: loaded and compiled in %.1f ms\n", model.c_str(),
-              std::chrono::duration<double, std::milli>(t1 - t0).count());
+  std::printf("%s: loaded and compiled in %.1f ms (%d CPU threads)\n", model.c_str(),
+              std::chrono::duration<double, std::milli>(t1 - t0).count(), num_threads());
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
     double sum = 0;
