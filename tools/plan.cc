@@ -103,8 +103,8 @@ void print_calibration(const router::RoutePlan& plan) {
   const router::CalibrationReport& c = plan.calibration;
   std::printf(
       "calibration: %d kernels measured, %d cached, %d left to interpolation (budget), %d "
-      "unmeasurable, in %.2f s; cache %s (%s)\n",
-      c.measured, c.cached, c.skipped, c.failed, c.seconds, plan.cache_file.c_str(),
+      "unmeasurable, %d outliers timed again, in %.2f s; cache %s (%s)\n",
+      c.measured, c.cached, c.skipped, c.failed, c.remeasured, c.seconds, plan.cache_file.c_str(),
       plan.cache_loaded ? "read" : "new");
   if (!plan.cache_error.empty()) std::printf("cache not saved: %s\n", plan.cache_error.c_str());
 }
@@ -193,6 +193,20 @@ int tune_model(const std::vector<std::string>& args) {
   if (!a.budget_given) a.router.budget_s = 600;  // ahead of time: measure everything
   Graph graph = load(a, {});
   router::RoutePlan plan = router::route(graph, available_backends(), a.router, true);
+  // The graphs `lumen run --device auto` compares its plan with: optimized for the host alone
+  // (its fusions), and for each device before the host.
+  for (Backend* b : available_backends()) {
+    std::vector<std::string> names = {b->name()};
+    if (b->device().type != DeviceType::kCPU) names.push_back("cpu");
+    try {
+      Graph single = load(a, names);
+      router::RoutePlan p = router::route(single, available_backends(), a.router, true);
+      plan.calibration.measured += p.calibration.measured;
+      plan.calibration.remeasured += p.calibration.remeasured;
+      plan.calibration.seconds += p.calibration.seconds;
+    } catch (const UnsupportedOp&) {
+    }
+  }
   std::printf("%s: %zu nodes, backends", a.model.c_str(), plan.decisions.size());
   for (Backend* b : plan.candidates) std::printf(" %s", b->name().c_str());
   std::printf("\n");
