@@ -11,6 +11,9 @@
 namespace lumen::cli {
 namespace {
 
+// A plan predicted below this is run to check it however far its prediction is from the best.
+constexpr double kCheapUs = 5000;
+
 // The compile backends of a candidate ({"auto"}, {"cpu"}, {"cuda", "cpu"}) and the list its graph
 // is optimized for.
 std::vector<std::string> backends_of(const std::string& name) {
@@ -88,6 +91,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     double predicted = -1;
     try {
       Graph single = make(backends_of(name));
+      // Over every backend, as the auto graph: the cache file holds one set of devices.
       router::RoutePlan p = router::route(single, backends, options.router, true);
       predicted = std::isfinite(p.single_us[d]) ? p.single_us[d] : -1;
     } catch (const UnsupportedOp&) {
@@ -97,7 +101,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
   }
   // The plan the tune cache holds for this graph on these devices.
   router::CostModel cache;
-  const router::CacheIdentity identity{version(), router::device_identity(route.candidates)};
+  const router::CacheIdentity identity{version(), route.cache_devices};
   router::load_cache(route.cache_file, identity, &cache);
   const std::string fingerprint =
       router::graph_fingerprint(graph, options.precision == Precision::kFloat32 ? "" : "lowp");
@@ -109,8 +113,9 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
         out.reason = choice->second + " (from the tune cache)";
         out.from_cache = true;
       }
-  // Which plans are worth running: within 3x of the least predicted (an auto plan that is one of
-  // the single-device plans is that plan).
+  // Which plans are worth running: within 3x of the least predicted, or predicted under
+  // kCheapUs (cheap to run whatever an outlier in its costs says); an auto plan on one device is
+  // that device's plan.
   double least = -1;
   for (const router::PlanCandidate& c : out.candidates)
     if (c.predicted_us >= 0 && (least < 0 || c.predicted_us < least)) least = c.predicted_us;
@@ -118,8 +123,10 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
   for (size_t k = 0; k < out.candidates.size(); ++k) {
     const router::PlanCandidate& c = out.candidates[k];
     if (k == 0 && !c.mixed) continue;
-    if (c.predicted_us < 0 || c.predicted_us <= 3 * least) contenders.push_back(static_cast<int>(k));
+    if (c.predicted_us < 0 || c.predicted_us <= 3 * least || c.predicted_us <= kCheapUs)
+      contenders.push_back(static_cast<int>(k));
   }
+  if (contenders.empty()) contenders.push_back(0);
   std::vector<Compiled> compiled(out.candidates.size());
   if (chosen < 0 && verify && contenders.size() > 1) {
     std::vector<std::vector<Tensor>> inputs(out.candidates.size());

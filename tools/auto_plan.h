@@ -41,7 +41,7 @@ struct AutoPlan {
 // Compiles the model for device auto: routes the auto graph (measuring what the tune cache
 // lacks), costs the single-device plans on graphs optimized for them, and takes the plan the tune
 // cache recorded for this graph; else, with `verify` and more than one plan predicted within 3x of
-// the best, compiles each such plan, runs it (two interleaved rounds of timed_runs, up to about
+// the best (or under 5 ms), compiles each such plan, runs it (two interleaved rounds of timed_runs, up to about
 // 0.3 s a round, the lesser median) and keeps the fastest (choose_plan), recording the choice in
 // the tune cache; else the least predicted. `options` are compile options but for backends.
 AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,

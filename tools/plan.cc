@@ -10,6 +10,7 @@
 #include "graph/op_kind.h"
 #include "lumen/lumen.h"
 #include "router/router.h"
+#include "router/tune_cache.h"
 #include "tools/auto_plan.h"
 #include "tools/commands.h"
 
@@ -144,6 +145,14 @@ int plan_model(const std::vector<std::string>& args) {
                 plan.schedule_us < 0 ? "-" : "+", std::abs(plan.schedule_us) / 1000);
   std::printf("\n");
   std::printf("against one device: %s\n", plan.choice.c_str());
+  if (a.device == "auto" && !a.measure) {
+    // What `lumen run --device auto` found when it ran the plans, if it has.
+    router::CostModel cache;
+    router::load_cache(plan.cache_file, {version(), plan.cache_devices}, &cache);
+    if (const auto* choice = cache.choice(router::graph_fingerprint(graph, "")))
+      std::printf("auto runs plan %s (tune cache): %s\n", choice->first.c_str(),
+                  choice->second.c_str());
+  }
   if (a.measure) {
     // What `lumen run --device D` runs: the same graph, compile, inputs, warm-up and timer.
     auto make = [&](const std::vector<std::string>& names) { return load(a, names); };
@@ -195,12 +204,13 @@ int tune_model(const std::vector<std::string>& args) {
   router::RoutePlan plan = router::route(graph, available_backends(), a.router, true);
   // The graphs `lumen run --device auto` compares its plan with: optimized for the host alone
   // (its fusions), and for each device before the host.
-  for (Backend* b : available_backends()) {
+  // (Routed over every backend, as the auto graph: the cache file holds one set of devices.)
+  for (Backend* b : plan.candidates) {
     std::vector<std::string> names = {b->name()};
-    if (b->device().type != DeviceType::kCPU) names.push_back("cpu");
+    if (b != plan.candidates[0]) names.push_back("cpu");
     try {
       Graph single = load(a, names);
-      router::RoutePlan p = router::route(single, available_backends(), a.router, true);
+      router::RoutePlan p = router::route(single, plan.candidates, a.router, true);
       plan.calibration.measured += p.calibration.measured;
       plan.calibration.remeasured += p.calibration.remeasured;
       plan.calibration.seconds += p.calibration.seconds;

@@ -141,12 +141,13 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   // Costs: the cache, then what it lacks, measured now.
   CostModel model;
   CacheIdentity identity{version(), device_identity(cands)};
+  plan.cache_devices = identity.devices;
   plan.cache_file = options.cache_file.empty() ? default_cache_file() : options.cache_file;
   plan.cache_loaded = load_cache(plan.cache_file, identity, &model);
   if (options.measure) {
     plan.calibration = calibrate(graph, order, cands, options.budget_s, options.progress, &model);
     // An unwritable cache costs the next compile a calibration, not this one its result.
-    if (plan.calibration.measured > 0 || !plan.cache_loaded) {
+    if (plan.calibration.measured > 0 || plan.calibration.remeasured > 0 || !plan.cache_loaded) {
       try {
         save_cache(plan.cache_file, identity, model);
       } catch (const IoError& e) {

@@ -46,6 +46,7 @@ struct RoutePlan {
   bool graph_replay = false;            // every node on one device, replayed as a CUDA graph
   std::string method;  // "one backend", "exact", "heuristic", "one device, replayed"
   std::string cache_file;
+  std::string cache_devices;  // the devices the cache file's measurements hold for (tune_cache.h)
   bool cache_loaded = false;  // the cache file held measurements for these devices and version
   std::string cache_error;    // why the measurements could not be saved, if they could not
   CalibrationReport calibration;
