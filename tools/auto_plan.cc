@@ -132,7 +132,8 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     std::vector<std::vector<Tensor>> inputs(out.candidates.size());
     std::vector<double> first_ms(out.candidates.size(), 0);
     for (int k : contenders) {
-      compiled[k] = compile_candidate(make, options, out.candidates[k].name, k == 0 ? &graph : nullptr);
+      compiled[k] =
+          compile_candidate(make, options, out.candidates[k].name, k == 0 ? &graph : nullptr);
       inputs[k] = make_inputs(compiled[k].exe);
       auto t0 = std::chrono::steady_clock::now();
       compiled[k].exe->execute(inputs[k]);  // warm-up, as `lumen run`'s first run
@@ -141,8 +142,8 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     }
     for (int round = 0; round < 2; ++round)
       for (int k : contenders) {
-        const int64_t runs = std::clamp<int64_t>(
-            static_cast<int64_t>(300.0 / std::max(first_ms[k], 1e-3)), 3, 50);
+        const int64_t runs =
+            std::clamp<int64_t>(static_cast<int64_t>(300.0 / std::max(first_ms[k], 1e-3)), 3, 50);
         std::vector<Tensor> outputs;
         std::vector<double> ms = timed_runs(compiled[k].exe, inputs[k], runs, &outputs);
         const double median_us = ms[ms.size() / 2] * 1000;

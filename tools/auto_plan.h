@@ -29,11 +29,11 @@ using InputMaker = std::function<std::vector<Tensor>(Executable*)>;
 struct AutoPlan {
   std::unique_ptr<Runtime> runtime;  // owns exe
   Executable* exe = nullptr;
-  int chosen = 0;                               // index into candidates
+  int chosen = 0;                                 // index into candidates
   std::vector<router::PlanCandidate> candidates;  // "auto", "cpu", "cuda,cpu": as predicted,
                                                   // and measured where they were run now
-  std::string reason;                           // why the chosen one (router::choose_plan)
-  bool from_cache = false;                      // the choice was in the tune cache
+  std::string reason;                             // why the chosen one (router::choose_plan)
+  bool from_cache = false;                        // the choice was in the tune cache
   router::RoutePlan route;  // the router's placement of the auto graph, explained
   double predicted_us() const { return candidates[chosen].predicted_us; }
 };
@@ -41,9 +41,10 @@ struct AutoPlan {
 // Compiles the model for device auto: routes the auto graph (measuring what the tune cache
 // lacks), costs the single-device plans on graphs optimized for them, and takes the plan the tune
 // cache recorded for this graph; else, with `verify` and more than one plan predicted within 3x of
-// the best (or under 5 ms), compiles each such plan, runs it (two interleaved rounds of timed_runs, up to about
-// 0.3 s a round, the lesser median) and keeps the fastest (choose_plan), recording the choice in
-// the tune cache; else the least predicted. `options` are compile options but for backends.
+// the best (or under 5 ms), compiles each such plan, runs it (two interleaved rounds of timed_runs,
+// up to about 0.3 s a round, the lesser median) and keeps the fastest (choose_plan), recording the
+// choice in the tune cache; else the least predicted. `options` are compile options but for
+// backends.
 AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
                       const InputMaker& make_inputs, bool verify);
 

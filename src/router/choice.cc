@@ -44,10 +44,10 @@ PlanVerdict choose_plan(const std::vector<PlanCandidate>& candidates) {
     verdict.reason = label(candidates[0]) + ": nothing measured or predicted";
     return verdict;
   }
-  bool mixed_wins = best_mixed >= 0 &&
-                    (best_single < 0 || (any_measured ? time(best_mixed) <
-                                                            kMixedMargin * time(best_single)
-                                                      : time(best_mixed) < time(best_single)));
+  bool mixed_wins =
+      best_mixed >= 0 &&
+      (best_single < 0 || (any_measured ? time(best_mixed) < kMixedMargin * time(best_single)
+                                        : time(best_mixed) < time(best_single)));
   verdict.chosen = mixed_wins ? best_mixed : best_single;
   verdict.reason = label(candidates[verdict.chosen]) + ": " + what + " " + ms(time(verdict.chosen));
   std::string against;

@@ -136,8 +136,7 @@ void CostModel::set_choice(const std::string& fingerprint, const std::string& pl
   choices_[fingerprint] = {plan, reason};
 }
 
-const std::pair<std::string, std::string>* CostModel::choice(
-    const std::string& fingerprint) const {
+const std::pair<std::string, std::string>* CostModel::choice(const std::string& fingerprint) const {
   auto it = choices_.find(fingerprint);
   return it == choices_.end() ? nullptr : &it->second;
 }

@@ -54,13 +54,13 @@ TEST(Outliers, AKernelOrdersOfMagnitudeAboveItsNeighboursIsFlagged) {
 Graph matmul_chain() {
   Graph g;
   Value* x = g.add_input("x", {16, 128});
-  Value* a = g.add_op("MatMul", {x, g.add_constant("w1", test::random_tensor({128, 256}, 1))},
-                      {}, "mm1");
-  Value* b = g.add_op("MatMul", {a, g.add_constant("w2", test::random_tensor({256, 256}, 2))},
-                      {}, "mm2");
+  Value* a =
+      g.add_op("MatMul", {x, g.add_constant("w1", test::random_tensor({128, 256}, 1))}, {}, "mm1");
+  Value* b =
+      g.add_op("MatMul", {a, g.add_constant("w2", test::random_tensor({256, 256}, 2))}, {}, "mm2");
   Value* r = g.add_op("Relu", {b}, {}, "relu");
-  g.mark_output(g.add_op("MatMul", {r, g.add_constant("w3", test::random_tensor({256, 64}, 3))},
-                         {}, "mm3"));
+  g.mark_output(
+      g.add_op("MatMul", {r, g.add_constant("w3", test::random_tensor({256, 64}, 3))}, {}, "mm3"));
   return g;
 }
 
@@ -84,8 +84,8 @@ TEST(Calibration, TheSameKernelsTwiceAgreeWithinATolerance) {
     const router::KernelSample* again = second.measured("cpu", key);
     ASSERT_NE(again, nullptr) << key;
     const double lo = std::min(s.us, again->us), hi = std::max(s.us, again->us);
-    EXPECT_TRUE(hi <= 3 * lo || hi - lo <= 20) << key << ": " << s.us << " us, then " << again->us
-                                               << " us";
+    EXPECT_TRUE(hi <= 3 * lo || hi - lo <= 20)
+        << key << ": " << s.us << " us, then " << again->us << " us";
   }
 }
 
@@ -127,8 +127,8 @@ TEST(ChoosePlan, AMixedPlanThatMeasuresSlowerLosesToTheBestSingleDevice) {
 
 TEST(ChoosePlan, TiesGoToOneDeviceAndToTheEarlierCandidate) {
   // Within 2%: the plan without copies.
-  router::PlanVerdict v =
-      router::choose_plan({{"auto", true, 10, 99}, {"cpu", false, 10, 100}, {"cuda,cpu", false, 10, 300}});
+  router::PlanVerdict v = router::choose_plan(
+      {{"auto", true, 10, 99}, {"cpu", false, 10, 100}, {"cuda,cpu", false, 10, 300}});
   EXPECT_EQ(v.chosen, 1);
   EXPECT_NE(v.reason.find("a tie"), std::string::npos) << v.reason;
   // Two single devices measured alike: the first listed.
@@ -139,8 +139,8 @@ TEST(ChoosePlan, TiesGoToOneDeviceAndToTheEarlierCandidate) {
 }
 
 TEST(ChoosePlan, AMixedPlanThatWinsByMoreThanTheMarginIsKept) {
-  router::PlanVerdict v =
-      router::choose_plan({{"auto", true, 88, 88}, {"cpu", false, 500, 521}, {"cuda,cpu", false, 130, 134}});
+  router::PlanVerdict v = router::choose_plan(
+      {{"auto", true, 88, 88}, {"cpu", false, 500, 521}, {"cuda,cpu", false, 130, 134}});
   EXPECT_EQ(v.chosen, 0);
   EXPECT_EQ(v.reason.find("slower"), std::string::npos);
   // A single-device plan that could not run (not measured) is not a reason to keep another.
@@ -153,8 +153,8 @@ TEST(Fingerprint, SameGraphSameKeyAndAShapeChangesIt) {
   EXPECT_NE(router::graph_fingerprint(a, ""), router::graph_fingerprint(a, "lowp"));
   Graph c;
   Value* x = c.add_input("x", {32, 128});  // another batch
-  c.mark_output(c.add_op("MatMul", {x, c.add_constant("w1", test::random_tensor({128, 256}, 1))},
-                         {}, "mm1"));
+  c.mark_output(
+      c.add_op("MatMul", {x, c.add_constant("w1", test::random_tensor({128, 256}, 1))}, {}, "mm1"));
   EXPECT_NE(router::graph_fingerprint(a, ""), router::graph_fingerprint(c, ""));
 }
 
@@ -193,8 +193,7 @@ class SimulatedBackend final : public Backend {
 // route() of `g` over the host and `sim`, per-node costs (us) by node name from a cache file;
 // links 10 us + 1 ns per byte, a launch 3 us (0.5 in a graph).
 router::RoutePlan route_with(const Graph& g, const std::map<std::string, double>& host_us,
-                             const std::map<std::string, double>& sim_us,
-                             const std::string& name) {
+                             const std::map<std::string, double>& sim_us, const std::string& name) {
   SimulatedBackend* sim = new SimulatedBackend;  // outlives the plan, which points at it
   Backend* cpu = find_backend("cpu");
   router::CostModel model;
@@ -243,8 +242,10 @@ TEST(Router, AMixedPlanIsChosenOnlyWherePredictedBelowEverySingleDevice) {
   // b is 100x cheaper on the device and reads a small value; a and c read or write large ones.
   Graph g;
   Value* x = g.add_input("x", {256, 1024});
-  Value* a = g.add_op("ReduceSum", {x, g.add_constant("axes", Tensor::from_vector(Shape{1}, std::vector<int64_t>{1}))},
-                      {{"keepdims", int64_t{0}}}, "a");
+  Value* a =
+      g.add_op("ReduceSum",
+               {x, g.add_constant("axes", Tensor::from_vector(Shape{1}, std::vector<int64_t>{1}))},
+               {{"keepdims", int64_t{0}}}, "a");
   Value* b = g.add_op("Relu", {a}, {}, "b");
   g.mark_output(g.add_op("Sigmoid", {b}, {}, "c"));
   router::RoutePlan plan = route_with(g, {{"a", 100}, {"b", 5000}, {"c", 1}},
