@@ -53,8 +53,8 @@ double time_per_run(const std::function<void()>& run, Stream& stream, int warmup
 }
 
 // Per-run time of `run` on the host (microseconds), the minimum of up to three rounds' medians
-// (the later rounds while the earlier took under 20 ms: a kernel of milliseconds shrugs off a
-// burst): warmed up with `warmups` calls and one more, then in each round every run timed on its
+// (the later rounds while the earlier took under 20 ms, or their median is over twice the fastest
+// run: a kernel of milliseconds that runs alike every time shrugs off a burst): warmed up with `warmups` calls and one more, then in each round every run timed on its
 // own, at least 5 runs and 1 ms, and up to 15 runs while under 15 ms (at most 100000 runs). On a
 // shared host a round's mean takes in other processes' bursts (a parallel region that waits for a
 // descheduled thread took milliseconds instead of microseconds on the H100 machine's virtual CPUs);
@@ -62,8 +62,10 @@ double time_per_run(const std::function<void()>& run, Stream& stream, int warmup
 double time_per_host_run(const std::function<void()>& run, int warmups = 1) {
   for (int w = 0; w < warmups + 1; ++w) run();
   double best = std::numeric_limits<double>::infinity();
+  double fastest = std::numeric_limits<double>::infinity();  // the fastest single run
   const Clock::time_point first = Clock::now();
-  for (int round = 0; round < 3 && (round == 0 || micros_since(first) < 20000); ++round) {
+  for (int round = 0;
+       round < 3 && (round == 0 || micros_since(first) < 20000 || best > 2 * fastest); ++round) {
     std::vector<double> times;
     const Clock::time_point start = Clock::now();
     auto more = [&] {
@@ -75,6 +77,7 @@ double time_per_host_run(const std::function<void()>& run, int warmups = 1) {
       Clock::time_point t0 = Clock::now();
       run();
       times.push_back(micros_since(t0));
+      fastest = std::min(fastest, times.back());
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
     best = std::min(best, times[times.size() / 2]);

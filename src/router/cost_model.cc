@@ -124,9 +124,22 @@ std::vector<std::string> CostModel::outliers(const std::string& backend, double 
     for (const auto& [other_key, o] : b->second)
       if (other_key != key && o.op == s.op && o.us > 0)
         others.emplace_back(NodeSignature{o.op, other_key, o.flops, o.bytes}.work(), o.us);
-    if (others.size() < 2) continue;
-    const double expected = interpolate(others, NodeSignature{s.op, key, s.flops, s.bytes}.work());
-    if (s.us > factor * expected && s.us > expected + kOutlierMinUs) out.push_back(key);
+    const double work = NodeSignature{s.op, key, s.flops, s.bytes}.work();
+    if (others.size() >= 2) {
+      const double expected = interpolate(others, work);
+      if (s.us > factor * expected && s.us > expected + kOutlierMinUs) out.push_back(key);
+      continue;
+    }
+    // Too few of its own op: the backend's median rate over the other ops that do arithmetic.
+    if (s.flops <= 0) continue;
+    std::vector<double> rates;
+    for (const auto& [other_key, o] : b->second)
+      if (other_key != key && o.flops > 0 && o.us > 0) rates.push_back(o.flops / o.us);
+    if (rates.size() < 3) continue;
+    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+    const double expected = s.flops / rates[rates.size() / 2];
+    if (s.us > kLoneOutlierFactor * factor * expected && s.us > expected + kOutlierMinUs)
+      out.push_back(key);
   }
   return out;
 }

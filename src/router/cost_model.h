@@ -36,6 +36,8 @@ inline std::string cold_key(const std::string& key) {
 // Below this many microseconds above its neighbours' prediction a sample is never an outlier
 // (timer and scheduling jitter on small kernels).
 inline constexpr double kOutlierMinUs = 50;
+// How much further than its own op's neighbours a sample must stray from other ops' rate.
+inline constexpr double kLoneOutlierFactor = 10;
 
 // One measured kernel: the time per run of the node's kernel, launched back to back on its
 // backend (on a device: launch and execution overlap, as in an eager run), and on a device that
@@ -96,8 +98,10 @@ class CostModel {
 
   // Keys of `backend`'s measured samples (eager times) that their op's other samples contradict:
   // more than `factor` times, and kOutlierMinUs more than, the time interpolated by work from at
-  // least two other samples of the same op. A kernel that took 3.9 ms among neighbours that
-  // predict 20 us was timed while something else held the machine: it is measured again.
+  // least two other samples of the same op; for an op with fewer, more than kLoneOutlierFactor x
+  // `factor` times the time of its flops at the median rate of at least three other samples that
+  // do arithmetic. A kernel that took 3.9 ms among neighbours that predict 20 us was timed while
+  // something else held the machine: it is measured again (a false alarm costs only that).
   std::vector<std::string> outliers(const std::string& backend, double factor = 10) const;
 
   // The plan a graph was given after its candidate plans were run and timed (choice.h), by the

@@ -1,6 +1,7 @@
 // Issue 31: calibration that survives outliers, the single-device plans as candidates, ties, and
 // the choice kept in the tune cache; with the host and a simulated device, so no GPU is needed.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,11 +44,17 @@ TEST(Outliers, AKernelOrdersOfMagnitudeAboveItsNeighboursIsFlagged) {
   EXPECT_TRUE(model.outliers("cpu").empty());
   model.add_kernel("cpu", "bad", sample("MatMul", 2e6, 40));  // 20x, but 38 us above
   EXPECT_TRUE(model.outliers("cpu").empty());
-  // An op with fewer than two other samples has no neighbours to disagree with.
+  // An op with fewer than two other samples and no arithmetic has no neighbours to disagree with.
   model.add_kernel("cpu", "relu", sample("Relu", 0, 1000));
   model.add_kernel("cpu", "relu2", sample("Relu", 0, 1));
   EXPECT_TRUE(model.outliers("cpu").empty());
   EXPECT_TRUE(model.outliers("cuda").empty());
+  // One that does arithmetic is held to the other ops' median rate (1 us per MFLOP), with 100x
+  // the room: the lone Gemm at 200x is flagged, at 50x not.
+  model.add_kernel("cpu", "gemm", sample("Gemm", 2e6, 400));
+  EXPECT_EQ(model.outliers("cpu"), std::vector<std::string>{"gemm"});
+  model.add_kernel("cpu", "gemm", sample("Gemm", 2e6, 100));
+  EXPECT_TRUE(model.outliers("cpu").empty());
 }
 
 // Three MatMuls of different sizes and a Relu, on the host.
@@ -70,10 +77,26 @@ std::vector<int> all_nodes(const Graph& g) {
   return nodes;
 }
 
+// The calibration tests time kernels on one thread. With two on a loaded two-core machine, the
+// 256 x 256 MatMul here took 16-32 ms on every run instead of 26 us (each of its parallel region's
+// barriers waits for a descheduled thread, scheduler ticks of 4 ms): a real cost of that kernel
+// on that machine, in a run as in calibration, which no statistic of its times can remove.
+class OneThread : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+  void TearDown() override { omp_set_num_threads(threads_); }
+
+ private:
+  int threads_ = 1;
+};
+
 // The golden check: the same host kernels calibrated twice agree within 3x (generous enough for a
 // loaded two-core machine, tight enough to catch the 100x outliers of issue 31), or within 20 us
 // for kernels of a few microseconds.
-TEST(Calibration, TheSameKernelsTwiceAgreeWithinATolerance) {
+TEST_F(OneThread, CalibratingTheSameKernelsTwiceAgreesWithinATolerance) {
   Graph g = matmul_chain();
   std::vector<Backend*> cpu = {find_backend("cpu")};
   router::CostModel first, second;
@@ -91,7 +114,7 @@ TEST(Calibration, TheSameKernelsTwiceAgreeWithinATolerance) {
 
 // A cache holding an outlier (one MatMul 1000x its time) is repaired by the next calibration:
 // the entry is timed again and the lesser time kept, so the plan is costed from it.
-TEST(Calibration, AnOutlierInTheCacheIsMeasuredAgain) {
+TEST_F(OneThread, AnOutlierInTheCacheIsMeasuredAgain) {
   Graph g = matmul_chain();
   std::vector<Backend*> cpu = {find_backend("cpu")};
   router::CostModel model;
@@ -108,7 +131,8 @@ TEST(Calibration, AnOutlierInTheCacheIsMeasuredAgain) {
   EXPECT_EQ(report.cached, 4);
   EXPECT_GE(report.remeasured, 1);
   EXPECT_LT(model.measured("cpu", key)->us, bad.us / 10);
-  EXPECT_TRUE(model.outliers("cpu").empty());
+  for (const std::string& k : model.outliers("cpu"))
+    ADD_FAILURE() << "outlier " << k << ": " << model.measured("cpu", k)->us << " us";
 }
 
 TEST(ChoosePlan, AMixedPlanThatMeasuresSlowerLosesToTheBestSingleDevice) {
