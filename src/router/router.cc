@@ -230,7 +230,7 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   Placement best = place(problem);
   plan.method = best.method;
   std::vector<int> run = run_order(problem, best.device);
-  const double serial_us = best.cost_us;
+  double serial_us = best.cost_us;
   best.cost_us = simulate(problem, best.device, run);
   // Every node on one device with static shapes: the run is recorded once and replayed as a
   // CUDA graph, which removes most launch cost. Compare that plan with the best mixed one.
@@ -287,6 +287,7 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
       run = run_order(problem, device);
       plan.method = "one backend (the host), cheaper than any mixed plan";
       plan.graph_replay = false;
+      serial_us = evaluate(problem, device);
     }
   }
   {
