@@ -5,7 +5,7 @@
 #   bash bench/router.sh run BUNDLE OUT [MODELS [ARGS]]  # there: OUT/router.log, router_section.md
 #                                                        # (ARGS go to router_bench.py: --rounds 3
 #                                                        # --threads 2,16 --batches 1,32
-#                                                        # --max-seconds 420)
+#                                                        # --max-seconds 380)
 #
 # Then, here: python3 bench/bench_doc.py's write_section("router", ...) with router_section.md.
 set -euo pipefail
@@ -20,7 +20,9 @@ bundle=$(cd "$2" && pwd) out=$3 models=${4:-wide_deep_small,pooled_mlp,two_tower
 mkdir -p "$out"
 source "$here"/gpu_env.sh "$bundle"
 "$bundle"/bin/lumen --version
-PYTHONUNBUFFERED=1 "$py" "$bundle"/bench/router_bench.py "$bundle"/bin/lumen /tmp/lumen_router_work \
-  --models "$models" "${@:5}" 2>&1 | tee "$out"/router.log
+# Stopped at 560 s whatever happens (the device tool's commands end at 600 s), so the table so far
+# is still copied to OUT.
+PYTHONUNBUFFERED=1 timeout 560 "$py" "$bundle"/bench/router_bench.py "$bundle"/bin/lumen \
+  /tmp/lumen_router_work --models "$models" "${@:5}" 2>&1 | tee "$out"/router.log || true
 cp /tmp/lumen_router_work/router_section.md /tmp/lumen_router_work/router_rows.json "$out"/ \
   2>/dev/null || true

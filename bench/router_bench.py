@@ -8,7 +8,7 @@ rounds' medians), so auto is compared side by side with the better of cpu and cu
 run reports its plan and its predicted time.
 
     python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models wide_deep_small,mlp20|all]
-        [--rounds 2] [--batches 1,32] [--threads 2,16] [--max-seconds 420]
+        [--rounds 2] [--batches 1,32] [--threads 2,16] [--max-seconds 380]
     python3 bench/router_bench.py --merge OUT_DIR ROWS.json...  # one table from several runs
 
 Models: the zoo's (tests/models/export_zoo.py, exported with PyTorch) and bench/router_models.py's
@@ -118,7 +118,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--threads", default="2,16")
-    ap.add_argument("--max-seconds", type=float, default=420)
+    ap.add_argument("--max-seconds", type=float, default=380)
     ap.add_argument("--gpu-device", default="cuda,cpu",
                     help="the device list of the GPU column (cpu: a dry run without a GPU)")
     args = ap.parse_args()
