@@ -84,11 +84,23 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     out.reason = "auto: the host is the only backend";
     return out;
   }
+  // The plan the tune cache holds for this graph on these devices, if any.
+  router::CostModel cache;
+  const router::CacheIdentity identity{version(), route.cache_devices};
+  router::load_cache(route.cache_file, identity, &cache);
+  const std::string fingerprint =
+      router::graph_fingerprint(graph, options.precision == Precision::kFloat32 ? "" : "lowp");
+  const std::pair<std::string, std::string>* cached = cache.choice(fingerprint);
   // The single-device plans, each on the graph optimized for it (the host's with its fusions), as
-  // `lumen run --device cpu` and `--device cuda,cpu` compile them.
+  // `lumen run --device cpu` and `--device cuda,cpu` compile them; with a cached choice only that
+  // one is loaded and costed.
   for (size_t d = 0; d < route.candidates.size(); ++d) {
     const std::string name = d == 0 ? "cpu" : route.candidates[d]->name() + ",cpu";
     double predicted = -1;
+    if (cached != nullptr && cached->first != name) {
+      out.candidates.push_back({name, false, -1, -1});
+      continue;
+    }
     try {
       Graph single = make(backends_of(name));
       // Over every backend, as the auto graph: the cache file holds one set of devices.
@@ -99,18 +111,12 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     }
     out.candidates.push_back({name, false, predicted, -1});
   }
-  // The plan the tune cache holds for this graph on these devices.
-  router::CostModel cache;
-  const router::CacheIdentity identity{version(), route.cache_devices};
-  router::load_cache(route.cache_file, identity, &cache);
-  const std::string fingerprint =
-      router::graph_fingerprint(graph, options.precision == Precision::kFloat32 ? "" : "lowp");
   int chosen = -1;
-  if (const auto* choice = cache.choice(fingerprint))
+  if (cached != nullptr)
     for (size_t k = 0; k < out.candidates.size(); ++k)
-      if (out.candidates[k].name == choice->first) {
+      if (out.candidates[k].name == cached->first) {
         chosen = static_cast<int>(k);
-        out.reason = choice->second + " (from the tune cache)";
+        out.reason = cached->second + " (from the tune cache)";
         out.from_cache = true;
       }
   // Which plans are worth running: within 3x of the least predicted, or predicted under
