@@ -175,8 +175,8 @@ def main():
                     for _ in range(args.rounds):
                         for device in times:
                             repeat = CPU_LARGE_REPEAT if device == "cpu" and batch > 1 else REPEAT
-                            out = lumen(args.lumen, ["run", model, "--device",
-                                                     args.gpu_device if device == "cuda" else device,
+                            listed = args.gpu_device if device == "cuda" else device
+                            out = lumen(args.lumen, ["run", model, "--device", listed,
                                                      "--repeat", str(repeat), *given], threads)
                             times[device].append(number(r"latency: median ([0-9.]+) ms", out))
                             if device == "auto":

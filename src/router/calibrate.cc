@@ -54,11 +54,12 @@ double time_per_run(const std::function<void()>& run, Stream& stream, int warmup
 
 // Per-run time of `run` on the host (microseconds), the minimum of up to three rounds' medians
 // (the later rounds while the earlier took under 20 ms, or their median is over twice the fastest
-// run: a kernel of milliseconds that runs alike every time shrugs off a burst): warmed up with `warmups` calls and one more, then in each round every run timed on its
-// own, at least 5 runs and 1 ms, and up to 15 runs while under 15 ms (at most 100000 runs). On a
-// shared host a round's mean takes in other processes' bursts (a parallel region that waits for a
-// descheduled thread took milliseconds instead of microseconds on the H100 machine's virtual CPUs);
-// a median does not, and a round the whole of which such a burst covered loses to the other two.
+// run: a kernel of milliseconds that runs alike every time shrugs off a burst): warmed up with
+// `warmups` calls and one more, then in each round every run timed on its own, at least 5 runs
+// and 1 ms, and up to 15 runs while under 15 ms (at most 100000 runs). On a shared host a round's
+// mean takes in other processes' bursts (a parallel region that waits for a descheduled thread
+// took milliseconds instead of microseconds on the H100 machine's virtual CPUs); a median does
+// not, and a round the whole of which such a burst covered loses to the other two.
 double time_per_host_run(const std::function<void()>& run, int warmups = 1) {
   for (int w = 0; w < warmups + 1; ++w) run();
   double best = std::numeric_limits<double>::infinity();
