@@ -218,7 +218,8 @@ class SimulatedBackend final : public Backend {
 // links 10 us + 1 ns per byte, a launch 3 us (0.5 in a graph).
 router::RoutePlan route_with(const Graph& g, const std::map<std::string, double>& host_us,
                              const std::map<std::string, double>& sim_us, const std::string& name) {
-  SimulatedBackend* sim = new SimulatedBackend;  // outlives the plan, which points at it
+  static SimulatedBackend simulated;  // outlives the plans, which point at it
+  SimulatedBackend* sim = &simulated;
   Backend* cpu = find_backend("cpu");
   router::CostModel model;
   model.set_link("sim", {10, 1e-3}, {10, 1e-3});
