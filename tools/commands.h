@@ -29,6 +29,8 @@ int bench_fusion(const std::vector<std::string>& args);
 // [--device cpu|cuda|auto] [--repeat N] [--no-optimize] [--profile] [--trace FILE.json]`: runs a
 // model on given or random inputs, prints each output's name, dtype, shape and checksum, the median
 // and p90 latency, and saves outputs as .npy; --profile times each step, --trace writes a trace.
+// With auto: which plan ran (the router's or a single device's, auto_plan.h), why, and its
+// predicted against its measured time.
 int run_model(const std::vector<std::string>& args);
 
 // `lumen inspect MODEL.onnx [--optimized] [--passes] [--dot FILE] [--svg FILE] [--memory]
@@ -38,8 +40,10 @@ int inspect_model(const std::vector<std::string>& args);
 
 // `lumen plan MODEL.onnx [--device auto|cuda,cpu] [--shape NAME=AxBxC]... [--measure] [--runs N]
 // [--budget S] [--no-optimize]`: the router's placement: each node with its backend, its predicted
-// time on every candidate, the copies it causes and the reason; totals; with --measure, the
-// predicted against the measured time of a run compiled with --device auto.
+// time on every candidate, the copies it causes and the reason; totals; the single-device plans'
+// predictions; with --measure, the plan `lumen run --device D` runs (for auto: the router's plan
+// checked against the single-device plans by running them, the choice and its reason), timed as
+// `lumen run` times it (auto_plan.h's timed_runs), predicted against measured.
 int plan_model(const std::vector<std::string>& args);
 
 // `lumen tune MODEL.onnx [--shape NAME=AxBxC]... [--budget S] [--no-optimize]`: measures every
