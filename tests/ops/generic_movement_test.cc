@@ -1,0 +1,185 @@
+// Data movement on the CUDA backend's generic kernels, on float, integer and bool data: Expand,
+// Tile, Trilu, OneHot, DepthToSpace (both modes), SpaceToDepth, ScatterElements, ScatterND, and
+// the views and copies (Unsqueeze, Transpose, Concat) that now take integer data. Plain-loop
+// references; with --lumen-backends=cuda,cpu each node must run on CUDA (skipped without a GPU).
+#include <numeric>
+
+#include "ops/backend_check_util.h"
+
+namespace lumen::test {
+namespace {
+
+class GenericMovement : public ::testing::Test {
+ protected:
+  void SetUp() override { LUMEN_SKIP_WITHOUT_BACKENDS(); }
+};
+
+const DType kTypes[] = {DType::kFloat32, DType::kInt64, DType::kInt32, DType::kBool,
+                        DType::kUInt8, DType::kFloat64};
+
+Tensor data_of(const Shape& shape, DType dt, uint64_t seed) {
+  return int_valued(shape, dt, seed, dt == DType::kBool || dt == DType::kUInt8 ? 0 : -50,
+                    dt == DType::kBool ? 1 : 50);
+}
+
+TEST_F(GenericMovement, ExpandAndTile) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = data_of({3, 1, 5}, dt, 1);
+    const std::vector<double> xv = to_doubles(x);
+    const Shape out{2, 3, 4, 5};
+    std::vector<double> want;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      want.push_back(xv[broadcast_source(unravel(i, out), x.shape())]);
+    const Tensor shape = Tensor::from_vector<int64_t>({4}, {2, 1, 4, 5});
+    expect_equal(run_checked("Expand", {x, constant(shape)})[0], dt, out, want);
+
+    const Shape tiled{6, 2, 15};
+    std::vector<double> tw;
+    for (int64_t i = 0; i < tiled.numel(); ++i) {
+      std::vector<int64_t> idx = unravel(i, tiled);
+      for (int k = 0; k < 3; ++k) idx[k] %= x.shape()[k];
+      tw.push_back(xv[ravel(idx, x.shape())]);
+    }
+    const Tensor reps = Tensor::from_vector<int64_t>({3}, {2, 2, 3});
+    expect_equal(run_checked("Tile", {x, constant(reps)})[0], dt, tiled, tw);
+  }
+}
+
+TEST_F(GenericMovement, TriluBothWaysEveryDiagonal) {
+  for (DType dt : {DType::kFloat32, DType::kInt64, DType::kBool}) {
+    const Tensor x = data_of({2, 5, 7}, dt, 2);
+    const std::vector<double> xv = to_doubles(x);
+    for (int upper : {0, 1}) {
+      for (int64_t k : {-2, 0, 3}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " upper " + std::to_string(upper) + " k " +
+                     std::to_string(k));
+        std::vector<double> want(xv.size());
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const int64_t c = i % 7, r = (i / 7) % 5;
+          want[i] = (upper ? c - r >= k : c - r <= k) ? xv[i] : 0;
+        }
+        expect_equal(run_checked("Trilu", {x, constant(Tensor::scalar<int64_t>(k))},
+                                 {{"upper", int64_t{upper}}})[0],
+                     dt, x.shape(), want);
+      }
+    }
+  }
+}
+
+TEST_F(GenericMovement, OneHotAnyAxis) {
+  const int64_t depth = 6;
+  const Tensor idx = random_ints({4, 5}, 3, -depth, depth - 1, DType::kInt64);
+  const std::vector<double> iv = to_doubles(idx);
+  for (int axis : {-1, 0, 1}) {
+    for (DType dt : {DType::kFloat32, DType::kInt32}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " axis " + std::to_string(axis));
+      const Tensor values = dt == DType::kFloat32
+                                ? Tensor::from_vector<float>({2}, {-0.5f, 2.5f})
+                                : Tensor::from_vector<int32_t>({2}, {3, 9});
+      const std::vector<double> vv = to_doubles(values);
+      const int a = axis < 0 ? axis + 3 : axis;
+      std::vector<int64_t> dims = {4, 5};
+      dims.insert(dims.begin() + a, depth);
+      const Shape out(dims);
+      std::vector<double> want;
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        std::vector<int64_t> o = unravel(i, out);
+        const int64_t d = o[a];
+        o.erase(o.begin() + a);
+        int64_t want_idx = static_cast<int64_t>(iv[ravel(o, idx.shape())]);
+        if (want_idx < 0) want_idx += depth;
+        want.push_back(vv[want_idx == d ? 1 : 0]);
+      }
+      expect_equal(run_checked("OneHot", {idx, constant(Tensor::scalar<int64_t>(depth)), values},
+                               {{"axis", int64_t{axis}}})[0],
+                   dt, out, want);
+    }
+  }
+}
+
+TEST_F(GenericMovement, DepthToSpaceAndBack) {
+  const int64_t b = 2, n = 2, c = 8, h = 3, w = 4;
+  const Tensor x = random_tensor({n, c, h, w}, 4);
+  const std::vector<double> xv = to_doubles(x);
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    const Shape out{n, c / (b * b), h * b, w * b};
+    std::vector<double> want;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const std::vector<int64_t> o = unravel(i, out);
+      const int64_t bh = o[2] % b, bw = o[3] % b;
+      const int64_t ch = std::string(mode) == "DCR" ? (bh * b + bw) * (c / (b * b)) + o[1]
+                                                    : o[1] * b * b + bh * b + bw;
+      want.push_back(xv[ravel({o[0], ch, o[2] / b, o[3] / b}, x.shape())]);
+    }
+    const Tensor y = run_checked("DepthToSpace", {x}, {{"blocksize", b}, {"mode", mode}})[0];
+    expect_close(y, out, want, 0, 0);
+    if (std::string(mode) == "DCR")
+      expect_close(run_checked("SpaceToDepth", {y}, {{"blocksize", b}})[0], x.shape(), xv, 0, 0);
+  }
+}
+
+TEST_F(GenericMovement, ScatterElementsAndScatterND) {
+  for (DType dt : {DType::kFloat32, DType::kInt64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor data = data_of({4, 6}, dt, 5);
+    // Along axis 1: each row's indices are distinct (a permutation prefix), so no write races.
+    std::vector<int64_t> ind;
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 3; ++j) ind.push_back((r + 2 * j + 1) % 6 - (j == 2 ? 6 : 0));
+    const Tensor indices = Tensor::from_vector<int64_t>({4, 3}, ind);
+    const Tensor updates = data_of({4, 3}, dt, 6);
+    std::vector<double> want = to_doubles(data);
+    const std::vector<double> uv = to_doubles(updates);
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 3; ++j) {
+        int64_t col = ind[r * 3 + j];
+        if (col < 0) col += 6;
+        want[r * 6 + col] = uv[r * 3 + j];
+      }
+    expect_equal(run_checked("ScatterElements", {data, indices, updates}, {{"axis", int64_t{1}}})[0],
+                 dt, data.shape(), want);
+
+    // ScatterND: whole rows of a [5, 3, 2] tensor at distinct (i, j) pairs.
+    const Tensor d3 = data_of({5, 3, 2}, dt, 7);
+    const Tensor nd_idx = Tensor::from_vector<int64_t>({3, 2}, {4, 1, 0, 2, -3, 0});
+    const Tensor nd_upd = data_of({3, 2}, dt, 8);
+    std::vector<double> nd_want = to_doubles(d3);
+    const std::vector<double> nu = to_doubles(nd_upd);
+    const int64_t pairs[3][2] = {{4, 1}, {0, 2}, {2, 0}};
+    for (int u = 0; u < 3; ++u)
+      for (int e = 0; e < 2; ++e) nd_want[(pairs[u][0] * 3 + pairs[u][1]) * 2 + e] = nu[u * 2 + e];
+    expect_equal(run_checked("ScatterND", {d3, nd_idx, nd_upd})[0], dt, d3.shape(), nd_want);
+  }
+}
+
+TEST_F(GenericMovement, IntegerViewsAndCopies) {
+  // A padding mask's path: int64 [B, S] through Unsqueeze, Cast, Transpose and Concat on the GPU.
+  const Tensor mask = random_ints({8, 40}, 9, 0, 1, DType::kInt64);
+  const std::vector<double> mv = to_doubles(mask);
+  const Tensor axes = Tensor::from_vector<int64_t>({2}, {1, 2});
+  expect_equal(run_checked("Unsqueeze", {mask, constant(axes)})[0], DType::kInt64,
+               Shape{8, 1, 1, 40}, mv);
+  std::vector<double> t(mv.size());
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t j = 0; j < 40; ++j) t[j * 8 + i] = mv[i * 40 + j];
+  expect_equal(run_checked("Transpose", {mask}, {{"perm", std::vector<int64_t>{1, 0}}})[0],
+               DType::kInt64, Shape{40, 8}, t);
+  std::vector<double> cat = mv;
+  cat.insert(cat.end(), mv.begin(), mv.end());
+  expect_equal(run_checked("Concat", {mask, mask}, {{"axis", int64_t{0}}})[0], DType::kInt64,
+               Shape{16, 40}, cat);
+}
+
+TEST_F(GenericMovement, BadInputsAreErrors) {
+  const Tensor x = random_tensor({2, 3, 4, 4}, 10);
+  expect_error<Error>([&] { run_checked("DepthToSpace", {x}, {{"blocksize", int64_t{2}}}); },
+                      "DepthToSpace");
+  const Tensor y = random_tensor({3, 4}, 11);
+  expect_error<Error>(
+      [&] { run_checked("Tile", {y, constant(Tensor::from_vector<int64_t>({1}, {2}))}); }, "Tile");
+}
+
+}  // namespace
+}  // namespace lumen::test
