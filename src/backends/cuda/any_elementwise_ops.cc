@@ -41,21 +41,17 @@ bool is_small_static(const TensorType& t) {
 }  // namespace
 
 bool is_shape_arithmetic(const NodeContext& ctx) {
+  auto shape_like = [](const TensorType& t) {
+    return (t.dtype == DType::kInt64 || t.dtype == DType::kBool) && is_small_static(t);
+  };
   bool int64_input = false;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) continue;
-    const TensorType& t = ctx.input(i);
-    if (t.dtype == DType::kFloat32 || t.dtype == DType::kFloat16 || t.dtype == DType::kBFloat16 ||
-        t.dtype == DType::kFloat64 || !is_small_static(t))
-      return false;
-    int64_input |= t.dtype == DType::kInt64;
+    if (!shape_like(ctx.input(i))) return false;
+    int64_input |= ctx.input_dtype(i) == DType::kInt64;
   }
-  for (int i = 0; i < ctx.num_outputs(); ++i) {
-    const TensorType& t = ctx.output(i);
-    if (t.dtype == DType::kFloat32 || t.dtype == DType::kFloat16 || t.dtype == DType::kBFloat16 ||
-        t.dtype == DType::kFloat64 || !is_small_static(t))
-      return false;
-  }
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    if (!shape_like(ctx.output(i))) return false;
   return int64_input;
 }
 

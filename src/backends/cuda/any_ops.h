@@ -18,7 +18,7 @@ namespace lumen::cuda {
 std::optional<Elem> elem_of(DType dtype);
 
 // Whether the node is integer shape arithmetic, which stays on the host where its results are
-// read: no float tensor, an int64 input, and every tensor static with at most 64 elements.
+// read: every tensor int64 or bool, static, with at most 64 elements, and an int64 input.
 bool is_shape_arithmetic(const NodeContext& ctx);
 
 // "" when input `i` can be a generic kernel's data on the GPU (a type of Elem, not shape
