@@ -28,13 +28,19 @@ int inspect_model(const std::vector<std::string>& args);
 // `lumen plan MODEL.onnx [--device auto|cuda,cpu] [--shape NAME=AxBxC]... [--measure] [--runs N]
 // [--budget S] [--no-optimize]`: the router's placement: each node with its backend, its predicted
 // time on every candidate, the copies it causes and the reason; totals; with --measure, the
-// predicted against the measured time of a run compiled with --device auto.
+// predicted against the measured time of a run compiled with --device auto. A device list without
+// the host (--device cuda) prints the compiled steps instead: each node's backend, and why the
+// nodes the host runs stayed there.
 int plan_model(const std::vector<std::string>& args);
 
 // `lumen tune MODEL.onnx [--shape NAME=AxBxC]... [--budget S] [--no-optimize]`: measures every
 // node signature of the model on every available backend into the tune cache, so a later compile
 // with device auto measures nothing.
 int tune_model(const std::vector<std::string>& args);
+
+// Prints the nodes a device list without the host left there (Executable::summary's
+// "(on the host: WHY)" steps), grouped by why with an example node each; nothing when none.
+void print_host_fallbacks(const std::string& summary);
 
 // Random data for an input of `info`'s type (floats in [-1, 1], integers in [0, 9]).
 Tensor random_input(const TensorInfo& info, uint64_t seed);

@@ -40,8 +40,11 @@ inline std::string backend_of_step(const std::string& summary, const std::string
   const std::string key = ": " + node + " (";
   while (std::getline(lines, line)) {
     const size_t at = line.find(key);
-    const size_t b = line.rfind(" @");
-    if (at != std::string::npos && b != std::string::npos) return line.substr(b + 2);
+    const size_t b = at == std::string::npos ? at : line.find(" @", at);
+    if (at != std::string::npos && b != std::string::npos) {
+      const size_t end = line.find(' ', b + 2);
+      return line.substr(b + 2, end == std::string::npos ? std::string::npos : end - b - 2);
+    }
   }
   return "";
 }
