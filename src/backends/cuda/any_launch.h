@@ -98,11 +98,11 @@ void launch_cumsum(Elem t, const void* x, void* y, int64_t outer, int64_t n, int
 void launch_hardmax(Elem t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                     cudaStream_t stream);
 
-// LayerNormalization over rows of n with its optional outputs: mean and inv_std_dev (float32,
-// one per row; each may be nullptr), scale and bias of x's storage (bias may be nullptr).
+// LayerNormalization over rows of n with its optional outputs: mean and inv_std_dev (one per row,
+// of storage stat_st; each may be nullptr), scale and bias of x's storage (bias may be nullptr).
 void launch_layer_norm_stats(Storage st, const void* x, const void* scale, const void* bias,
-                             void* y, float* mean, float* inv_std_dev, int64_t rows, int64_t n,
-                             float epsilon, cudaStream_t stream);
+                             void* y, Storage stat_st, void* mean, void* inv_std_dev, int64_t rows,
+                             int64_t n, float epsilon, cudaStream_t stream);
 
 // Tile: y (dims) reads x at (index % x_dims) per dim, any element size.
 struct TileDesc {

@@ -52,8 +52,8 @@ std::unique_ptr<Kernel> make_any_binary(const NodeContext& ctx);
 std::string check_any_unary(const NodeContext& ctx);
 std::unique_ptr<Kernel> make_any_unary(const NodeContext& ctx);
 
-// LayerNormalization with its Mean and InvStdDev outputs (float32); ops.cc keeps the one-output
-// path.
+// LayerNormalization with its Mean and InvStdDev outputs (any float storage, float32 per
+// stash_type 1 unless a half-precision compile narrowed them); ops.cc keeps the one-output path.
 std::string check_layer_norm_stats(const NodeContext& ctx);
 std::unique_ptr<Kernel> make_layer_norm_stats(const NodeContext& ctx);
 

@@ -237,9 +237,9 @@ __global__ void hardmax_kernel(const T* x, T* y, int64_t outer, int64_t n, int64
 }
 
 // One block per row: the mean, then the variance about it (two passes over the row, in float).
-template <typename T>
+template <typename T, typename S>
 __global__ void layer_norm_stats_kernel(const T* x, const T* scale, const T* bias, T* y,
-                                        float* mean_out, float* inv_out, int64_t rows, int64_t n,
+                                        S* mean_out, S* inv_out, int64_t rows, int64_t n,
                                         float eps) {
   __shared__ float scratch[32];
   Reducer<float> sum{ReduceKind::kSum, 0.f};
@@ -260,8 +260,8 @@ __global__ void layer_norm_stats_kernel(const T* x, const T* scale, const T* bia
       y[row * n + j] = from_float<T>(v);
     }
     if (threadIdx.x == 0) {
-      if (mean_out != nullptr) mean_out[row] = mean;
-      if (inv_out != nullptr) inv_out[row] = inv;
+      if (mean_out != nullptr) mean_out[row] = from_float<S>(mean);
+      if (inv_out != nullptr) inv_out[row] = from_float<S>(inv);
     }
   }
 }
@@ -322,14 +322,18 @@ void launch_hardmax(Elem t, const void* x, void* y, int64_t outer, int64_t n, in
 }
 
 void launch_layer_norm_stats(Storage st, const void* x, const void* scale, const void* bias,
-                             void* y, float* mean, float* inv_std_dev, int64_t rows, int64_t n,
-                             float epsilon, cudaStream_t stream) {
+                             void* y, Storage stat_st, void* mean, void* inv_std_dev, int64_t rows,
+                             int64_t n, float epsilon, cudaStream_t stream) {
   if (rows == 0 || n == 0) return;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_stats_kernel<T><<<grid_of(rows), kAnyThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
-        static_cast<T*>(y), mean, inv_std_dev, rows, n, epsilon);
+    with_storage(stat_st, [&](auto stat_tag) {
+      using S = decltype(stat_tag);
+      layer_norm_stats_kernel<T, S><<<grid_of(rows), kAnyThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
+          static_cast<T*>(y), static_cast<S*>(mean), static_cast<S*>(inv_std_dev), rows, n,
+          epsilon);
+    });
   });
 }
 

@@ -176,9 +176,10 @@ std::unique_ptr<Kernel> make_hardmax(const NodeContext& ctx) {
 }  // namespace
 
 std::string check_layer_norm_stats(const NodeContext& ctx) {
-  for (int i = 1; i < ctx.num_outputs(); ++i)
-    if (ctx.output(i).dtype != DType::kFloat32)
-      return "Mean and InvStdDev must be float32 (stash_type 1)";
+  for (int i = 2; i < ctx.num_outputs(); ++i)
+    if (ctx.output(i).dtype != ctx.output(1).dtype) return "Mean and InvStdDev types differ";
+  if (!is_gpu_float(ctx.output(1).dtype))
+    return std::string("Mean and InvStdDev are ") + dtype_name(ctx.output(1).dtype);
   return "";
 }
 
@@ -191,11 +192,12 @@ std::unique_ptr<Kernel> make_layer_norm_stats(const NodeContext& ctx) {
   const bool bias = ctx.has_input(2);
   const int outputs = ctx.num_outputs();
   const Storage st = storage_of(ctx.input_dtype(0));
+  const Storage stat_st = storage_of(ctx.output(1).dtype);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    float* mean = outputs > 1 && k.outputs[1].defined() ? static_cast<float*>(out(k, 1)) : nullptr;
-    float* inv = outputs > 2 && k.outputs[2].defined() ? static_cast<float*>(out(k, 2)) : nullptr;
-    launch_layer_norm_stats(st, in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), mean, inv,
-                            rows, n, eps, s);
+    void* mean = outputs > 1 && k.outputs[1].defined() ? out(k, 1) : nullptr;
+    void* inv = outputs > 2 && k.outputs[2].defined() ? out(k, 2) : nullptr;
+    launch_layer_norm_stats(st, in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), stat_st,
+                            mean, inv, rows, n, eps, s);
   });
 }
 
