@@ -148,6 +148,47 @@ TEST_F(GenericElementwise, IntegerArithmeticAndMod) {
                1e-12);
 }
 
+TEST_F(GenericElementwise, VariadicSumMeanMaxMin) {
+  const Shape out{3, 4, 5};
+  for (DType dt : {DType::kFloat32, DType::kInt32, DType::kFloat64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<Tensor> ins = {int_valued({4, 1}, dt, 53, -9, 9),
+                                     int_valued({3, 4, 5}, dt, 54, -9, 9),
+                                     int_valued({5}, dt, 55, -9, 9)};
+    using F = std::function<double(double, double)>;
+    const std::vector<std::pair<std::string, F>> ops = {
+        {"Sum", [](double a, double b) { return a + b; }},
+        {"Max", [](double a, double b) { return std::max(a, b); }},
+        {"Min", [](double a, double b) { return std::min(a, b); }},
+        {"Mean", [](double a, double b) { return a + b; }}};
+    for (const auto& [op, f] : ops) {
+      if (op == "Mean" && dt == DType::kInt32) continue;
+      SCOPED_TRACE(op);
+      for (size_t count : {1u, 3u}) {
+        std::vector<double> want;
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          const std::vector<int64_t> idx = unravel(i, out);
+          double acc = to_doubles(ins[0])[broadcast_source(idx, ins[0].shape())];
+          for (size_t j = 1; j < count; ++j)
+            acc = f(acc, to_doubles(ins[j])[broadcast_source(idx, ins[j].shape())]);
+          want.push_back(op == "Mean" ? acc / count : acc);
+        }
+        const std::vector<OpInput> inputs(ins.begin(), ins.begin() + count);
+        const Shape shape = count == 1 ? ins[0].shape() : out;
+        if (count == 1) want.resize(static_cast<size_t>(shape.numel()));
+        if (count == 1) {
+          const std::vector<double> first = to_doubles(ins[0]);
+          for (size_t k = 0; k < want.size(); ++k) want[k] = first[k];
+        }
+        if (dt == DType::kInt32)
+          expect_equal(run_checked(op, inputs)[0], dt, shape, want);
+        else
+          expect_close(run_checked(op, inputs)[0], shape, want, 1e-6, 1e-6);
+      }
+    }
+  }
+}
+
 TEST_F(GenericElementwise, PReluBroadcastsItsSlope) {
   const Tensor x = random_tensor({2, 3, 4, 5}, 51), slope = random_tensor({3, 1, 1}, 52);
   expect_close(run_checked("PRelu", {x, slope})[0], x.shape(),

@@ -1,6 +1,6 @@
 // Data movement on the CUDA backend's generic kernels, on float, integer and bool data: Expand,
-// Tile, Trilu, OneHot, DepthToSpace (both modes), SpaceToDepth, ScatterElements, ScatterND, and
-// the views and copies (Unsqueeze, Transpose, Concat) that now take integer data. Plain-loop
+// Tile, Trilu, OneHot, DepthToSpace (both modes), SpaceToDepth, ScatterElements, ScatterND,
+// GatherElements, GatherND, Pad (every mode), Range, EyeLike, and the views and copies (Unsqueeze, Transpose, Concat) that now take integer data. Plain-loop
 // references; with --lumen-backends=cuda,cpu each node must run on CUDA (skipped without a GPU).
 #include <numeric>
 
@@ -171,6 +171,108 @@ TEST_F(GenericMovement, IntegerViewsAndCopies) {
   cat.insert(cat.end(), mv.begin(), mv.end());
   expect_equal(run_checked("Concat", {mask, mask}, {{"axis", int64_t{0}}})[0], DType::kInt64,
                Shape{16, 40}, cat);
+}
+
+TEST_F(GenericMovement, GatherElementsAndGatherND) {
+  for (DType dt : {DType::kFloat32, DType::kInt32, DType::kBool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // (80 elements: bool data with int64 indices counts as shape arithmetic at 64 or fewer)
+    const Tensor data = data_of({4, 5, 4}, dt, 12);
+    const std::vector<double> dv = to_doubles(data);
+    for (int axis : {0, 1, -1}) {
+      const int a = axis < 0 ? axis + 3 : axis;
+      const Shape is{3, 4, 2};
+      const Tensor idx = random_ints(is, 13 + a, -data.shape()[a], data.shape()[a] - 1);
+      const std::vector<double> iv = to_doubles(idx);
+      std::vector<double> want;
+      for (int64_t i = 0; i < is.numel(); ++i) {
+        std::vector<int64_t> at = unravel(i, is);
+        int64_t c = static_cast<int64_t>(iv[i]);
+        at[a] = c < 0 ? c + data.shape()[a] : c;
+        want.push_back(dv[ravel(at, data.shape())]);
+      }
+      expect_equal(run_checked("GatherElements", {data, idx}, {{"axis", int64_t{axis}}})[0], dt,
+                   is, want);
+    }
+    // GatherND: batch_dims 0 with pairs, and batch_dims 1 with single indices.
+    const Tensor pairs = Tensor::from_vector<int64_t>({3, 2}, {3, 4, 0, -1, 2, 2});
+    std::vector<double> pw;
+    const int64_t pv[3][2] = {{3, 4}, {0, 4}, {2, 2}};
+    for (const auto& p : pv)
+      for (int64_t e = 0; e < 4; ++e) pw.push_back(dv[(p[0] * 5 + p[1]) * 4 + e]);
+    expect_equal(run_checked("GatherND", {data, pairs})[0], dt, Shape{3, 4}, pw);
+    const Tensor singles = Tensor::from_vector<int64_t>({4, 2, 1}, {1, 0, 4, 2, 3, 3, 0, -5});
+    std::vector<double> sw;
+    const int64_t sv[4][2] = {{1, 0}, {4, 2}, {3, 3}, {0, 0}};
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t u = 0; u < 2; ++u)
+        for (int64_t e = 0; e < 4; ++e) sw.push_back(dv[(b * 5 + sv[b][u]) * 4 + e]);
+    expect_equal(run_checked("GatherND", {data, singles}, {{"batch_dims", int64_t{1}}})[0], dt,
+                 Shape{4, 2, 4}, sw);
+  }
+}
+
+TEST_F(GenericMovement, PadEveryMode) {
+  const Tensor x = random_tensor({2, 3, 4}, 14);
+  const std::vector<double> xv = to_doubles(x);
+  const std::vector<int64_t> pads = {0, 2, -1, 1, 2, 2};  // begin per axis, then end
+  const Shape out{3, 7, 5};
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+    SCOPED_TRACE(mode);
+    const std::string m = mode;
+    std::vector<double> want;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      std::vector<int64_t> at = unravel(i, out);
+      bool inside = true;
+      for (int k = 0; k < 3; ++k) {
+        // Crop first (negative pads), then pad the window [lo, lo + n).
+        const int64_t lo = std::max<int64_t>(0, -pads[k]);
+        const int64_t n = x.shape()[k] - lo - std::max<int64_t>(0, -pads[k + 3]);
+        int64_t c = at[k] - pads[k] - lo;
+        if (c < 0 || c >= n) {
+          if (m == "constant") inside = false;
+          if (m == "edge") c = c < 0 ? 0 : n - 1;
+          if (m == "reflect") c = c < 0 ? -c : 2 * (n - 1) - c;
+          if (m == "wrap") c = ((c % n) + n) % n;
+        }
+        at[k] = c + lo;
+      }
+      want.push_back(inside ? xv[ravel(at, x.shape())] : 1.5);
+    }
+    std::vector<OpInput> inputs = {x, constant(Tensor::from_vector<int64_t>({6}, pads))};
+    if (m == "constant") inputs.push_back(Tensor::scalar<float>(1.5f));
+    expect_close(run_checked("Pad", inputs, {{"mode", mode}})[0], out, want, 0, 0);
+  }
+  const Tensor i = random_ints({5, 6}, 15, -9, 9, DType::kInt32);
+  const std::vector<double> iv = to_doubles(i);
+  std::vector<double> iw;
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t c = -1; c < 8; ++c) iw.push_back(c < 0 || c >= 6 ? 0 : iv[r * 6 + c]);
+  expect_equal(run_checked("Pad", {i, constant(Tensor::from_vector<int64_t>({4}, {0, 1, 0, 2}))})[0],
+               DType::kInt32, Shape{5, 9}, iw);
+}
+
+TEST_F(GenericMovement, RangeAndEyeLike) {
+  std::vector<double> want;
+  for (int k = 0; k < 90; ++k) want.push_back(-2.0 + 0.25 * k);
+  expect_close(run_checked("Range", {constant(Tensor::scalar<float>(-2.f)),
+                                     constant(Tensor::scalar<float>(20.5f)),
+                                     constant(Tensor::scalar<float>(0.25f))})[0],
+               Shape{90}, want);
+  std::vector<double> iw;
+  for (int k = 0; k < 70; ++k) iw.push_back(100 - 3 * k);
+  expect_equal(run_checked("Range", {constant(Tensor::scalar<int32_t>(100)),
+                                     constant(Tensor::scalar<int32_t>(-110)),
+                                     constant(Tensor::scalar<int32_t>(-3))})[0],
+               DType::kInt32, Shape{70}, iw);
+  const Tensor like = Tensor::zeros({6, 9}, DType::kInt32);
+  for (int64_t k : {-2, 0, 3}) {
+    std::vector<double> eye;
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t c = 0; c < 9; ++c) eye.push_back(c - r == k ? 1 : 0);
+    expect_close(run_checked("EyeLike", {like}, {{"k", k}, {"dtype", int64_t{1}}})[0], Shape{6, 9},
+                 eye, 0, 0);
+  }
 }
 
 TEST_F(GenericMovement, BadInputsAreErrors) {

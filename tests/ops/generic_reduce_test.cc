@@ -281,6 +281,26 @@ TEST_F(GenericReduce, LayerNormalizationMeanAndInvStdDev) {
   }
 }
 
+TEST_F(GenericReduce, InstanceNormalization) {
+  const Shape xs{2, 3, 7, 9};
+  const Tensor x = random_tensor(xs, 88, -2.f, 3.f);
+  const Tensor scale = random_tensor({3}, 89), bias = random_tensor({3}, 90);
+  const std::vector<double> xv = to_doubles(x), sv = to_doubles(scale), bv = to_doubles(bias);
+  const int64_t n = 7 * 9;
+  std::vector<double> want(xv.size());
+  for (int64_t row = 0; row < 6; ++row) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < n; ++j) m += xv[row * n + j];
+    m /= n;
+    for (int64_t j = 0; j < n; ++j) v += (xv[row * n + j] - m) * (xv[row * n + j] - m);
+    const double is = 1 / std::sqrt(v / n + 1e-3);
+    for (int64_t j = 0; j < n; ++j)
+      want[row * n + j] = (xv[row * n + j] - m) * is * sv[row % 3] + bv[row % 3];
+  }
+  expect_close(run_checked("InstanceNormalization", {x, scale, bias}, {{"epsilon", 1e-3f}})[0], xs,
+               want, 1e-4, 1e-4);
+}
+
 TEST_F(GenericReduce, BadAxesAreErrors) {
   const Tensor x = random_tensor({3, 4}, 87);
   expect_error<Error>(

@@ -215,6 +215,8 @@ __device__ __forceinline__ V apply_float_unary(AnyUnaryOp op, V v, const UnaryPa
       return V(1) / (V(1) + exp(-v));
     case AnyUnaryOp::kTanh:
       return tanh(v);
+    case AnyUnaryOp::kScale:
+      return v * alpha;
     default:
       return v;
   }

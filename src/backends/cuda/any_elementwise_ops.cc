@@ -169,6 +169,48 @@ std::unique_ptr<Kernel> make_any_binary(const NodeContext& ctx) {
   });
 }
 
+std::string check_variadic(const NodeContext& ctx) {
+  if (ctx.num_inputs() < 1) return "takes at least one input";
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return "an input is omitted";
+    std::string why = check_gpu_data(ctx, i);
+    if (!why.empty()) return why;
+    if (ctx.input_dtype(i) != ctx.input_dtype(0)) return "the inputs' types differ";
+  }
+  if (ctx.input_dtype(0) == DType::kBool) return "no bool arithmetic";
+  if (ctx.op() == OpKind::kMean && !is_float_elem(*elem_of(ctx.input_dtype(0))))
+    return "Mean takes floats";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_variadic(const NodeContext& ctx) {
+  const AnyBinaryOp op = ctx.op() == OpKind::kMax   ? AnyBinaryOp::kMax
+                         : ctx.op() == OpKind::kMin ? AnyBinaryOp::kMin
+                                                    : AnyBinaryOp::kAdd;
+  const Shape& y = ctx.output(0).shape;
+  const int count = ctx.num_inputs();
+  // Step j folds input j into y (step 1 also reads input 0); one input is a broadcast copy.
+  std::vector<BroadcastDesc> steps;
+  if (count == 1) steps.push_back(broadcast_desc(ctx.input_shape(0), ctx.input_shape(0), y));
+  for (int j = 1; j < count; ++j)
+    steps.push_back(broadcast_desc(j == 1 ? ctx.input_shape(0) : y, ctx.input_shape(j), y));
+  const Elem e = *elem_of(ctx.input_dtype(0));
+  const int64_t n = y.numel();
+  const bool mean = ctx.op() == OpKind::kMean;
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    for (size_t j = 0; j < steps.size(); ++j) {
+      const void* a = j == 0 ? in(k, 0) : out(k);
+      const void* b = count == 1 ? in(k, 0) : in(k, static_cast<int>(j) + 1);
+      launch_any_binary(e, count == 1 ? AnyBinaryOp::kMax : op, a, b, out(k), n, steps[j], s);
+    }
+    if (mean) {
+      UnaryParams p;
+      p.alpha = 1.0f / static_cast<float>(count);
+      launch_any_unary(e, AnyUnaryOp::kScale, p, out(k), out(k), n, s);
+    }
+  });
+}
+
 namespace {
 
 std::string check_compare(const NodeContext& ctx) {
@@ -418,6 +460,8 @@ LUMEN_REGISTER_CUDA_KERNEL(Shrink, &make_any_unary, &check_any_unary);
 LUMEN_REGISTER_CUDA_KERNEL(IsNaN, &make_any_unary, &check_any_unary);
 LUMEN_REGISTER_CUDA_KERNEL(IsInf, &make_any_unary, &check_any_unary);
 LUMEN_REGISTER_CUDA_KERNEL(Where, &make_where, &check_where);
+LUMEN_REGISTER_CUDA_KERNEL(Sum, &make_variadic, &check_variadic);
+LUMEN_REGISTER_CUDA_KERNEL(Mean, &make_variadic, &check_variadic);
 LUMEN_REGISTER_CUDA_KERNEL(Cast, &make_cast, &check_cast);
 LUMEN_REGISTER_CUDA_KERNEL(CastLike, &make_cast, &check_cast);
 LUMEN_REGISTER_CUDA_KERNEL(Clip, &make_clip, &check_clip);

@@ -37,7 +37,8 @@ void launch_compare(Elem t, CompareOp op, const void* a, const void* b, bool* y,
 enum class AnyUnaryOp {
   kNot, kBitNot, kNeg, kAbs, kSign, kRound, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh,
   kAcosh, kAtanh, kSelu, kCelu, kSoftsign, kMish, kThresholdedRelu, kShrink, kIsNaN, kIsInf,
-  kErf, kExp, kLog, kSqrt, kReciprocal, kFloor, kCeil, kSin, kCos, kRelu, kSigmoid, kTanh
+  kErf, kExp, kLog, kSqrt, kReciprocal, kFloor, kCeil, kSin, kCos, kRelu, kSigmoid, kTanh,
+  kScale  // x * alpha (Mean's division)
 };
 struct UnaryParams {
   float alpha = 0.f, beta = 0.f, gamma = 0.f;
@@ -148,5 +149,54 @@ struct ScatterNDDesc {
 };
 void launch_scatter_nd(const int64_t* indices, const void* updates, void* y, int element_bytes,
                        const ScatterNDDesc& desc, int* error, cudaStream_t stream);
+
+// GatherElements along `axis`: y (indices' shape idx_dims) at index j reads data (shape dims) at
+// j's index with dim `axis` replaced by indices[j] (negative from the end). Out-of-range indices
+// give zero and set *error (nullable) to 1.
+void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
+                            int element_bytes, const ScatterElementsDesc& desc, int64_t n,
+                            int* error, cudaStream_t stream);
+
+// GatherND: y[b, u, s] = data[b, indices[b, u, 0..k), s] over `batch` flattened batch dims, `num`
+// index tuples per batch and slices of `slice` elements; `dims` and `strides` are the data's sizes
+// and element strides of the k indexed dims (within one batch), batch_stride a batch's elements.
+struct GatherNDDesc {
+  int k = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+  int64_t batch = 1, num = 0, slice = 1, batch_stride = 0;
+};
+void launch_gather_nd(const void* data, const int64_t* indices, void* y, int element_bytes,
+                      const GatherNDDesc& desc, int* error, cudaStream_t stream);
+
+// Pad: y (dims) at index c reads x (x_dims, contiguous) at c - pad_begin per dim. Negative pads
+// crop first: each dim keeps the window [win_lo, win_lo + win_n) of x, and outside it kConstant
+// writes *value (x's type; nullptr: zero), kEdge clamps, kReflect mirrors about the window's
+// edges (the edge not repeated), kWrap wraps around within it.
+enum class PadKind { kConstant, kEdge, kReflect, kWrap };
+struct PadDesc {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t x_dims[kMaxRank] = {};
+  int64_t pad_begin[kMaxRank] = {};
+  int64_t win_lo[kMaxRank] = {};
+  int64_t win_n[kMaxRank] = {};
+  PadKind mode = PadKind::kConstant;
+};
+void launch_pad(Elem t, const void* x, const void* value, void* y, const PadDesc& desc, int64_t n,
+                cudaStream_t stream);
+
+// Range: y[i] = start + i * delta, start and delta device scalars of y's type.
+void launch_range(Elem t, const void* start, const void* delta, void* y, int64_t n,
+                  cudaStream_t stream);
+
+// EyeLike: y [rows, cols] is 1 where col - row == k, else 0.
+void launch_eye(Elem t, void* y, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream);
+
+// InstanceNormalization: x [rows = N * C, n] normalised per row, then * scale[row % channels] +
+// bias[row % channels]; scale and bias of x's storage.
+void launch_instance_norm(Storage st, const void* x, const void* scale, const void* bias, void* y,
+                          int64_t rows, int64_t channels, int64_t n, float epsilon,
+                          cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -1,5 +1,6 @@
-// Dtype-generic data movement: Tile, Trilu, OneHot, ScatterElements and ScatterND. Copies move
-// elements as raw words of their size, so one instantiation per element size serves every type.
+// Dtype-generic data movement: Tile, Trilu, OneHot, ScatterElements, ScatterND, GatherElements,
+// GatherND, Pad, Range and EyeLike. Copies move elements as raw words of their size, so one
+// instantiation per element size serves every type.
 #include "backends/cuda/any_launch.h"
 #include "backends/cuda/any_types.cuh"
 
@@ -99,7 +100,158 @@ __global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y
   }
 }
 
+template <typename W>
+__global__ void gather_elements_kernel(const W* data, const void* indices, bool i64, W* y,
+                                       ScatterElementsDesc d, int64_t n, int* error) {
+  ANY_GRID_LOOP(j, n) {
+    int64_t rest = j, off = 0, stride = 1;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      int64_t c = rest % d.idx_dims[k];
+      rest /= d.idx_dims[k];
+      if (k == d.axis) {
+        c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+        if (c < 0) c += d.dims[k];
+        if (c < 0 || c >= d.dims[k]) {
+          if (error != nullptr) *error = 1;
+          off = -1;
+          break;
+        }
+      }
+      off += c * stride;
+      stride *= d.dims[k];
+    }
+    y[j] = off >= 0 ? data[off] : W(0);
+  }
+}
+
+template <typename W>
+__global__ void gather_nd_kernel(const W* data, const int64_t* indices, W* y, GatherNDDesc d,
+                                 int* error) {
+  ANY_GRID_LOOP(i, d.batch * d.num * d.slice) {
+    const int64_t s = i % d.slice, t = i / d.slice;  // t: the tuple, batch-major
+    const int64_t b = t / d.num;
+    int64_t off = b * d.batch_stride;
+    bool ok = true;
+    for (int k = 0; k < d.k; ++k) {
+      int64_t c = indices[t * d.k + k];
+      if (c < 0) c += d.dims[k];
+      if (c < 0 || c >= d.dims[k]) ok = false;
+      off += c * d.strides[k];
+    }
+    if (!ok && error != nullptr) *error = 1;
+    y[i] = ok ? data[off + s] : W(0);
+  }
+}
+
+// The x coordinate output coordinate c - pad_begin (here `c`) reads within the window
+// [lo, lo + n), or -1 for the constant.
+__device__ __forceinline__ int64_t pad_source(int64_t c, int64_t lo, int64_t n, PadKind mode) {
+  if (n <= 0) return -1;
+  const int64_t r = c - lo;
+  if (r >= 0 && r < n) return c;
+  switch (mode) {
+    case PadKind::kEdge:
+      return r < 0 ? lo : lo + n - 1;
+    case PadKind::kReflect: {
+      if (n == 1) return lo;
+      const int64_t period = 2 * (n - 1);
+      int64_t m = r % period;
+      if (m < 0) m += period;
+      return lo + (m < n ? m : period - m);
+    }
+    case PadKind::kWrap: {
+      const int64_t m = r % n;
+      return lo + (m < 0 ? m + n : m);
+    }
+    default:
+      return -1;
+  }
+}
+
+template <typename T>
+__global__ void pad_kernel(const T* x, const T* value, T* y, PadDesc d, int64_t n) {
+  ANY_GRID_LOOP(i, n) {
+    int64_t rest = i, off = 0, stride = 1;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t c = rest % d.dims[k];
+      rest /= d.dims[k];
+      const int64_t src = pad_source(c - d.pad_begin[k], d.win_lo[k], d.win_n[k], d.mode);
+      if (src < 0) {
+        off = -1;
+        break;
+      }
+      off += src * stride;
+      stride *= d.x_dims[k];
+    }
+    y[i] = off >= 0 ? x[off] : value != nullptr ? value[0] : store_as<T>(0);
+  }
+}
+
+template <typename T>
+__global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
+  ANY_GRID_LOOP(i, n) {
+    y[i] = store_as<T>(load(start, 0) + static_cast<math_t<T>>(i) * load(delta, 0));
+  }
+}
+
+template <typename T>
+__global__ void eye_kernel(T* y, int64_t rows, int64_t cols, int64_t k) {
+  ANY_GRID_LOOP(i, rows * cols) { y[i] = store_as<T>(i % cols - i / cols == k ? 1 : 0); }
+}
+
 }  // namespace
+
+void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
+                            int element_bytes, const ScatterElementsDesc& desc, int64_t n,
+                            int* error, cudaStream_t stream) {
+  if (n == 0) return;
+  with_word(element_bytes, [&](auto tag) {
+    using W = decltype(tag);
+    gather_elements_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
+        static_cast<const W*>(data), indices, indices_int64, static_cast<W*>(y), desc, n, error);
+  });
+}
+
+void launch_gather_nd(const void* data, const int64_t* indices, void* y, int element_bytes,
+                      const GatherNDDesc& desc, int* error, cudaStream_t stream) {
+  const int64_t n = desc.batch * desc.num * desc.slice;
+  if (n == 0) return;
+  with_word(element_bytes, [&](auto tag) {
+    using W = decltype(tag);
+    gather_nd_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
+        static_cast<const W*>(data), indices, static_cast<W*>(y), desc, error);
+  });
+}
+
+void launch_pad(Elem t, const void* x, const void* value, void* y, const PadDesc& desc, int64_t n,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    pad_kernel<T><<<any_blocks(n), kAnyThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(value), static_cast<T*>(y), desc, n);
+  });
+}
+
+void launch_range(Elem t, const void* start, const void* delta, void* y, int64_t n,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)
+      range_kernel<T><<<any_blocks(n), kAnyThreads, 0, stream>>>(
+          static_cast<const T*>(start), static_cast<const T*>(delta), static_cast<T*>(y), n);
+  });
+}
+
+void launch_eye(Elem t, void* y, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    eye_kernel<T><<<any_blocks(rows * cols), kAnyThreads, 0, stream>>>(static_cast<T*>(y), rows,
+                                                                       cols, k);
+  });
+}
 
 void launch_tile(const void* x, void* y, int element_bytes, const TileDesc& desc, int64_t n,
                  cudaStream_t stream) {

@@ -1,10 +1,11 @@
 // CUDA kernels of data-movement ops on any type (any_movement.cu, and kernels.cu's strided
 // copy): Expand, Tile, Trilu, OneHot, DepthToSpace, SpaceToDepth, ScatterElements and ScatterND
-// (reduction none).
+// (reduction none), GatherElements, GatherND, Pad (every mode), Range and EyeLike.
 #include <algorithm>
 
 #include "backends/cuda/any_ops.h"
 #include "backends/cuda/cuda_check.h"
+#include "graph/schemas/movement.h"
 
 namespace lumen::cuda {
 namespace {
@@ -216,8 +217,140 @@ std::unique_ptr<Kernel> make_scatter_nd(const NodeContext& ctx) {
   });
 }
 
+std::string check_gather_elements(const NodeContext& ctx) {
+  std::string why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
+  const DType idx = ctx.input_dtype(1);
+  if (idx != DType::kInt64 && idx != DType::kInt32) return "the indices must be int64 or int32";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_gather_elements(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& idx = ctx.input_shape(1);
+  if (idx.rank() != x.rank()) ctx.fail_shape("indices must have the data's rank");
+  ScatterElementsDesc d;
+  d.rank = x.rank();
+  const int64_t axis = ctx.attr_int("axis", 0);
+  if (axis < -x.rank() || axis >= x.rank()) ctx.fail_model("axis out of range");
+  d.axis = static_cast<int>(axis < 0 ? axis + x.rank() : axis);
+  for (int k = 0; k < x.rank(); ++k) {
+    d.dims[k] = x[k];
+    d.idx_dims[k] = idx[k];
+  }
+  const bool i64 = ctx.input_dtype(1) == DType::kInt64;
+  const int es = element_bytes(ctx.input_dtype(0));
+  const int64_t n = idx.numel();
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_gather_elements(in(k, 0), in(k, 1), i64, out(k), es, d, n, nullptr, s);
+  });
+}
+
+std::string check_gather_nd(const NodeContext& ctx) {
+  std::string why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
+  if (ctx.input_dtype(1) != DType::kInt64) return "the indices must be int64";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_gather_nd(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& idx = ctx.input_shape(1);
+  const int b = static_cast<int>(ctx.attr_int("batch_dims", 0));
+  if (idx.rank() < 1 || b < 0 || b >= idx.rank() || b > x.rank())
+    ctx.fail_shape("batch_dims does not fit the indices");
+  GatherNDDesc d;
+  d.k = static_cast<int>(idx[idx.rank() - 1]);
+  if (b + d.k > x.rank()) ctx.fail_shape("the index tuples are longer than the data's rank");
+  std::vector<int64_t> strides(x.rank(), 1);
+  for (int k = x.rank() - 2; k >= 0; --k) strides[k] = strides[k + 1] * x[k + 1];
+  for (int k = 0; k < d.k; ++k) {
+    d.dims[k] = x[b + k];
+    d.strides[k] = strides[b + k];
+  }
+  for (int k = 0; k < b; ++k) d.batch *= idx[k];
+  d.num = 1;
+  for (int k = b; k < idx.rank() - 1; ++k) d.num *= idx[k];
+  for (int k = b + d.k; k < x.rank(); ++k) d.slice *= x[k];
+  d.batch_stride = b < x.rank() ? strides[b] * x[b] : 1;
+  const int es = element_bytes(ctx.input_dtype(0));
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_gather_nd(in(k, 0), static_cast<const int64_t*>(in(k, 1)), out(k), es, d, nullptr, s);
+  });
+}
+
+std::string check_pad(const NodeContext& ctx) {
+  std::string why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
+  for (int i : {1, 3})
+    if (ctx.num_inputs() > i && ctx.has_input(i) && ctx.input_value(i) == nullptr)
+      return "input " + std::to_string(i) + " must be known at build time";
+  if (ctx.num_inputs() > 2 && ctx.has_input(2) && ctx.input_dtype(2) != ctx.input_dtype(0))
+    return "the constant's type differs from the data's";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_pad(const NodeContext& ctx) {
+  const PadSpec spec = pad_spec(ctx);
+  const Shape& x = ctx.input_shape(0);
+  PadDesc d;
+  d.rank = x.rank();
+  for (int k = 0; k < x.rank(); ++k) {
+    d.dims[k] = spec.output[k];
+    d.x_dims[k] = x[k];
+    d.pad_begin[k] = spec.begin[k];
+    d.win_lo[k] = std::max<int64_t>(0, -spec.begin[k]);
+    d.win_n[k] = x[k] - d.win_lo[k] - std::max<int64_t>(0, -spec.end[k]);
+  }
+  d.mode = spec.mode == PadMode::kEdge      ? PadKind::kEdge
+           : spec.mode == PadMode::kReflect ? PadKind::kReflect
+           : spec.mode == PadMode::kWrap    ? PadKind::kWrap
+                                            : PadKind::kConstant;
+  const bool has_value = ctx.num_inputs() > 2 && ctx.has_input(2);
+  const Elem e = *elem_of(ctx.input_dtype(0));
+  const int64_t n = spec.output.numel();
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_pad(e, in(k, 0), has_value ? in(k, 2) : nullptr, out(k), d, n, s);
+  });
+}
+
+std::string check_range(const NodeContext& ctx) {
+  const std::optional<Elem> e = elem_of(ctx.output(0).dtype);
+  if (!e || *e == Elem::kBool) return "takes numbers";
+  if (is_shape_arithmetic(ctx)) return "integer data (shape arithmetic) stays on the host";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_range(const NodeContext& ctx) {
+  const Elem e = *elem_of(ctx.output(0).dtype);
+  const int64_t n = ctx.output(0).shape.numel();
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_range(e, in(k, 0), in(k, 2), out(k), n, s);
+  });
+}
+
+std::string check_eye_like(const NodeContext& ctx) {
+  if (!elem_of(ctx.output(0).dtype)) return "the output type is not a CUDA kernel's";
+  if (ctx.output(0).shape.rank() != 2) return "takes 2-D input";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_eye_like(const NodeContext& ctx) {
+  const Shape& y = ctx.output(0).shape;
+  const Elem e = *elem_of(ctx.output(0).dtype);
+  const int64_t rows = y[0], cols = y[1], diag = ctx.attr_int("k", 0);
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_eye(e, out(k), rows, cols, diag, s);
+  });
+}
+
 }  // namespace
 
+LUMEN_REGISTER_CUDA_KERNEL(GatherElements, &make_gather_elements, &check_gather_elements);
+LUMEN_REGISTER_CUDA_KERNEL(GatherND, &make_gather_nd, &check_gather_nd);
+LUMEN_REGISTER_CUDA_KERNEL(Pad, &make_pad, &check_pad);
+LUMEN_REGISTER_CUDA_KERNEL(Range, &make_range, &check_range);
+LUMEN_REGISTER_CUDA_KERNEL(EyeLike, &make_eye_like, &check_eye_like);
 LUMEN_REGISTER_CUDA_KERNEL(Expand, &make_expand, &check_data_static);
 LUMEN_REGISTER_CUDA_KERNEL(Tile, &make_tile, &check_data_static);
 LUMEN_REGISTER_CUDA_KERNEL(Trilu, &make_trilu, &check_trilu);

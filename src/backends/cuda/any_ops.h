@@ -48,6 +48,11 @@ BroadcastDesc broadcast_desc(const Shape& a, const Shape& b, const Shape& out);
 std::string check_any_binary(const NodeContext& ctx);
 std::unique_ptr<Kernel> make_any_binary(const NodeContext& ctx);
 
+// Sum, Mean, Max and Min of any number of inputs (broadcast); ops.cc hands Max and Min over when
+// they have other than two.
+std::string check_variadic(const NodeContext& ctx);
+std::unique_ptr<Kernel> make_variadic(const NodeContext& ctx);
+
 // ops.cc's unary ops (Neg, Abs, Relu, Exp, ...) on float64 and integer types.
 std::string check_any_unary(const NodeContext& ctx);
 std::unique_ptr<Kernel> make_any_unary(const NodeContext& ctx);

@@ -266,6 +266,29 @@ __global__ void layer_norm_stats_kernel(const T* x, const T* scale, const T* bia
   }
 }
 
+// One block per (image, channel) row; scale and bias per channel.
+template <typename T>
+__global__ void instance_norm_kernel(const T* x, const T* scale, const T* bias, T* y, int64_t rows,
+                                     int64_t channels, int64_t n, float eps) {
+  __shared__ float scratch[32];
+  Reducer<float> sum{ReduceKind::kSum, 0.f};
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * n;
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += to_float(xr[j]);
+    const float mean = block_combine(sum, s, scratch) / static_cast<float>(n);
+    float q = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float c = to_float(xr[j]) - mean;
+      q += c * c;
+    }
+    const float inv = rsqrtf(block_combine(sum, q, scratch) / static_cast<float>(n) + eps);
+    const float g = to_float(scale[row % channels]) * inv, b = to_float(bias[row % channels]);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      y[row * n + j] = from_float<T>((to_float(xr[j]) - mean) * g + b);
+  }
+}
+
 int grid_of(int64_t n) {
   return static_cast<int>(n < 65535 * 8 ? (n > 0 ? n : 1) : 65535 * 8);
 }
@@ -334,6 +357,18 @@ void launch_layer_norm_stats(Storage st, const void* x, const void* scale, const
           static_cast<T*>(y), static_cast<S*>(mean), static_cast<S*>(inv_std_dev), rows, n,
           epsilon);
     });
+  });
+}
+
+void launch_instance_norm(Storage st, const void* x, const void* scale, const void* bias, void* y,
+                          int64_t rows, int64_t channels, int64_t n, float epsilon,
+                          cudaStream_t stream) {
+  if (rows == 0 || n == 0) return;
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    instance_norm_kernel<T><<<grid_of(rows), kAnyThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
+        static_cast<T*>(y), rows, channels, n, epsilon);
   });
 }
 

@@ -1,6 +1,6 @@
 // CUDA kernels of the reductions (any_reduce.cu): every Reduce* over any set of axes and on any
-// numeric type, ArgMax/ArgMin, CumSum, Hardmax, and LayerNormalization's Mean and InvStdDev
-// outputs.
+// numeric type, ArgMax/ArgMin, CumSum, Hardmax, InstanceNormalization, and LayerNormalization's
+// Mean and InvStdDev outputs.
 #include <algorithm>
 
 #include "backends/cuda/any_ops.h"
@@ -173,6 +173,27 @@ std::unique_ptr<Kernel> make_hardmax(const NodeContext& ctx) {
   });
 }
 
+std::string check_instance_norm(const NodeContext& ctx) {
+  std::string why = require_float_static(ctx);
+  if (!why.empty()) return why;
+  if (ctx.input_shape(0).rank() < 3) return "takes (N, C, ...) input";
+  const int64_t c = ctx.input_shape(0)[1];
+  if (ctx.input_shape(1).numel() != c || ctx.input_shape(2).numel() != c)
+    return "scale and bias must have C elements";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_instance_norm(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const int64_t channels = x[1], rows = x[0] * x[1];
+  const int64_t n = rows > 0 ? x.numel() / rows : 0;
+  const float eps = ctx.attr_float("epsilon", 1e-5f);
+  const Storage st = storage_of(ctx.input_dtype(0));
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_instance_norm(st, in(k, 0), in(k, 1), in(k, 2), out(k), rows, channels, n, eps, s);
+  });
+}
+
 }  // namespace
 
 std::string check_layer_norm_stats(const NodeContext& ctx) {
@@ -215,5 +236,6 @@ LUMEN_REGISTER_CUDA_KERNEL(ArgMax, &make_arg_reduce, &check_arg_reduce);
 LUMEN_REGISTER_CUDA_KERNEL(ArgMin, &make_arg_reduce, &check_arg_reduce);
 LUMEN_REGISTER_CUDA_KERNEL(CumSum, &make_cumsum, &check_cumsum);
 LUMEN_REGISTER_CUDA_KERNEL(Hardmax, &make_hardmax, &check_hardmax);
+LUMEN_REGISTER_CUDA_KERNEL(InstanceNormalization, &make_instance_norm, &check_instance_norm);
 
 }  // namespace lumen::cuda

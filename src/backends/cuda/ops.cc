@@ -159,6 +159,7 @@ BinaryOp binary_op(OpKind op) {
 }
 
 std::string check_binary(const NodeContext& ctx) {
+  if (ctx.num_inputs() != 2) return check_variadic(ctx);
   std::string why = require_float_static(ctx);
   if (!why.empty()) return check_any_binary(ctx);
   if (ctx.num_inputs() != 2) return "takes two inputs";
@@ -167,6 +168,7 @@ std::string check_binary(const NodeContext& ctx) {
 }
 
 std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
+  if (ctx.num_inputs() != 2) return make_variadic(ctx);
   if (!is_gpu_float(ctx.input_dtype(0))) return make_any_binary(ctx);
   BinaryOp op = binary_op(ctx.op());
   const Shape& y = ctx.output(0).shape;
