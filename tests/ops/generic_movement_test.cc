@@ -173,6 +173,43 @@ TEST_F(GenericMovement, IntegerViewsAndCopies) {
                Shape{16, 40}, cat);
 }
 
+TEST_F(GenericMovement, ScatterReductionsCombineRepeatedIndices) {
+  for (DType dt : {DType::kFloat32, DType::kInt32}) {
+    for (const char* red : {"add", "mul", "max", "min"}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + red);
+      const std::string r = red;
+      auto combine = [&](double a, double b) {
+        return r == "add" ? a + b : r == "mul" ? a * b : r == "max" ? std::max(a, b) : std::min(a, b);
+      };
+      // ScatterElements along axis 0 of [5, 7] with repeated rows in every column.
+      const Tensor data = int_valued({5, 7}, dt, 16, -3, 3);
+      const Tensor idx = random_ints({6, 7}, 17, -5, 4);
+      const Tensor upd = int_valued({6, 7}, dt, 18, -3, 3);
+      std::vector<double> want = to_doubles(data);
+      const std::vector<double> iv = to_doubles(idx), uv = to_doubles(upd);
+      for (int64_t a = 0; a < 6; ++a)
+        for (int64_t c = 0; c < 7; ++c) {
+          int64_t row = static_cast<int64_t>(iv[a * 7 + c]);
+          if (row < 0) row += 5;
+          want[row * 7 + c] = combine(want[row * 7 + c], uv[a * 7 + c]);
+        }
+      expect_equal(run_checked("ScatterElements", {data, idx, upd}, {{"reduction", red}})[0], dt,
+                   data.shape(), want);
+      // ScatterND of rows of [4, 9] with a repeated row index.
+      const Tensor d2 = int_valued({4, 9}, dt, 19, -3, 3);
+      const Tensor rows = Tensor::from_vector<int64_t>({5, 1}, {2, 0, 2, -1, 2});
+      const Tensor u2 = int_valued({5, 9}, dt, 20, -3, 3);
+      std::vector<double> w2 = to_doubles(d2);
+      const std::vector<double> u2v = to_doubles(u2);
+      const int64_t rv[5] = {2, 0, 2, 3, 2};
+      for (int64_t u = 0; u < 5; ++u)
+        for (int64_t e = 0; e < 9; ++e) w2[rv[u] * 9 + e] = combine(w2[rv[u] * 9 + e], u2v[u * 9 + e]);
+      expect_equal(run_checked("ScatterND", {d2, rows, u2}, {{"reduction", red}})[0], dt,
+                   d2.shape(), w2);
+    }
+  }
+}
+
 TEST_F(GenericMovement, GatherElementsAndGatherND) {
   for (DType dt : {DType::kFloat32, DType::kInt32, DType::kBool}) {
     SCOPED_TRACE(dtype_name(dt));

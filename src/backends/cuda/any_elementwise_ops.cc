@@ -150,8 +150,7 @@ std::string check_any_binary(const NodeContext& ctx) {
     case OpKind::kBitwiseOr:
     case OpKind::kBitwiseXor:
       return !is_bool && !is_float_elem(e) ? "" : "bitwise ops take integers";
-    case OpKind::kMod:
-      if (ctx.attr_int("fmod", 0) == 0 && is_float_elem(e)) return "Mod of floats needs fmod=1";
+    case OpKind::kMod:  // floats with fmod=0 take the divisor's sign, as the CPU's
       return is_bool ? "no bool arithmetic" : "";
     default:
       return is_bool ? "no bool arithmetic" : "";

@@ -199,4 +199,14 @@ void launch_instance_norm(Storage st, const void* x, const void* scale, const vo
                           int64_t rows, int64_t channels, int64_t n, float epsilon,
                           cudaStream_t stream);
 
+// ScatterElements and ScatterND with a reduction (kAdd, kMul, kMax or kMin of AnyBinaryOp): y
+// (a copy of data) combined with each update in order. Each thread owns what no other writes (a
+// line along the axis; a slice position), so repeated indices combine deterministically.
+void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
+                                    bool indices_int64, const void* updates, void* y,
+                                    const ScatterElementsDesc& desc, int64_t n,
+                                    cudaStream_t stream);
+void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, const void* updates,
+                              void* y, const ScatterNDDesc& desc, cudaStream_t stream);
+
 }  // namespace lumen::cuda

@@ -199,7 +199,107 @@ __global__ void eye_kernel(T* y, int64_t rows, int64_t cols, int64_t k) {
   ANY_GRID_LOOP(i, rows * cols) { y[i] = store_as<T>(i % cols - i / cols == k ? 1 : 0); }
 }
 
+template <typename T>
+__device__ __forceinline__ T combine_as(AnyBinaryOp op, T a, T b) {
+  const math_t<T> x = load(&a, 0), y = load(&b, 0);
+  switch (op) {
+    case AnyBinaryOp::kMul:
+      return store_as<T>(x * y);
+    case AnyBinaryOp::kMax:
+      return store_as<T>(y > x ? y : x);
+    case AnyBinaryOp::kMin:
+      return store_as<T>(y < x ? y : x);
+    default:
+      return store_as<T>(x + y);
+  }
+}
+
+// One thread per line of the indices along the axis (every other coordinate fixed).
+template <typename T>
+__global__ void scatter_elements_reduce_kernel(AnyBinaryOp op, const void* indices, bool i64,
+                                               const T* updates, T* y, ScatterElementsDesc d,
+                                               int64_t lines) {
+  const int64_t len = d.idx_dims[d.axis];
+  ANY_GRID_LOOP(line, lines) {
+    for (int64_t a = 0; a < len; ++a) {
+      // The index of update j: `line` spread over the non-axis dims, `a` on the axis.
+      int64_t rest = line, j = 0, off = 0, jstride = 1, stride = 1;
+      bool ok = true;
+      for (int k = d.rank - 1; k >= 0; --k) {
+        int64_t c;
+        if (k == d.axis) {
+          c = a;
+        } else {
+          c = rest % d.idx_dims[k];
+          rest /= d.idx_dims[k];
+        }
+        j += c * jstride;
+        jstride *= d.idx_dims[k];
+        if (k != d.axis) {
+          off += c * stride;
+        }
+        stride *= d.dims[k];
+      }
+      int64_t c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+      if (c < 0) c += d.dims[d.axis];
+      if (c < 0 || c >= d.dims[d.axis]) ok = false;
+      int64_t axis_stride = 1;
+      for (int k = d.rank - 1; k > d.axis; --k) axis_stride *= d.dims[k];
+      if (ok) {
+        const int64_t at = off + c * axis_stride;
+        y[at] = combine_as(op, y[at], updates[j]);
+      }
+    }
+  }
+}
+
+// One thread per position within a slice, over every update in order.
+template <typename T>
+__global__ void scatter_nd_reduce_kernel(AnyBinaryOp op, const int64_t* indices, const T* updates,
+                                         T* y, ScatterNDDesc d) {
+  ANY_GRID_LOOP(s, d.slice) {
+    for (int64_t u = 0; u < d.num_updates; ++u) {
+      int64_t off = 0;
+      bool ok = true;
+      for (int k = 0; k < d.k; ++k) {
+        int64_t c = indices[u * d.k + k];
+        if (c < 0) c += d.dims[k];
+        if (c < 0 || c >= d.dims[k]) ok = false;
+        off += c * d.strides[k];
+      }
+      if (ok) y[off + s] = combine_as(op, y[off + s], updates[u * d.slice + s]);
+    }
+  }
+}
+
 }  // namespace
+
+void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
+                                    bool indices_int64, const void* updates, void* y,
+                                    const ScatterElementsDesc& desc, int64_t n,
+                                    cudaStream_t stream) {
+  const int64_t len = desc.idx_dims[desc.axis];
+  if (n == 0 || len == 0) return;
+  const int64_t lines = n / len;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)
+      scatter_elements_reduce_kernel<T><<<any_blocks(lines), kAnyThreads, 0, stream>>>(
+          op, indices, indices_int64, static_cast<const T*>(updates), static_cast<T*>(y), desc,
+          lines);
+  });
+}
+
+void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, const void* updates,
+                              void* y, const ScatterNDDesc& desc, cudaStream_t stream) {
+  if (desc.slice == 0 || desc.num_updates == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)
+      scatter_nd_reduce_kernel<T><<<any_blocks(desc.slice), kAnyThreads, 0, stream>>>(
+          op, indices, static_cast<const T*>(updates), static_cast<T*>(y), desc);
+  });
+}
 
 void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,

@@ -154,11 +154,25 @@ std::unique_ptr<Kernel> make_space_depth(const NodeContext& ctx) {
   return strided_copy(ctx, dims, strides);
 }
 
-// Scatter with reduction none: y starts as a copy of data, then each update is written.
+// Scatter: y starts as a copy of data, then each update is written (or combined by the
+// reduction).
+// The reduction of a scatter: none (nullopt), add, mul, max or min.
+std::optional<AnyBinaryOp> scatter_reduction(const NodeContext& ctx) {
+  const std::string r = ctx.attr_string("reduction", "none");
+  if (r == "add") return AnyBinaryOp::kAdd;
+  if (r == "mul") return AnyBinaryOp::kMul;
+  if (r == "max") return AnyBinaryOp::kMax;
+  if (r == "min") return AnyBinaryOp::kMin;
+  return std::nullopt;
+}
+
 std::string check_scatter(const NodeContext& ctx) {
-  if (ctx.attr_string("reduction", "none") != "none") return "only reduction none";
+  const std::string r = ctx.attr_string("reduction", "none");
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    return "unknown reduction '" + r + "'";
   std::string why = check_gpu_data(ctx, 0);
   if (!why.empty()) return why;
+  if (r != "none" && ctx.input_dtype(0) == DType::kBool) return "no bool reductions";
   const DType idx = ctx.input_dtype(1);
   if (idx != DType::kInt64 && (ctx.op() == OpKind::kScatterND || idx != DType::kInt32))
     return "the indices must be int64 (or int32 for ScatterElements)";
@@ -184,10 +198,15 @@ std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
   const size_t bytes = static_cast<size_t>(x.numel()) * es;
   const int64_t n = idx.numel();
   const std::string where = ctx.where();
+  const std::optional<AnyBinaryOp> reduce = scatter_reduction(ctx);
+  const Elem e = *elem_of(ctx.input_dtype(0));
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     if (bytes > 0)
       check(cudaMemcpyAsync(out(k), in(k, 0), bytes, cudaMemcpyDeviceToDevice, s), where);
-    launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, nullptr, s);
+    if (reduce)
+      launch_scatter_elements_reduce(e, *reduce, in(k, 1), i64, in(k, 2), out(k), d, n, s);
+    else
+      launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, nullptr, s);
   });
 }
 
@@ -210,10 +229,16 @@ std::unique_ptr<Kernel> make_scatter_nd(const NodeContext& ctx) {
   const int es = element_bytes(ctx.input_dtype(0));
   const size_t bytes = static_cast<size_t>(x.numel()) * es;
   const std::string where = ctx.where();
+  const std::optional<AnyBinaryOp> reduce = scatter_reduction(ctx);
+  const Elem e = *elem_of(ctx.input_dtype(0));
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     if (bytes > 0)
       check(cudaMemcpyAsync(out(k), in(k, 0), bytes, cudaMemcpyDeviceToDevice, s), where);
-    launch_scatter_nd(static_cast<const int64_t*>(in(k, 1)), in(k, 2), out(k), es, d, nullptr, s);
+    const auto* indices = static_cast<const int64_t*>(in(k, 1));
+    if (reduce)
+      launch_scatter_nd_reduce(e, *reduce, indices, in(k, 2), out(k), d, s);
+    else
+      launch_scatter_nd(indices, in(k, 2), out(k), es, d, nullptr, s);
   });
 }
 
