@@ -142,6 +142,13 @@ TEST_F(GenericElementwise, IntegerArithmeticAndMod) {
                broadcast_ref(x, y, Shape{6, 7}, [](double p, double q) {
                  return static_cast<double>(std::fmod(static_cast<float>(p), static_cast<float>(q)));
                }));
+  const Tensor ny = random_tensor({7}, 48, -3.f, -0.5f);
+  expect_close(run_checked("Mod", {x, ny})[0], Shape{6, 7},
+               broadcast_ref(x, ny, Shape{6, 7}, [](double p, double q) {
+                 const double r = std::fmod(static_cast<float>(p), static_cast<float>(q));
+                 return r != 0 && ((r < 0) != (q < 0)) ? r + q : r;
+               }),
+               1e-5, 1e-4);
   const Tensor d1 = random_doubles({4, 6}, 46, -2, 2), d2 = random_doubles({6}, 47, -2, 2);
   expect_close(run_checked("Add", {d1, d2})[0], Shape{4, 6},
                broadcast_ref(d1, d2, Shape{4, 6}, [](double p, double q) { return p + q; }), 1e-12,
@@ -187,6 +194,20 @@ TEST_F(GenericElementwise, VariadicSumMeanMaxMin) {
       }
     }
   }
+}
+
+TEST_F(GenericElementwise, PowWithAnExponentOfAnotherType) {
+  const Tensor base = random_tensor({4, 9}, 56, 0.5f, 2.f);
+  const Tensor e64 = random_ints({9}, 57, -2, 3);
+  expect_close(run_checked("Pow", {base, e64})[0], base.shape(),
+               broadcast_ref(base, e64, base.shape(),
+                             [](double a, double b) { return static_cast<float>(std::pow(a, b)); }),
+               1e-6, 1e-5);
+  const Tensor ibase = random_ints({6, 11}, 58, 0, 5, DType::kInt32);
+  const Tensor fexp = int_valued({11}, DType::kFloat32, 59, 0, 3);
+  expect_equal(run_checked("Pow", {ibase, fexp})[0], DType::kInt32, ibase.shape(),
+               broadcast_ref(ibase, fexp, ibase.shape(),
+                             [](double a, double b) { return std::trunc(std::pow(a, b)); }));
 }
 
 TEST_F(GenericElementwise, PReluBroadcastsItsSlope) {

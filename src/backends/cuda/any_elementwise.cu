@@ -139,6 +139,15 @@ __global__ void compare_kernel(CompareOp op, const T* a, const T* b, bool* y, in
   }
 }
 
+template <typename A, typename B>
+__global__ void pow_mixed_kernel(const A* a, const B* b, A* y, int64_t n, BroadcastDesc d) {
+  ANY_GRID_LOOP(i, n) {
+    const double base = static_cast<double>(load(a, strided_offset(i, d.rank, d.dims, d.a_strides)));
+    const double e = static_cast<double>(load(b, strided_offset(i, d.rank, d.dims, d.b_strides)));
+    y[i] = store_as<A>(pow(base, e));
+  }
+}
+
 bool is_plain(const BroadcastDesc& d) {
   int64_t stride = 1;
   for (int k = d.rank - 1; k >= 0; --k) {
@@ -366,6 +375,26 @@ void launch_any_binary(Elem t, AnyBinaryOp op, const void* a, const void* b, voi
     else
       any_binary_kernel<T, true>
           <<<any_blocks(n), kAnyThreads, 0, stream>>>(op, pa, pb, static_cast<T*>(y), n, desc);
+  });
+}
+
+void launch_pow_mixed(Elem base_t, Elem exp_t, const void* a, const void* b, void* y, int64_t n,
+                      const BroadcastDesc& desc, cudaStream_t stream) {
+  if (n == 0) return;
+  with_elem(base_t, [&](auto atag) {
+    using A = decltype(atag);
+    auto run = [&](auto btag) {
+      using B = decltype(btag);
+      if constexpr (!std::is_same_v<A, bool>)
+        pow_mixed_kernel<A, B><<<any_blocks(n), kAnyThreads, 0, stream>>>(
+            static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), n, desc);
+    };
+    switch (exp_t) {
+      case Elem::kF32: return run(float{});
+      case Elem::kF64: return run(double{});
+      case Elem::kI32: return run(int32_t{});
+      default: return run(int64_t{});
+    }
   });
 }
 

@@ -136,7 +136,22 @@ AnyBinaryOp any_binary_op(const NodeContext& ctx) {
 
 }  // namespace
 
+// Pow whose exponent's type differs from the base's.
+bool is_mixed_pow(const NodeContext& ctx) {
+  return ctx.op() == OpKind::kPow && ctx.num_inputs() == 2 && ctx.has_input(1) &&
+         ctx.input_dtype(1) != ctx.input_dtype(0);
+}
+
 std::string check_any_binary(const NodeContext& ctx) {
+  if (is_mixed_pow(ctx)) {
+    std::string why = check_gpu_data(ctx, 0);
+    if (!why.empty()) return why;
+    const DType e = ctx.input_dtype(1);
+    if (e != DType::kFloat32 && e != DType::kFloat64 && e != DType::kInt32 && e != DType::kInt64)
+      return std::string("exponents of type ") + dtype_name(e) + " stay on the host";
+    if (ctx.input_dtype(0) == DType::kBool) return "no bool arithmetic";
+    return check_static_shapes(ctx);
+  }
   std::string why = check_two_inputs(ctx);
   if (!why.empty()) return why;
   const Elem e = *elem_of(ctx.input_dtype(0));
@@ -163,6 +178,12 @@ std::unique_ptr<Kernel> make_any_binary(const NodeContext& ctx) {
       broadcast_desc(ctx.input_shape(0), ctx.input_shape(1), ctx.output(0).shape);
   const Elem e = *elem_of(ctx.input_dtype(0));
   const int64_t n = ctx.output(0).shape.numel();
+  if (is_mixed_pow(ctx)) {
+    const Elem exp_t = *elem_of(ctx.input_dtype(1));
+    return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+      launch_pow_mixed(e, exp_t, in(k, 0), in(k, 1), out(k), n, d, s);
+    });
+  }
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     launch_any_binary(e, op, in(k, 0), in(k, 1), out(k), n, d, s);
   });

@@ -27,6 +27,11 @@ enum class AnyBinaryOp {
 void launch_any_binary(Elem t, AnyBinaryOp op, const void* a, const void* b, void* y, int64_t n,
                        const BroadcastDesc& desc, cudaStream_t stream);
 
+// Pow with the exponent of another type (float32, float64, int32 or int64) than the base: y has
+// the base's type; integer results truncate.
+void launch_pow_mixed(Elem base_t, Elem exp_t, const void* a, const void* b, void* y, int64_t n,
+                      const BroadcastDesc& desc, cudaStream_t stream);
+
 // Comparisons of two tensors of one element type; y is bool.
 enum class CompareOp { kLess, kLessEqual, kGreater, kGreaterEqual, kEqual };
 void launch_compare(Elem t, CompareOp op, const void* a, const void* b, bool* y, int64_t n,

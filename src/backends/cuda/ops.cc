@@ -169,7 +169,8 @@ std::string check_binary(const NodeContext& ctx) {
 
 std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
   if (ctx.num_inputs() != 2) return make_variadic(ctx);
-  if (!is_gpu_float(ctx.input_dtype(0))) return make_any_binary(ctx);
+  if (!is_gpu_float(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0))
+    return make_any_binary(ctx);
   BinaryOp op = binary_op(ctx.op());
   const Shape& y = ctx.output(0).shape;
   BroadcastDesc d;
