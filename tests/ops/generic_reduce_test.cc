@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 #include "ops/backend_check_util.h"
 
@@ -187,6 +188,48 @@ TEST_F(GenericReduce, ArgMaxArgMinWithTies) {
                                                    {"select_last_index", int64_t{last}}})[0];
           expect_equal(got, DType::kInt64, out, want);
         }
+      }
+    }
+  }
+}
+
+TEST_F(GenericReduce, TopKLargestAndSmallestWithTies) {
+  for (DType dt : {DType::kFloat32, DType::kInt64, DType::kInt32}) {
+    const Tensor x = int_valued({3, 9, 4}, dt, 97, -4, 4);  // ties
+    const std::vector<double> xv = to_doubles(x);
+    for (int axis : {1, 2}) {
+      for (int largest : {0, 1}) {
+        const int64_t n = x.shape()[axis], k = axis == 1 ? 5 : 3;
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " axis " + std::to_string(axis) + " largest " +
+                     std::to_string(largest));
+        std::vector<int64_t> dims = {3, 9, 4};
+        dims[axis] = k;
+        const Shape out(dims);
+        std::vector<double> vals(static_cast<size_t>(out.numel())), idx(vals.size());
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          if (unravel(i, out)[axis] != 0) continue;
+          std::vector<int64_t> at = unravel(i, out);
+          std::vector<int64_t> order(static_cast<size_t>(n));
+          std::iota(order.begin(), order.end(), int64_t{0});
+          auto value = [&](int64_t c) {
+            std::vector<int64_t> a = at;
+            a[axis] = c;
+            return xv[ravel(a, x.shape())];
+          };
+          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+            return largest ? value(a) > value(b) : value(a) < value(b);
+          });
+          for (int64_t r = 0; r < k; ++r) {
+            at[axis] = r;
+            vals[ravel(at, out)] = value(order[r]);
+            idx[ravel(at, out)] = static_cast<double>(order[r]);
+          }
+        }
+        const std::vector<Tensor> got =
+            run_checked("TopK", {x, constant(Tensor::from_vector<int64_t>({1}, {k}))},
+                        {{"axis", int64_t{axis}}, {"largest", int64_t{largest}}}, 2);
+        expect_equal(got[0], dt, out, vals);
+        expect_equal(got[1], DType::kInt64, out, idx);
       }
     }
   }

@@ -95,6 +95,12 @@ void launch_reduce(Elem t, ReduceKind op, const void* x, void* y, const ReduceDe
 void launch_arg_reduce(Elem t, bool min, bool select_last, const void* x, int64_t* y,
                        int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
 
+// TopK of x [outer, n, inner] along n into values [outer, k, inner] (x's type) and int64 indices
+// (nullable): the k largest (or smallest) in order, NaN above every number, ties by the lower
+// index. One thread per line, O(n * k) each.
+void launch_top_k(Elem t, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                  int64_t inner, int64_t k, bool largest, cudaStream_t stream);
+
 // Cumulative sum of x [outer, n, inner] along n (exclusive: without the element itself;
 // reverse: from the end).
 void launch_cumsum(Elem t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,

@@ -201,6 +201,43 @@ __global__ void arg_reduce_kernel(bool want_min, bool last, const T* x, int64_t*
   }
 }
 
+// a < b with NaN above every number (NaNs equal to each other).
+template <typename V>
+__device__ __forceinline__ bool nan_less(V a, V b) {
+  if (is_nan_value(a)) return false;
+  if (is_nan_value(b)) return true;
+  return a < b;
+}
+
+template <typename T>
+__global__ void top_k_kernel(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,
+                             int64_t inner, int64_t k, bool largest) {
+  using V = math_t<T>;
+  ANY_GRID_LOOP(line, outer * inner) {
+    const int64_t o = line / inner, j = line % inner;
+    const T* in = x + o * n * inner + j;
+    // Whether element a comes before element b in the output order.
+    auto before = [&](int64_t a, int64_t b) {
+      const V va = load(in, a * inner), vb = load(in, b * inner);
+      const bool a_lt_b = nan_less(va, vb), b_lt_a = nan_less(vb, va);
+      if (a_lt_b == b_lt_a) return a < b;
+      return largest ? b_lt_a : a_lt_b;
+    };
+    int64_t prev = -1;
+    for (int64_t r = 0; r < k; ++r) {
+      int64_t best = -1;
+      for (int64_t c = 0; c < n; ++c) {
+        if (prev >= 0 && !before(prev, c)) continue;
+        if (best < 0 || before(c, best)) best = c;
+      }
+      const int64_t at = (o * k + r) * inner + j;
+      values[at] = in[best * inner];
+      if (indices != nullptr) indices[at] = best;
+      prev = best;
+    }
+  }
+}
+
 template <typename T>
 __global__ void cumsum_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
                               bool exclusive, bool reverse) {
@@ -319,6 +356,17 @@ void launch_arg_reduce(Elem t, bool min, bool select_last, const void* x, int64_
     using T = decltype(tag);
     arg_reduce_kernel<T><<<any_blocks(count), kAnyThreads, 0, stream>>>(
         min, select_last, static_cast<const T*>(x), y, outer, n, inner);
+  });
+}
+
+void launch_top_k(Elem t, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                  int64_t inner, int64_t k, bool largest, cudaStream_t stream) {
+  const int64_t lines = outer * inner;
+  if (lines == 0 || k == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    top_k_kernel<T><<<any_blocks(lines), kAnyThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(values), indices, outer, n, inner, k, largest);
   });
 }
 

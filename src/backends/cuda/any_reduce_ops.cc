@@ -1,5 +1,5 @@
 // CUDA kernels of the reductions (any_reduce.cu): every Reduce* over any set of axes and on any
-// numeric type, ArgMax/ArgMin, CumSum, Hardmax, InstanceNormalization, and LayerNormalization's
+// numeric type, ArgMax/ArgMin, TopK, CumSum, Hardmax, InstanceNormalization, and LayerNormalization's
 // Mean and InvStdDev outputs.
 #include <algorithm>
 
@@ -136,6 +136,30 @@ std::unique_ptr<Kernel> make_arg_reduce(const NodeContext& ctx) {
   });
 }
 
+std::string check_top_k(const NodeContext& ctx) {
+  std::string why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
+  if (ctx.input_dtype(0) == DType::kBool) return "takes numbers";
+  if (ctx.input_value(1) == nullptr) return "K must be known at build time";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_top_k(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const AxisView v = axis_view(x, axis_of(ctx, ctx.attr_int("axis", -1), x.rank()));
+  const int64_t k = ctx.input_ints(1, "K").at(0);
+  if (k < 0 || k > v.n) ctx.fail_shape("K is out of range for the axis");
+  const bool largest = ctx.attr_int("largest", 1) != 0;
+  const Elem e = *elem_of(ctx.input_dtype(0));
+  const bool want_indices = ctx.num_outputs() > 1;
+  return closure(ctx, [=](const KernelContext& kc, cudaStream_t s) {
+    int64_t* indices = want_indices && kc.outputs[1].defined()
+                           ? static_cast<int64_t*>(out(kc, 1))
+                           : nullptr;
+    launch_top_k(e, in(kc, 0), out(kc, 0), indices, v.outer, v.n, v.inner, k, largest, s);
+  });
+}
+
 std::string check_cumsum(const NodeContext& ctx) {
   std::string why = check_gpu_data(ctx, 0);
   if (!why.empty()) return why;
@@ -235,6 +259,7 @@ LUMEN_REGISTER_CUDA_KERNEL(ReduceLogSumExp, &make_reduce, &check_reduce);
 LUMEN_REGISTER_CUDA_KERNEL(ArgMax, &make_arg_reduce, &check_arg_reduce);
 LUMEN_REGISTER_CUDA_KERNEL(ArgMin, &make_arg_reduce, &check_arg_reduce);
 LUMEN_REGISTER_CUDA_KERNEL(CumSum, &make_cumsum, &check_cumsum);
+LUMEN_REGISTER_CUDA_KERNEL(TopK, &make_top_k, &check_top_k);
 LUMEN_REGISTER_CUDA_KERNEL(Hardmax, &make_hardmax, &check_hardmax);
 LUMEN_REGISTER_CUDA_KERNEL(InstanceNormalization, &make_instance_norm, &check_instance_norm);
 
