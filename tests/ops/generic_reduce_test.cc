@@ -344,6 +344,55 @@ TEST_F(GenericReduce, InstanceNormalization) {
                want, 1e-4, 1e-4);
 }
 
+TEST_F(GenericReduce, LossOpsEveryReduction) {
+  const int64_t n = 3, c = 5, inner = 4;
+  const Tensor x = random_tensor({n, c, 2, 2}, 101, -3.f, 1.f);
+  const Tensor w = random_tensor({c}, 102, 0.5f, 2.f);
+  Tensor target = random_ints({n, 2, 2}, 103, 0, c - 1);
+  target.data<int64_t>()[5] = 2;  // ignore_index below
+  const std::vector<double> xv = to_doubles(x), wv = to_doubles(w), tv = to_doubles(target);
+  for (const char* op : {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) {
+    const bool softmax = std::string(op) == "SoftmaxCrossEntropyLoss";
+    // The scores each loss reads: x, or its log-softmax over the classes.
+    std::vector<double> score = xv;
+    if (softmax)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t p = 0; p < inner; ++p) {
+          double m = -INFINITY, sum = 0;
+          for (int64_t k = 0; k < c; ++k) m = std::max(m, xv[(i * c + k) * inner + p]);
+          for (int64_t k = 0; k < c; ++k) sum += std::exp(xv[(i * c + k) * inner + p] - m);
+          for (int64_t k = 0; k < c; ++k)
+            score[(i * c + k) * inner + p] = xv[(i * c + k) * inner + p] - m - std::log(sum);
+        }
+    for (const char* red : {"none", "sum", "mean"}) {
+      for (int weighted : {0, 1}) {
+        SCOPED_TRACE(std::string(op) + " " + red + (weighted ? " weighted" : ""));
+        std::vector<double> loss;
+        double total = 0, weights = 0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t p = 0; p < inner; ++p) {
+            const int64_t t = static_cast<int64_t>(tv[i * inner + p]);
+            const double wt = t == 2 ? 0 : weighted ? wv[t] : 1;
+            const double l = t == 2 ? 0 : -score[(i * c + t) * inner + p] * wt;
+            loss.push_back(l);
+            total += l;
+            weights += wt;
+          }
+        std::vector<OpInput> inputs = {x, target};
+        if (weighted) inputs.push_back(w);
+        const Attributes attrs = {{"reduction", red}, {"ignore_index", int64_t{2}}};
+        const std::vector<Tensor> got = run_checked(op, inputs, attrs, softmax ? 2 : 1);
+        if (std::string(red) == "none")
+          expect_close(got[0], Shape{n, 2, 2}, loss, 1e-5, 1e-4);
+        else
+          expect_close(got[0], Shape{}, {std::string(red) == "sum" ? total : total / weights},
+                       1e-4, 1e-4);
+        if (softmax) expect_close(got[1], x.shape(), score, 1e-5, 1e-4);
+      }
+    }
+  }
+}
+
 TEST_F(GenericReduce, BadAxesAreErrors) {
   const Tensor x = random_tensor({3, 4}, 87);
   expect_error<Error>(

@@ -220,4 +220,19 @@ void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
 void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, const void* updates,
                               void* y, const ScatterNDDesc& desc, cudaStream_t stream);
 
+// NegativeLogLikelihoodLoss (softmax false) and SoftmaxCrossEntropyLoss (true) over scores x
+// [n, c, inner] and targets [n, inner] (int64 or int32): per row, loss = -score[target] *
+// weight[target] (score: x, or its log-softmax over c, also written to log_prob when not null);
+// ignored rows (has_ignore, target == ignore) give 0 and weigh nothing; other targets outside
+// [0, c) give NaN. reduction 0: y holds each row's loss; 1: their sum; 2: the sum over the total
+// weight. x, weight (nullable), y and log_prob share the storage `st`.
+struct LossDesc {
+  int64_t n = 0, c = 0, inner = 1;
+  bool softmax = false, target_int64 = true, has_ignore = false;
+  int64_t ignore = 0;
+  int reduction = 2;
+};
+void launch_loss(Storage st, const LossDesc& desc, const void* x, const void* target,
+                 const void* weight, void* y, void* log_prob, cudaStream_t stream);
+
 }  // namespace lumen::cuda

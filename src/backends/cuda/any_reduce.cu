@@ -326,6 +326,70 @@ __global__ void instance_norm_kernel(const T* x, const T* scale, const T* bias, 
   }
 }
 
+// Row r = (image, position) of a loss: its loss and weight (log_prob written when not null).
+template <typename T>
+__device__ void loss_row(const LossDesc& d, const T* x, const void* target, const T* weight,
+                         T* log_prob, int64_t r, float* loss, float* w) {
+  const int64_t img = r / d.inner, pos = r % d.inner;
+  const T* row = x + img * d.c * d.inner + pos;
+  float shift = 0.f;  // log-softmax: max + log(sum exp(x - max))
+  if (d.softmax) {
+    float m = -INFINITY;
+    for (int64_t k = 0; k < d.c; ++k) m = fmaxf(m, to_float(row[k * d.inner]));
+    if (m != m) {
+      shift = m;
+    } else {
+      const float base = isinf(m) ? 0.f : m;
+      float sum = 0.f;
+      for (int64_t k = 0; k < d.c; ++k) sum += expf(to_float(row[k * d.inner]) - base);
+      shift = base + logf(sum);
+    }
+    if (log_prob != nullptr)
+      for (int64_t k = 0; k < d.c; ++k)
+        log_prob[(img * d.c + k) * d.inner + pos] = from_float<T>(to_float(row[k * d.inner]) - shift);
+  }
+  const int64_t t = d.target_int64 ? static_cast<const int64_t*>(target)[r]
+                                   : static_cast<const int32_t*>(target)[r];
+  if (d.has_ignore && t == d.ignore) {
+    *loss = 0.f;
+    *w = 0.f;
+  } else if (t < 0 || t >= d.c) {
+    *loss = NAN;
+    *w = NAN;
+  } else {
+    *w = weight != nullptr ? to_float(weight[t]) : 1.f;
+    *loss = -(to_float(row[t * d.inner]) - shift) * *w;
+  }
+}
+
+template <typename T>
+__global__ void loss_rows_kernel(LossDesc d, const T* x, const void* target, const T* weight,
+                                 T* y, T* log_prob) {
+  ANY_GRID_LOOP(r, d.n * d.inner) {
+    float loss = 0.f, w = 0.f;
+    loss_row(d, x, target, weight, log_prob, r, &loss, &w);
+    y[r] = from_float<T>(loss);
+  }
+}
+
+// One block: the sum of the rows' losses (and weights, for the mean).
+template <typename T>
+__global__ void loss_total_kernel(LossDesc d, const T* x, const void* target, const T* weight,
+                                  T* y, T* log_prob) {
+  __shared__ float scratch[32];
+  Reducer<float> sum{ReduceKind::kSum, 0.f};
+  float total = 0.f, weights = 0.f;
+  for (int64_t r = threadIdx.x; r < d.n * d.inner; r += blockDim.x) {
+    float loss = 0.f, w = 0.f;
+    loss_row(d, x, target, weight, log_prob, r, &loss, &w);
+    total += loss;
+    weights += w;
+  }
+  total = block_combine(sum, total, scratch);
+  weights = block_combine(sum, weights, scratch);
+  if (threadIdx.x == 0) y[0] = from_float<T>(d.reduction == 2 ? total / weights : total);
+}
+
 int grid_of(int64_t n) {
   return static_cast<int>(n < 65535 * 8 ? (n > 0 ? n : 1) : 65535 * 8);
 }
@@ -417,6 +481,23 @@ void launch_instance_norm(Storage st, const void* x, const void* scale, const vo
     instance_norm_kernel<T><<<grid_of(rows), kAnyThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
         static_cast<T*>(y), rows, channels, n, epsilon);
+  });
+}
+
+void launch_loss(Storage st, const LossDesc& desc, const void* x, const void* target,
+                 const void* weight, void* y, void* log_prob, cudaStream_t stream) {
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x);
+    const T* pw = static_cast<const T*>(weight);
+    if (desc.reduction == 0) {
+      if (desc.n * desc.inner == 0) return;
+      loss_rows_kernel<T><<<any_blocks(desc.n * desc.inner), kAnyThreads, 0, stream>>>(
+          desc, px, target, pw, static_cast<T*>(y), static_cast<T*>(log_prob));
+    } else {
+      loss_total_kernel<T><<<1, kAnyThreads * 4, 0, stream>>>(
+          desc, px, target, pw, static_cast<T*>(y), static_cast<T*>(log_prob));
+    }
   });
 }
 

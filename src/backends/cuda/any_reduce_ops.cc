@@ -1,6 +1,7 @@
 // CUDA kernels of the reductions (any_reduce.cu): every Reduce* over any set of axes and on any
-// numeric type, ArgMax/ArgMin, TopK, CumSum, Hardmax, InstanceNormalization, and LayerNormalization's
-// Mean and InvStdDev outputs.
+// numeric type, ArgMax/ArgMin, TopK, CumSum, Hardmax, InstanceNormalization, the loss ops
+// (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and LayerNormalization's Mean and InvStdDev
+// outputs.
 #include <algorithm>
 
 #include "backends/cuda/any_ops.h"
@@ -218,6 +219,42 @@ std::unique_ptr<Kernel> make_instance_norm(const NodeContext& ctx) {
   });
 }
 
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: float scores (and weights, and
+// outputs) of one storage, int64 or int32 targets.
+std::string check_loss(const NodeContext& ctx) {
+  const DType x = ctx.input_dtype(0);
+  if (!is_gpu_float(x)) return std::string("scores of ") + dtype_name(x) + " stay on the host";
+  const DType t = ctx.input_dtype(1);
+  if (t != DType::kInt64 && t != DType::kInt32) return "targets must be int64 or int32";
+  if (ctx.num_inputs() > 2 && ctx.has_input(2) && ctx.input_dtype(2) != x)
+    return "the weights' type differs from the scores'";
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    if (ctx.output(i).dtype != x) return "the outputs' type differs from the scores'";
+  if (ctx.input_shape(0).rank() < 2) return "scores need rank 2 or more";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_loss(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  LossDesc d;
+  d.n = x[0];
+  d.c = x[1];
+  for (int k = 2; k < x.rank(); ++k) d.inner *= x[k];
+  d.softmax = ctx.op() == OpKind::kSoftmaxCrossEntropyLoss;
+  d.target_int64 = ctx.input_dtype(1) == DType::kInt64;
+  d.has_ignore = ctx.has_attr("ignore_index");
+  d.ignore = d.has_ignore ? ctx.attr_int("ignore_index") : 0;
+  const std::string r = ctx.attr_string("reduction", "mean");
+  d.reduction = r == "none" ? 0 : r == "sum" ? 1 : 2;
+  const bool weighted = ctx.num_inputs() > 2 && ctx.has_input(2);
+  const int outputs = ctx.num_outputs();
+  const Storage st = storage_of(ctx.input_dtype(0));
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    void* log_prob = outputs > 1 && k.outputs[1].defined() ? out(k, 1) : nullptr;
+    launch_loss(st, d, in(k, 0), in(k, 1), weighted ? in(k, 2) : nullptr, out(k), log_prob, s);
+  });
+}
+
 }  // namespace
 
 std::string check_layer_norm_stats(const NodeContext& ctx) {
@@ -262,5 +299,7 @@ LUMEN_REGISTER_CUDA_KERNEL(CumSum, &make_cumsum, &check_cumsum);
 LUMEN_REGISTER_CUDA_KERNEL(TopK, &make_top_k, &check_top_k);
 LUMEN_REGISTER_CUDA_KERNEL(Hardmax, &make_hardmax, &check_hardmax);
 LUMEN_REGISTER_CUDA_KERNEL(InstanceNormalization, &make_instance_norm, &check_instance_norm);
+LUMEN_REGISTER_CUDA_KERNEL(NegativeLogLikelihoodLoss, &make_loss, &check_loss);
+LUMEN_REGISTER_CUDA_KERNEL(SoftmaxCrossEntropyLoss, &make_loss, &check_loss);
 
 }  // namespace lumen::cuda
