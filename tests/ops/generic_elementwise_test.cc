@@ -92,6 +92,27 @@ TEST_F(GenericElementwise, LogicalAndBitwise) {
   }
 }
 
+TEST_F(GenericElementwise, BitShiftBothWays) {
+  for (DType dt : {DType::kUInt8, DType::kUInt32, DType::kInt32, DType::kUInt64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const int bits = static_cast<int>(dtype_size(dt)) * 8;
+    const Tensor x = random_ints({5, 13}, 28, 0, dt == DType::kUInt8 ? 255 : 100000, dt);
+    const Tensor s = random_ints({13}, 29, 0, bits - 1, dt);
+    const Shape out{5, 13};
+    const uint64_t mask = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    expect_equal(run_checked("BitShift", {x, s}, {{"direction", "LEFT"}})[0], dt, out,
+                 broadcast_ref(x, s, out, [&](double a, double b) {
+                   const uint64_t v = (static_cast<uint64_t>(a) << static_cast<int>(b)) & mask;
+                   return dt == DType::kInt32 ? static_cast<double>(static_cast<int32_t>(v))
+                                              : static_cast<double>(v);
+                 }));
+    expect_equal(run_checked("BitShift", {x, s}, {{"direction", "RIGHT"}})[0], dt, out,
+                 broadcast_ref(x, s, out, [](double a, double b) {
+                   return static_cast<double>(static_cast<uint64_t>(a) >> static_cast<int>(b));
+                 }));
+  }
+}
+
 TEST_F(GenericElementwise, WhereBroadcastsThreeWays) {
   const Tensor c = random_ints({4, 1, 6}, 31, 0, 1, DType::kBool);
   const Shape out{2, 4, 5, 6};

@@ -36,6 +36,22 @@ __device__ __forceinline__ V trunc_mod(V a, V b) {
   }
 }
 
+// BitShift as the CPU's: signed right shifts sign-extend, left shifts drop the bits past the
+// top; a shift by the width or more (or a negative one) leaves -1 (right shift of a negative) or 0.
+template <typename V>
+__device__ __forceinline__ V shift(bool left, V x, V bits) {
+  constexpr int kWidth = sizeof(V) * 8;
+  using U = std::make_unsigned_t<V>;
+  if constexpr (std::is_signed_v<V>) {
+    if (bits < 0 || bits >= kWidth) return !left && x < 0 ? V(-1) : V(0);
+    if (left) return static_cast<V>(static_cast<U>(static_cast<U>(x) << bits));
+    return static_cast<V>(x >> bits);
+  } else {
+    if (bits >= static_cast<V>(kWidth)) return V(0);
+    return left ? static_cast<V>(x << bits) : static_cast<V>(x >> bits);
+  }
+}
+
 template <typename V>
 __device__ __forceinline__ V apply_any_binary(AnyBinaryOp op, V a, V b) {
   if constexpr (std::is_same_v<V, bool>) {
@@ -85,6 +101,10 @@ __device__ __forceinline__ V apply_any_binary(AnyBinaryOp op, V a, V b) {
         return a;
       case AnyBinaryOp::kBitXor:
         if constexpr (std::is_integral_v<V>) return static_cast<V>(a ^ b);
+        return a;
+      case AnyBinaryOp::kShiftLeft:
+      case AnyBinaryOp::kShiftRight:
+        if constexpr (std::is_integral_v<V>) return shift(op == AnyBinaryOp::kShiftLeft, a, b);
         return a;
       case AnyBinaryOp::kPRelu:
         if constexpr (std::is_signed_v<V>) return a < V(0) ? static_cast<V>(a * b) : a;

@@ -1,5 +1,5 @@
 // CUDA kernels of the element-wise ops on any numeric or bool type (any_elementwise.cu):
-// comparisons, logical and bitwise ops, Where, Mod, PRelu, the unary math ops ops.cc has no
+// comparisons, logical and bitwise ops (BitShift too), Where, Mod, PRelu, the unary math ops ops.cc has no
 // float-storage kernel for, Cast and CastLike between all types, and Clip with bounds given at
 // run time. Also the shared helpers of any_ops.h.
 #include <algorithm>
@@ -130,6 +130,9 @@ AnyBinaryOp any_binary_op(const NodeContext& ctx) {
     case OpKind::kBitwiseOr: return AnyBinaryOp::kBitOr;
     case OpKind::kBitwiseXor: return AnyBinaryOp::kBitXor;
     case OpKind::kPRelu: return AnyBinaryOp::kPRelu;
+    case OpKind::kBitShift:
+      return ctx.attr_string("direction", "") == "LEFT" ? AnyBinaryOp::kShiftLeft
+                                                        : AnyBinaryOp::kShiftRight;
     default: return AnyBinaryOp::kAdd;
   }
 }
@@ -164,6 +167,7 @@ std::string check_any_binary(const NodeContext& ctx) {
     case OpKind::kBitwiseAnd:
     case OpKind::kBitwiseOr:
     case OpKind::kBitwiseXor:
+    case OpKind::kBitShift:
       return !is_bool && !is_float_elem(e) ? "" : "bitwise ops take integers";
     case OpKind::kMod:  // floats with fmod=0 take the divisor's sign, as the CPU's
       return is_bool ? "no bool arithmetic" : "";
@@ -457,6 +461,7 @@ LUMEN_REGISTER_CUDA_KERNEL(BitwiseAnd, &make_any_binary, &check_any_binary);
 LUMEN_REGISTER_CUDA_KERNEL(BitwiseOr, &make_any_binary, &check_any_binary);
 LUMEN_REGISTER_CUDA_KERNEL(BitwiseXor, &make_any_binary, &check_any_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Mod, &make_any_binary, &check_any_binary);
+LUMEN_REGISTER_CUDA_KERNEL(BitShift, &make_any_binary, &check_any_binary);
 LUMEN_REGISTER_CUDA_KERNEL(PRelu, &make_any_binary, &check_any_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Not, &make_any_unary, &check_any_unary);
 LUMEN_REGISTER_CUDA_KERNEL(BitwiseNot, &make_any_unary, &check_any_unary);

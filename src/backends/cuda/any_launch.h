@@ -22,7 +22,8 @@ enum class Elem : uint8_t {
 // kFMod C's fmod; integer division truncates and division by zero gives 0).
 enum class AnyBinaryOp {
   kAdd, kSub, kMul, kDiv, kPow, kMin, kMax, kMod, kFMod, kAnd, kOr, kXor, kBitAnd, kBitOr,
-  kBitXor, kPRelu  // kPRelu: a < 0 ? a * b : a
+  kBitXor, kPRelu,  // kPRelu: a < 0 ? a * b : a
+  kShiftLeft, kShiftRight  // BitShift: shifts by the width or more (or negative) leave the sign
 };
 void launch_any_binary(Elem t, AnyBinaryOp op, const void* a, const void* b, void* y, int64_t n,
                        const BroadcastDesc& desc, cudaStream_t stream);
