@@ -109,7 +109,11 @@ case "$mode" in
     "$build_dir/classify_digits" models/digits
     "$build_dir/api_example"
     "$build_dir/lumen" --version
+    # The three headline results: a 4096 x 4096 matmul per backend (device-resident and host to
+    # host), the memory planner on the 20-layer MLP, Conv+ReLU fused into one kernel.
     "$build_dir/lumen" bench matmul 4096
+    "$build_dir/lumen" bench memory
+    "$build_dir/lumen" bench fusion
     ;;
   test)
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"

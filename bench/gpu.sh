@@ -18,7 +18,7 @@ root=$(dirname "$here")
 if [ "$mode" = pack ]; then
   build=$2 bundle=$3
   mkdir -p "$bundle"/bin "$bundle"/lib "$bundle"/bench "$bundle"/tests/models "$bundle"/docs
-  cp "$build"/lumen "$build"/tests/cuda_backend_test "$bundle"/bin/
+  cp "$build"/lumen "$build"/lumen_fma_peak "$build"/tests/cuda_backend_test "$bundle"/bin/
   strip "$bundle"/bin/*
   # Every other test program, compressed: run with --lumen-backends=cuda,cpu, the op tests check
   # the CUDA kernels (where CUDA takes the node) against their double-precision references.
@@ -36,7 +36,9 @@ if [ "$mode" = pack ]; then
     if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
     else cp -L "$path" "$bundle"/lib/$lib; fi
   done
-  cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$bundle"/bench/
+  cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$here"/headline.py \
+    "$here"/harness.py "$here"/ort_runner.py "$here"/torch_runner.py "$here"/cpu_harness.sh \
+    "$bundle"/bench/
   cp "$root"/tests/models/export_zoo.py "$bundle"/tests/models/
   cp "$root"/docs/benchmarks.md "$bundle"/docs/
   du -sh "$bundle"

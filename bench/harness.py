@@ -4,7 +4,7 @@ TorchScript-frozen), interleaved, same inputs, each in a fresh process per round
 
     bench/harness.py [--zoo build/model_zoo] [--models a,b] [--rounds 3] [--repeat 20]
                      [--min-time-ms 500] [--runtimes lumen,ort,eager,frozen]
-                     [--lumen build/lumen] [--label run1]
+                     [--lumen build/lumen] [--label run1] [--threads 2] [--ort node|python]
 
 Per model and runtime it records the median and p90 latency (each process warms up with one run,
 then times the model's run count; the harness takes the median over rounds of each), the load+compile
@@ -16,14 +16,16 @@ saved at export (max |out - ref| <= 1e-4 * max |ref|, the zoo tests' tolerance).
 
 Writes bench/results/harness[-LABEL].csv, the "harness" section of docs/benchmarks.md (or
 "harness-LABEL") and docs/harness[-LABEL].png, a bar chart of each runtime's latency over ONNX
-Runtime's. Threads: 2 intra-op threads for every runtime (this machine's cores).
+Runtime's. Threads: --threads intra-op threads for every runtime (default 2, this machine's cores).
 
 Run count: every runtime runs a model the same number of times per process, at least --repeat and
 enough for about --min-time-ms of runs at the latency Lumen showed in a short calibration run
 before the rounds. A model of a few milliseconds timed 20 times is measured over 0.1 s, and a
 burst of load from elsewhere on this shared machine that long moved a whole process's median (single
 rounds of squeezenet1_1 ranged 4.4-7.8 ms); over a second of runs it moves a few of them.
-ONNX Runtime: `cd bench/ort && npm install --ignore-scripts` (onnxruntime-node 1.30).
+ONNX Runtime: `cd bench/ort && npm install --ignore-scripts` (onnxruntime-node 1.30), or with
+--ort python the Python package (bench/ort_runner.py; the GPU machine's Python has it). The Python
+runners (ORT, PyTorch) run under the interpreter that runs the harness.
 """
 import argparse
 import csv
@@ -41,6 +43,7 @@ import numpy as np
 from bench_doc import ROOT, write_section
 
 ORT_JS = os.path.join(ROOT, "bench", "ort", "session.js")
+ORT_PY = os.path.join(ROOT, "bench", "ort_runner.py")
 TORCH_RUNNER = os.path.join(ROOT, "bench", "torch_runner.py")
 RUNTIMES = ("lumen", "ort", "eager", "frozen")
 LABELS = {"lumen": "Lumen", "ort": "ONNX Runtime", "eager": "PyTorch eager",
@@ -128,7 +131,7 @@ def run_once(runtime, args, name, info, out_file, repeat):
         if out_file:
             tmp = tempfile.mkdtemp()
             cmd += ["--output-dir", tmp]
-        out, rss = run_child(cmd)
+        out, rss = run_child(cmd + ["--threads", str(args.threads)])
         if tmp:
             got = [f for f in os.listdir(tmp) if f.endswith(".npy")]
             os.replace(os.path.join(tmp, sorted(got)[0]), out_file)
@@ -138,13 +141,14 @@ def run_once(runtime, args, name, info, out_file, repeat):
         return {"create": create, "median": float(m.group(1)), "p90": float(m.group(2)),
                 "rss": rss}
     if runtime == "ort":
-        cmd = ["node", ORT_JS, model, "--threads", "2", "--repeat", str(repeat), "--input",
-               f"{inp_name}={inp_file}"]
+        runner = ["node", ORT_JS] if args.ort == "node" else [sys.executable, ORT_PY]
+        cmd = runner + [model, "--threads", str(args.threads), "--repeat", str(repeat), "--input",
+                        f"{inp_name}={inp_file}"]
         if out_file:
             cmd += ["--output", out_file]
     else:
-        cmd = ["/usr/bin/python3", TORCH_RUNNER, name, "--zoo", zoo, "--mode", runtime,
-               "--threads", "2", "--repeat", str(repeat)]
+        cmd = [sys.executable, TORCH_RUNNER, name, "--zoo", zoo, "--mode", runtime,
+               "--threads", str(args.threads), "--repeat", str(repeat)]
         if out_file:
             cmd += ["--out", out_file]
     out, rss = run_child(cmd)
@@ -162,6 +166,8 @@ def agreement(zoo, name, out_file):
 
 
 def fma_peak(path):
+    if not os.path.exists(path):
+        return float("nan"), "not measured: no " + os.path.basename(path)
     out = subprocess.run([path], check=True, capture_output=True, text=True).stdout
     return float(re.search(r"([0-9.]+) GFLOP/s", out).group(1)), out.strip()
 
@@ -172,7 +178,10 @@ def geomean(xs):
 
 
 def write_chart(rows, runtimes, path):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = [r["model"] for r in rows]
@@ -190,6 +199,7 @@ def write_chart(rows, runtimes, path):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=90)
+    return True
 
 
 def main():
@@ -203,6 +213,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--min-time-ms", type=float, default=500.0)
     ap.add_argument("--label", default="")
+    ap.add_argument("--threads", type=int, default=2)
+    have_node = os.path.isdir(os.path.join(ROOT, "bench", "ort", "node_modules"))
+    ap.add_argument("--ort", choices=("node", "python"), default="node" if have_node else "python")
     args = ap.parse_args()
     runtimes = [r for r in args.runtimes.split(",") if r]
     names = [m for m in args.models.split(",") if m] or sorted(
@@ -258,7 +271,8 @@ def main():
         w.writeheader()
         w.writerows(rows)
     png = os.path.join(ROOT, "docs", f"harness{suffix}.png")
-    write_chart(rows, runtimes, png)
+    if not write_chart(rows, runtimes, png):
+        png = "(no chart: matplotlib is missing)"
 
     def cell(row, rt, k, fmt):
         v = row.get(f"{rt}_{k}")
@@ -270,15 +284,17 @@ def main():
         f"Measured by `bench/harness.py --rounds {args.rounds} --repeat {args.repeat} "
         f"--min-time-ms {args.min_time_ms:g}"
         f"{' --label ' + args.label if args.label else ''}` on {os.cpu_count()} cores, every "
-        f"runtime with 2 intra-op threads, interleaved (the order reversed every other round), a "
+        f"runtime with {args.threads} intra-op threads, interleaved (the order reversed every other round), a "
         f"fresh process per runtime, model and round, the model file read through first (so no "
         f"runtime's load time includes disk reads); latency is the median over rounds of each "
         f"process's median (p90 likewise) of its runs after one warm-up run: per model every "
         f"runtime runs the same number of times ('runs'), at least {args.repeat} and about "
         f"{args.min_time_ms:g} ms of runs at the latency of a short Lumen calibration run. ONNX "
-        f"Runtime 1.30 CPU (onnxruntime-node, all graph optimizations); PyTorch {torch_version()} eager (inference_mode) and TorchScript "
+        f"Runtime {ort_version(args.ort)} CPU ({'onnxruntime-node' if args.ort == 'node' else 'Python'}, "
+        f"all graph optimizations); PyTorch {torch_version()} eager (inference_mode) and TorchScript "
         f"(trace + freeze + optimize_for_inference). Lumen's GFLOP/s counts convolutions and "
         f"matrix products; the cores' measured FMA peak is {peak:.0f} GFLOP/s ({peak_text}). "
+        f"CPU: {cpu_name()}. "
         f"Every output is checked against PyTorch's reference (max|out-ref| <= 1e-4 max|ref|); "
         f"'agree' lists the runtimes that passed. CSV: bench/results/harness{suffix}.csv; chart: "
         f"docs/harness{suffix}.png.",
@@ -298,7 +314,7 @@ def main():
             f"({cell(r, 'lumen', 'p90', '{:.2f}')}) | {cell(r, 'ort', 'median', '{:.2f}')} "
             f"({cell(r, 'ort', 'p90', '{:.2f}')}) | {cell(r, 'eager', 'median', '{:.2f}')} | "
             f"{cell(r, 'frozen', 'median', '{:.2f}')} | {ratio:.2f} | "
-            f"{(f'{gf:.0f} ({100 * gf / peak:.0f}%)') if gf else '-'} | "
+            f"{(f'{gf:.0f}' + (f' ({100 * gf / peak:.0f}%)' if math.isfinite(peak) else '')) if gf else '-'} | "
             f"{cell(r, 'lumen', 'create', '{:.0f}')} / {cell(r, 'ort', 'create', '{:.0f}')} | "
             f"{cell(r, 'lumen', 'rss', '{:.0f}')} / {cell(r, 'ort', 'rss', '{:.0f}')} | "
             f"{agree or 'none'} |")
@@ -314,9 +330,27 @@ def main():
 
 
 def torch_version():
-    out = subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
                          capture_output=True, text=True)
     return out.stdout.strip() or "?"
+
+
+def ort_version(kind):
+    if kind == "node":
+        return "1.30"
+    out = subprocess.run([sys.executable, "-c", "import onnxruntime; print(onnxruntime.__version__)"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        text = f.read()
+    m = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
+    isa = "AVX-512" if " avx512f" in text else "AVX2" if " avx2" in text else "no AVX2"
+    if " amx_tile" in text:
+        isa += " + AMX"
+    return f"{m.group(1).strip() if m else '?'} ({isa})"
 
 
 if __name__ == "__main__":

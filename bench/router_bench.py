@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""The router on a GPU machine, run by bench/router.sh: for each zoo model at batch 1 and at a
-large batch (--batch), on random inputs of that shape: `lumen tune` (the calibration time, cache
-filled), `lumen plan --measure` (predicted vs measured run with device auto), then `lumen run` with
---device cpu, cuda and auto interleaved in rounds (median of the rounds' medians), so auto is
-compared side by side with the better of cpu and cuda.
+"""The router on a GPU machine, run by bench/router.sh (issue 31): for each model at batch 1 and
+32, at each CPU thread count (OMP_NUM_THREADS, 2 and 16 by default), on random inputs:
+`lumen tune` (calibration time, cache filled; a cache per thread count), `lumen plan --measure`
+(the plan auto runs, checked against the single-device plans, and its time as `lumen run` times
+it), then `lumen run` with --device cpu, cuda,cpu and auto interleaved in rounds (median of the
+rounds' medians), so auto is compared side by side with the better of cpu and cuda,cpu; the auto
+run reports its plan and its predicted time.
 
-    python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models mlp20,resnet18|all] [--rounds 3]
-        [--batch 32]
+    python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models wide_deep_small,mlp20|all]
+        [--rounds 2] [--batches 1,32] [--threads 2,16] [--max-seconds 380]
     python3 bench/router_bench.py --merge OUT_DIR ROWS.json...  # one table from several runs
 
-Prints a table and writes it to WORK_DIR/router_section.md (the `router` section of
-docs/benchmarks.md; bench/bench_doc.py puts it there) and its rows to WORK_DIR/router_rows.json.
-On the CPU at the large batch each run is timed CPU_LARGE_REPEAT times instead of REPEAT (the CPU
-is tens of times slower there; its median only has to show that cuda or auto is the better).
+Models: the zoo's (tests/models/export_zoo.py, exported with PyTorch) and bench/router_models.py's
+(built with onnx.helper: wide_deep_small, issue 31's wide-and-deep model, and pooled_mlp and
+two_tower, shapes where a mixed plan may beat both devices). No new configuration starts after
+--max-seconds; the table so far is written after every row. Prints the table and writes it to
+WORK_DIR/router_section.md (the `router` section of docs/benchmarks.md; bench/bench_doc.py puts
+it there) and its rows to WORK_DIR/router_rows.json.
 """
 import argparse
 import json
@@ -21,16 +25,22 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 REPEAT = 50
 CPU_LARGE_REPEAT = 5
+DEFAULT_MODELS = ("wide_deep_small,pooled_mlp,two_tower,wide_deep,mlp20,resnet18,mobilenet_v2,"
+                  "bert_tiny")
+COLUMNS = ["model", "input", "threads", "cpu", "cuda", "auto", "ratio", "plan", "placement",
+           "predicted", "plan_measured", "calibration"]
 
 
-def lumen(binary, *args):
-    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=900)
+def lumen(binary, args, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=600, env=env)
     text = p.stdout + p.stderr
     if p.returncode != 0:
         raise RuntimeError(f"lumen {' '.join(args)} failed:\n{text}")
@@ -38,43 +48,61 @@ def lumen(binary, *args):
 
 
 def write_section(rows, gpu, rounds, work):
-    """The markdown section for `rows`, printed and written to work/router_section.md."""
+    """The markdown section for `rows` (dicts of COLUMNS), printed and written to work."""
     def f(x, spec=".3f"):
         return "-" if x is None else format(x, spec)
-    head = ("| model | input | cpu ms | cuda ms | auto ms | auto / best | auto placement | "
-            "predicted ms | measured ms | calibration s |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-    body = "".join(f"| {n} | {s} | {f(c)} | {g} | {f(a)} | {f(r, '.2f')} | {p} | {f(pr)} | "
-                   f"{f(me)} | {f(cs, '.1f')} |\n"
-                   for n, s, c, g, a, r, p, pr, me, cs in
-                   [(r[0], r[1], r[2], f(r[3]), r[4], r[5], r[6], r[7], r[8], r[9])
-                    for r in rows])
-    ok = [r for r in rows if r[5] is not None]
+    head = ("| model | input | threads | cpu ms | cuda,cpu ms | auto ms | auto / best | auto plan "
+            "| auto placement | predicted ms | pred / run | plan --measure ms | plan / run | "
+            "calibration s |\n" + "| --- " * 14 + "|\n")
+    body = ""
+    for r in rows:
+        a = r.get("auto")
+        pr = r.get("predicted")
+        pm = r.get("plan_measured")
+        body += (f"| {r['model']} | {r['input']} | {r['threads']} | {f(r.get('cpu'))} | "
+                 f"{f(r.get('cuda'))} | {f(a)} | {f(r.get('ratio'), '.2f')} | "
+                 f"{r.get('plan', '-')} | {r.get('placement', '-')} | {f(pr)} | "
+                 f"{f(pr / a if pr and a else None, '.2f')} | {f(pm)} | "
+                 f"{f(pm / a if pm and a else None, '.2f')} | {f(r.get('calibration'), '.1f')} |\n")
+    ok = [r for r in rows if r.get("ratio") is not None]
     summary = ""
     if ok:
-        worst = max(r[5] for r in ok)
-        wins = [r[0] + " " + r[1] for r in ok if r[5] < 0.95]  # beyond run-to-run noise
-        err = max(abs(r[7] - r[8]) / r[8] for r in ok)
-        summary = (f"\nauto / best of cpu and cuda: worst {worst:.2f}; auto faster than both by "
-                   f"more than 5% on: {', '.join(wins) or 'none'}; largest |predicted - measured| "
-                   f"/ measured: {100 * err:.0f}%.\n")
-        if all(" 0 on cpu" in r[6] for r in ok):
-            summary += ("Every auto plan here is the cuda plan (all steps on cuda), so auto / best "
-                        "differs from 1 by run-to-run noise only.\n")
-    text = (f"## router: device auto vs cpu and cuda ({gpu})\n\n"
-            f"float32; median over {rounds} interleaved rounds of each run's median of "
-            f"{REPEAT} runs ({CPU_LARGE_REPEAT} on the CPU above batch 1) (`lumen run --device cpu | "
-            f"cuda,cpu | auto --shape ...`, random inputs), "
-            f"each host input -> output on the host; auto placement as `lumen run` reports it. "
-            f"Predicted: the router's prediction for the auto plan; measured: "
-            f"`lumen plan --measure` (median of {REPEAT}). Calibration: `lumen tune` with an empty "
-            f"cache. Made by `bash bench/router.sh run` on the GPU machine.\n\n" + head + body +
-            summary)
+        worst = max(ok, key=lambda r: r["ratio"])
+        wins = [f"{r['model']} {r['input']} ({r['threads']} threads)" for r in ok
+                if r["ratio"] < 0.95]
+        pred = [abs(r["predicted"] - r["auto"]) / r["auto"] for r in ok if r.get("predicted")]
+        plan = [abs(r["plan_measured"] - r["auto"]) / r["auto"] for r in ok
+                if r.get("plan_measured")]
+        summary = (f"\nauto / best of cpu and cuda,cpu: worst {worst['ratio']:.2f} "
+                   f"({worst['model']} {worst['input']}, {worst['threads']} threads); rows above "
+                   f"1.05: {sum(r['ratio'] > 1.05 for r in ok)} of {len(ok)}; auto faster than "
+                   f"both by more than 5% on: {', '.join(wins) or 'none'}.\n")
+        if pred:
+            summary += (f"|predicted - run| / run: largest {100 * max(pred):.0f}%, rows above 20%: "
+                        f"{sum(e > 0.2 for e in pred)} of {len(pred)}. ")
+        if plan:
+            summary += (f"|plan --measure - run| / run: largest {100 * max(plan):.0f}%, rows "
+                        f"above 10%: {sum(e > 0.1 for e in plan)} of {len(plan)}.\n")
+    text = (f"## router: device auto vs cpu and cuda,cpu ({gpu})\n\n"
+            f"float32; median over {rounds} interleaved rounds of each run's median of {REPEAT} "
+            f"runs ({CPU_LARGE_REPEAT} on the CPU above batch 1) (`lumen run --device cpu | "
+            f"cuda,cpu | auto --shape ...`, random inputs, OMP_NUM_THREADS as in the threads "
+            f"column), each host input -> output on the host. Auto plan: the plan `lumen run "
+            f"--device auto` ran (auto: the router's placement; cpu or cuda,cpu: a single-device "
+            f"plan that measured faster, or predicted far faster, than it); predicted: its "
+            f"prediction; plan --measure: `lumen plan --device auto --measure` (median of "
+            f"{REPEAT}, the same timer). Calibration: `lumen tune` with an empty cache. Made by "
+            f"`bash bench/router.sh run` on the GPU machine.\n\n" + head + body + summary)
     print(text)
     with open(os.path.join(work, "router_section.md"), "w") as fh:
         fh.write(text)
     with open(os.path.join(work, "router_rows.json"), "w") as fh:
         json.dump({"gpu": gpu, "rounds": rounds, "rows": rows}, fh)
+
+
+def number(pattern, text):
+    m = re.search(pattern, text, re.M)
+    return float(m.group(1)) if m else None
 
 
 def main():
@@ -86,60 +114,87 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lumen")
     ap.add_argument("work")
-    ap.add_argument("--models", default="mlp20,resnet18,mobilenet_v2,squeezenet1_1,bert_tiny,"
-                                        "gpt_tiny")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--models", default=DEFAULT_MODELS)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--threads", default="2,16")
+    ap.add_argument("--max-seconds", type=float, default=380)
+    ap.add_argument("--gpu-device", default="cuda,cpu",
+                    help="the device list of the GPU column (cpu: a dry run without a GPU)")
     args = ap.parse_args()
+    start = time.time()
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "models"))
     import export_zoo  # the model list only: torch is imported by the export's own process
-    names = sorted(export_zoo.MODELS) if args.models == "all" else args.models.split(",")
+    import router_models
+    names = (sorted(export_zoo.MODELS) + list(router_models.MODELS) if args.models == "all"
+             else args.models.split(","))
     zoo = os.path.join(args.work, "zoo")
     os.makedirs(zoo, exist_ok=True)
+    zoo_names = [n for n in names if n in export_zoo.MODELS]
     # The export runs in a process of its own: PyTorch's thread pool, left in this one, took the
     # CPU from Lumen's calibration and runs (the cpu column of wide_deep at batch 32 read 24.8 ms
     # against 2.6 ms alone).
-    subprocess.run([sys.executable, "-c", "import sys, gpu_bench; "
-                    "gpu_bench.export_models(sys.argv[2].split(','), sys.argv[1])", zoo,
-                    ",".join(names)], cwd=HERE, check=True)
-    os.environ["XDG_CACHE_HOME"] = os.path.join(args.work, "cache")
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip().splitlines()[0]
+    if zoo_names:
+        subprocess.run([sys.executable, "-c", "import sys, gpu_bench; "
+                        "gpu_bench.export_models(sys.argv[2].split(','), sys.argv[1])", zoo,
+                        ",".join(zoo_names)], cwd=HERE, check=True)
+    router_models.export([n for n in names if n in router_models.MODELS], zoo)
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip().splitlines()[0]
+    except (OSError, IndexError):
+        gpu = "no GPU found"
+    batches = [int(b) for b in args.batches.split(",")]
     rows = []
     for name in names:
-        _, input_name, zoo_shape, _ = export_zoo.MODELS[name]
         model = os.path.join(zoo, name + ".onnx")
-        for batch in sorted({1, max(args.batch, zoo_shape[0])}):
-            shape = "x".join(map(str, (batch,) + tuple(zoo_shape[1:])))
-            given = ["--shape", f"{input_name}={shape}"]
-            try:
-                tune = lumen(args.lumen, "tune", model, *given)
-                calib_s = float(re.search(r"measured, .* in ([0-9.]+) s", tune).group(1))
-                plan = lumen(args.lumen, "plan", model, "--measure", "--runs", str(REPEAT), *given)
-                print(plan, flush=True)
-                m = re.search(r"measured: ([0-9.]+) ms per run .*predicted ([0-9.]+) ms", plan)
-                measured, predicted = float(m.group(1)), float(m.group(2))
-                times = {d: [] for d in ("cpu", "cuda", "auto")}
-                placement = ""
-                for _ in range(args.rounds):
-                    for device in times:
-                        repeat = CPU_LARGE_REPEAT if device == "cpu" and batch > 1 else REPEAT
-                        out = lumen(args.lumen, "run", model, "--device",
-                                    "cuda,cpu" if device == "cuda" else device,
-                                    "--repeat", str(repeat), *given)
-                        times[device].append(float(re.search(r"latency: median ([0-9.]+) ms",
-                                                             out).group(1)))
-                        if device == "auto":
-                            placement = re.search(r"^placement: (.*)$", out, re.M).group(1)
-                med = {d: statistics.median(v) for d, v in times.items()}
-                best = min(med["cpu"], med["cuda"])
-                rows.append((name, shape, med["cpu"], med["cuda"], med["auto"],
-                             med["auto"] / best, placement, predicted, measured, calib_s))
-                print(rows[-1], flush=True)
-            except (RuntimeError, AttributeError, subprocess.TimeoutExpired) as e:
-                print(f"{name} {shape}: {e}", flush=True)
-                rows.append((name, shape, None, None, None, None, "FAILED", None, None, None))
-            write_section(rows, gpu, args.rounds, args.work)  # so far, should the run be cut off
+        for batch in batches:
+            for threads in [int(t) for t in args.threads.split(",")]:
+                # A cache per thread count: its measurements hold for that many threads only.
+                os.environ["XDG_CACHE_HOME"] = os.path.join(args.work, f"cache{threads}")
+                if name in export_zoo.MODELS:
+                    _, input_name, zoo_shape, _ = export_zoo.MODELS[name]
+                    b = max(batch, zoo_shape[0]) if batch > 1 else 1
+                    shapes = [f"{input_name}=" + "x".join(map(str, (b,) + tuple(zoo_shape[1:])))]
+                else:
+                    shapes = router_models.shapes(name, batch)
+                shape = ",".join(s.split("=")[1] for s in shapes)
+                row = {"model": name, "input": shape, "threads": threads}
+                if time.time() - start > args.max_seconds:
+                    print(f"{name} {shape} {threads} threads: skipped (--max-seconds)", flush=True)
+                    continue
+                given = [a for s in shapes for a in ("--shape", s)]
+                try:
+                    tune = lumen(args.lumen, ["tune", model, *given], threads)
+                    row["calibration"] = number(r"measured, .* in ([0-9.]+) s", tune)
+                    plan = lumen(args.lumen, ["plan", model, "--device", "auto", "--measure",
+                                              "--runs", str(REPEAT), *given], threads)
+                    print(plan, flush=True)
+                    row["plan_measured"] = number(r"^measured: ([0-9.]+) ms per run", plan)
+                    times = {d: [] for d in ("cpu", "cuda", "auto")}
+                    for _ in range(args.rounds):
+                        for device in times:
+                            repeat = CPU_LARGE_REPEAT if device == "cpu" and batch > 1 else REPEAT
+                            listed = args.gpu_device if device == "cuda" else device
+                            out = lumen(args.lumen, ["run", model, "--device", listed,
+                                                     "--repeat", str(repeat), *given], threads)
+                            times[device].append(number(r"latency: median ([0-9.]+) ms", out))
+                            if device == "auto":
+                                row["placement"] = re.search(r"^placement: (.*)$", out,
+                                                             re.M).group(1)
+                                row["plan"] = re.search(r"^auto: ran plan (\S+);", out,
+                                                        re.M).group(1)
+                                row["predicted"] = number(r"^auto: predicted ([0-9.]+) ms", out)
+                    med = {d: statistics.median(v) for d, v in times.items()}
+                    row.update(cpu=med["cpu"], cuda=med["cuda"], auto=med["auto"],
+                               ratio=med["auto"] / min(med["cpu"], med["cuda"]))
+                except (RuntimeError, AttributeError, subprocess.TimeoutExpired) as e:
+                    print(f"{name} {shape} {threads} threads: {e}", flush=True)
+                    row["plan"] = "FAILED"
+                rows.append(row)
+                print(row, flush=True)
+                write_section(rows, gpu, args.rounds, args.work)  # so far, should it be cut off
+    print(f"router_bench: {time.time() - start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,27 @@
 
 namespace lumen::cli {
 
-// `lumen bench matmul N [--runs R]`: an N x N float32 MatMul on every available backend; prints
-// the median time and GFLOP/s per backend. Returns the process exit code.
+// `lumen bench matmul N [--runs R] [--precision P] [--device LIST]`: an N x N float32 MatMul on
+// every available backend (or those listed); per backend the device-resident time (operands already
+// on the backend's device: the kernels' time, GFLOP/s) and the host-to-host time (copies included,
+// with the copies' own time and GB/s). Returns the process exit code.
 int bench_matmul(const std::vector<std::string>& args);
+
+// `lumen bench memory [MODEL.onnx] [--shape NAME=AxB]... [--device LIST] [--no-optimize]`: the
+// planned arena against every intermediate in its own memory, and the process's peak resident
+// memory after compiling and one run; without a model, the 20-layer MLP (width 1024, batch 64).
+int bench_memory(const std::vector<std::string>& args);
+
+// `lumen bench fusion [--device LIST] [--batch B] [--channels C] [--size S] [--runs R]`: Conv 3x3
+// then Relu as two steps against one FusedConv, per backend: steps per run and time per run.
+int bench_fusion(const std::vector<std::string>& args);
 
 // `lumen run MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=AxBxC]... [--output-dir DIR]
 // [--device cpu|cuda|auto] [--repeat N] [--no-optimize] [--profile] [--trace FILE.json]`: runs a
 // model on given or random inputs, prints each output's name, dtype, shape and checksum, the median
 // and p90 latency, and saves outputs as .npy; --profile times each step, --trace writes a trace.
+// With auto: which plan ran (the router's or a single device's, auto_plan.h), why, and its
+// predicted against its measured time.
 int run_model(const std::vector<std::string>& args);
 
 // `lumen inspect MODEL.onnx [--optimized] [--passes] [--dot FILE] [--svg FILE] [--memory]
@@ -27,10 +40,12 @@ int inspect_model(const std::vector<std::string>& args);
 
 // `lumen plan MODEL.onnx [--device auto|cuda,cpu] [--shape NAME=AxBxC]... [--measure] [--runs N]
 // [--budget S] [--no-optimize]`: the router's placement: each node with its backend, its predicted
-// time on every candidate, the copies it causes and the reason; totals; with --measure, the
-// predicted against the measured time of a run compiled with --device auto. A device list without
-// the host (--device cuda) prints the compiled steps instead: each node's backend, and why the
-// nodes the host runs stayed there.
+// time on every candidate, the copies it causes and the reason; totals; the single-device plans'
+// predictions; with --measure, the plan `lumen run --device D` runs (for auto: the router's plan
+// checked against the single-device plans by running them, the choice and its reason), timed as
+// `lumen run` times it (auto_plan.h's timed_runs), predicted against measured. A device list
+// without the host (--device cuda) prints the compiled steps instead: each node's backend, and
+// why the nodes the host runs stayed there.
 int plan_model(const std::vector<std::string>& args);
 
 // `lumen tune MODEL.onnx [--shape NAME=AxBxC]... [--budget S] [--no-optimize]`: measures every

@@ -1,4 +1,4 @@
-// The `lumen` command line: `lumen --version`, `lumen bench matmul N`.
+// The `lumen` command line: --version, run, inspect, plan, tune, bench matmul|memory|fusion.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,12 +12,21 @@ void usage() {
   std::puts(
       "usage: lumen <command> [args]\n"
       "  --version             print the version\n"
-      "  bench matmul N        N x N float32 matmul on every backend: median ms and GFLOP/s\n"
+      "  bench matmul N        N x N float32 matmul on every backend: device-resident (kernel, "
+      "GFLOP/s)\n"
+      "                        and host-to-host (copies included, GB/s) median ms\n"
       "        [--runs R]      timed runs (default: as many as fit in about 2 s, at least 5)\n"
+      "        [--precision float32|tf32|float16|bfloat16] [--device cpu,cuda] [--threads N]\n"
+      "  bench memory [MODEL]  planned arena vs no reuse, and the process's peak (default: the "
+      "20-layer MLP)\n"
+      "        [--shape NAME=64x1024] [--device cpu] [--no-optimize]\n"
+      "  bench fusion          Conv+Relu as two kernels vs one FusedConv: steps and ms per run\n"
+      "        [--device cpu,cuda] [--batch B] [--channels C] [--size S] [--runs R]\n"
       "  run MODEL.onnx        run a model on given (--input NAME=FILE.npy) or random inputs\n"
       "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|cuda,cpu|auto] "
       "[--repeat "
       "N]\n"
+      "        [--threads N]   CPU threads (default: every core)\n"
       "        [--no-optimize] run the graph as imported, without the optimizer passes\n"
       "        [--precision float32|tf32|float16|bfloat16]  tf32: CUDA matmuls and convolutions on "
       "TF32 "
@@ -59,8 +68,12 @@ int main(int argc, char** argv) {
     if (args[0] == "plan") return lumen::cli::plan_model({args.begin() + 1, args.end()});
     if (args[0] == "tune") return lumen::cli::tune_model({args.begin() + 1, args.end()});
     if (args[0] == "inspect") return lumen::cli::inspect_model({args.begin() + 1, args.end()});
-    if (args[0] == "bench" && args.size() >= 2 && args[1] == "matmul")
-      return lumen::cli::bench_matmul({args.begin() + 2, args.end()});
+    if (args[0] == "bench" && args.size() >= 2) {
+      std::vector<std::string> rest(args.begin() + 2, args.end());
+      if (args[1] == "matmul") return lumen::cli::bench_matmul(rest);
+      if (args[1] == "memory") return lumen::cli::bench_memory(rest);
+      if (args[1] == "fusion") return lumen::cli::bench_fusion(rest);
+    }
     std::fprintf(stderr, "lumen: unknown command '%s'\n", args[0].c_str());
     usage();
     return 2;

@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "graph/op_kind.h"
 #include "lumen/lumen.h"
 #include "router/router.h"
+#include "router/tune_cache.h"
+#include "tools/auto_plan.h"
 #include "tools/commands.h"
 
 namespace lumen::cli {
@@ -78,13 +81,19 @@ std::vector<Backend*> candidates(const std::string& device) {
 }
 
 // The model optimized for `backends`, as `lumen run --device` optimizes it (no CPU-only fusions
-// where CUDA may run the graph).
-Graph load(const PlanArgs& a, const std::vector<Backend*>& backends) {
+// where CUDA may run the graph; {} for auto: every available backend).
+Graph load(const PlanArgs& a, const std::vector<std::string>& backends) {
   Graph graph = load_onnx(a.model, a.load);
-  std::vector<std::string> names;
-  for (Backend* b : backends) names.push_back(b->name());
-  if (a.optimize) graph.optimize(names);
+  if (a.optimize) graph.optimize(backends);
   return graph;
+}
+
+// The backend list `lumen run --device` compiles for: {} for auto.
+std::vector<std::string> run_backends(const std::string& device) {
+  std::vector<std::string> names;
+  if (device == "auto") return names;
+  for (Backend* b : candidates(device)) names.push_back(b->name());
+  return names;
 }
 
 std::string ms(double us) {
@@ -98,8 +107,8 @@ void print_calibration(const router::RoutePlan& plan) {
   const router::CalibrationReport& c = plan.calibration;
   std::printf(
       "calibration: %d kernels measured, %d cached, %d left to interpolation (budget), %d "
-      "unmeasurable, in %.2f s; cache %s (%s)\n",
-      c.measured, c.cached, c.skipped, c.failed, c.seconds, plan.cache_file.c_str(),
+      "unmeasurable, %d outliers timed again, in %.2f s; cache %s (%s)\n",
+      c.measured, c.cached, c.skipped, c.failed, c.remeasured, c.seconds, plan.cache_file.c_str(),
       plan.cache_loaded ? "read" : "new");
   if (!plan.cache_error.empty()) std::printf("cache not saved: %s\n", plan.cache_error.c_str());
 }
@@ -107,7 +116,7 @@ void print_calibration(const router::RoutePlan& plan) {
 // A device list without the host (--device cuda): the placement compile makes (each node on the
 // first listed backend that runs it, the host as the fallback), step by step.
 int plan_by_preference(const PlanArgs& a, const std::vector<Backend*>& backends) {
-  Graph graph = load(a, backends);
+  Graph graph = load(a, run_backends(a.device));
   Runtime rt;
   CompileOptions options;
   for (Backend* b : backends) options.backends.push_back(b->name());
@@ -127,7 +136,7 @@ int plan_model(const std::vector<std::string>& args) {
   if (std::none_of(backends.begin(), backends.end(),
                    [](Backend* b) { return b->device().type == DeviceType::kCPU; }))
     return plan_by_preference(a, backends);
-  Graph graph = load(a, backends);
+  Graph graph = load(a, run_backends(a.device));
   router::RoutePlan plan = router::route(graph, backends, a.router, true);
   std::printf("%s: %zu nodes on %zu candidate backends, placed by %s\n", a.model.c_str(),
               plan.decisions.size(), plan.candidates.size(), plan.method.c_str());
@@ -156,41 +165,55 @@ int plan_model(const std::vector<std::string>& args) {
     std::printf(" %s schedule %.4f ms (host and device at once, devices waiting for launches)",
                 plan.schedule_us < 0 ? "-" : "+", std::abs(plan.schedule_us) / 1000);
   std::printf("\n");
+  std::printf("against one device: %s\n", plan.choice.c_str());
+  if (a.device == "auto" && !a.measure) {
+    // What `lumen run --device auto` found when it ran the plans, if it has.
+    router::CostModel cache;
+    router::load_cache(plan.cache_file, {version(), plan.cache_devices}, &cache);
+    if (const auto* choice = cache.choice(router::graph_fingerprint(graph, "")))
+      std::printf("auto runs plan %s (tune cache): %s\n", choice->first.c_str(),
+                  choice->second.c_str());
+  }
   if (a.measure) {
-    Runtime rt;
-    CompileOptions options;
-    options.backends = {"auto"};
-    options.router = a.router;
-    options.router.measure = false;  // the route above measured what it needed
-    Executable* exe = graph.compile(&rt, options);
-    std::vector<Tensor> inputs;
-    for (size_t k = 0; k < exe->inputs().size(); ++k)
-      inputs.push_back(random_input(exe->inputs()[k], 1234 + k));
-    // Median microseconds per run over a.runs runs, after three to warm up.
-    auto median_us = [&](const std::vector<Tensor>& given) {
-      for (int w = 0; w < 3; ++w) exe->execute(given);
-      std::vector<double> times;
-      for (int64_t r = 0; r < a.runs; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        exe->execute(given);
-        times.push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                .count());
-      }
-      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-      return times[times.size() / 2];
+    // What `lumen run --device D` runs: the same graph, compile, inputs, warm-up and timer.
+    auto make = [&](const std::vector<std::string>& names) { return load(a, names); };
+    auto make_inputs = [](Executable* e) {
+      std::vector<Tensor> inputs;
+      for (size_t k = 0; k < e->inputs().size(); ++k)
+        inputs.push_back(random_input(e->inputs()[k], 1234 + k));
+      return inputs;
     };
-    const double median = median_us(inputs);
-    std::printf("measured: %.4f ms per run (median of %lld), predicted %.4f ms (%+.1f%%)\n",
-                median / 1000, static_cast<long long>(a.runs), plan.predicted_us / 1000,
-                100 * (plan.predicted_us - median) / median);
-    for (Backend* b : plan.candidates) {
-      if (b->device().type == DeviceType::kCPU) continue;
-      std::vector<Tensor> on_device;
-      for (const Tensor& t : inputs) on_device.push_back(t.to(b->device()));
-      std::printf("measured with the inputs on %s: %.4f ms per run (median of %lld)\n",
-                  b->name().c_str(), median_us(on_device) / 1000, static_cast<long long>(a.runs));
+    CompileOptions options;
+    options.release_weights = true;
+    options.router = a.router;
+    std::unique_ptr<Runtime> rt;
+    Executable* exe = nullptr;
+    double predicted_us = plan.predicted_us;
+    if (a.device == "auto") {
+      AutoPlan chosen = compile_auto(make, options, make_inputs, /*verify=*/true);
+      rt = std::move(chosen.runtime);
+      exe = chosen.exe;
+      predicted_us = chosen.predicted_us();
+      std::printf("plans:");
+      for (const router::PlanCandidate& c : chosen.candidates)
+        std::printf("  %s%s predicted %s ms, measured %s ms;", c.name.c_str(),
+                    c.mixed ? " (mixed)" : "", ms(c.predicted_us).c_str(),
+                    c.measured_us >= 0 ? ms(c.measured_us).c_str() : "-");
+      std::printf("\nauto runs plan %s: %s\n", chosen.candidates[chosen.chosen].name.c_str(),
+                  chosen.reason.c_str());
+    } else {
+      rt = std::make_unique<Runtime>();
+      options.backends = run_backends(a.device);
+      Graph fresh = make(options.backends);
+      exe = fresh.compile(rt.get(), options);
     }
+    std::vector<Tensor> inputs = make_inputs(exe);
+    std::vector<Tensor> outputs = exe->execute(inputs);  // warm-up, as `lumen run`'s first run
+    std::vector<double> times = timed_runs(exe, inputs, a.runs, &outputs);
+    const double median = times[times.size() / 2] * 1000;
+    std::printf("measured: %.4f ms per run (median of %lld), predicted %.4f ms (%+.1f%%)\n",
+                median / 1000, static_cast<long long>(a.runs), predicted_us / 1000,
+                100 * (predicted_us - median) / median);
   }
   return 0;
 }
@@ -198,8 +221,23 @@ int plan_model(const std::vector<std::string>& args) {
 int tune_model(const std::vector<std::string>& args) {
   PlanArgs a = parse(args, "tune", false);
   if (!a.budget_given) a.router.budget_s = 600;  // ahead of time: measure everything
-  Graph graph = load(a, available_backends());
+  Graph graph = load(a, {});
   router::RoutePlan plan = router::route(graph, available_backends(), a.router, true);
+  // The graphs `lumen run --device auto` compares its plan with: optimized for the host alone
+  // (its fusions), and for each device before the host.
+  // (Routed over every backend, as the auto graph: the cache file holds one set of devices.)
+  for (Backend* b : plan.candidates) {
+    std::vector<std::string> names = {b->name()};
+    if (b != plan.candidates[0]) names.push_back("cpu");
+    try {
+      Graph single = load(a, names);
+      router::RoutePlan p = router::route(single, plan.candidates, a.router, true);
+      plan.calibration.measured += p.calibration.measured;
+      plan.calibration.remeasured += p.calibration.remeasured;
+      plan.calibration.seconds += p.calibration.seconds;
+    } catch (const UnsupportedOp&) {
+    }
+  }
   std::printf("%s: %zu nodes, backends", a.model.c_str(), plan.decisions.size());
   for (Backend* b : plan.candidates) std::printf(" %s", b->name().c_str());
   std::printf("\n");

@@ -6,11 +6,14 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "lumen/lumen.h"
 #include "lumen/npy.h"
 #include "lumen/onnx.h"
+#include "tools/auto_plan.h"
 #include "tools/commands.h"
 #include "tools/profile.h"
 
@@ -169,6 +172,8 @@ int run_model(const std::vector<std::string>& args) {
       profile = true;
     } else if (a == "--repeat") {
       repeat = parse_count(value("--repeat"), "--repeat");
+    } else if (a == "--threads") {
+      set_num_threads(static_cast<int>(parse_count(value("--threads"), "--threads")));
     } else {
       throw InvalidArgument("lumen run: unknown argument '" + a + "'");
     }
@@ -191,22 +196,22 @@ int run_model(const std::vector<std::string>& args) {
     options.input_shapes[name] = given[name].shape();
   }
   auto t0 = std::chrono::steady_clock::now();
-  Runtime rt;
   CompileOptions compile;
   compile.backends = device == "auto" ? std::vector<std::string>{"auto"} : device_list;
   compile.release_weights = true;
   compile.precision = precision;
-  Executable* exe = nullptr;
-  {
-    // The graph goes once compiled, and gives each weight up as soon as its readers packed it
-    // (release_weights), so weights are not held twice, not even while compiling.
-    // Inputs whose values decide shapes (a Reshape's shape fed at run time) are fixed to the
-    // values given and compiled in, as OnnxSession does per run.
+  // The graph goes once compiled, and gives each weight up as soon as its readers packed it
+  // (release_weights), so weights are not held twice, not even while compiling. Inputs whose
+  // values decide shapes (a Reshape's shape fed at run time) are fixed to the values given and
+  // compiled in, as OnnxSession does per run: the first load finds them, later loads reuse that.
+  bool first_load = true;
+  auto make = [&](const std::vector<std::string>& for_backends) {
     OnnxModelInfo info;
     Graph graph;
     try {
       graph = load_onnx(model, options, &info);
     } catch (const ShapeError&) {
+      if (!first_load) throw;
       bool fixed = false;
       for (const std::string& name : info.value_inputs) {
         auto it = given.find(name);
@@ -219,19 +224,39 @@ int run_model(const std::vector<std::string>& args) {
       if (!fixed) throw;
       graph = load_onnx(model, options);
     }
-    if (optimize) graph.optimize(device_list);
-    exe = graph.compile(&rt, compile);
+    first_load = false;
+    if (optimize) graph.optimize(for_backends);
+    return graph;
+  };
+  auto make_inputs = [&](Executable* e) {
+    std::vector<Tensor> out;
+    for (size_t k = 0; k < e->inputs().size(); ++k) {
+      const TensorInfo& info = e->inputs()[k];
+      auto it = given.find(info.name);
+      out.push_back(it != given.end() ? it->second : random_input(info, 1234 + k));
+    }
+    return out;
+  };
+  std::unique_ptr<Runtime> runtime;
+  Executable* exe = nullptr;
+  std::optional<AutoPlan> chosen;
+  if (device == "auto") {
+    chosen = compile_auto(make, compile, make_inputs, /*verify=*/true);
+    runtime = std::move(chosen->runtime);
+    exe = chosen->exe;
+  } else {
+    runtime = std::make_unique<Runtime>();
+    Graph graph = make(device_list);
+    exe = graph.compile(runtime.get(), compile);
   }
+  Runtime& rt = *runtime;
   auto t1 = std::chrono::steady_clock::now();
-  std::vector<Tensor> inputs;
-  for (size_t k = 0; k < exe->inputs().size(); ++k) {
-    const TensorInfo& info = exe->inputs()[k];
-    auto it = given.find(info.name);
-    inputs.push_back(it != given.end() ? it->second : random_input(info, 1234 + k));
-    if (it != given.end()) given.erase(it);
+  std::vector<Tensor> inputs = make_inputs(exe);
+  for (const auto& [name, tensor] : given) {
+    bool known = false;
+    for (const TensorInfo& info : exe->inputs()) known = known || info.name == name;
+    if (!known) throw InvalidArgument("lumen run: the model has no input named '" + name + "'");
   }
-  if (!given.empty())
-    throw InvalidArgument("lumen run: the model has no input named '" + given.begin()->first + "'");
 
   const std::vector<std::string> usable = device == "auto" ? rt.backends() : device_list;
   bool on_cuda = std::find(usable.begin(), usable.end(), "cuda") != usable.end();
@@ -239,23 +264,13 @@ int run_model(const std::vector<std::string>& args) {
   std::vector<Tensor> outputs = exe->execute(inputs);
   MemoryStats after_first = rt.memory_stats();
   MemoryStats cuda_first = on_cuda ? rt.memory_stats(Device::cuda()) : MemoryStats{};
-  std::vector<double> ms;
-  for (int64_t r = 0; r < repeat; ++r) {
-    // The previous outputs go back to the pool first, so a steady-state run reuses their memory
-    // (held across the call, they would make the second run allocate a second set).
-    outputs.clear();
-    auto a = std::chrono::steady_clock::now();
-    outputs = exe->execute(inputs);
-    auto b = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-  }
+  std::vector<double> ms = timed_runs(exe, inputs, repeat, &outputs);
   MemoryStats after_all = rt.memory_stats();
   // Profiled runs come after the timed ones, so timing every step does not disturb the latency.
   std::vector<RunProfile> profiles(profile ? static_cast<size_t>(repeat) : 0);
   for (RunProfile& p : profiles) exe->execute(inputs, &p);
-  std::sort(ms.begin(), ms.end());
-  std::printf("%s: loaded and compiled in %.1f ms\n", model.c_str(),
-              std::chrono::duration<double, std::milli>(t1 - t0).count());
+  std::printf("%s: loaded and compiled in %.1f ms (%d CPU threads)\n", model.c_str(),
+              std::chrono::duration<double, std::milli>(t1 - t0).count(), num_threads());
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
     double sum = 0;
@@ -287,6 +302,14 @@ int run_model(const std::vector<std::string>& args) {
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms, p90 %.3f ms)\n",
               ms[ms.size() / 2], static_cast<long long>(ms.size()), ms.front(),
               ms[std::min(ms.size() - 1, ms.size() * 9 / 10)]);
+  if (chosen) {
+    std::printf("auto: ran plan %s; %s\n", chosen->candidates[chosen->chosen].name.c_str(),
+                chosen->reason.c_str());
+    const double predicted_ms = chosen->predicted_us() / 1000;
+    if (predicted_ms >= 0)
+      std::printf("auto: predicted %.3f ms, measured %.3f ms (%+.1f%%)\n", predicted_ms,
+                  ms[ms.size() / 2], 100 * (predicted_ms - ms[ms.size() / 2]) / ms[ms.size() / 2]);
+  }
   std::printf(
       "memory: arena %.2f MB; system allocations: %zu in the first run, %zu in the next "
       "%lld; peak in use %.2f MB\n",

@@ -14,3 +14,4 @@
 #include "lumen/runtime.h"
 #include "lumen/shape.h"
 #include "lumen/tensor.h"
+#include "lumen/threads.h"

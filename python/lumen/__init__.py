@@ -8,7 +8,8 @@ and run Lumen's kernels through small compiled graphs cached by op, shapes and a
 Errors are ``lumen.Error`` subclasses, one per kind (``lumen.ShapeError``, ``lumen.IoError``, ...).
 """
 from ._lumen import (DeviceError, Error, InvalidArgument, InvalidModel, IoError, OutOfMemory,
-                     ShapeError, Tensor, UnsupportedOp, backends, dtype, from_numpy)
+                     ShapeError, Tensor, UnsupportedOp, backends, dtype, from_numpy,
+                     num_threads, set_num_threads)
 from ._lumen import version as _version
 from .functional import *  # noqa: F401,F403 (the eager ops are the package's API)
 from .functional import __all__ as _functional_all
@@ -21,7 +22,7 @@ __version__ = _version()
 
 __all__ = [
     "Tensor", "dtype", "Error", "InvalidModel", "UnsupportedOp", "ShapeError", "InvalidArgument",
-    "OutOfMemory", "DeviceError", "IoError", "backends", "from_numpy", "from_dlpack", "tensor",
+    "OutOfMemory", "DeviceError", "IoError", "backends", "num_threads", "set_num_threads", "from_numpy", "from_dlpack", "tensor",
     "empty", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "Model",
     "TensorInfo", "load_onnx", "float32", "float16", "bfloat16", "float64", "int8", "int16",
     "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool_",

@@ -136,44 +136,41 @@ inline float float4e2m1_to_float(uint8_t b) {
 
 // --- float32 to float8 and float4 ---
 
-inline uint8_t float_to_float8e4m3fn(float x, bool saturate = true) {
-  using namespace narrow_detail;
+namespace narrow_detail {
+
+// Rounds x to the float8 format f. The formats differ only in what NaN and an overflow without
+// saturation become (`nan`, `overflow`: signed patterns, or with `fnuz` the one unsigned 0x80)
+// and in fnuz's single, unsigned zero. Saturation gives the largest finite magnitude.
+inline uint8_t float_to_float8(float x, const MiniFloat& f, uint8_t nan, uint8_t overflow,
+                               bool fnuz, bool saturate) {
   const uint32_t u = float_to_bits(x), a = u & 0x7FFFFFFFu;
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  if (a > 0x7F800000u) return sign | 0x7F;
-  const uint32_t mag = a == 0x7F800000u ? 0x100u : round_magnitude(a, kE4M3FN);
-  if (mag > kE4M3FN.max_mag) return sign | (saturate ? 0x7E : 0x7F);
+  if (a > 0x7F800000u) return fnuz ? nan : sign | nan;
+  const uint32_t mag = a == 0x7F800000u ? 0x100u : round_magnitude(a, f);
+  if (mag > f.max_mag) {
+    if (saturate) return sign | static_cast<uint8_t>(f.max_mag);
+    return fnuz ? overflow : sign | overflow;
+  }
+  if (fnuz && mag == 0) return 0;
   return sign | static_cast<uint8_t>(mag);
+}
+
+}  // namespace narrow_detail
+
+inline uint8_t float_to_float8e4m3fn(float x, bool saturate = true) {
+  return narrow_detail::float_to_float8(x, narrow_detail::kE4M3FN, 0x7F, 0x7F, false, saturate);
 }
 
 inline uint8_t float_to_float8e4m3fnuz(float x, bool saturate = true) {
-  using namespace narrow_detail;
-  const uint32_t u = float_to_bits(x), a = u & 0x7FFFFFFFu;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  if (a > 0x7F800000u) return 0x80;
-  const uint32_t mag = a == 0x7F800000u ? 0x100u : round_magnitude(a, kE4M3FNUZ);
-  if (mag > kE4M3FNUZ.max_mag) return saturate ? (sign | 0x7F) : 0x80;
-  return mag == 0 ? 0 : (sign | static_cast<uint8_t>(mag));
+  return narrow_detail::float_to_float8(x, narrow_detail::kE4M3FNUZ, 0x80, 0x80, true, saturate);
 }
 
 inline uint8_t float_to_float8e5m2(float x, bool saturate = true) {
-  using namespace narrow_detail;
-  const uint32_t u = float_to_bits(x), a = u & 0x7FFFFFFFu;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  if (a > 0x7F800000u) return sign | 0x7E;
-  const uint32_t mag = a == 0x7F800000u ? 0x100u : round_magnitude(a, kE5M2);
-  if (mag > kE5M2.max_mag) return sign | (saturate ? 0x7B : 0x7C);
-  return sign | static_cast<uint8_t>(mag);
+  return narrow_detail::float_to_float8(x, narrow_detail::kE5M2, 0x7E, 0x7C, false, saturate);
 }
 
 inline uint8_t float_to_float8e5m2fnuz(float x, bool saturate = true) {
-  using namespace narrow_detail;
-  const uint32_t u = float_to_bits(x), a = u & 0x7FFFFFFFu;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  if (a > 0x7F800000u) return 0x80;
-  const uint32_t mag = a == 0x7F800000u ? 0x100u : round_magnitude(a, kE5M2FNUZ);
-  if (mag > kE5M2FNUZ.max_mag) return saturate ? (sign | 0x7F) : 0x80;
-  return mag == 0 ? 0 : (sign | static_cast<uint8_t>(mag));
+  return narrow_detail::float_to_float8(x, narrow_detail::kE5M2FNUZ, 0x80, 0x80, true, saturate);
 }
 
 // Always saturates (float4 has no infinity); NaN becomes 0x8.

@@ -16,6 +16,7 @@ struct CalibrationReport {
   int cached = 0;    // kernels the model already held
   int skipped = 0;   // left unmeasured when the budget ran out (interpolated instead)
   int failed = 0;    // whose kernel could not be built or run on random inputs (estimated)
+  int remeasured = 0;  // outliers (CostModel::outliers) timed again
   double seconds = 0;
 };
 
@@ -29,12 +30,16 @@ std::string device_identity(const std::vector<Backend*>& backends);
 
 // Times, for every node in `nodes` whose signature `model` lacks on a backend in `backends` that
 // supports it, its kernel on random inputs (constants as they are): built once, warmed up, then
-// launched back to back until about 2 ms have passed, the best of five such rounds per run; on a
-// device that records work, also recorded and replayed (its time inside a CUDA graph). Where the
-// constants stream (constants_stream), each launch reads another copy of them, enough copies to
-// outgrow the cache, so none is read from it; so with graph inputs of 1 MiB or more. Also
-// measures each device backend's links and launch costs when the model lacks them. Stops when
-// `budget_s` is spent. With `progress`, writes a progress line to stderr if it is a terminal.
+// launched back to back until about 2 ms have passed, the median of five such rounds (on the host:
+// each run timed alone, the least of up to three rounds' medians), every kernel called once before
+// the timing; on a device that records work, also recorded and replayed (its time inside a CUDA
+// graph). Where the constants stream (constants_stream), each launch reads another copy of them,
+// enough copies to outgrow the cache, so none is read from it; so with graph inputs of 1 MiB or
+// more. Then every sample of these nodes that the other samples contradict by an order of
+// magnitude (CostModel::outliers, cached ones included) is timed again, twice at most, and the
+// lesser time kept. Also measures each device backend's links and launch costs when the model
+// lacks them. Stops when `budget_s` is spent. With `progress`, writes a progress line to stderr
+// if it is a terminal.
 CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
                             const std::vector<Backend*>& backends, double budget_s, bool progress,
                             CostModel* model);

@@ -95,6 +95,65 @@ double constant_bytes(const Graph& graph, const Node& node) {
   return bytes;
 }
 
+namespace {
+
+// The time at `work` from (work, us) samples of one op: linear between the nearest two, scaled by
+// work above the largest, the smallest's time below the smallest. `same` must not be empty.
+double interpolate(std::vector<std::pair<double, double>> same, double work) {
+  std::sort(same.begin(), same.end());
+  if (work <= same.front().first) return same.front().second;
+  if (work >= same.back().first) {
+    const auto& [w, us] = same.back();
+    return w > 0 ? us * work / w : us;
+  }
+  auto hi = std::lower_bound(same.begin(), same.end(), std::make_pair(work, 0.0));
+  auto lo = hi - 1;
+  double f = (work - lo->first) / std::max(hi->first - lo->first, 1e-30);
+  return lo->second + f * (hi->second - lo->second);
+}
+
+}  // namespace
+
+std::vector<std::string> CostModel::outliers(const std::string& backend, double factor) const {
+  std::vector<std::string> out;
+  auto b = samples_.find(backend);
+  if (b == samples_.end()) return out;
+  for (const auto& [key, s] : b->second) {
+    if (s.us <= 0) continue;
+    std::vector<std::pair<double, double>> others;
+    for (const auto& [other_key, o] : b->second)
+      if (other_key != key && o.op == s.op && o.us > 0)
+        others.emplace_back(NodeSignature{o.op, other_key, o.flops, o.bytes}.work(), o.us);
+    const double work = NodeSignature{s.op, key, s.flops, s.bytes}.work();
+    if (others.size() >= 2) {
+      const double expected = interpolate(others, work);
+      if (s.us > factor * expected && s.us > expected + kOutlierMinUs) out.push_back(key);
+      continue;
+    }
+    // Too few of its own op: the backend's median rate over the other ops that do arithmetic.
+    if (s.flops <= 0) continue;
+    std::vector<double> rates;
+    for (const auto& [other_key, o] : b->second)
+      if (other_key != key && o.flops > 0 && o.us > 0) rates.push_back(o.flops / o.us);
+    if (rates.size() < 3) continue;
+    std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+    const double expected = s.flops / rates[rates.size() / 2];
+    if (s.us > kLoneOutlierFactor * factor * expected && s.us > expected + kOutlierMinUs)
+      out.push_back(key);
+  }
+  return out;
+}
+
+void CostModel::set_choice(const std::string& fingerprint, const std::string& plan,
+                           const std::string& reason) {
+  choices_[fingerprint] = {plan, reason};
+}
+
+const std::pair<std::string, std::string>* CostModel::choice(const std::string& fingerprint) const {
+  auto it = choices_.find(fingerprint);
+  return it == choices_.end() ? nullptr : &it->second;
+}
+
 void CostModel::add_kernel(const std::string& backend, const std::string& key,
                            const KernelSample& sample) {
   samples_[backend][key] = sample;
@@ -137,18 +196,9 @@ Prediction CostModel::predict(const std::string& backend, const NodeSignature& s
     fastest = fastest == 0 ? us : std::min(fastest, us);
   }
   if (!same.empty()) {
-    std::sort(same.begin(), same.end());
     std::string source = "interpolated from " + std::to_string(same.size()) + " " + sig.op +
                          (same.size() == 1 ? " sample" : " samples");
-    if (work <= same.front().first) return {same.front().second, 0, source};
-    if (work >= same.back().first) {
-      const auto& [w, us] = same.back();
-      return {w > 0 ? us * work / w : us, 0, source};
-    }
-    auto hi = std::lower_bound(same.begin(), same.end(), std::make_pair(work, 0.0));
-    auto lo = hi - 1;
-    double f = (work - lo->first) / std::max(hi->first - lo->first, 1e-30);
-    return {lo->second + f * (hi->second - lo->second), 0, source};
+    return {interpolate(same, work), 0, source};
   }
   if (!rates.empty() && work > 0) {
     std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());

@@ -5,6 +5,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lumen/graph.h"
 
@@ -30,6 +32,12 @@ double constant_bytes(const Graph& graph, const Node& node);
 inline std::string cold_key(const std::string& key) {
   return key + ":cold";
 }
+
+// Below this many microseconds above its neighbours' prediction a sample is never an outlier
+// (timer and scheduling jitter on small kernels).
+inline constexpr double kOutlierMinUs = 50;
+// How much further than its own op's neighbours a sample must stray from other ops' rate.
+inline constexpr double kLoneOutlierFactor = 10;
 
 // One measured kernel: the time per run of the node's kernel, launched back to back on its
 // backend (on a device: launch and execution overlap, as in an eager run), and on a device that
@@ -88,6 +96,23 @@ class CostModel {
   // Zero for the host; 5 us eager and 1 us in a graph where nothing was measured.
   LaunchCost launch(const std::string& backend) const;
 
+  // Keys of `backend`'s measured samples (eager times) that their op's other samples contradict:
+  // more than `factor` times, and kOutlierMinUs more than, the time interpolated by work from at
+  // least two other samples of the same op; for an op with fewer, more than kLoneOutlierFactor x
+  // `factor` times the time of its flops at the median rate of at least three other samples that
+  // do arithmetic. A kernel that took 3.9 ms among neighbours that predict 20 us was timed while
+  // something else held the machine: it is measured again (a false alarm costs only that).
+  std::vector<std::string> outliers(const std::string& backend, double factor = 10) const;
+
+  // The plan a graph was given after its candidate plans were run and timed (choice.h), by the
+  // graph's fingerprint; nullptr when none was recorded.
+  void set_choice(const std::string& fingerprint, const std::string& plan,
+                  const std::string& reason);
+  const std::pair<std::string, std::string>* choice(const std::string& fingerprint) const;
+  const std::map<std::string, std::pair<std::string, std::string>>& choices() const {
+    return choices_;
+  }
+
   // Everything measured, for the cache file.
   const std::map<std::string, std::map<std::string, KernelSample>>& samples() const {
     return samples_;
@@ -99,6 +124,7 @@ class CostModel {
   std::map<std::string, std::map<std::string, KernelSample>> samples_;  // backend -> key -> sample
   std::map<std::string, std::pair<Link, Link>> links_;  // backend -> (to device, to host)
   std::map<std::string, LaunchCost> launches_;
+  std::map<std::string, std::pair<std::string, std::string>> choices_;  // fingerprint -> plan, why
 
   // kernel()'s rule over one field of the samples (those where it is positive).
   Prediction predict(const std::string& backend, const NodeSignature& sig,

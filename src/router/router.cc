@@ -141,12 +141,13 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   // Costs: the cache, then what it lacks, measured now.
   CostModel model;
   CacheIdentity identity{version(), device_identity(cands)};
+  plan.cache_devices = identity.devices;
   plan.cache_file = options.cache_file.empty() ? default_cache_file() : options.cache_file;
   plan.cache_loaded = load_cache(plan.cache_file, identity, &model);
   if (options.measure) {
     plan.calibration = calibrate(graph, order, cands, options.budget_s, options.progress, &model);
     // An unwritable cache costs the next compile a calibration, not this one its result.
-    if (plan.calibration.measured > 0 || !plan.cache_loaded) {
+    if (plan.calibration.measured > 0 || plan.calibration.remeasured > 0 || !plan.cache_loaded) {
       try {
         save_cache(plan.cache_file, identity, model);
       } catch (const IoError& e) {
@@ -229,7 +230,7 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   Placement best = place(problem);
   plan.method = best.method;
   std::vector<int> run = run_order(problem, best.device);
-  const double serial_us = best.cost_us;
+  double serial_us = best.cost_us;
   best.cost_us = simulate(problem, best.device, run);
   // Every node on one device with static shapes: the run is recorded once and replayed as a
   // CUDA graph, which removes most launch cost. Compare that plan with the best mixed one.
@@ -253,6 +254,52 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
       plan.graph_replay = true;
       for (size_t i = 0; i < order.size(); ++i) kernel_us[i][d] = graph_us[i][d];
     }
+  }
+  // The single-device plans, costed by the same model: every node on the host, and every node on
+  // each device that runs it, the rest on the host (as `--device cuda,cpu` compiles it; replayed as
+  // a graph where the device runs every node). A mixed plan must predict less than each of them.
+  for (int d = 0; d < num_devices; ++d) {
+    std::vector<int> device(order.size(), 0);
+    bool everywhere = true;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (can[i][d] && (pinned[i].empty() || !can[i][0]))
+        device[i] = d;
+      else if (!can[i][0])
+        device[i] = -1;
+      everywhere = everywhere && can[i][d];
+    }
+    if (std::count(device.begin(), device.end(), -1) > 0) {
+      plan.single_us.push_back(kUnsupported);
+      continue;
+    }
+    double cost;
+    if (d > 0 && everywhere && all_static) {
+      for (size_t i = 0; i < order.size(); ++i) problem.nodes[i].cost_us[d] = graph_us[i][d];
+      cost = evaluate(problem, std::vector<int>(order.size(), d));
+      for (size_t i = 0; i < order.size(); ++i) problem.nodes[i].cost_us[d] = kernel_us[i][d];
+    } else {
+      cost = simulate(problem, device, run_order(problem, device));
+    }
+    plan.single_us.push_back(cost);
+    if (d == 0 && cost <= best.cost_us && best.device != device) {
+      best.device = device;
+      best.cost_us = cost;
+      run = run_order(problem, device);
+      plan.method = "one backend (the host), cheaper than any mixed plan";
+      plan.graph_replay = false;
+      serial_us = evaluate(problem, device);
+    }
+  }
+  {
+    std::vector<int> used(num_devices, 0);
+    for (int d : best.device) ++used[d];
+    const int devices_used =
+        static_cast<int>(std::count_if(used.begin(), used.end(), [](int n) { return n > 0; }));
+    plan.choice = (devices_used > 1 ? "mixed " : "single-device ") + ms(best.cost_us) + " against";
+    for (int d = 0; d < num_devices; ++d)
+      plan.choice += std::string(d ? ", " : " ") + cands[d]->name() + " only " +
+                     (std::isfinite(plan.single_us[d]) ? ms(plan.single_us[d]) : "-");
+    plan.choice += " (predicted)";
   }
   if (plan.graph_replay)
     for (size_t i = 0; i < order.size(); ++i) {

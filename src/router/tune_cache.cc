@@ -72,6 +72,8 @@ bool load_cache(const std::string& file, const CacheIdentity& identity, CostMode
       loaded.add_kernel(f[1], f[7], {f[2], num(3), num(4), num(5), num(6)});
     } else if (f[0] == "link" && f.size() == 6) {
       loaded.set_link(f[1], {num(2), num(3)}, {num(4), num(5)});
+    } else if (f[0] == "choice" && f.size() == 4) {
+      loaded.set_choice(f[1], f[2], f[3]);
     } else if (f[0] == "launch" && f.size() == 4) {
       loaded.set_launch(f[1], {num(2), num(3)});
     } else {
@@ -105,6 +107,9 @@ void save_cache(const std::string& file, const CacheIdentity& identity, const Co
       for (const auto& [key, s] : samples)
         out << "kernel\t" << backend << "\t" << s.op << "\t" << s.flops << "\t" << s.bytes << "\t"
             << s.us << "\t" << s.graph_us << "\t" << clean(key) << "\n";
+    for (const auto& [fingerprint, choice] : model.choices())
+      out << "choice\t" << clean(fingerprint) << "\t" << clean(choice.first) << "\t"
+          << clean(choice.second) << "\n";
     if (!out.flush()) throw IoError("tune cache '" + file + "': write failed");
   }
   fs::rename(tmp, path, ec);

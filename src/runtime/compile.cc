@@ -10,6 +10,7 @@
 #include "runtime/executable_impl.h"
 #include "runtime/float_widening.h"
 #include "runtime/half_storage.h"
+#include "runtime/threads.h"
 
 namespace lumen {
 namespace {
@@ -137,6 +138,7 @@ Executable* Graph::compile(Runtime* runtime) {
 
 Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   if (runtime == nullptr) throw InvalidArgument("compile: runtime is null");
+  apply_num_threads();
   if (weights_released_)
     throw InvalidArgument(
         "compile: an earlier compile freed this graph's packed weights "

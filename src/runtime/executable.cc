@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/executable_impl.h"
+#include "runtime/threads.h"
 
 namespace lumen {
 namespace {
@@ -155,6 +156,7 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
 
 std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunProfile* profile) {
   const Clock::time_point run_start = Clock::now();
+  apply_num_threads();
   if (profile != nullptr) profile->steps.clear();
   Impl& impl = *impl_;
   if (inputs.size() != impl.inputs.size())

@@ -231,3 +231,18 @@ def test_bad_input(rng):
         lumen.softmax(L(rand(rng, 3)), dim=4)
     # still usable afterwards
     check(L(np.ones(3, np.float32)) + 1, torch.full((3,), 2.0))
+
+
+def test_set_num_threads(rng):
+    a = rng.standard_normal((48, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 40)).astype(np.float32)
+    lumen.set_num_threads(1)
+    try:
+        assert lumen.num_threads() == 1
+        got = (lumen.from_numpy(a) @ lumen.from_numpy(b)).numpy()
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    finally:
+        lumen.set_num_threads(0)
+    assert lumen.num_threads() >= 1
+    with pytest.raises(lumen.InvalidArgument, match="got -1"):
+        lumen.set_num_threads(-1)

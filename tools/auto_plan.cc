@@ -1,0 +1,187 @@
+// compile_auto: the router's plan checked against the single-device plans by running them.
+#include "tools/auto_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "backends/backend.h"
+#include "router/tune_cache.h"
+
+namespace lumen::cli {
+namespace {
+
+// A plan predicted below this is run to check it however far its prediction is from the best.
+constexpr double kCheapUs = 5000;
+
+// The compile backends of a candidate ({"auto"}, {"cpu"}, {"cuda", "cpu"}) and the list its graph
+// is optimized for.
+std::vector<std::string> backends_of(const std::string& name) {
+  if (name == "auto") return {};
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= name.size();) {
+    size_t comma = std::min(name.find(',', start), name.size());
+    out.push_back(name.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+struct Compiled {
+  std::unique_ptr<Runtime> runtime;
+  Executable* exe = nullptr;
+};
+
+Compiled compile_candidate(const GraphMaker& make, const CompileOptions& base,
+                           const std::string& name, Graph* ready) {
+  Compiled c;
+  c.runtime = std::make_unique<Runtime>();
+  CompileOptions options = base;
+  options.backends = name == "auto" ? std::vector<std::string>{"auto"} : backends_of(name);
+  options.router.measure = false;  // routed (and measured) already
+  if (ready != nullptr) {
+    c.exe = ready->compile(c.runtime.get(), options);
+  } else {
+    Graph graph = make(backends_of(name));
+    c.exe = graph.compile(c.runtime.get(), options);
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<double> timed_runs(Executable* exe, const std::vector<Tensor>& inputs, int64_t runs,
+                               std::vector<Tensor>* outputs) {
+  std::vector<double> ms;
+  for (int64_t r = 0; r < runs; ++r) {
+    outputs->clear();
+    auto a = std::chrono::steady_clock::now();
+    *outputs = exe->execute(inputs);
+    auto b = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
+                      const InputMaker& make_inputs, bool verify) {
+  AutoPlan out;
+  const std::vector<Backend*> backends = available_backends();
+  Graph graph = make({});
+  out.route = router::route(graph, backends, options.router, /*explain=*/true);
+  const router::RoutePlan& route = out.route;
+  std::vector<int> used(route.candidates.size(), 0);
+  for (const router::NodeDecision& d : route.decisions)
+    for (size_t k = 0; k < route.candidates.size(); ++k)
+      if (route.candidates[k]->name() == d.backend) ++used[k];
+  const bool mixed = std::count_if(used.begin(), used.end(), [](int n) { return n > 0; }) > 1;
+  out.candidates.push_back({"auto", mixed, route.predicted_us, -1});
+  if (route.candidates.size() == 1) {
+    Compiled c = compile_candidate(make, options, "auto", &graph);
+    out.runtime = std::move(c.runtime);
+    out.exe = c.exe;
+    out.reason = "auto: the host is the only backend";
+    return out;
+  }
+  // The plan the tune cache holds for this graph on these devices, if any.
+  router::CostModel cache;
+  const router::CacheIdentity identity{version(), route.cache_devices};
+  router::load_cache(route.cache_file, identity, &cache);
+  const std::string fingerprint =
+      router::graph_fingerprint(graph, options.precision == Precision::kFloat32 ? "" : "lowp");
+  const std::pair<std::string, std::string>* cached = cache.choice(fingerprint);
+  // The single-device plans, each on the graph optimized for it (the host's with its fusions), as
+  // `lumen run --device cpu` and `--device cuda,cpu` compile them; with a cached choice only that
+  // one is loaded and costed.
+  for (size_t d = 0; d < route.candidates.size(); ++d) {
+    const std::string name = d == 0 ? "cpu" : route.candidates[d]->name() + ",cpu";
+    double predicted = -1;
+    if (cached != nullptr && cached->first != name) {
+      out.candidates.push_back({name, false, -1, -1});
+      continue;
+    }
+    try {
+      Graph single = make(backends_of(name));
+      // Over every backend, as the auto graph: the cache file holds one set of devices.
+      router::RoutePlan p = router::route(single, backends, options.router, true);
+      predicted = std::isfinite(p.single_us[d]) ? p.single_us[d] : -1;
+    } catch (const UnsupportedOp&) {
+      continue;  // this device cannot run the model
+    }
+    out.candidates.push_back({name, false, predicted, -1});
+  }
+  int chosen = -1;
+  if (cached != nullptr)
+    for (size_t k = 0; k < out.candidates.size(); ++k)
+      if (out.candidates[k].name == cached->first) {
+        chosen = static_cast<int>(k);
+        out.reason = cached->second + " (from the tune cache)";
+        out.from_cache = true;
+      }
+  // Which plans are worth running: within 3x of the least predicted, or predicted under
+  // kCheapUs (cheap to run whatever an outlier in its costs says); an auto plan on one device is
+  // that device's plan.
+  double least = -1;
+  for (const router::PlanCandidate& c : out.candidates)
+    if (c.predicted_us >= 0 && (least < 0 || c.predicted_us < least)) least = c.predicted_us;
+  std::vector<int> contenders;
+  for (size_t k = 0; k < out.candidates.size(); ++k) {
+    const router::PlanCandidate& c = out.candidates[k];
+    if (k == 0 && !c.mixed) continue;
+    if (c.predicted_us < 0 || c.predicted_us <= 3 * least || c.predicted_us <= kCheapUs)
+      contenders.push_back(static_cast<int>(k));
+  }
+  if (contenders.empty()) contenders.push_back(0);
+  std::vector<Compiled> compiled(out.candidates.size());
+  if (chosen < 0 && verify && contenders.size() > 1) {
+    std::vector<std::vector<Tensor>> inputs(out.candidates.size());
+    std::vector<double> first_ms(out.candidates.size(), 0);
+    for (int k : contenders) {
+      compiled[k] =
+          compile_candidate(make, options, out.candidates[k].name, k == 0 ? &graph : nullptr);
+      inputs[k] = make_inputs(compiled[k].exe);
+      auto t0 = std::chrono::steady_clock::now();
+      compiled[k].exe->execute(inputs[k]);  // warm-up, as `lumen run`'s first run
+      first_ms[k] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    for (int round = 0; round < 2; ++round)
+      for (int k : contenders) {
+        const int64_t runs =
+            std::clamp<int64_t>(static_cast<int64_t>(300.0 / std::max(first_ms[k], 1e-3)), 3, 50);
+        std::vector<Tensor> outputs;
+        std::vector<double> ms = timed_runs(compiled[k].exe, inputs[k], runs, &outputs);
+        const double median_us = ms[ms.size() / 2] * 1000;
+        double& m = out.candidates[k].measured_us;
+        m = m < 0 ? median_us : std::min(m, median_us);
+      }
+    std::vector<router::PlanCandidate> measured;
+    for (int k : contenders) measured.push_back(out.candidates[k]);
+    router::PlanVerdict verdict = router::choose_plan(measured);
+    chosen = contenders[verdict.chosen];
+    out.reason = verdict.reason;
+    cache.set_choice(fingerprint, out.candidates[chosen].name, verdict.reason);
+    try {
+      router::save_cache(route.cache_file, identity, cache);
+    } catch (const IoError&) {
+      // An unwritable cache costs the next compile this check, not this one its result.
+    }
+  }
+  if (chosen < 0) {
+    std::vector<router::PlanCandidate> predicted;
+    for (int k : contenders) predicted.push_back(out.candidates[k]);
+    router::PlanVerdict verdict = router::choose_plan(predicted);
+    chosen = contenders[verdict.chosen];
+    out.reason = verdict.reason;
+  }
+  out.chosen = chosen;
+  if (!compiled[chosen].exe)
+    compiled[chosen] = compile_candidate(make, options, out.candidates[chosen].name,
+                                         chosen == 0 ? &graph : nullptr);
+  out.runtime = std::move(compiled[chosen].runtime);
+  out.exe = compiled[chosen].exe;
+  return out;
+}
+
+}  // namespace lumen::cli
