@@ -43,13 +43,19 @@ int inspect_model(const std::vector<std::string>& args);
 // time on every candidate, the copies it causes and the reason; totals; the single-device plans'
 // predictions; with --measure, the plan `lumen run --device D` runs (for auto: the router's plan
 // checked against the single-device plans by running them, the choice and its reason), timed as
-// `lumen run` times it (auto_plan.h's timed_runs), predicted against measured.
+// `lumen run` times it (auto_plan.h's timed_runs), predicted against measured. A device list
+// without the host (--device cuda) prints the compiled steps instead: each node's backend, and
+// why the nodes the host runs stayed there.
 int plan_model(const std::vector<std::string>& args);
 
 // `lumen tune MODEL.onnx [--shape NAME=AxBxC]... [--budget S] [--no-optimize]`: measures every
 // node signature of the model on every available backend into the tune cache, so a later compile
 // with device auto measures nothing.
 int tune_model(const std::vector<std::string>& args);
+
+// Prints the nodes a device list without the host left there (Executable::summary's
+// "(on the host: WHY)" steps), grouped by why with an example node each; nothing when none.
+void print_host_fallbacks(const std::string& summary);
 
 // Random data for an input of `info`'s type (floats in [-1, 1], integers in [0, 9]).
 Tensor random_input(const TensorInfo& info, uint64_t seed);

@@ -68,6 +68,9 @@ std::vector<Backend*> candidates(const std::string& device) {
     size_t comma = std::min(device.find(',', start), device.size());
     std::string name = device.substr(start, comma - start);
     Backend* b = find_backend(name);
+    if (b == nullptr && name == "cuda")
+      throw DeviceError("--device: backend 'cuda' is not available (no CUDA device, or a build "
+                        "without CUDA)");
     if (b == nullptr)
       throw InvalidArgument("--device: backend '" + name + "' is not available here (" +
                             std::to_string(available_backends().size()) + " available)");
@@ -110,11 +113,29 @@ void print_calibration(const router::RoutePlan& plan) {
   if (!plan.cache_error.empty()) std::printf("cache not saved: %s\n", plan.cache_error.c_str());
 }
 
+// A device list without the host (--device cuda): the placement compile makes (each node on the
+// first listed backend that runs it, the host as the fallback), step by step.
+int plan_by_preference(const PlanArgs& a, const std::vector<Backend*>& backends) {
+  Graph graph = load(a, run_backends(a.device));
+  Runtime rt;
+  CompileOptions options;
+  for (Backend* b : backends) options.backends.push_back(b->name());
+  Executable* exe = graph.compile(&rt, options);
+  const std::string summary = exe->summary();
+  std::printf("%s: device list %s, the host as the fallback\n%s", a.model.c_str(),
+              a.device.c_str(), summary.c_str());
+  print_host_fallbacks(summary);
+  return 0;
+}
+
 }  // namespace
 
 int plan_model(const std::vector<std::string>& args) {
   PlanArgs a = parse(args, "plan", true);
   std::vector<Backend*> backends = candidates(a.device);
+  if (std::none_of(backends.begin(), backends.end(),
+                   [](Backend* b) { return b->device().type == DeviceType::kCPU; }))
+    return plan_by_preference(a, backends);
   Graph graph = load(a, run_backends(a.device));
   router::RoutePlan plan = router::route(graph, backends, a.router, true);
   std::printf("%s: %zu nodes on %zu candidate backends, placed by %s\n", a.model.c_str(),

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -93,6 +95,33 @@ std::pair<std::string, Shape> parse_shape_arg(const std::string& kv) {
   size_t eq = kv.find('=');
   if (eq == std::string::npos) throw InvalidArgument("--shape takes NAME=1x3x224x224");
   return {kv.substr(0, eq), parse_shape(kv.substr(eq + 1))};
+}
+
+void print_host_fallbacks(const std::string& summary) {
+  constexpr const char* kMark = "  (on the host: ";
+  std::map<std::string, std::pair<int, std::string>> by_reason;  // why -> (count, first node)
+  int total = 0;
+  for (size_t p = 0; p < summary.size();) {
+    const size_t end = std::min(summary.find('\n', p), summary.size());
+    const std::string line = summary.substr(p, end - p);
+    p = end + 1;
+    const size_t at = line.find(kMark);
+    if (at == std::string::npos) continue;
+    std::string why = line.substr(at + std::strlen(kMark));
+    if (!why.empty() && why.back() == ')') why.pop_back();
+    const size_t colon = line.find(": ");
+    auto& entry = by_reason[why];
+    if (entry.first++ == 0) entry.second = line.substr(colon + 2, at - colon - 2);
+    ++total;
+  }
+  if (total == 0) return;
+  std::vector<std::pair<std::string, std::pair<int, std::string>>> rows(by_reason.begin(),
+                                                                        by_reason.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("on the host: %d nodes the device list left there\n", total);
+  for (const auto& [why, entry] : rows)
+    std::printf("  %4d x %s (e.g. %s)\n", entry.first, why.c_str(), entry.second.c_str());
 }
 
 int run_model(const std::vector<std::string>& args) {
@@ -268,6 +297,7 @@ int run_model(const std::vector<std::string>& args) {
     }
     std::printf("placement: %zu steps on cuda, %zu on cpu, %zu copies between devices\n",
                 on_cuda_steps, on_cpu_steps, copies);
+    print_host_fallbacks(summary);
   }
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms, p90 %.3f ms)\n",
               ms[ms.size() / 2], static_cast<long long>(ms.size()), ms.front(),

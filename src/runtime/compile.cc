@@ -77,13 +77,27 @@ Backend* backend_of(Device device) {
   throw DeviceError("compile: no backend for " + device.to_string());
 }
 
-std::vector<Backend*> candidate_backends(const CompileOptions& options) {
+// The backends of options.backends in order. A list without the host's gets it last, as the
+// fallback for what no listed backend runs (integer shape arithmetic, ops without a kernel there;
+// *host_fallback says so): {"cuda"} means the GPU first and the host where it must. "cuda" on a
+// machine or build without it is a DeviceError; an unknown name an InvalidArgument.
+std::vector<Backend*> candidate_backends(const CompileOptions& options, bool* host_fallback) {
+  *host_fallback = false;
   if (options.backends.empty() || options.is_auto()) return available_backends();
   std::vector<Backend*> out;
+  bool has_host = false;
   for (const std::string& name : options.backends) {
     Backend* b = find_backend(name);
+    if (b == nullptr && name == "cuda")
+      throw DeviceError("compile: backend 'cuda' is not available (no CUDA device, or a build "
+                        "without CUDA)");
     if (b == nullptr) throw InvalidArgument("compile: backend '" + name + "' is not available");
+    has_host |= b->device().type == DeviceType::kCPU;
     out.push_back(b);
+  }
+  if (!has_host) {
+    out.push_back(find_backend("cpu"));
+    *host_fallback = true;
   }
   return out;
 }
@@ -131,7 +145,8 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
         "(CompileOptions::release_weights); load or build the graph again");
   verify();
   if (outputs_.empty()) throw InvalidModel("compile: the graph has no outputs (mark_output)");
-  std::vector<Backend*> backends = candidate_backends(options);
+  bool host_fallback = false;
+  std::vector<Backend*> backends = candidate_backends(options, &host_fallback);
   // Only nodes that lead to an output and are not already known run.
   std::vector<bool> needed = router::nodes_to_run(*this);
   // Float16, bfloat16 and float64 nodes that only a float32 kernel runs get Casts around them.
@@ -151,11 +166,14 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   // Each node's backend: the CPU for control flow (its subgraphs are placed on their own), the
   // router's choice, or the first backend that supports it.
   std::vector<Backend*> placed(nodes_.size(), nullptr);
+  // Why each node the host runs as the fallback of a list without it stayed there.
+  std::vector<std::string> on_host_why(nodes_.size());
   for (int id : topological_order()) {
     if (!needed[id]) continue;
     Node& n = nodes_[id];
     if (is_control_flow(n.op)) {
       placed[id] = find_backend("cpu");
+      if (host_fallback) on_host_why[id] = "control flow runs on the host";
       continue;
     }
     if (!routed.empty()) placed[id] = routed[id];
@@ -171,6 +189,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     }
     if (placed[id] == nullptr)
       throw UnsupportedOp("node '" + n.name + "' (" + op_name(n.op) + "): " + reasons);
+    if (host_fallback && placed[id] == backends.back()) on_host_why[id] = reasons;
   }
   const int nodes_before = static_cast<int>(nodes_.size());
   if (options.precision == Precision::kFloat16)
@@ -299,6 +318,8 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     step.node = n.name;
     step.op = op_name(n.op);
     step.label = n.name + " (" + step.op + ") @" + n.backend;
+    if (static_cast<size_t>(id) < on_host_why.size() && !on_host_why[id].empty())
+      step.label += "  (on the host: " + on_host_why[id] + ")";
     impl->steps.push_back(std::move(step));
   }
   for (int out : outputs_) {

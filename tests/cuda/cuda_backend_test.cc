@@ -12,7 +12,7 @@
 #include "backends/cuda/launch.h"
 #include "core/half.h"
 #include "lumen/lumen.h"
-#include "ops/op_test_util.h"
+#include "ops/backend_check_util.h"
 
 namespace lumen::test {
 namespace {
@@ -54,6 +54,9 @@ std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::
   options.backends = backends;
   options.precision = precision;
   Executable* exe = graph.compile(&rt, options);
+  // {"cuda"} leaves what CUDA cannot run on the host: here the op itself must run on CUDA.
+  if (backends == std::vector<std::string>{"cuda"})
+    EXPECT_EQ(backend_of_step(exe->summary(), "node"), "cuda") << op << "\n" << exe->summary();
   std::vector<Tensor> result;
   for (int r = 0; r < runs; ++r) result = exe->execute(runtime_inputs);
   return result;
@@ -84,7 +87,7 @@ TEST(CudaBackend, AbsentDeviceIsNotAnError) {
     g.mark_output(g.add_op("Relu", {x}, 1, {}, "node")[0]);
     CompileOptions options;
     options.backends = {"cuda"};
-    EXPECT_THROW(g.compile(&rt, options), InvalidArgument);
+    EXPECT_THROW(g.compile(&rt, options), DeviceError);
   }
 }
 
@@ -153,8 +156,7 @@ TEST(CudaBackend, MixedPlacementCopies) {
   auto build = [](Graph& g) {
     Value* x = g.add_input("x", Shape{4, 6});
     Value* a = g.add_op("Relu", {x}, 1, {}, "relu")[0];
-    Value* axis = g.add_constant("axis", Tensor::scalar<int64_t>(1));
-    Value* c = g.add_op("CumSum", {a, axis}, 1, {}, "cumsum")[0];
+    Value* c = g.add_op("LpNormalization", {a}, 1, {{"axis", int64_t{1}}}, "lpnorm")[0];
     g.mark_output(g.add_op("Sigmoid", {c}, 1, {}, "sig")[0]);
   };
   Runtime rt;
@@ -170,8 +172,8 @@ TEST(CudaBackend, MixedPlacementCopies) {
 }
 
 // Values cross devices while the device has later work queued: relu's output goes to the host
-// (CumSum has no CUDA kernel) while the matmuls after it run, and CumSum's goes back up with them
-// still queued. Every run, with fresh inputs, against the CPU alone.
+// (LpNormalization has no CUDA kernel) while the matmuls after it run, and its output goes back
+// up with them still queued. Every run, with fresh inputs, against the CPU alone.
 TEST(CudaBackend, CopiesOverlapQueuedDeviceWork) {
   SKIP_WITHOUT_CUDA();
   auto build = [](Graph& g) {
@@ -181,8 +183,7 @@ TEST(CudaBackend, CopiesOverlapQueuedDeviceWork) {
     Value* a = g.add_op("Relu", {x}, 1, {}, "relu")[0];
     Value* h = g.add_op("Tanh", {g.add_op("MatMul", {a, w1}, 1, {}, "mm1")[0]}, 1, {}, "tanh")[0];
     Value* d = g.add_op("MatMul", {h, w2}, 1, {}, "mm2")[0];
-    Value* axis = g.add_constant("axis", Tensor::scalar<int64_t>(1));
-    Value* c = g.add_op("CumSum", {a, axis}, 1, {}, "cumsum")[0];
+    Value* c = g.add_op("LpNormalization", {a}, 1, {{"axis", int64_t{1}}}, "lpnorm")[0];
     Value* s = g.add_op("Sigmoid", {c}, 1, {}, "sig")[0];
     g.mark_output(g.add_op("Add", {d, s}, 1, {}, "add")[0]);
     g.mark_output(c);
@@ -507,7 +508,7 @@ TEST(CudaHalfPrecision, MixedPlacementAndHalfModels) {
   Graph g;
   Value* x = g.add_input("x", xv.shape());
   Value* r = g.add_op("Relu", {x});
-  Value* sum = g.add_op("Add", {r, g.add_op("Atan", {r})});  // Atan: CPU only
+  Value* sum = g.add_op("Add", {r, g.add_op("LpNormalization", {r})});  // CPU only
   Value* y =
       g.add_op("MatMul", {sum, g.add_constant("w", random_tensor(Shape{33, 8}, 252))}, {}, "y");
   g.mark_output(y);
@@ -849,16 +850,24 @@ TEST(CudaKernels, Movement) {
   expect_matches_cpu("Split", {x}, {{"axis", -1}, {"num_outputs", 5}}, 1e-5, 1e-4, 5);
 }
 
-TEST(CudaKernels, BadInputIsAClearError) {
+TEST(CudaKernels, WithoutAKernelTheHostRunsIt) {
   SKIP_WITHOUT_CUDA();
-  // A 3-D Conv has no CUDA kernel: with only "cuda" allowed, compile names the node.
-  expect_error<UnsupportedOp>(
-      [] {
-        run_on({"cuda"}, "Conv",
-               {random_tensor(Shape{1, 2, 4, 4, 4}, 71),
-                constant(random_tensor(Shape{3, 2, 2, 2, 2}, 72))});
-      },
-      "Conv");
+  // A 3-D Conv has no CUDA kernel: with only "cuda" asked for, the host runs it and says why.
+  Graph graph;
+  Value* x = graph.add_input("x", Shape{1, 2, 4, 4, 4});
+  Value* w = graph.add_constant("w", random_tensor(Shape{3, 2, 2, 2, 2}, 72));
+  graph.mark_output(graph.add_op("Conv", {x, w}, 1, {}, "node")[0]);
+  Runtime rt;
+  CompileOptions options;
+  options.backends = {"cuda"};
+  Executable* exe = graph.compile(&rt, options);
+  EXPECT_EQ(backend_of_step(exe->summary(), "node"), "cpu");
+  EXPECT_NE(exe->summary().find("(on the host: cuda: "), std::string::npos) << exe->summary();
+  const Tensor in = random_tensor(Shape{1, 2, 4, 4, 4}, 71);
+  const std::vector<Tensor> got = exe->execute({in});
+  const std::vector<Tensor> want =
+      run_on({"cpu"}, "Conv", {in, constant(random_tensor(Shape{3, 2, 2, 2, 2}, 72))});
+  expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-5, 1e-4);
 }
 
 }  // namespace

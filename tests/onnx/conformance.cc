@@ -11,11 +11,13 @@
 // `like`, whose values are never read) has that declaration dropped; such a pass says so.
 //
 //   lumen_conformance CASES_DIR [--report FILE.md] [--title TEXT] [--min-pass N] [--filter TEXT]
-//                     [--backends cuda,cpu] [--list FILE]
+//                     [--backends cuda,cpu | --device cuda] [--list FILE]
 //
-// --backends compiles for those backends in order (default: every available one, CUDA first where
-// there is a GPU); --list writes one "case<TAB>status<TAB>reason" line per case, for comparing two
-// runs (with --backends, a pass's reason counts the steps on the first backend).
+// --backends (or --device) compiles for those backends in order (default: every available one,
+// CUDA first where there is a GPU; a list without cpu gets the host as the fallback, as `lumen run
+// --device cuda` does); --list writes one "case<TAB>status<TAB>reason" line per case, for
+// comparing two runs (with --backends, a pass's reason counts the steps on the first backend and
+// names why a step stayed on the host); the last line gives the share of steps on that backend.
 //
 // Exits 1 when fewer than N cases pass (the ratchet in tests/onnx/min_pass.txt).
 #include <onnx/onnx_pb.h>
@@ -275,6 +277,11 @@ std::string run_case(const fs::path& dir) {
       }
       notes += std::string(notes.empty() ? "" : "; ") + "steps on " + compile_backends[0] + ": " +
                std::to_string(on_first) + " of " + std::to_string(steps);
+      // A device list without the host: why the first node left on the host stayed there.
+      const std::string mark = "(on the host: ";
+      if (const size_t at = summary.find(mark); at != std::string::npos)
+        notes += "; on the host: " +
+                 summary.substr(at + mark.size(), summary.find('\n', at) - at - mark.size() - 1);
     }
     return "pass\t" + notes;
   } catch (const lumen::UnsupportedOp& e) {
@@ -420,7 +427,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: lumen_conformance CASES_DIR [--report FILE] [--title TEXT] [--min-pass N] "
-                 "[--filter TEXT] [--backends cuda,cpu] [--list FILE]\n");
+                 "[--filter TEXT] [--backends cuda,cpu | --device cuda] [--list FILE]\n");
     return 2;
   }
   fs::path root = argv[1];
@@ -438,7 +445,7 @@ int main(int argc, char** argv) {
       title = argv[i + 1];
     else if (flag == "--list")
       list = argv[i + 1];
-    else if (flag == "--backends") {
+    else if (flag == "--backends" || flag == "--device") {
       std::stringstream names(argv[i + 1]);
       for (std::string b; std::getline(names, b, ',');) compile_backends.push_back(b);
     }
@@ -461,6 +468,25 @@ int main(int argc, char** argv) {
   }
   std::printf("conformance: %d of %zu cases pass (%.1f%%); ratchet %d\n", pass, cases.size(),
               cases.empty() ? 0.0 : 100.0 * pass / cases.size(), min_pass);
+  if (!compile_backends.empty()) {
+    // The share of the passing cases' node steps on the first backend ("steps on cuda: A of B").
+    const std::string key = "steps on " + compile_backends[0] + ": ";
+    long on_first = 0, steps = 0;
+    int with_host = 0;
+    for (const CaseResult& r : results) {
+      const size_t at = r.reason.find(key);
+      if (r.status != "pass" || at == std::string::npos) continue;
+      long a = 0, b = 0;
+      if (std::sscanf(r.reason.c_str() + at + key.size(), "%ld of %ld", &a, &b) != 2) continue;
+      on_first += a;
+      steps += b;
+      with_host += a < b;
+    }
+    std::printf("placement: %ld of %ld node steps of the passing cases on %s (%.1f%%); %d passing "
+                "cases with a step elsewhere\n",
+                on_first, steps, compile_backends[0].c_str(),
+                steps ? 100.0 * on_first / steps : 0.0, with_host);
+  }
   if (!report.empty()) write_report(report, title, results);
   if (!list.empty()) {
     std::ofstream out(list);

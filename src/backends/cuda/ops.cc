@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "backends/cuda/any_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
@@ -42,15 +43,6 @@ void* out(const KernelContext& k, int i = 0) {
   return k.outputs[i].raw_data();
 }
 
-// A scalar parameter given as a build-time input (Clip's min and max), or the fallback.
-float const_scalar(const NodeContext& ctx, int i, float fallback) {
-  if (!ctx.has_input(i)) return fallback;
-  const Tensor* t = ctx.input_value(i);
-  if (t == nullptr || t->numel() != 1)
-    ctx.fail_unsupported("CUDA: input " + std::to_string(i) + " must be a known scalar");
-  return static_cast<float>(t->item_as_double(0));
-}
-
 std::string check_float_consts(const NodeContext& ctx) {
   if (!ctx.has_input(0) || !is_gpu_float(ctx.input_dtype(0)))
     return "the CUDA kernel takes float32 or float16";
@@ -66,10 +58,10 @@ std::string check_static_output(const NodeContext& ctx) {
   return "";
 }
 
-// Data movement of float tensors; integer tensors (shape arithmetic) stay on the host.
+// Data movement of any generic type but integer shape arithmetic (which stays on the host).
 std::string check_float_data(const NodeContext& ctx) {
-  if (!is_gpu_float(ctx.input_dtype(0))) return "integer data (shape arithmetic) stays on the host";
-  return check_static_output(ctx);
+  std::string why = check_gpu_data(ctx, 0);
+  return why.empty() ? check_static_output(ctx) : why;
 }
 
 UnaryOp unary_op(OpKind op) {
@@ -98,8 +90,6 @@ UnaryOp unary_op(OpKind op) {
       return UnaryOp::kAbs;
     case OpKind::kReciprocal:
       return UnaryOp::kReciprocal;
-    case OpKind::kClip:
-      return UnaryOp::kClip;
     case OpKind::kHardSigmoid:
       return UnaryOp::kHardSigmoid;
     case OpKind::kHardSwish:
@@ -121,7 +111,17 @@ UnaryOp unary_op(OpKind op) {
   }
 }
 
+// The float storage kernel, or the generic one for float64 and integers.
+std::string check_unary(const NodeContext& ctx) {
+  std::string why = require_float_static(ctx);
+  if (why.empty()) return why;
+  const std::string generic = check_any_unary(ctx);
+  if (generic == "no generic CUDA kernel") return why;
+  return generic;
+}
+
 std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
+  if (!is_gpu_float(ctx.input_dtype(0))) return make_any_unary(ctx);
   UnaryOp op = unary_op(ctx.op());
   if (op == UnaryOp::kGelu && ctx.attr_string("approximate", "none") == "tanh")
     op = UnaryOp::kGeluTanh;
@@ -131,10 +131,6 @@ std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
   if (ctx.op() == OpKind::kHardSigmoid) {
     alpha = ctx.attr_float("alpha", 0.2f);
     beta = ctx.attr_float("beta", 0.5f);
-  }
-  if (ctx.op() == OpKind::kClip) {
-    alpha = const_scalar(ctx, 1, -3.402823466e38f);
-    beta = const_scalar(ctx, 2, 3.402823466e38f);
   }
   int64_t n = ctx.output(0).shape.numel();
   const Storage st = storage_of(ctx.input_dtype(0));
@@ -163,14 +159,18 @@ BinaryOp binary_op(OpKind op) {
 }
 
 std::string check_binary(const NodeContext& ctx) {
+  if (ctx.num_inputs() != 2) return check_variadic(ctx);
   std::string why = require_float_static(ctx);
-  if (!why.empty()) return why;
+  if (!why.empty()) return check_any_binary(ctx);
   if (ctx.num_inputs() != 2) return "takes two inputs";
   if (ctx.output(0).shape.rank() > kMaxRank) return "rank above 8";
   return "";
 }
 
 std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
+  if (ctx.num_inputs() != 2) return make_variadic(ctx);
+  if (!is_gpu_float(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0))
+    return make_any_binary(ctx);
   BinaryOp op = binary_op(ctx.op());
   const Shape& y = ctx.output(0).shape;
   BroadcastDesc d;
@@ -276,7 +276,6 @@ std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
 std::string check_layer_norm(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
-  if (ctx.num_outputs() > 1) return "Mean and InvStdDev outputs are not supported";
   const Shape& x = ctx.input_shape(0);
   int64_t axis = ctx.attr_int("axis", -1);
   if (axis < 0) axis += x.rank();
@@ -284,10 +283,11 @@ std::string check_layer_norm(const NodeContext& ctx) {
   for (int d = static_cast<int>(axis); d < x.rank(); ++d) n *= x[d];
   if (ctx.input_shape(1).numel() != n || (ctx.has_input(2) && ctx.input_shape(2).numel() != n))
     return "scale and bias must cover the normalised dims exactly";
-  return "";
+  return ctx.num_outputs() > 1 ? check_layer_norm_stats(ctx) : "";
 }
 
 std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
+  if (ctx.num_outputs() > 1) return make_layer_norm_stats(ctx);
   const Shape& x = ctx.input_shape(0);
   int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
   int64_t rows = 1, n = 1;
@@ -298,50 +298,6 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   const Storage st = storage_of(ctx.input_dtype(0));
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
     launch_layer_norm(st, in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), rows, n, eps, s);
-  });
-}
-
-// The reduced axes of a ReduceMean (attribute, or a known input from opset 18), sorted.
-std::vector<int> reduce_axes(const NodeContext& ctx) {
-  int rank = ctx.input_shape(0).rank();
-  std::vector<int64_t> axes;
-  if (ctx.has_input(1))
-    axes = ctx.input_ints(1, "axes");
-  else
-    axes = ctx.attr_ints("axes", {});
-  std::vector<int> out;
-  if (axes.empty())
-    for (int d = 0; d < rank; ++d) out.push_back(d);
-  for (int64_t a : axes) out.push_back(normalize_axis(ctx, a, rank));
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::string check_reduce_mean(const NodeContext& ctx) {
-  if (!is_gpu_float(ctx.input_dtype(0))) return "the CUDA kernel takes float32 or float16";
-  std::string why = check_static_output(ctx);
-  if (!why.empty()) return why;
-  if (ctx.has_input(1) && ctx.input_value(1) == nullptr) return "axes must be known at build time";
-  if (ctx.attr_int("noop_with_empty_axes", 0) != 0) return "noop_with_empty_axes";
-  std::vector<int> axes = reduce_axes(ctx);
-  for (size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] != ctx.input_shape(0).rank() - static_cast<int>(axes.size() - i))
-      return "only trailing axes";
-  if (ctx.input_shape(0).numel() == 0)
-    return "an empty reduction (the CPU gives the -inf or NaN the spec asks for)";
-  return "";
-}
-
-std::unique_ptr<Kernel> make_reduce_mean(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  std::vector<int> axes = reduce_axes(ctx);
-  int64_t n = 1;
-  for (int a : axes) n *= x[a];
-  int64_t rows = n ? x.numel() / n : 0;
-  bool max = ctx.op() == OpKind::kReduceMax;
-  const Storage st = storage_of(ctx.input_dtype(0));
-  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_row_reduce(st, in(k, 0), out(k), rows, n, max, s);
   });
 }
 
@@ -464,7 +420,8 @@ std::string check_gather(const NodeContext& ctx) {
   if (!why.empty()) return why;
   DType idx = ctx.input_dtype(1);
   if (idx != DType::kInt64 && idx != DType::kInt32) return "indices must be int64 or int32";
-  if (!is_gpu_float(ctx.input_dtype(0))) return "the CUDA kernel gathers float32 or float16 data";
+  why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
   return "";
 }
 
@@ -500,21 +457,6 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
   });
 }
 
-// Cast between float32 and float16 (the edges of a float16 compile, or a float16 model's own).
-std::string check_cast(const NodeContext& ctx) {
-  if (!is_gpu_float(ctx.input_dtype(0)) || !is_gpu_float(ctx.output(0).dtype))
-    return "the CUDA kernel casts between float32 and float16 only";
-  return check_static_output(ctx);
-}
-
-std::unique_ptr<Kernel> make_cast(const NodeContext& ctx) {
-  const Storage from = storage_of(ctx.input_dtype(0)), to = storage_of(ctx.output(0).dtype);
-  const int64_t n = ctx.output(0).shape.numel();
-  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_cast(from, in(k, 0), to, out(k), n, s);
-  });
-}
-
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity: a view of the input with the inferred shape.
 std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
   Shape shape = ctx.output(0).shape;
@@ -526,27 +468,26 @@ std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
 
 }  // namespace
 
-LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Clip, &make_unary, &check_float_consts);
-LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &require_float_static);
-LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(Relu, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(LeakyRelu, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Sigmoid, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Tanh, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Gelu, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Erf, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Exp, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Log, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Sqrt, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Neg, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Abs, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Reciprocal, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(HardSigmoid, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(HardSwish, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Floor, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Ceil, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Sin, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Cos, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Softplus, &make_unary, &check_unary);
+LUMEN_REGISTER_CUDA_KERNEL(Elu, &make_unary, &check_unary);
 LUMEN_REGISTER_CUDA_KERNEL(Add, &make_binary, &check_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Sub, &make_binary, &check_binary);
 LUMEN_REGISTER_CUDA_KERNEL(Mul, &make_binary, &check_binary);
@@ -562,14 +503,11 @@ LUMEN_REGISTER_CUDA_KERNEL(GlobalMaxPool, &make_pool, &check_pool);
 LUMEN_REGISTER_CUDA_KERNEL(Softmax, &make_softmax, &require_float_static);
 LUMEN_REGISTER_CUDA_KERNEL(LogSoftmax, &make_softmax, &require_float_static);
 LUMEN_REGISTER_CUDA_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
-LUMEN_REGISTER_CUDA_KERNEL(ReduceMean, &make_reduce_mean, &check_reduce_mean);
-LUMEN_REGISTER_CUDA_KERNEL(ReduceMax, &make_reduce_mean, &check_reduce_mean);
 LUMEN_REGISTER_CUDA_KERNEL(Transpose, &make_transpose, &check_float_rank);
 LUMEN_REGISTER_CUDA_KERNEL(Concat, &make_concat, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Slice, &make_slice, &check_slice);
 LUMEN_REGISTER_CUDA_KERNEL(Split, &make_split, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Gather, &make_gather, &check_gather);
-LUMEN_REGISTER_CUDA_KERNEL(Cast, &make_cast, &check_cast);
 LUMEN_REGISTER_CUDA_KERNEL(Reshape, &make_view, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Flatten, &make_view, &check_float_data);
 LUMEN_REGISTER_CUDA_KERNEL(Squeeze, &make_view, &check_float_data);
