@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/quant_dnnl.h"
 #include "backends/cpu/quant_math.h"
 #include "graph/schemas/conv_geometry.h"
 
@@ -150,7 +151,9 @@ std::unique_ptr<Kernel> make_conv_integer(const NodeContext& ctx) {
   return std::make_unique<ConvIntegerKernel>(ctx);
 }
 
+// oneDNN's int8 primitive where it is exact (quant_dnnl.h), else the reference loops.
 std::unique_ptr<Kernel> make_qlinear_conv(const NodeContext& ctx) {
+  if (std::unique_ptr<Kernel> fast = make_dnnl_qlinear_conv(ctx)) return fast;
   return std::make_unique<QLinearConvKernel>(ctx);
 }
 

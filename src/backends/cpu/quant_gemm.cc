@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/quant_dnnl.h"
 #include "backends/cpu/quant_math.h"
 
 namespace lumen::cpu {
@@ -147,7 +148,9 @@ std::unique_ptr<Kernel> make_matmul_integer(const NodeContext& ctx) {
   return std::make_unique<MatMulIntegerKernel>(ctx);
 }
 
+// oneDNN's int8 primitive where it is exact (quant_dnnl.h), else the reference loops.
 std::unique_ptr<Kernel> make_qlinear_matmul(const NodeContext& ctx) {
+  if (std::unique_ptr<Kernel> fast = make_dnnl_qlinear_matmul(ctx)) return fast;
   return std::make_unique<QLinearMatMulKernel>(ctx);
 }
 
