@@ -221,12 +221,12 @@ bool reference_impl(const std::string& impl) {
 
 }  // namespace
 
-bool dnnl_int8_exact(int max_abs_weight) {
+bool dnnl_int8_exact(int max_abs_weight, bool signed_activations) {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const unsigned vnni = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni) & ~0x27u;
   const unsigned avx_vnni = static_cast<unsigned>(dnnl_cpu_isa_avx2_vnni) & ~0x7u;
   if ((isa & (vnni | avx_vnni)) != 0) return true;
-  return max_abs_weight <= 64;
+  return max_abs_weight <= 64 && !signed_activations;
 }
 
 // Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
@@ -239,7 +239,7 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   const std::optional<int32_t> xz = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const int64_t m = y[1];
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, m);
-  if (!xz || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*w))) return nullptr;
+  if (!xz || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*w), ctx.input(0).dtype == DType::kInt8)) return nullptr;
   const Shape& ws = w->shape();
   const int64_t group = ctx.attr_int("group", 1);
   std::vector<int64_t> kernel(ws.dims().begin() + 2, ws.dims().end());
@@ -293,7 +293,7 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   if (ctx.input_shape(1).numel() != 1) return nullptr;  // per-row a_scale
   const std::optional<int32_t> az = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, n);
-  if (!az || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*b))) return nullptr;
+  if (!az || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*b), ctx.input(0).dtype == DType::kInt8)) return nullptr;
   const memory::desc src_user = plain({rows, k}, dnnl_type(ctx.input(0).dtype));
   const memory::desc dst_user = plain({rows, n}, dnnl_type(ctx.output(0).dtype));
   const memory::desc w_user = plain({k, n}, memory::data_type::s8);

@@ -13,8 +13,9 @@ namespace lumen::cpu {
 // Whether oneDNN's int8 products are exact for weights of magnitude up to `max_abs_weight`: always
 // on CPUs with VNNI (AVX512-VNNI, AVX-VNNI, AMX), whose dot-product instructions accumulate in
 // int32; without VNNI oneDNN pairs products in a saturating int16 add (vpmaddubsw), exact only
-// while 255 * 2 * |w| fits in int16 (|w| <= 64).
-bool dnnl_int8_exact(int max_abs_weight);
+// while 255 * 2 * |w| fits in int16 (|w| <= 64), and for s8 activations it halves the weights
+// (oneDNN's scale_adjust), which is never exact: there only u8 activations qualify.
+bool dnnl_int8_exact(int max_abs_weight, bool signed_activations);
 
 // The oneDNN kernel of a QLinearConv node, or nullptr when it cannot run the node exactly (weights
 // not a constant s8 tensor with zero zero points, scales or zero points not constants, CPU without
