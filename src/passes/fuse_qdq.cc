@@ -1,16 +1,18 @@
 // QDQ fusion: the QuantizeLinear/DequantizeLinear pairs ONNX Runtime's quantization tool writes
 // around Conv, MatMul and Gemm become the integer ops QLinearConv and QLinearMatMul:
-//   DQ(x_q) , DQ(w_q) [, bias] -> Conv | MatMul | Gemm [-> Relu] -> QuantizeLinear -> y_q
+//   DQ(x_q), DQ(w_q) [, bias] -> Conv | MatMul | Gemm [-> Relu | Clip] -> QuantizeLinear -> y_q
 // becomes QLinear*(x_q, ..., w_q, ..., y_scale, y_zero_point [, int32 bias]) -> y_q.
 // Only exact rewrites are made: every scale and zero point a constant, x and y per tensor, w per
-// tensor or per output channel, a Relu only when y's zero point is the bottom of its range (then
-// the requantize's saturation is the Relu). A float bias becomes int32 in units of
-// x_scale * w_scale[m] (round half to even); a DequantizeLinear'd int32 bias whose scale is that
-// product is taken as it is.
+// tensor or per output channel, a Relu or Clip only when its bounds quantize outside y's range
+// (the requantize's saturation is then the clamp; for Relu: y's zero point is the bottom of the
+// range). A float bias becomes int32 in units of x_scale * w_scale[m] (round half to even); a
+// DequantizeLinear'd int32 bias whose scale is that product is taken as it is. Gemm with a bias
+// (C) stays as it is: QLinearMatMul has no bias.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -154,6 +156,23 @@ class FuseQdqPass : public Pass {
     return graph.add_constant(graph.unique_name(base + "_zero_point"), z)->id;
   }
 
+  // Whether Q(clamp(v, lo, hi)) == Q(v) for every v, with Q the requantize to `t` (scale s, zero
+  // point z): Q is monotone, so when Q(lo) is the range's bottom and Q(hi) its top.
+  static bool clamp_is_saturation(const Graph& graph, const Node& act, float s, int32_t z,
+                                  DType t) {
+    const float qmin = t == DType::kUInt8 ? 0.0f : -128.0f, qmax = qmin + 255.0f;
+    float lo = 0.0f, hi = std::numeric_limits<float>::infinity();
+    if (act.op == OpKind::kClip) {
+      lo = -hi;
+      if (act.inputs.size() > 1 && act.inputs[1] >= 0 && !scalar_constant(graph, act.inputs[1], &lo))
+        return false;
+      if (act.inputs.size() > 2 && act.inputs[2] >= 0 && !scalar_constant(graph, act.inputs[2], &hi))
+        return false;
+    }
+    return std::nearbyint(lo / s) + static_cast<float>(z) <= qmin &&
+           std::nearbyint(hi / s) + static_cast<float>(z) >= qmax;
+  }
+
   static bool fuse(Graph& graph, int q_id) {
     const Node& q = graph.node(q_id);
     if (q.outputs.size() != 1 || q.inputs.size() < 2) return false;
@@ -172,15 +191,17 @@ class FuseQdqPass : public Pass {
       if (!yz || yz->numel() != 1 || yz->shape().rank() > 1) return false;
       y_zero = static_cast<int32_t>(yz->item_as_double());
     }
-    // [Relu ->] Quantize: the Relu is the requantize's saturation when y's zero point is the
-    // bottom of the 8-bit range (round(v / s) + z <= z for every v <= 0).
+    // [Relu | Clip ->] Quantize: the clamp is the requantize's saturation when its bounds
+    // quantize outside the 8-bit range (Relu: y's zero point is the bottom of the range).
     int relu = -1, core_out = y;
-    if (int r = producer_of(graph, y, OpKind::kRelu); r >= 0) {
-      const int32_t lo = out_type == DType::kUInt8 ? 0 : -128;
-      if (y_zero != lo) return false;
-      relu = r;
-      core_out = graph.node(r).inputs[0];
-      if (sole_reader(graph, core_out) != r) return false;
+    const int act = graph.value(y).producer;
+    if (act >= 0 && !graph.node(act).removed &&
+        (graph.node(act).op == OpKind::kRelu || graph.node(act).op == OpKind::kClip)) {
+      if (!clamp_is_saturation(graph, graph.node(act), ys->data<float>()[0], y_zero, out_type))
+        return false;
+      relu = act;
+      core_out = graph.node(act).inputs[0];
+      if (core_out < 0 || sole_reader(graph, core_out) != act) return false;
     }
     if (sole_reader(graph, y) != q_id) return false;
     const int core = graph.value(core_out).producer;
