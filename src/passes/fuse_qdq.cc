@@ -6,8 +6,8 @@
 // tensor or per output channel, a Relu or Clip only when its bounds quantize outside y's range
 // (the requantize's saturation is then the clamp; for Relu: y's zero point is the bottom of the
 // range). A float bias becomes int32 in units of x_scale * w_scale[m] (round half to even); a
-// DequantizeLinear'd int32 bias whose scale is that product is taken as it is. Gemm with a bias
-// (C) stays as it is: QLinearMatMul has no bias.
+// DequantizeLinear'd int32 bias whose scale is that product is taken as it is. A Gemm with a bias
+// (C of N elements; QLinearMatMul has none) becomes Reshape -> 1x1 QLinearConv -> Reshape.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -222,6 +222,7 @@ class FuseQdqPass : public Pass {
     dead.push_back(core);
     Attributes attrs;
     OpKind fused_op = OpKind::kQLinearMatMul;
+    bool gemm_bias = false;
     int w_q = dw->q;
     if (op == OpKind::kConv) {
       out_channels = ws_shape[0];
@@ -233,7 +234,10 @@ class FuseQdqPass : public Pass {
       bool trans_b = false;
       if (op == OpKind::kGemm) {
         if (attr_int_or(c, "transA", 0) != 0 || attr_float_or(c, "alpha", 1.0f) != 1.0f) return false;
-        if (c.inputs.size() > 2 && c.inputs[2] >= 0) return false;  // QLinearMatMul has no bias
+        gemm_bias = c.inputs.size() > 2 && c.inputs[2] >= 0;
+        if (gemm_bias && (attr_float_or(c, "beta", 1.0f) != 1.0f || ws_shape.rank() != 2 ||
+                          !is_constant(graph.value(dw->q))))
+          return false;
         trans_b = attr_int_or(c, "transB", 0) != 0;
       }
       if (ws_shape.rank() < 2 && dw->per_axis) return false;
@@ -243,7 +247,18 @@ class FuseQdqPass : public Pass {
       if (dw->per_axis && (ws_shape.rank() != 2 || dw->axis != col_axis ||
                            static_cast<int64_t>(dw->scales.size()) != out_channels))
         return false;
-      if (trans_b) {
+      if (gemm_bias) {
+        // A Gemm with a bias runs as a 1x1 QLinearConv (which has the bias) over [M, K, 1].
+        const Tensor& w = *graph.value(dw->q).data;
+        const int64_t n = out_channels, k = ws_shape[trans_b ? 1 : 0];
+        Tensor t = Tensor::empty(Shape{n, k, 1}, w.dtype());
+        const auto* src = static_cast<const uint8_t*>(w.raw_data());
+        auto* dst = static_cast<uint8_t*>(t.raw_data());
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j) dst[i * k + j] = trans_b ? src[i * k + j] : src[j * n + i];
+        w_q = graph.add_constant(graph.unique_name(graph.value(dw->q).name + "_nk1"), t)->id;
+        fused_op = OpKind::kQLinearConv;
+      } else if (trans_b) {
         const Tensor& w = *graph.value(dw->q).data;
         const int64_t n = ws_shape[0], k = ws_shape[1];
         Tensor t = Tensor::empty(Shape{k, n}, w.dtype());
@@ -256,7 +271,7 @@ class FuseQdqPass : public Pass {
       if (xs_shape.rank() < 1) return false;
     }
     int bias = -1;
-    if (op == OpKind::kConv && c.inputs.size() > 2 && c.inputs[2] >= 0) {
+    if ((op == OpKind::kConv || gemm_bias) && c.inputs.size() > 2 && c.inputs[2] >= 0) {
       bias = bias_value(graph, c.inputs[2], out_channels, dx->scales[0], dw->scales, &dead);
       if (bias < 0) return false;
     }
@@ -266,22 +281,46 @@ class FuseQdqPass : public Pass {
     const int w_zero = zero_point_or(graph, dw->zero, graph.value(w_q).type.dtype,
                                      graph.value(dw->q).name);
     const int y_zero_id = zero_point_or(graph, yz_id, out_type, graph.value(out).name);
-    inputs = {dx->q, dx->scale, x_zero, w_q, dw->scale, w_zero, q.inputs[1], y_zero_id};
-    if (bias >= 0) inputs.push_back(bias);
     const std::string base = graph.node(core).name.empty() ? "qdq" : graph.node(core).name;
+    // For a Gemm with a bias: x [M, K] -> [M, K, 1] before, [M, N, 1] -> [M, N] after.
+    auto reshape = [&](int from, std::vector<int64_t> dims) {
+      const int64_t rank = static_cast<int64_t>(dims.size());
+      Tensor shape = Tensor::from_vector<int64_t>(Shape{rank}, dims);
+      const int sv = graph.add_constant(graph.unique_name(base + "_shape"), shape)->id;
+      Node& r = graph.add_node(OpKind::kReshape, {from, sv}, 1, {},
+                               graph.unique_name(base + "_reshape"));
+      const int rid = r.id;
+      graph.infer_node(rid);
+      return rid;
+    };
+    std::vector<int> added;
+    int x_in = dx->q;
+    if (gemm_bias) {
+      added.push_back(reshape(dx->q, {xs_shape[0], xs_shape[1], 1}));
+      x_in = graph.node(added.back()).outputs[0];
+    }
+    inputs = {x_in, dx->scale, x_zero, w_q, dw->scale, w_zero, q.inputs[1], y_zero_id};
+    if (bias >= 0) inputs.push_back(bias);
     Node& fused = graph.add_node(fused_op, inputs, 1, attrs, graph.unique_name(base + "_int8"));
-    const int fused_id = fused.id, fused_out = fused.outputs[0];
+    const int fused_id = fused.id;
+    int fused_out = fused.outputs[0];
+    added.push_back(fused_id);
+    auto undo = [&] {
+      for (auto it = added.rbegin(); it != added.rend(); ++it) remove_node(graph, *it);
+      return false;
+    };
     try {
       graph.infer_node(fused_id);
+      if (gemm_bias) {
+        added.push_back(reshape(fused_out, {xs_shape[0], out_channels}));
+        fused_out = graph.node(added.back()).outputs[0];
+      }
     } catch (const Error&) {
-      remove_node(graph, fused_id);
-      return false;
+      return undo();
     }
     if (!(graph.value(fused_out).type == graph.value(out).type) ||
-        !can_replace_uses(graph, out, fused_out)) {
-      remove_node(graph, fused_id);
-      return false;
-    }
+        !can_replace_uses(graph, out, fused_out))
+      return undo();
     std::vector<int> constants;
     for (int n : dead)
       for (int in : graph.node(n).inputs)

@@ -177,11 +177,15 @@ void matmul_case(const QdqSpec& spec, bool gemm, bool trans_b, uint64_t seed) {
                         : weight(g, {k, n}, 1, w_base, spec.weight_bits, seed + 10);
     Attributes attrs;
     if (trans_b) attrs["transB"] = int64_t{1};
-    Value* y = g.add_op(gemm ? "Gemm" : "MatMul", {xd, wd}, attrs, "mm");
+    std::vector<Value*> ins = {xd, wd};
+    if (spec.bias == 1) ins.push_back(g.add_constant("c", random_tensor({n}, seed + 20, -0.5f, 0.5f)));
+    Value* y = g.add_op(gemm ? "Gemm" : "MatMul", ins, attrs, "mm");
     finish(g, y, spec, y_scale_for(k, spec.weight_bits, w_base));
   };
   std::map<std::string, int> ops = compare(build, x);
-  EXPECT_EQ(ops["QLinearMatMul"], 1);
+  // A Gemm with a bias runs as a 1x1 QLinearConv between two Reshapes.
+  EXPECT_EQ(ops[spec.bias ? "QLinearConv" : "QLinearMatMul"], 1);
+  EXPECT_EQ(ops["Gemm"] + ops["MatMul"], 0);
   EXPECT_EQ(ops["DequantizeLinear"], 0);
 }
 
@@ -194,6 +198,11 @@ TEST(QdqFusion, MatMulSevenBitS8Relu) {
 }
 TEST(QdqFusion, GemmTransBSevenBit) {
   matmul_case({.weight_bits = 7}, true, true, 700);
+}
+
+TEST(QdqFusion, GemmWithBiasBothLayouts) {
+  matmul_case({.weight_bits = 7, .relu = true, .bias = 1}, true, true, 710);
+  matmul_case({.bias = 1}, true, false, 720);
 }
 
 TEST(QdqFusion, ReluWithZeroPointAboveRangeStaysFloat) {
