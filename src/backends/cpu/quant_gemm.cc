@@ -47,21 +47,27 @@ BatchPlan plan_batches(const Shape& a, const Shape& b) {
   return p;
 }
 
-// acc[m, n] = sum_k (a[m, k] - a_zp[m]) * (b[k, n] - b_zp[n]) for one matrix pair.
+// acc[m, n] = sum_k (a[m, k] - a_zp[m]) * (b[k, n] - b_zp[n]) for one matrix pair. The
+// zero-point-shifted operands fit int16 ([-255, 255]), so each output is a contiguous int16 dot
+// product over k with int32 sums (pmaddwd: pairs of products of at most 255 * 255 each, exact).
 void integer_matmul(const void* a, DType at, const void* b, DType bt, int64_t m, int64_t k,
                     int64_t n, const std::vector<int32_t>& a_zp, const std::vector<int32_t>& b_zp,
                     int32_t* acc) {
-  std::vector<int32_t> bv(static_cast<size_t>(k * n));
+  std::vector<int16_t> b_cols(static_cast<size_t>(k * n));  // column c at c * k
   for (int64_t r = 0; r < k; ++r)
-    for (int64_t c = 0; c < n; ++c) bv[r * n + c] = load_8bit(b, bt, r * n + c) - b_zp[c];
+    for (int64_t c = 0; c < n; ++c)
+      b_cols[c * k + r] = static_cast<int16_t>(load_8bit(b, bt, r * n + c) - b_zp[c]);
+  std::vector<int16_t> a_row(static_cast<size_t>(k));
   for (int64_t i = 0; i < m; ++i) {
-    int32_t* row = acc + i * n;
-    std::fill_n(row, n, 0);
-    for (int64_t r = 0; r < k; ++r) {
-      const int32_t av = load_8bit(a, at, i * k + r) - a_zp[i];
-      const int32_t* brow = bv.data() + r * n;
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) row[c] += av * brow[c];
+    for (int64_t r = 0; r < k; ++r)
+      a_row[r] = static_cast<int16_t>(load_8bit(a, at, i * k + r) - a_zp[i]);
+    const int16_t* av = a_row.data();
+    for (int64_t c = 0; c < n; ++c) {
+      const int16_t* bv = b_cols.data() + c * k;
+      int32_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t r = 0; r < k; ++r) sum += static_cast<int32_t>(av[r]) * bv[r];
+      acc[i * n + c] = sum;
     }
   }
 }
