@@ -149,7 +149,7 @@ class FuseQdqPass : public Pass {
     return graph.add_constant(graph.unique_name(bv.name + "_int32"), out)->id;
   }
 
-  // A per-tensor zero point constant of `dtype` with value `v` (for omitted ones).
+  // Zero point `id`, or (when omitted, -1) a new per-tensor zero constant of `dtype`.
   static int zero_point_or(Graph& graph, int id, DType dtype, const std::string& base) {
     if (id >= 0) return id;
     Tensor z = Tensor::zeros(Shape{}, dtype);
@@ -163,6 +163,7 @@ class FuseQdqPass : public Pass {
     const float qmin = t == DType::kUInt8 ? 0.0f : -128.0f, qmax = qmin + 255.0f;
     float lo = 0.0f, hi = std::numeric_limits<float>::infinity();
     if (act.op == OpKind::kClip) {
+      if (act.attrs.count("min") || act.attrs.count("max")) return false;  // opset 6's attributes
       lo = -hi;
       if (act.inputs.size() > 1 && act.inputs[1] >= 0 && !scalar_constant(graph, act.inputs[1], &lo))
         return false;
