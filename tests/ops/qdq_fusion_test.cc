@@ -2,7 +2,8 @@
 // random QDQ graphs as ONNX Runtime's quantizer writes them (Conv, MatMul, Gemm; per-channel s8
 // weights; u8/s8 activations; float or DequantizeLinear'd int32 bias; Relu), run unoptimized
 // (every DequantizeLinear and float op as written) and optimized (fused integer ops), compared
-// element by element within one quantum; the fused graph keeps no weight DequantizeLinear.
+// element by element within one quantum; the fused graph keeps no weight DequantizeLinear; Relu
+// and Clip absorbed only where exact.
 // QLinearConv / QLinearMatMul with constant weights (oneDNN where exact) against the same op with
 // runtime weights (the exact reference loops). Patterns that are not exact stay unfused.
 #include <gtest/gtest.h>
@@ -216,6 +217,30 @@ TEST(QdqFusion, ReluWithZeroPointAboveRangeStaysFloat) {
   };
   std::map<std::string, int> ops = compare(build, x);
   EXPECT_EQ(ops["QLinearConv"], 0);
+}
+
+// Clip(0, hi) -> Q: absorbed when hi quantizes at or above the top of y's range (ReLU6 calibrated
+// to [0, 6]), kept when it would clamp inside the range.
+TEST(QdqFusion, ClipFusesOnlyWhenItsBoundsSaturate) {
+  const Tensor x = random_tensor({1, 8, 6, 6}, 820, -2.0f, 2.0f);
+  for (float hi : {6.0f, 0.3f}) {
+    auto build = [&](Graph& g) {
+      Value* xd = quant_dequant(g, g.add_input("x", x.shape()), 4.0f / 255, 128, DType::kUInt8, "x");
+      Value* wd = weight(g, {8, 8, 3, 3}, 0, 0.01f, 7, 821);
+      Value* y = g.add_op("Conv", {xd, wd}, {}, "conv");
+      y = g.add_op("Clip", {y, g.add_constant("lo", Tensor::scalar<float>(0.0f)),
+                            g.add_constant("hi", Tensor::scalar<float>(hi))}, {}, "clip");
+      Value* s = g.add_constant("y_s", Tensor::scalar<float>(6.0f / 255.0f));
+      Value* z = g.add_constant("y_z", Tensor::zeros({}, DType::kUInt8));
+      g.mark_output(g.add_op("QuantizeLinear", {y, s, z}, {}, "y_q"));
+    };
+    Graph plain, fused;
+    build(plain);
+    build(fused);
+    fused.optimize();
+    expect_within(run_graph(fused, {x})[0], run_graph(plain, {x})[0], 1.0, 2);
+    EXPECT_EQ(op_histogram(fused)["QLinearConv"], hi == 6.0f ? 1 : 0) << "hi " << hi;
+  }
 }
 
 // QLinearConv with constant s8 weights (oneDNN where exact) against runtime weights (the exact
