@@ -98,11 +98,7 @@ class IntegerConvBase : public Kernel {
         const int16_t* wr = wv.data() + m * taps;
         std::vector<int32_t> acc(static_cast<size_t>(os));
         for (int64_t o = 0; o < os; ++o) {
-          const int16_t* xr = rows.data() + o * taps;
-          int32_t sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t t = 0; t < taps; ++t) sum += static_cast<int32_t>(xr[t]) * wr[t];
-          acc[o] = sum;
+          acc[o] = dot_i16(rows.data() + o * taps, wr, taps);
         }
         emit(n, m, acc.data());
       }

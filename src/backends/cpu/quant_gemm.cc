@@ -49,25 +49,23 @@ BatchPlan plan_batches(const Shape& a, const Shape& b) {
 
 // acc[m, n] = sum_k (a[m, k] - a_zp[m]) * (b[k, n] - b_zp[n]) for one matrix pair. The
 // zero-point-shifted operands fit int16 ([-255, 255]), so each output is a contiguous int16 dot
-// product over k with int32 sums (pmaddwd: pairs of products of at most 255 * 255 each, exact).
+// product over k with int32 sums (dot_i16: pairs of products of at most 255 * 255 each, exact).
+// Rows in parallel when `parallel` (a single product; batches are parallel otherwise).
 void integer_matmul(const void* a, DType at, const void* b, DType bt, int64_t m, int64_t k,
                     int64_t n, const std::vector<int32_t>& a_zp, const std::vector<int32_t>& b_zp,
-                    int32_t* acc) {
+                    int32_t* acc, bool parallel) {
   std::vector<int16_t> b_cols(static_cast<size_t>(k * n));  // column c at c * k
   for (int64_t r = 0; r < k; ++r)
     for (int64_t c = 0; c < n; ++c)
       b_cols[c * k + r] = static_cast<int16_t>(load_8bit(b, bt, r * n + c) - b_zp[c]);
-  std::vector<int16_t> a_row(static_cast<size_t>(k));
+#pragma omp parallel for schedule(static) if (parallel && m * n * k > (1 << 16))
   for (int64_t i = 0; i < m; ++i) {
+    std::vector<int16_t> a_row(static_cast<size_t>(k));
     for (int64_t r = 0; r < k; ++r)
       a_row[r] = static_cast<int16_t>(load_8bit(a, at, i * k + r) - a_zp[i]);
     const int16_t* av = a_row.data();
     for (int64_t c = 0; c < n; ++c) {
-      const int16_t* bv = b_cols.data() + c * k;
-      int32_t sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t r = 0; r < k; ++r) sum += static_cast<int32_t>(av[r]) * bv[r];
-      acc[i * n + c] = sum;
+      acc[i * n + c] = dot_i16(av, b_cols.data() + c * k, k);
     }
   }
 }
@@ -96,7 +94,7 @@ class IntegerMatMulBase : public Kernel {
     for (int64_t t = 0; t < batches; ++t) {
       std::vector<int32_t> acc(static_cast<size_t>(m * n));
       integer_matmul(ad + plan_.a_matrix[t] * m * k, a.dtype(), bd + plan_.b_matrix[t] * k * n,
-                     b.dtype(), m, k, n, azp, bzp, acc.data());
+                     b.dtype(), m, k, n, azp, bzp, acc.data(), batches == 1);
       emit(t, acc.data());
     }
   }
