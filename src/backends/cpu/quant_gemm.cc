@@ -58,15 +58,19 @@ void integer_matmul(const void* a, DType at, const void* b, DType bt, int64_t m,
   for (int64_t r = 0; r < k; ++r)
     for (int64_t c = 0; c < n; ++c)
       b_cols[c * k + r] = static_cast<int16_t>(load_8bit(b, bt, r * n + c) - b_zp[c]);
-#pragma omp parallel for schedule(static) if (parallel && m * n * k > (1 << 16))
-  for (int64_t i = 0; i < m; ++i) {
-    std::vector<int16_t> a_row(static_cast<size_t>(k));
+  std::vector<int16_t> a_rows(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
     for (int64_t r = 0; r < k; ++r)
-      a_row[r] = static_cast<int16_t>(load_8bit(a, at, i * k + r) - a_zp[i]);
-    const int16_t* av = a_row.data();
-    for (int64_t c = 0; c < n; ++c) {
-      acc[i * n + c] = dot_i16(av, b_cols.data() + c * k, k);
-    }
+      a_rows[i * k + r] = static_cast<int16_t>(load_8bit(a, at, i * k + r) - a_zp[i]);
+  // Blocks of columns of about 64 KB of B, each multiplied by every row while it is in cache.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(k, 1));
+  const int64_t blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (parallel && blocks > 1 && m * n * k > (1 << 16))
+  for (int64_t cb = 0; cb < blocks; ++cb) {
+    const int64_t c0 = cb * block, c1 = std::min(n, c0 + block);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t c = c0; c < c1; ++c)
+        acc[i * n + c] = dot_i16(a_rows.data() + i * k, b_cols.data() + c * k, k);
   }
 }
 
@@ -90,6 +94,20 @@ class IntegerMatMulBase : public Kernel {
     const auto* ad = static_cast<const uint8_t*>(a.raw_data());
     const auto* bd = static_cast<const uint8_t*>(b.raw_data());
     const int64_t batches = static_cast<int64_t>(plan_.a_matrix.size());
+    // One B for every batch, A's matrices in order (a 2-D B): one product of batches * m rows, so
+    // B is converted once.
+    bool one_b = batches > 1;
+    for (int64_t t = 0; one_b && t < batches; ++t)
+      one_b = plan_.b_matrix[t] == 0 && plan_.a_matrix[t] == t;
+    if (one_b) {
+      std::vector<int32_t> rows_zp(static_cast<size_t>(batches * m));
+      for (int64_t r = 0; r < batches * m; ++r) rows_zp[r] = azp[r % m];
+      std::vector<int32_t> acc(static_cast<size_t>(batches * m * n));
+      integer_matmul(ad, a.dtype(), bd, b.dtype(), batches * m, k, n, rows_zp, bzp, acc.data(),
+                     true);
+      for (int64_t t = 0; t < batches; ++t) emit(t, acc.data() + t * m * n);
+      return;
+    }
 #pragma omp parallel for schedule(static) if (batches > 1 && m * n * k * batches > (1 << 16))
     for (int64_t t = 0; t < batches; ++t) {
       std::vector<int32_t> acc(static_cast<size_t>(m * n));
