@@ -85,5 +85,10 @@ std::unique_ptr<Pass> make_fuse_concat_pass();
 // Trees of two or more float32 element-wise ops whose inner values have one reader each become
 // one FusedElementwise: the whole tree computed in one pass over the output.
 std::unique_ptr<Pass> make_fuse_elementwise_pass();
+// DequantizeLinear(x_q), DequantizeLinear(w_q) [, bias] -> Conv | MatMul | Gemm [-> Relu] ->
+// QuantizeLinear (ONNX Runtime's QDQ format) becomes one QLinearConv or QLinearMatMul where the
+// rewrite is exact (fuse_qdq.cc says when); runs before constant folding, which would otherwise
+// turn the weights' DequantizeLinear into float constants.
+std::unique_ptr<Pass> make_fuse_qdq_pass();
 
 }  // namespace lumen

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/quant_dnnl.h"
 #include "backends/cpu/quant_math.h"
 #include "graph/schemas/conv_geometry.h"
 
@@ -54,7 +55,9 @@ class IntegerConvBase : public Kernel {
   }
 
   // Calls emit(n, m, acc) with the int32 accumulators (out_spatial of them) of each image n and
-  // output channel m.
+  // output channel m. Per image and group, the zero-point-shifted inputs each output reads are
+  // gathered as int16 rows ([-255, 255]; padding is 0 = x's zero point shifted), and each
+  // accumulator is a contiguous int16 dot product with the shifted weights (exact in int32).
   template <typename Emit>
   void for_each_channel(KernelContext& ctx, const Tensor& x_zp, const Tensor& w_zp,
                         Emit emit) const {
@@ -64,26 +67,41 @@ class IntegerConvBase : public Kernel {
     const std::vector<int32_t> wzp = zero_points(w_zp, out_channels_);
     const int64_t cg = in_channels_ / group_, mg = out_channels_ / group_;
     const int64_t taps = cg * kernel_spatial_, os = out_spatial_, ks = kernel_spatial_;
-    const int64_t is = in_spatial_, in_channels = in_channels_, out_channels = out_channels_;
+    const int64_t is = in_spatial_, in_channels = in_channels_;
     const void* xd = x.raw_data();
     const void* wd = w.raw_data();
     const DType xt = x.dtype(), wt = w.dtype();
-    const int64_t tasks = batch_ * out_channels_;
-#pragma omp parallel for schedule(static) if (tasks > 1 && tasks * taps * os > (1 << 16))
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t n = t / out_channels, m = t % out_channels, g = m / mg;
-      std::vector<int32_t> acc(static_cast<size_t>(os), 0);
+    std::vector<int16_t> wv(static_cast<size_t>(out_channels_ * taps));
+    for (int64_t m = 0; m < out_channels_; ++m)
+      for (int64_t t = 0; t < taps; ++t)
+        wv[m * taps + t] = static_cast<int16_t>(load_8bit(wd, wt, m * taps + t) - wzp[m]);
+    const int64_t tasks = batch_ * group_;
+    const bool outer = group_ > 1 && mg < 4;
+#pragma omp parallel for schedule(static) if (outer && tasks * taps * os > (1 << 16))
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t n = task / group_, g = task % group_;
+      std::vector<int16_t> rows(static_cast<size_t>(os * taps));
       for (int64_t c = 0; c < cg; ++c) {
         const int64_t x_base = (n * in_channels + g * cg + c) * is;
         for (int64_t kp = 0; kp < ks; ++kp) {
-          const int32_t wv = load_8bit(wd, wt, m * taps + c * ks + kp) - wzp[m];
-          if (wv == 0) continue;
           const int64_t* src = source_.data() + kp * os;
+          int16_t* col = rows.data() + c * ks + kp;
           for (int64_t o = 0; o < os; ++o)
-            if (src[o] >= 0) acc[o] += wv * (load_8bit(xd, xt, x_base + src[o]) - xzp);
+            col[o * taps] = src[o] >= 0
+                                ? static_cast<int16_t>(load_8bit(xd, xt, x_base + src[o]) - xzp)
+                                : int16_t{0};
         }
       }
-      emit(n, m, acc.data());
+#pragma omp parallel for schedule(static) if (!outer && mg * taps * os > (1 << 16))
+      for (int64_t mi = 0; mi < mg; ++mi) {
+        const int64_t m = g * mg + mi;
+        const int16_t* wr = wv.data() + m * taps;
+        std::vector<int32_t> acc(static_cast<size_t>(os));
+        for (int64_t o = 0; o < os; ++o) {
+          acc[o] = dot_i16(rows.data() + o * taps, wr, taps);
+        }
+        emit(n, m, acc.data());
+      }
     }
   }
 
@@ -150,7 +168,9 @@ std::unique_ptr<Kernel> make_conv_integer(const NodeContext& ctx) {
   return std::make_unique<ConvIntegerKernel>(ctx);
 }
 
+// oneDNN's int8 primitive where it is exact (quant_dnnl.h), else the reference loops.
 std::unique_ptr<Kernel> make_qlinear_conv(const NodeContext& ctx) {
+  if (std::unique_ptr<Kernel> fast = make_dnnl_qlinear_conv(ctx)) return fast;
   return std::make_unique<QLinearConvKernel>(ctx);
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/quant_dnnl.h"
 #include "backends/cpu/quant_math.h"
 
 namespace lumen::cpu {
@@ -46,22 +47,30 @@ BatchPlan plan_batches(const Shape& a, const Shape& b) {
   return p;
 }
 
-// acc[m, n] = sum_k (a[m, k] - a_zp[m]) * (b[k, n] - b_zp[n]) for one matrix pair.
+// acc[m, n] = sum_k (a[m, k] - a_zp[m]) * (b[k, n] - b_zp[n]) for one matrix pair. The
+// zero-point-shifted operands fit int16 ([-255, 255]), so each output is a contiguous int16 dot
+// product over k with int32 sums (dot_i16: pairs of products of at most 255 * 255 each, exact).
+// Rows in parallel when `parallel` (a single product; batches are parallel otherwise).
 void integer_matmul(const void* a, DType at, const void* b, DType bt, int64_t m, int64_t k,
                     int64_t n, const std::vector<int32_t>& a_zp, const std::vector<int32_t>& b_zp,
-                    int32_t* acc) {
-  std::vector<int32_t> bv(static_cast<size_t>(k * n));
+                    int32_t* acc, bool parallel) {
+  std::vector<int16_t> b_cols(static_cast<size_t>(k * n));  // column c at c * k
   for (int64_t r = 0; r < k; ++r)
-    for (int64_t c = 0; c < n; ++c) bv[r * n + c] = load_8bit(b, bt, r * n + c) - b_zp[c];
-  for (int64_t i = 0; i < m; ++i) {
-    int32_t* row = acc + i * n;
-    std::fill_n(row, n, 0);
-    for (int64_t r = 0; r < k; ++r) {
-      const int32_t av = load_8bit(a, at, i * k + r) - a_zp[i];
-      const int32_t* brow = bv.data() + r * n;
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) row[c] += av * brow[c];
-    }
+    for (int64_t c = 0; c < n; ++c)
+      b_cols[c * k + r] = static_cast<int16_t>(load_8bit(b, bt, r * n + c) - b_zp[c]);
+  std::vector<int16_t> a_rows(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t r = 0; r < k; ++r)
+      a_rows[i * k + r] = static_cast<int16_t>(load_8bit(a, at, i * k + r) - a_zp[i]);
+  // Blocks of columns of about 64 KB of B, each multiplied by every row while it is in cache.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(k, 1));
+  const int64_t blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (parallel && blocks > 1 && m * n * k > (1 << 16))
+  for (int64_t cb = 0; cb < blocks; ++cb) {
+    const int64_t c0 = cb * block, c1 = std::min(n, c0 + block);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t c = c0; c < c1; ++c)
+        acc[i * n + c] = dot_i16(a_rows.data() + i * k, b_cols.data() + c * k, k);
   }
 }
 
@@ -85,11 +94,25 @@ class IntegerMatMulBase : public Kernel {
     const auto* ad = static_cast<const uint8_t*>(a.raw_data());
     const auto* bd = static_cast<const uint8_t*>(b.raw_data());
     const int64_t batches = static_cast<int64_t>(plan_.a_matrix.size());
+    // One B for every batch, A's matrices in order (a 2-D B): one product of batches * m rows, so
+    // B is converted once.
+    bool one_b = batches > 1;
+    for (int64_t t = 0; one_b && t < batches; ++t)
+      one_b = plan_.b_matrix[t] == 0 && plan_.a_matrix[t] == t;
+    if (one_b) {
+      std::vector<int32_t> rows_zp(static_cast<size_t>(batches * m));
+      for (int64_t r = 0; r < batches * m; ++r) rows_zp[r] = azp[r % m];
+      std::vector<int32_t> acc(static_cast<size_t>(batches * m * n));
+      integer_matmul(ad, a.dtype(), bd, b.dtype(), batches * m, k, n, rows_zp, bzp, acc.data(),
+                     true);
+      for (int64_t t = 0; t < batches; ++t) emit(t, acc.data() + t * m * n);
+      return;
+    }
 #pragma omp parallel for schedule(static) if (batches > 1 && m * n * k * batches > (1 << 16))
     for (int64_t t = 0; t < batches; ++t) {
       std::vector<int32_t> acc(static_cast<size_t>(m * n));
       integer_matmul(ad + plan_.a_matrix[t] * m * k, a.dtype(), bd + plan_.b_matrix[t] * k * n,
-                     b.dtype(), m, k, n, azp, bzp, acc.data());
+                     b.dtype(), m, k, n, azp, bzp, acc.data(), batches == 1);
       emit(t, acc.data());
     }
   }
@@ -147,7 +170,9 @@ std::unique_ptr<Kernel> make_matmul_integer(const NodeContext& ctx) {
   return std::make_unique<MatMulIntegerKernel>(ctx);
 }
 
+// oneDNN's int8 primitive where it is exact (quant_dnnl.h), else the reference loops.
 std::unique_ptr<Kernel> make_qlinear_matmul(const NodeContext& ctx) {
+  if (std::unique_ptr<Kernel> fast = make_dnnl_qlinear_matmul(ctx)) return fast;
   return std::make_unique<QLinearMatMulKernel>(ctx);
 }
 

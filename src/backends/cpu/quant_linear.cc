@@ -299,6 +299,11 @@ class DequantizeLinearKernel final : public Kernel {
     std::vector<int64_t> zero(static_cast<size_t>(s.numel()), 0);
     if (zp != nullptr)
       for (int64_t i = 0; i < zp->numel(); ++i) zero[i] = static_cast<int64_t>(zp->item_as_double(i));
+    if (s.numel() == 1 && out_ == DType::kFloat32 &&
+        (x_type_ == DType::kUInt8 || x_type_ == DType::kInt8)) {
+      dequantize_8bit(x, scale[0], zero[0], ctx.outputs[0].data<float>());
+      return;
+    }
     const void* xd = x.raw_data();
     auto diff = [&](auto tag) {
       using T = decltype(tag);
@@ -329,6 +334,21 @@ class DequantizeLinearKernel final : public Kernel {
   }
 
  private:
+  // Per-tensor 8-bit to float32 (the activations of QDQ models): each of the 256 codes' value,
+  // (code - zero) * scale, computed once, then one table read per element.
+  void dequantize_8bit(const Tensor& x, float scale, int64_t zero, float* y) const {
+    float table[256];
+    const bool is_signed = x_type_ == DType::kInt8;
+    for (int b = 0; b < 256; ++b) {
+      const int64_t code = is_signed ? static_cast<int8_t>(b) : b;
+      table[b] = static_cast<float>(code - zero) * scale;
+    }
+    const auto* xb = static_cast<const uint8_t*>(x.raw_data());
+    const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n > kParallelWork)
+    for (int64_t k = 0; k < n; ++k) y[k] = table[xb[k]];
+  }
+
   // y[k] = diff(k, p) * scale[p] in the output's type.
   template <typename Diff>
   void store(Tensor& out, const std::vector<float>& scale, Diff&& diff) const {

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <cstdint>
 #include <vector>
 
@@ -70,6 +73,35 @@ inline void store_8bit(void* data, DType t, int64_t i, int32_t v) {
 inline int32_t load_8bit(const void* data, DType t, int64_t i) {
   return t == DType::kUInt8 ? static_cast<const uint8_t*>(data)[i]
                             : static_cast<const int8_t*>(data)[i];
+}
+
+// sum_i a[i] * b[i] in int32, exact for operands in [-255, 255] (pairs of products fit int32).
+inline int32_t dot_i16(const int16_t* a, const int16_t* b, int64_t n) {
+  int64_t i = 0;
+  int32_t sum = 0;
+#if defined(__AVX2__)
+  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i + 16));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i + 16));
+    acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(a0, b0));
+    acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(a1, b1));
+  }
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+    acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(a0, b0));
+  }
+  acc0 = _mm256_add_epi32(acc0, acc1);
+  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc0), _mm256_extracti128_si256(acc0, 1));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+  sum = _mm_cvtsi128_si32(h);
+#endif
+  for (; i < n; ++i) sum += static_cast<int32_t>(a[i]) * b[i];
+  return sum;
 }
 
 }  // namespace lumen::cpu

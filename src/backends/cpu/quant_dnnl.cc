@@ -1,0 +1,318 @@
+// oneDNN int8 convolution and matmul for QLinearConv and QLinearMatMul. The primitive is made at
+// compile time with the requantize as output scales (x_scale * w_scale[m] / y_scale, per output
+// channel) and runtime zero points for x and y; the constant s8 weights are reordered once into
+// its layout (with the compensation oneDNN keeps for s8 activations). The int32 accumulation is
+// exact; the requantize multiplies in float32 where the reference kernels multiply in double and
+// round to float32, so an output may differ by one unit where a product lies within a float32
+// rounding of a half-way point (tested: tests/ops/qdq_fusion_test.cc).
+#include "backends/cpu/quant_dnnl.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/quant_math.h"
+#include "graph/schemas/conv_geometry.h"
+
+namespace lumen::cpu {
+namespace {
+
+using dnnl::memory;
+
+memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::kUInt8:
+      return memory::data_type::u8;
+    case DType::kInt8:
+      return memory::data_type::s8;
+    default:
+      return memory::data_type::s32;
+  }
+}
+
+// Row-major descriptor of `dims` with element type `t`.
+memory::desc plain(const memory::dims& dims, memory::data_type t) {
+  memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * std::max<memory::dim>(dims[i + 1], 1);
+  return memory::desc(dims, t, strides);
+}
+
+memory::desc scratch_md(size_t bytes) {
+  return memory::desc({static_cast<memory::dim>(bytes)}, memory::data_type::u8,
+                      memory::format_tag::a);
+}
+
+// A constant per-tensor (one-element) or absent input's value as int32 (0 when absent); nullopt
+// when the input is given but not a constant.
+std::optional<int32_t> const_zero_point(const NodeContext& ctx, int i) {
+  if (!ctx.has_input(i)) return 0;
+  const Tensor* t = ctx.input_value(i);
+  if (!t || t->numel() != 1) return std::nullopt;
+  return int_at(*t, 0);
+}
+
+// Whether input i is given, constant, and every element is zero.
+bool all_zero(const NodeContext& ctx, int i) {
+  if (!ctx.has_input(i)) return true;
+  const Tensor* t = ctx.input_value(i);
+  if (!t) return false;
+  for (int64_t k = 0; k < t->numel(); ++k)
+    if (int_at(*t, k) != 0) return false;
+  return true;
+}
+
+int max_abs_s8(const Tensor& w) {
+  const int8_t* p = w.data<int8_t>();
+  int m = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) m = std::max(m, std::abs(static_cast<int>(p[i])));
+  return m;
+}
+
+// A layout change made at compile time (user scratchpad: concurrent runs share no state).
+struct Reorder {
+  dnnl::reorder prim;
+  size_t scratch_bytes = 0;
+  Reorder(const memory::desc& from, const memory::desc& to) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::reorder::primitive_desc pd(dnnl_engine(), from, dnnl_engine(), to, attr);
+    scratch_bytes = pd.scratchpad_desc().get_size();
+    prim = dnnl::reorder(pd);
+  }
+};
+
+// One int8 primitive (convolution or matmul) with the layout changes around it: x and y are
+// plain row-major in Lumen; the primitive may want other layouts for them.
+class DnnlInt8Kernel final : public Kernel {
+ public:
+  // Finishes setup from a primitive descriptor; `w_user` is the weights' plain layout and
+  // `weights` their constant data.
+  template <typename PD>
+  void init(const PD& pd, const memory::desc& src_user, const memory::desc& w_user,
+            const memory::desc& dst_user, const Tensor& weights, bool has_bias,
+            int32_t x_zero, int32_t y_zero, bool src_zp, bool dst_zp) {
+    prim_ = dnnl::primitive(pd);
+    src_user_ = src_user;
+    dst_user_ = dst_user;
+    src_md_ = pd.src_desc();
+    dst_md_ = pd.dst_desc();
+    prim_scratch_md_ = pd.scratchpad_desc();
+    scratch_bytes_ = prim_scratch_md_.get_size();
+    impl_ = pd.impl_info_str();
+    if (src_md_ != src_user_) src_reorder_.emplace(src_user_, src_md_);
+    if (dst_md_ != dst_user_) dst_reorder_.emplace(dst_md_, dst_user_);
+    for (const auto* r : {&src_reorder_, &dst_reorder_})
+      if (r->has_value()) scratch_bytes_ = std::max(scratch_bytes_, (*r)->scratch_bytes);
+    packed_w_ = memory(pd.weights_desc(), dnnl_engine());
+    memory from(w_user, dnnl_engine(), const_cast<void*>(weights.raw_data()));
+    dnnl::reorder(from, packed_w_).execute(dnnl_stream(), from, packed_w_);
+    dnnl_stream().wait();
+    has_bias_ = has_bias;
+    if (has_bias) bias_md_ = pd.bias_desc();
+    x_zero_ = x_zero;
+    y_zero_ = y_zero;
+    src_zp_ = src_zp;
+    dst_zp_ = dst_zp;
+  }
+
+  // The weights (input `weight_input`) were packed at compile time.
+  void set_weight_input(int k, int bias_input) {
+    weight_input_ = k;
+    bias_input_ = bias_input;
+  }
+
+  bool reads_input(int k) const override { return k != weight_input_; }
+  std::string describe() const override { return "oneDNN int8 " + impl_; }
+
+  void run(KernelContext& ctx) const override {
+    dnnl_call(where_, [&] {
+      dnnl::engine& eng = dnnl_engine();
+      dnnl::stream& strm = dnnl_stream();
+      Tensor scratch = scratch_bytes_
+                           ? Tensor::empty({static_cast<int64_t>(scratch_bytes_)}, DType::kUInt8)
+                           : Tensor();
+      void* scratch_ptr = scratch_bytes_ ? scratch.raw_data() : nullptr;
+      auto reorder = [&](const Reorder& r, const memory& from, const memory& to) {
+        std::unordered_map<int, memory> args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        if (r.scratch_bytes)
+          args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_md(r.scratch_bytes), eng, scratch_ptr));
+        r.prim.execute(strm, args);
+      };
+      memory src(src_user_, eng, const_cast<void*>(ctx.inputs[0].raw_data()));
+      Tensor src_tmp, dst_tmp;
+      if (src_reorder_) {
+        src_tmp = Tensor::empty({static_cast<int64_t>(src_md_.get_size())}, DType::kUInt8);
+        memory to(src_md_, eng, src_tmp.raw_data());
+        reorder(*src_reorder_, src, to);
+        src = to;
+      }
+      memory dst_plain(dst_user_, eng, ctx.outputs[0].raw_data());
+      memory dst = dst_plain;
+      if (dst_reorder_) {
+        dst_tmp = Tensor::empty({static_cast<int64_t>(dst_md_.get_size())}, DType::kUInt8);
+        dst = memory(dst_md_, eng, dst_tmp.raw_data());
+      }
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_w_}, {DNNL_ARG_DST, dst}};
+      if (has_bias_)
+        args.emplace(DNNL_ARG_BIAS, memory(bias_md_, eng,
+                                           const_cast<void*>(ctx.inputs[bias_input_].raw_data())));
+      const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
+      int32_t xz = x_zero_, yz = y_zero_;
+      if (src_zp_) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &xz));
+      if (dst_zp_) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, memory(zp_md, eng, &yz));
+      if (prim_scratch_md_.get_size())
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(prim_scratch_md_, eng, scratch_ptr));
+      prim_.execute(strm, args);
+      if (dst_reorder_) reorder(*dst_reorder_, dst, dst_plain);
+      strm.wait();
+    });
+  }
+
+  std::string where_;
+
+ private:
+  dnnl::primitive prim_;
+  memory::desc src_user_, dst_user_, src_md_, dst_md_, bias_md_, prim_scratch_md_;
+  std::optional<Reorder> src_reorder_, dst_reorder_;
+  memory packed_w_;
+  size_t scratch_bytes_ = 0;
+  bool has_bias_ = false;
+  int32_t x_zero_ = 0, y_zero_ = 0;
+  bool src_zp_ = false, dst_zp_ = false;
+  int weight_input_ = 3, bias_input_ = 8;
+  std::string impl_;
+};
+
+// The attributes shared by both primitives: user scratchpad, output scales (per channel along
+// dimension `channel_dim` of y when there are several), runtime zero points for x and y.
+dnnl::primitive_attr int8_attr(const std::vector<float>& out_scales, int channel_dim, bool src_zp,
+                               bool dst_zp) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_output_scales(out_scales.size() > 1 ? 1 << channel_dim : 0, out_scales);
+  if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (dst_zp) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  return attr;
+}
+
+// x_scale * w_scale[m] / y_scale for each of `m` output channels (one value when w is per tensor).
+std::optional<std::vector<float>> output_scales(const NodeContext& ctx, int xs, int ws, int ys,
+                                                int64_t m) {
+  const Tensor* x = ctx.input_value(xs);
+  const Tensor* w = ctx.input_value(ws);
+  const Tensor* y = ctx.input_value(ys);
+  if (!x || !w || !y || x->numel() != 1 || y->numel() != 1) return std::nullopt;
+  const double xv = x->data<float>()[0], yv = y->data<float>()[0];
+  std::vector<float> out;
+  for (int64_t c = 0; c < (w->numel() == 1 ? 1 : m); ++c)
+    out.push_back(static_cast<float>(xv * w->data<float>()[c] / yv));
+  return out;
+}
+
+bool reference_impl(const std::string& impl) {
+  return impl.rfind("ref", 0) == 0;
+}
+
+}  // namespace
+
+bool dnnl_int8_exact(int max_abs_weight, bool signed_activations) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const unsigned vnni = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni) & ~0x27u;
+  const unsigned avx_vnni = static_cast<unsigned>(dnnl_cpu_isa_avx2_vnni) & ~0x7u;
+  if ((isa & (vnni | avx_vnni)) != 0) return true;
+  return max_abs_weight <= 64 && !signed_activations;
+}
+
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
+  const Tensor* w = ctx.input_value(3);
+  if (!w || w->dtype() != DType::kInt8 || !all_zero(ctx, 5)) return nullptr;
+  const Shape& x = ctx.input_shape(0);
+  const Shape& y = ctx.output(0).shape;
+  if (x.numel() == 0 || y.numel() == 0 || x.rank() < 3 || x.rank() > 5) return nullptr;
+  const std::optional<int32_t> xz = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
+  const int64_t m = y[1];
+  const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, m);
+  if (!xz || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*w), ctx.input(0).dtype == DType::kInt8)) return nullptr;
+  const Shape& ws = w->shape();
+  const int64_t group = ctx.attr_int("group", 1);
+  std::vector<int64_t> kernel(ws.dims().begin() + 2, ws.dims().end());
+  const ConvGeometry g = window_geometry(ctx, x, kernel, false);
+  memory::dims w_dims = {ws[0] / group, ws[1]};
+  if (group > 1) w_dims.insert(w_dims.begin(), group);
+  w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
+  const memory::desc w_user = plain(w_dims, memory::data_type::s8);
+  const memory::dims x_dims = to_dnnl_dims(x), y_dims = to_dnnl_dims(y);
+  const memory::desc src_user = plain(x_dims, dnnl_type(ctx.input(0).dtype));
+  const memory::desc dst_user = plain(y_dims, dnnl_type(ctx.output(0).dtype));
+  const bool has_bias = ctx.has_input(8);
+  memory::dims strides(g.strides.begin(), g.strides.end()),
+      pad_l(g.pad_begin.begin(), g.pad_begin.end()), pad_r(g.pad_end.begin(), g.pad_end.end()),
+      dil(g.dilations.begin(), g.dilations.end());
+  for (auto& d : dil) d -= 1;
+  for (auto p : pad_r)
+    if (p < 0) return nullptr;
+  auto kernel_ptr = std::make_unique<DnnlInt8Kernel>();
+  try {
+    const bool src_zp = *xz != 0, dst_zp = *yz != 0;
+    dnnl::primitive_attr attr = int8_attr(*scales, 1, src_zp, dst_zp);
+    auto any = [](const memory::dims& d, memory::data_type t) {
+      return memory::desc(d, t, memory::format_tag::any);
+    };
+    const memory::desc bias_md =
+        has_bias ? plain({m}, memory::data_type::s32) : memory::desc();
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        any(x_dims, src_user.data_type()), any(w_dims, memory::data_type::s8), bias_md,
+        any(y_dims, dst_user.data_type()), strides, dil, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
+    if (reference_impl(pd.impl_info_str())) return nullptr;
+    kernel_ptr->init(pd, src_user, w_user, dst_user, *w, has_bias, *xz, *yz, src_zp, dst_zp);
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  kernel_ptr->set_weight_input(3, 8);
+  kernel_ptr->where_ = ctx.where();
+  return kernel_ptr;
+}
+
+// Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
+  const Tensor* b = ctx.input_value(3);
+  if (!b || b->dtype() != DType::kInt8 || b->shape().rank() != 2 || !all_zero(ctx, 5))
+    return nullptr;
+  const Shape& a = ctx.input_shape(0);
+  if (a.rank() < 2 || a.numel() == 0) return nullptr;
+  const int64_t k = b->shape()[0], n = b->shape()[1], rows = a.numel() / k;
+  if (ctx.input_shape(1).numel() != 1) return nullptr;  // per-row a_scale
+  const std::optional<int32_t> az = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
+  const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, n);
+  if (!az || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*b), ctx.input(0).dtype == DType::kInt8)) return nullptr;
+  const memory::desc src_user = plain({rows, k}, dnnl_type(ctx.input(0).dtype));
+  const memory::desc dst_user = plain({rows, n}, dnnl_type(ctx.output(0).dtype));
+  const memory::desc w_user = plain({k, n}, memory::data_type::s8);
+  auto kernel_ptr = std::make_unique<DnnlInt8Kernel>();
+  try {
+    const bool src_zp = *az != 0, dst_zp = *yz != 0;
+    dnnl::primitive_attr attr = int8_attr(*scales, 1, src_zp, dst_zp);
+    dnnl::matmul::desc desc(src_user,
+                            memory::desc({k, n}, memory::data_type::s8, memory::format_tag::any),
+                            dst_user);
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+    if (reference_impl(pd.impl_info_str())) return nullptr;
+    kernel_ptr->init(pd, src_user, w_user, dst_user, *b, false, *az, *yz, src_zp, dst_zp);
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  kernel_ptr->set_weight_input(3, -1);
+  kernel_ptr->where_ = ctx.where();
+  return kernel_ptr;
+}
+
+}  // namespace lumen::cpu
