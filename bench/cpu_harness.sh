@@ -15,6 +15,7 @@ threads=${4:-2,16}
 mkdir -p "$out"
 source "$here"/gpu_env.sh "$bundle"
 zoo=/tmp/lumen_cpu_zoo
+mkdir -p "$zoo"
 "$py" -c "import sys; sys.path.insert(0, '$here'); import gpu_bench; \
 gpu_bench.export_models('$models'.split(','), '$zoo')"
 for t in ${threads//,/ }; do

@@ -76,14 +76,13 @@ std::vector<double> reduce_reference(const std::string& op, const Tensor& x,
   return acc;
 }
 
-const char* const kReduceOps[] = {"ReduceSum",       "ReduceMean",   "ReduceMax",
-                                  "ReduceMin",       "ReduceProd",   "ReduceSumSquare",
-                                  "ReduceL1",        "ReduceL2",     "ReduceLogSum",
-                                  "ReduceLogSumExp"};
+const char* const kReduceOps[] = {"ReduceSum",    "ReduceMean",      "ReduceMax", "ReduceMin",
+                                  "ReduceProd",   "ReduceSumSquare", "ReduceL1",  "ReduceL2",
+                                  "ReduceLogSum", "ReduceLogSumExp"};
 
 TEST_F(GenericReduce, EveryOpOverAnyAxesFloat) {
-  const std::vector<std::vector<int64_t>> axis_sets = {{0}, {1}, {2}, {-1}, {0, 2}, {1, 3},
-                                                       {0, 1, 3}, {}};
+  const std::vector<std::vector<int64_t>> axis_sets = {{0},    {1},    {2},       {-1},
+                                                       {0, 2}, {1, 3}, {0, 1, 3}, {}};
   for (const char* op : kReduceOps) {
     const bool positive = std::string(op) == "ReduceLogSum" || std::string(op) == "ReduceProd";
     const Tensor x = random_tensor({3, 4, 5, 6}, 7, positive ? 0.5f : -1.f, positive ? 1.5f : 1.f);
@@ -95,8 +94,8 @@ TEST_F(GenericReduce, EveryOpOverAnyAxesFloat) {
         const std::vector<double> want = reduce_reference(op, x, axes, keep, false, &shape);
         std::vector<OpInput> inputs = {x};
         if (!axes.empty())
-          inputs.push_back(constant(Tensor::from_vector<int64_t>(
-              Shape{static_cast<int64_t>(axes.size())}, axes)));
+          inputs.push_back(constant(
+              Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(axes.size())}, axes)));
         const Tensor got = run_checked(op, inputs, {{"keepdims", int64_t{keep}}})[0];
         expect_close(got, shape, want, 1e-5, 1e-4);
       }
@@ -111,8 +110,11 @@ TEST_F(GenericReduce, LongAndShortReductions) {
     Shape shape;
     std::vector<int64_t> axes;
   };
-  const std::vector<Case> cases = {{{2, 700, 3}, {1}}, {{513, 9}, {0}}, {{40, 3, 50}, {0, 2}},
-                                   {{3000, 4}, {1}}, {{64, 33, 2}, {1}}};
+  const std::vector<Case> cases = {{{2, 700, 3}, {1}},
+                                   {{513, 9}, {0}},
+                                   {{40, 3, 50}, {0, 2}},
+                                   {{3000, 4}, {1}},
+                                   {{64, 33, 2}, {1}}};
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2", "ReduceLogSumExp"}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(op) + " " + c.shape.to_string());
@@ -129,13 +131,14 @@ TEST_F(GenericReduce, LongAndShortReductions) {
 TEST_F(GenericReduce, IntegerReductions) {
   for (DType dt : {DType::kInt32, DType::kInt64}) {
     const Tensor x = random_ints({4, 6, 5}, 27, -3, 3, dt);
-    for (const char* op : {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                           "ReduceSumSquare"}) {
+    for (const char* op :
+         {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare"}) {
       for (const std::vector<int64_t>& axes : std::vector<std::vector<int64_t>>{{0}, {1}, {0, 2}}) {
         SCOPED_TRACE(std::string(op) + " " + dtype_name(dt));
         Shape shape;
         const std::vector<double> want = reduce_reference(op, x, axes, false, false, &shape);
-        const Tensor a = Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(axes.size())}, axes);
+        const Tensor a =
+            Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(axes.size())}, axes);
         expect_equal(run_checked(op, {x, constant(a)}, {{"keepdims", int64_t{0}}})[0], dt, shape,
                      want);
       }
@@ -175,8 +178,8 @@ TEST_F(GenericReduce, ArgMaxArgMinWithTies) {
             for (int64_t j = 1; j < n; ++j) {
               idx[axis] = j;
               const double v = xv[ravel(idx, x.shape())];
-              const bool better = max ? (last ? v >= best_v : v > best_v)
-                                      : (last ? v <= best_v : v < best_v);
+              const bool better =
+                  max ? (last ? v >= best_v : v > best_v) : (last ? v <= best_v : v < best_v);
               if (better) {
                 best = j;
                 best_v = v;
@@ -184,8 +187,8 @@ TEST_F(GenericReduce, ArgMaxArgMinWithTies) {
             }
             want.push_back(static_cast<double>(best));
           }
-          const Tensor got = run_checked(op, {x}, {{"axis", int64_t{axis}},
-                                                   {"select_last_index", int64_t{last}}})[0];
+          const Tensor got = run_checked(
+              op, {x}, {{"axis", int64_t{axis}}, {"select_last_index", int64_t{last}}})[0];
           expect_equal(got, DType::kInt64, out, want);
         }
       }
@@ -250,16 +253,16 @@ TEST_F(GenericReduce, CumSumEveryMode) {
             const int64_t at = idx[axis];
             double s = 0;
             for (int64_t j = 0; j < x.shape()[axis]; ++j) {
-              const bool take = reverse ? (exclusive ? j > at : j >= at)
-                                        : (exclusive ? j < at : j <= at);
+              const bool take =
+                  reverse ? (exclusive ? j > at : j >= at) : (exclusive ? j < at : j <= at);
               idx[axis] = j;
               if (take) s += xv[ravel(idx, x.shape())];
             }
             want[i] = s;
           }
-          const Tensor got = run_checked(
-              "CumSum", {x, constant(Tensor::scalar<int64_t>(axis))},
-              {{"exclusive", int64_t{exclusive}}, {"reverse", int64_t{reverse}}})[0];
+          const Tensor got =
+              run_checked("CumSum", {x, constant(Tensor::scalar<int64_t>(axis))},
+                          {{"exclusive", int64_t{exclusive}}, {"reverse", int64_t{reverse}}})[0];
           expect_equal(got, dt, x.shape(), want);
         }
       }
@@ -378,15 +381,16 @@ TEST_F(GenericReduce, LossOpsEveryReduction) {
             total += l;
             weights += wt;
           }
-        std::vector<OpInput> inputs = {x, target};
+        // Constant targets: ones known only at run time are range-checked on the host.
+        std::vector<OpInput> inputs = {x, constant(target)};
         if (weighted) inputs.push_back(w);
         const Attributes attrs = {{"reduction", red}, {"ignore_index", int64_t{2}}};
         const std::vector<Tensor> got = run_checked(op, inputs, attrs, softmax ? 2 : 1);
         if (std::string(red) == "none")
           expect_close(got[0], Shape{n, 2, 2}, loss, 1e-5, 1e-4);
         else
-          expect_close(got[0], Shape{}, {std::string(red) == "sum" ? total : total / weights},
-                       1e-4, 1e-4);
+          expect_close(got[0], Shape{}, {std::string(red) == "sum" ? total : total / weights}, 1e-4,
+                       1e-4);
         if (softmax) expect_close(got[1], x.shape(), score, 1e-5, 1e-4);
       }
     }
@@ -396,7 +400,9 @@ TEST_F(GenericReduce, LossOpsEveryReduction) {
 TEST_F(GenericReduce, BadAxesAreErrors) {
   const Tensor x = random_tensor({3, 4}, 87);
   expect_error<Error>(
-      [&] { run_checked("ReduceSum", {x, constant(Tensor::from_vector<int64_t>({1}, {5}))}); },
+      [&] {
+        run_checked("ReduceSum", {x, constant(Tensor::from_vector<int64_t>({1}, {5}))});
+      },
       "ReduceSum");
   expect_error<Error>([&] { run_checked("ArgMax", {x}, {{"axis", int64_t{2}}}); }, "ArgMax");
 }

@@ -18,8 +18,8 @@ bool have_cuda() {
 }
 
 // An encoder's padding mask: mask [B, S] int64 -> Unsqueeze -> Cast float -> (1 - m) * -1e4,
-// added to scores [B, 1, S, S]; beside it shape arithmetic (Shape -> Gather -> Add, int64
-// scalars) and a 3-D Conv (no CUDA kernel), both for the host.
+// added to scores [B, 1, S, S]; beside it shape arithmetic (an int64 Add on two elements) and a
+// 3-D Conv (no CUDA kernel), both for the host.
 struct MaskGraph {
   Graph graph;
   std::vector<Tensor> inputs;
@@ -32,24 +32,23 @@ MaskGraph mask_graph() {
   Value* mask = g.add_input("mask", Shape{b, s}, DType::kInt64);
   Value* scores = g.add_input("scores", Shape{b, 1, s, s});
   Value* vol = g.add_input("vol", Shape{1, 2, 4, 4, 4});
-  // Shape arithmetic on int64 scalars: B + 1, a graph output.
-  Value* shape = g.add_op("Shape", {mask}, 1, {}, "shape")[0];
-  Value* first = g.add_op("Gather", {shape, g.add_constant("zero", Tensor::scalar<int64_t>(0))}, 1,
-                          {{"axis", int64_t{0}}}, "first")[0];
-  g.mark_output(
-      g.add_op("Add", {first, g.add_constant("one_i", Tensor::scalar<int64_t>(1))}, 1, {}, "axes")[0]);
+  // Shape arithmetic on a small int64 tensor given at run time (a Shape of a static input would
+  // fold when the graph is built): count + 1, a graph output.
+  Value* count = g.add_input("count", Shape{2}, DType::kInt64);
+  g.mark_output(g.add_op("Add", {count, g.add_constant("one_i", Tensor::scalar<int64_t>(1))}, 1, {},
+                         "axes")[0]);
   Value* axes = g.add_constant("one_two", Tensor::from_vector<int64_t>(Shape{2}, {1, 2}));
   Value* m4 = g.add_op("Unsqueeze", {mask, axes}, 1, {}, "unsqueeze")[0];
   Value* mf = g.add_op("Cast", {m4}, 1, {{"to", int64_t{1}}}, "cast")[0];
-  Value* inv = g.add_op("Sub", {g.add_constant("one", Tensor::scalar<float>(1.f)), mf}, 1, {},
-                        "invert")[0];
-  Value* bias = g.add_op("Mul", {inv, g.add_constant("big", Tensor::scalar<float>(-1e4f))}, 1, {},
-                         "bias")[0];
+  Value* inv =
+      g.add_op("Sub", {g.add_constant("one", Tensor::scalar<float>(1.f)), mf}, 1, {}, "invert")[0];
+  Value* bias =
+      g.add_op("Mul", {inv, g.add_constant("big", Tensor::scalar<float>(-1e4f))}, 1, {}, "bias")[0];
   g.mark_output(g.add_op("Add", {scores, bias}, 1, {}, "masked")[0]);
   g.mark_output(g.add_op("Conv", {vol, g.add_constant("w", random_tensor(Shape{3, 2, 2, 2, 2}, 5))},
                          1, {}, "conv3d")[0]);
   m.inputs = {random_ints(Shape{b, s}, 1, 0, 1), random_tensor(Shape{b, 1, s, s}, 2),
-              random_tensor(Shape{1, 2, 4, 4, 4}, 3)};
+              random_tensor(Shape{1, 2, 4, 4, 4}, 3), random_ints(Shape{2}, 4, 0, 50)};
   return m;
 }
 

@@ -210,6 +210,7 @@ __device__ __forceinline__ V apply_float_unary(AnyUnaryOp op, V v, const UnaryPa
     case AnyUnaryOp::kSelu:
       return v > V(0) ? gamma * v : gamma * (alpha * exp(v) - alpha);
     case AnyUnaryOp::kCelu:
+      if (v != v) return v;  // NaN stays NaN, as on the host
       return (v > V(0) ? v : V(0)) +
              (alpha * (exp(v / alpha) - V(1)) < V(0) ? alpha * (exp(v / alpha) - V(1)) : V(0));
     case AnyUnaryOp::kSoftsign:

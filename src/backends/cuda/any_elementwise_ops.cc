@@ -1,9 +1,10 @@
 // CUDA kernels of the element-wise ops on any numeric or bool type (any_elementwise.cu):
-// comparisons, logical and bitwise ops (BitShift too), Where, Mod, PRelu, the unary math ops ops.cc has no
-// float-storage kernel for, Cast and CastLike between all types, and Clip with bounds given at
-// run time. Also the shared helpers of any_ops.h.
+// comparisons, logical and bitwise ops (BitShift too), Where, Mod, PRelu, the unary math ops ops.cc
+// has no float-storage kernel for, Cast and CastLike between all types, and Clip with bounds given
+// at run time. Also the shared helpers of any_ops.h.
 #include <algorithm>
 
+#include "backends/backend.h"
 #include "backends/cuda/any_ops.h"
 #include "backends/cuda/cuda_check.h"
 
@@ -11,20 +12,34 @@ namespace lumen::cuda {
 
 std::optional<Elem> elem_of(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return Elem::kF32;
-    case DType::kFloat16: return Elem::kF16;
-    case DType::kBFloat16: return Elem::kBF16;
-    case DType::kFloat64: return Elem::kF64;
-    case DType::kInt8: return Elem::kI8;
-    case DType::kUInt8: return Elem::kU8;
-    case DType::kInt16: return Elem::kI16;
-    case DType::kUInt16: return Elem::kU16;
-    case DType::kInt32: return Elem::kI32;
-    case DType::kUInt32: return Elem::kU32;
-    case DType::kInt64: return Elem::kI64;
-    case DType::kUInt64: return Elem::kU64;
-    case DType::kBool: return Elem::kBool;
-    default: return std::nullopt;
+    case DType::kFloat32:
+      return Elem::kF32;
+    case DType::kFloat16:
+      return Elem::kF16;
+    case DType::kBFloat16:
+      return Elem::kBF16;
+    case DType::kFloat64:
+      return Elem::kF64;
+    case DType::kInt8:
+      return Elem::kI8;
+    case DType::kUInt8:
+      return Elem::kU8;
+    case DType::kInt16:
+      return Elem::kI16;
+    case DType::kUInt16:
+      return Elem::kU16;
+    case DType::kInt32:
+      return Elem::kI32;
+    case DType::kUInt32:
+      return Elem::kU32;
+    case DType::kInt64:
+      return Elem::kI64;
+    case DType::kUInt64:
+      return Elem::kU64;
+    case DType::kBool:
+      return Elem::kBool;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -77,6 +92,40 @@ std::string check_static_shapes(const NodeContext& ctx) {
   return "";
 }
 
+std::string check_cpu_takes_integers(const NodeContext& ctx) {
+  bool integer = false;
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    integer |=
+        ctx.has_input(i) && !is_float_elem(elem_of(ctx.input_dtype(i)).value_or(Elem::kBool));
+  if (!integer) return "";
+  Backend* cpu = find_backend("cpu");
+  std::string why;
+  if (cpu != nullptr && !cpu->supports(ctx.graph(), ctx.node(), &why))
+    return "the host refuses it too (" + why + ")";
+  return "";
+}
+
+std::string check_constant_without_zero(const NodeContext& ctx, int i) {
+  const Tensor* v = ctx.input_value(i);
+  if (v == nullptr) return "an integer divisor known only at run time is checked on the host";
+  for (int64_t k = 0; k < v->numel(); ++k)
+    if (v->item_as_double(k) == 0) return "an integer divisor holds 0: the host reports it";
+  return "";
+}
+
+std::string check_constant_indices(const NodeContext& ctx, int i,
+                                   const std::vector<int64_t>& bounds, bool negative) {
+  const Tensor* v = ctx.input_value(i);
+  if (v == nullptr) return "indices known only at run time are checked on the host";
+  if (bounds.empty()) return "no index bounds";
+  for (int64_t k = 0; k < v->numel(); ++k) {
+    const double x = v->item_as_double(k);
+    const double b = static_cast<double>(bounds[static_cast<size_t>(k) % bounds.size()]);
+    if (x >= b || x < (negative ? -b : 0.0)) return "an index is out of range: the host reports it";
+  }
+  return "";
+}
+
 void ClosureKernel::run(KernelContext& ctx) const {
   fn_(ctx, stream_of(ctx));
   check_launch(where_);
@@ -115,25 +164,39 @@ std::string check_two_inputs(const NodeContext& ctx) {
 
 AnyBinaryOp any_binary_op(const NodeContext& ctx) {
   switch (ctx.op()) {
-    case OpKind::kSub: return AnyBinaryOp::kSub;
-    case OpKind::kMul: return AnyBinaryOp::kMul;
-    case OpKind::kDiv: return AnyBinaryOp::kDiv;
-    case OpKind::kPow: return AnyBinaryOp::kPow;
-    case OpKind::kMin: return AnyBinaryOp::kMin;
-    case OpKind::kMax: return AnyBinaryOp::kMax;
+    case OpKind::kSub:
+      return AnyBinaryOp::kSub;
+    case OpKind::kMul:
+      return AnyBinaryOp::kMul;
+    case OpKind::kDiv:
+      return AnyBinaryOp::kDiv;
+    case OpKind::kPow:
+      return AnyBinaryOp::kPow;
+    case OpKind::kMin:
+      return AnyBinaryOp::kMin;
+    case OpKind::kMax:
+      return AnyBinaryOp::kMax;
     case OpKind::kMod:
       return ctx.attr_int("fmod", 0) != 0 ? AnyBinaryOp::kFMod : AnyBinaryOp::kMod;
-    case OpKind::kAnd: return AnyBinaryOp::kAnd;
-    case OpKind::kOr: return AnyBinaryOp::kOr;
-    case OpKind::kXor: return AnyBinaryOp::kXor;
-    case OpKind::kBitwiseAnd: return AnyBinaryOp::kBitAnd;
-    case OpKind::kBitwiseOr: return AnyBinaryOp::kBitOr;
-    case OpKind::kBitwiseXor: return AnyBinaryOp::kBitXor;
-    case OpKind::kPRelu: return AnyBinaryOp::kPRelu;
+    case OpKind::kAnd:
+      return AnyBinaryOp::kAnd;
+    case OpKind::kOr:
+      return AnyBinaryOp::kOr;
+    case OpKind::kXor:
+      return AnyBinaryOp::kXor;
+    case OpKind::kBitwiseAnd:
+      return AnyBinaryOp::kBitAnd;
+    case OpKind::kBitwiseOr:
+      return AnyBinaryOp::kBitOr;
+    case OpKind::kBitwiseXor:
+      return AnyBinaryOp::kBitXor;
+    case OpKind::kPRelu:
+      return AnyBinaryOp::kPRelu;
     case OpKind::kBitShift:
       return ctx.attr_string("direction", "") == "LEFT" ? AnyBinaryOp::kShiftLeft
                                                         : AnyBinaryOp::kShiftRight;
-    default: return AnyBinaryOp::kAdd;
+    default:
+      return AnyBinaryOp::kAdd;
   }
 }
 
@@ -146,6 +209,24 @@ bool is_mixed_pow(const NodeContext& ctx) {
 }
 
 std::string check_any_binary(const NodeContext& ctx) {
+  // The host computes integer powers exactly (CUDA's pow goes through floating point) and checks
+  // integer divisors for zero at run time.
+  if (ctx.op() == OpKind::kPow && ctx.num_inputs() == 2 && ctx.has_input(0) && ctx.has_input(1)) {
+    const Elem base = elem_of(ctx.input_dtype(0)).value_or(Elem::kBool);
+    const Elem exp = elem_of(ctx.input_dtype(1)).value_or(Elem::kBool);
+    if (base == Elem::kF64) return "float64 powers round as the host's libm does, on the host";
+    if (!is_float_elem(base) && !is_float_elem(exp))
+      return "integer powers of integers wrap exactly on the host";
+  }
+  if ((ctx.op() == OpKind::kDiv || ctx.op() == OpKind::kMod) && ctx.has_input(0) &&
+      ctx.has_input(1) && !is_float_elem(elem_of(ctx.input_dtype(0)).value_or(Elem::kBool))) {
+    std::string why = check_constant_without_zero(ctx, 1);
+    if (!why.empty()) return why;
+  }
+  {
+    std::string why = check_cpu_takes_integers(ctx);
+    if (!why.empty()) return why;
+  }
   if (is_mixed_pow(ctx)) {
     std::string why = check_gpu_data(ctx, 0);
     if (!why.empty()) return why;
@@ -240,19 +321,27 @@ namespace {
 std::string check_compare(const NodeContext& ctx) {
   std::string why = check_two_inputs(ctx);
   if (!why.empty()) return why;
-  if (ctx.input_dtype(0) == DType::kBool && ctx.op() != OpKind::kEqual)
-    return "orders no bools";
+  if (ctx.input_dtype(0) == DType::kBool && ctx.op() != OpKind::kEqual) return "orders no bools";
   return "";
 }
 
 std::unique_ptr<Kernel> make_compare(const NodeContext& ctx) {
   CompareOp op = CompareOp::kEqual;
   switch (ctx.op()) {
-    case OpKind::kLess: op = CompareOp::kLess; break;
-    case OpKind::kLessOrEqual: op = CompareOp::kLessEqual; break;
-    case OpKind::kGreater: op = CompareOp::kGreater; break;
-    case OpKind::kGreaterOrEqual: op = CompareOp::kGreaterEqual; break;
-    default: break;
+    case OpKind::kLess:
+      op = CompareOp::kLess;
+      break;
+    case OpKind::kLessOrEqual:
+      op = CompareOp::kLessEqual;
+      break;
+    case OpKind::kGreater:
+      op = CompareOp::kGreater;
+      break;
+    case OpKind::kGreaterOrEqual:
+      op = CompareOp::kGreaterEqual;
+      break;
+    default:
+      break;
   }
   const BroadcastDesc d =
       broadcast_desc(ctx.input_shape(0), ctx.input_shape(1), ctx.output(0).shape);
@@ -265,42 +354,78 @@ std::unique_ptr<Kernel> make_compare(const NodeContext& ctx) {
 
 std::optional<AnyUnaryOp> any_unary_op(OpKind op) {
   switch (op) {
-    case OpKind::kNot: return AnyUnaryOp::kNot;
-    case OpKind::kBitwiseNot: return AnyUnaryOp::kBitNot;
-    case OpKind::kNeg: return AnyUnaryOp::kNeg;
-    case OpKind::kAbs: return AnyUnaryOp::kAbs;
-    case OpKind::kSign: return AnyUnaryOp::kSign;
-    case OpKind::kRound: return AnyUnaryOp::kRound;
-    case OpKind::kTan: return AnyUnaryOp::kTan;
-    case OpKind::kAsin: return AnyUnaryOp::kAsin;
-    case OpKind::kAcos: return AnyUnaryOp::kAcos;
-    case OpKind::kAtan: return AnyUnaryOp::kAtan;
-    case OpKind::kSinh: return AnyUnaryOp::kSinh;
-    case OpKind::kCosh: return AnyUnaryOp::kCosh;
-    case OpKind::kAsinh: return AnyUnaryOp::kAsinh;
-    case OpKind::kAcosh: return AnyUnaryOp::kAcosh;
-    case OpKind::kAtanh: return AnyUnaryOp::kAtanh;
-    case OpKind::kSelu: return AnyUnaryOp::kSelu;
-    case OpKind::kCelu: return AnyUnaryOp::kCelu;
-    case OpKind::kSoftsign: return AnyUnaryOp::kSoftsign;
-    case OpKind::kMish: return AnyUnaryOp::kMish;
-    case OpKind::kThresholdedRelu: return AnyUnaryOp::kThresholdedRelu;
-    case OpKind::kShrink: return AnyUnaryOp::kShrink;
-    case OpKind::kIsNaN: return AnyUnaryOp::kIsNaN;
-    case OpKind::kIsInf: return AnyUnaryOp::kIsInf;
-    case OpKind::kErf: return AnyUnaryOp::kErf;
-    case OpKind::kExp: return AnyUnaryOp::kExp;
-    case OpKind::kLog: return AnyUnaryOp::kLog;
-    case OpKind::kSqrt: return AnyUnaryOp::kSqrt;
-    case OpKind::kReciprocal: return AnyUnaryOp::kReciprocal;
-    case OpKind::kFloor: return AnyUnaryOp::kFloor;
-    case OpKind::kCeil: return AnyUnaryOp::kCeil;
-    case OpKind::kSin: return AnyUnaryOp::kSin;
-    case OpKind::kCos: return AnyUnaryOp::kCos;
-    case OpKind::kRelu: return AnyUnaryOp::kRelu;
-    case OpKind::kSigmoid: return AnyUnaryOp::kSigmoid;
-    case OpKind::kTanh: return AnyUnaryOp::kTanh;
-    default: return std::nullopt;
+    case OpKind::kNot:
+      return AnyUnaryOp::kNot;
+    case OpKind::kBitwiseNot:
+      return AnyUnaryOp::kBitNot;
+    case OpKind::kNeg:
+      return AnyUnaryOp::kNeg;
+    case OpKind::kAbs:
+      return AnyUnaryOp::kAbs;
+    case OpKind::kSign:
+      return AnyUnaryOp::kSign;
+    case OpKind::kRound:
+      return AnyUnaryOp::kRound;
+    case OpKind::kTan:
+      return AnyUnaryOp::kTan;
+    case OpKind::kAsin:
+      return AnyUnaryOp::kAsin;
+    case OpKind::kAcos:
+      return AnyUnaryOp::kAcos;
+    case OpKind::kAtan:
+      return AnyUnaryOp::kAtan;
+    case OpKind::kSinh:
+      return AnyUnaryOp::kSinh;
+    case OpKind::kCosh:
+      return AnyUnaryOp::kCosh;
+    case OpKind::kAsinh:
+      return AnyUnaryOp::kAsinh;
+    case OpKind::kAcosh:
+      return AnyUnaryOp::kAcosh;
+    case OpKind::kAtanh:
+      return AnyUnaryOp::kAtanh;
+    case OpKind::kSelu:
+      return AnyUnaryOp::kSelu;
+    case OpKind::kCelu:
+      return AnyUnaryOp::kCelu;
+    case OpKind::kSoftsign:
+      return AnyUnaryOp::kSoftsign;
+    case OpKind::kMish:
+      return AnyUnaryOp::kMish;
+    case OpKind::kThresholdedRelu:
+      return AnyUnaryOp::kThresholdedRelu;
+    case OpKind::kShrink:
+      return AnyUnaryOp::kShrink;
+    case OpKind::kIsNaN:
+      return AnyUnaryOp::kIsNaN;
+    case OpKind::kIsInf:
+      return AnyUnaryOp::kIsInf;
+    case OpKind::kErf:
+      return AnyUnaryOp::kErf;
+    case OpKind::kExp:
+      return AnyUnaryOp::kExp;
+    case OpKind::kLog:
+      return AnyUnaryOp::kLog;
+    case OpKind::kSqrt:
+      return AnyUnaryOp::kSqrt;
+    case OpKind::kReciprocal:
+      return AnyUnaryOp::kReciprocal;
+    case OpKind::kFloor:
+      return AnyUnaryOp::kFloor;
+    case OpKind::kCeil:
+      return AnyUnaryOp::kCeil;
+    case OpKind::kSin:
+      return AnyUnaryOp::kSin;
+    case OpKind::kCos:
+      return AnyUnaryOp::kCos;
+    case OpKind::kRelu:
+      return AnyUnaryOp::kRelu;
+    case OpKind::kSigmoid:
+      return AnyUnaryOp::kSigmoid;
+    case OpKind::kTanh:
+      return AnyUnaryOp::kTanh;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -311,6 +436,8 @@ std::string check_any_unary(const NodeContext& ctx) {
   if (!op) return "no generic CUDA kernel";
   if (!ctx.has_input(0)) return "takes one input";
   std::string why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
+  why = check_cpu_takes_integers(ctx);
   if (!why.empty()) return why;
   why = check_static_shapes(ctx);
   if (!why.empty()) return why;
@@ -390,6 +517,10 @@ std::string check_cast(const NodeContext& ctx) {
   if (!why.empty()) return why;
   if (!elem_of(ctx.output(0).dtype))
     return std::string("casts to ") + dtype_name(ctx.output(0).dtype) + " stay on the host";
+  // float64 -> 16-bit floats must round once, from the double; the kernels go through float32.
+  const DType to = ctx.output(0).dtype;
+  if (ctx.input_dtype(0) == DType::kFloat64 && (to == DType::kFloat16 || to == DType::kBFloat16))
+    return "float64 to 16-bit floats rounds once on the host";
   if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
     return "the shape is known only at run time";
   return "";
@@ -416,7 +547,8 @@ std::string check_clip(const NodeContext& ctx) {
   if (!why.empty()) return why;
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) continue;
-    if (ctx.input_dtype(i) != ctx.input_dtype(0)) return "the bounds' type differs from the input's";
+    if (ctx.input_dtype(i) != ctx.input_dtype(0))
+      return "the bounds' type differs from the input's";
     if (ctx.input_shape(i).is_static() && ctx.input_shape(i).numel() != 1)
       return "the bounds must be scalars";
   }
@@ -428,13 +560,13 @@ std::unique_ptr<Kernel> make_clip(const NodeContext& ctx) {
   const int64_t n = ctx.output(0).shape.numel();
   const bool has_lo = ctx.num_inputs() > 1 && ctx.has_input(1);
   const bool has_hi = ctx.num_inputs() > 2 && ctx.has_input(2);
-  const bool known = (!has_lo || ctx.input_value(1) != nullptr) &&
-                     (!has_hi || ctx.input_value(2) != nullptr);
+  const bool known =
+      (!has_lo || ctx.input_value(1) != nullptr) && (!has_hi || ctx.input_value(2) != nullptr);
   if (is_gpu_float(ctx.input_dtype(0)) && known) {
-    const float lo = has_lo ? static_cast<float>(ctx.input_value(1)->item_as_double(0))
-                            : -3.402823466e38f;
-    const float hi = has_hi ? static_cast<float>(ctx.input_value(2)->item_as_double(0))
-                            : 3.402823466e38f;
+    const float lo =
+        has_lo ? static_cast<float>(ctx.input_value(1)->item_as_double(0)) : -3.402823466e38f;
+    const float hi =
+        has_hi ? static_cast<float>(ctx.input_value(2)->item_as_double(0)) : 3.402823466e38f;
     const Storage st = storage_of(ctx.input_dtype(0));
     return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
       launch_unary(st, UnaryOp::kClip, lo, hi, in(k, 0), out(k), n, s);

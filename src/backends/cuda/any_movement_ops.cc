@@ -106,8 +106,9 @@ std::string check_one_hot(const NodeContext& ctx) {
 
 std::unique_ptr<Kernel> make_one_hot(const NodeContext& ctx) {
   const Shape& y = ctx.output(0).shape;
-  const int axis = static_cast<int>(ctx.attr_int("axis", -1) < 0 ? ctx.attr_int("axis", -1) + y.rank()
-                                                                 : ctx.attr_int("axis", -1));
+  const int axis =
+      static_cast<int>(ctx.attr_int("axis", -1) < 0 ? ctx.attr_int("axis", -1) + y.rank()
+                                                    : ctx.attr_int("axis", -1));
   if (axis < 0 || axis >= y.rank()) ctx.fail_model("axis out of range");
   int64_t outer = 1, inner = 1;
   for (int k = 0; k < axis; ++k) outer *= y[k];
@@ -166,6 +167,25 @@ std::optional<AnyBinaryOp> scatter_reduction(const NodeContext& ctx) {
   return std::nullopt;
 }
 
+// What each index may address: the data's dim along `axis` (the Elements ops), or the dims
+// an index tuple walks (the ND ops: the last dim of the indices, after batch_dims).
+std::vector<int64_t> index_bounds(const NodeContext& ctx) {
+  const Shape& data = ctx.input_shape(0);
+  if (ctx.op() == OpKind::kScatterND || ctx.op() == OpKind::kGatherND) {
+    const Shape& idx = ctx.input_shape(1);
+    const int64_t batch = ctx.op() == OpKind::kGatherND ? ctx.attr_int("batch_dims", 0) : 0;
+    const int64_t q = idx.rank() > 0 ? idx[idx.rank() - 1] : 0;
+    std::vector<int64_t> bounds;
+    for (int64_t k = 0; k < q && batch + k < data.rank(); ++k)
+      bounds.push_back(data[static_cast<int>(batch + k)]);
+    return bounds;
+  }
+  int64_t axis = ctx.attr_int("axis", 0);
+  if (axis < 0) axis += data.rank();
+  if (axis < 0 || axis >= data.rank()) return {};
+  return {data[static_cast<int>(axis)]};
+}
+
 std::string check_scatter(const NodeContext& ctx) {
   const std::string r = ctx.attr_string("reduction", "none");
   if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
@@ -177,6 +197,8 @@ std::string check_scatter(const NodeContext& ctx) {
   if (idx != DType::kInt64 && (ctx.op() == OpKind::kScatterND || idx != DType::kInt32))
     return "the indices must be int64 (or int32 for ScatterElements)";
   if (ctx.input_dtype(2) != ctx.input_dtype(0)) return "the updates' type differs from the data's";
+  why = check_constant_indices(ctx, 1, index_bounds(ctx), true);
+  if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
 
@@ -247,6 +269,8 @@ std::string check_gather_elements(const NodeContext& ctx) {
   if (!why.empty()) return why;
   const DType idx = ctx.input_dtype(1);
   if (idx != DType::kInt64 && idx != DType::kInt32) return "the indices must be int64 or int32";
+  why = check_constant_indices(ctx, 1, index_bounds(ctx), true);
+  if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
 
@@ -275,6 +299,8 @@ std::string check_gather_nd(const NodeContext& ctx) {
   std::string why = check_gpu_data(ctx, 0);
   if (!why.empty()) return why;
   if (ctx.input_dtype(1) != DType::kInt64) return "the indices must be int64";
+  why = check_constant_indices(ctx, 1, index_bounds(ctx), true);
+  if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
 

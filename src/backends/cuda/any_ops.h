@@ -28,6 +28,20 @@ std::string check_gpu_data(const NodeContext& ctx, int i);
 // "" when every input and output shape is static with rank <= kMaxRank, else why not.
 std::string check_static_shapes(const NodeContext& ctx);
 
+// "" when no input is integer or bool, or when the CPU backend takes the node too: integer nodes
+// go to CUDA only where the host accepts them, so both backends accept the same types.
+std::string check_cpu_takes_integers(const NodeContext& ctx);
+
+// "" when input i is a constant with no zero element (an integer divisor CUDA may take: the host
+// checks the others at run time).
+std::string check_constant_without_zero(const NodeContext& ctx, int i);
+
+// "" when input `i` (indices or targets) is a constant whose element k lies in [-b, b) (or [0, b)
+// without `negative`), b = bounds[k % bounds.size()]: the CUDA kernels do not check indices, so
+// those known only at run time go to the host, which reports a bad one.
+std::string check_constant_indices(const NodeContext& ctx, int i,
+                                   const std::vector<int64_t>& bounds, bool negative);
+
 // A kernel whose run is a closure built at compile time.
 class ClosureKernel final : public Kernel {
  public:

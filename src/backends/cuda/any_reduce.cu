@@ -123,11 +123,13 @@ __device__ A block_combine(const Reducer<A>& red, A v, A* scratch) {
   __syncthreads();  // scratch may still be read from an earlier call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  const int warps = (blockDim.x + 31) >> 5;
-  v = lane < warps ? scratch[lane] : red.init();
-  if (warp == 0)
+  // Only warp 0 reads the partials, so thread 0's write of the total races with no reader.
+  if (warp == 0) {
+    const int warps = (blockDim.x + 31) >> 5;
+    v = lane < warps ? scratch[lane] : red.init();
     for (int o = 16; o > 0; o >>= 1) v = red.combine(v, __shfl_down_sync(0xffffffffu, v, o));
-  if (threadIdx.x == 0) scratch[0] = v;
+    if (lane == 0) scratch[0] = v;
+  }
   __syncthreads();
   return scratch[0];
 }

@@ -24,16 +24,26 @@ int axis_of(const NodeContext& ctx, int64_t axis, int rank) {
 
 ReduceKind reduce_kind(OpKind op) {
   switch (op) {
-    case OpKind::kReduceMean: return ReduceKind::kMean;
-    case OpKind::kReduceMax: return ReduceKind::kMax;
-    case OpKind::kReduceMin: return ReduceKind::kMin;
-    case OpKind::kReduceProd: return ReduceKind::kProd;
-    case OpKind::kReduceSumSquare: return ReduceKind::kSumSquare;
-    case OpKind::kReduceL1: return ReduceKind::kL1;
-    case OpKind::kReduceL2: return ReduceKind::kL2;
-    case OpKind::kReduceLogSum: return ReduceKind::kLogSum;
-    case OpKind::kReduceLogSumExp: return ReduceKind::kLogSumExp;
-    default: return ReduceKind::kSum;
+    case OpKind::kReduceMean:
+      return ReduceKind::kMean;
+    case OpKind::kReduceMax:
+      return ReduceKind::kMax;
+    case OpKind::kReduceMin:
+      return ReduceKind::kMin;
+    case OpKind::kReduceProd:
+      return ReduceKind::kProd;
+    case OpKind::kReduceSumSquare:
+      return ReduceKind::kSumSquare;
+    case OpKind::kReduceL1:
+      return ReduceKind::kL1;
+    case OpKind::kReduceL2:
+      return ReduceKind::kL2;
+    case OpKind::kReduceLogSum:
+      return ReduceKind::kLogSum;
+    case OpKind::kReduceLogSumExp:
+      return ReduceKind::kLogSumExp;
+    default:
+      return ReduceKind::kSum;
   }
 }
 
@@ -51,6 +61,8 @@ std::vector<bool> reduced_dims(const NodeContext& ctx) {
 
 std::string check_reduce(const NodeContext& ctx) {
   std::string why = check_gpu_data(ctx, 0);
+  if (!why.empty()) return why;
+  why = check_cpu_takes_integers(ctx);
   if (!why.empty()) return why;
   if (ctx.has_input(1) && ctx.input_value(1) == nullptr) return "axes must be known at build time";
   why = check_static_shapes(ctx);
@@ -132,8 +144,8 @@ std::unique_ptr<Kernel> make_arg_reduce(const NodeContext& ctx) {
   const bool last = ctx.attr_int("select_last_index", 0) != 0;
   const Elem e = *elem_of(ctx.input_dtype(0));
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_arg_reduce(e, min, last, in(k, 0), static_cast<int64_t*>(out(k)), v.outer, v.n,
-                      v.inner, s);
+    launch_arg_reduce(e, min, last, in(k, 0), static_cast<int64_t*>(out(k)), v.outer, v.n, v.inner,
+                      s);
   });
 }
 
@@ -154,9 +166,8 @@ std::unique_ptr<Kernel> make_top_k(const NodeContext& ctx) {
   const Elem e = *elem_of(ctx.input_dtype(0));
   const bool want_indices = ctx.num_outputs() > 1;
   return closure(ctx, [=](const KernelContext& kc, cudaStream_t s) {
-    int64_t* indices = want_indices && kc.outputs[1].defined()
-                           ? static_cast<int64_t*>(out(kc, 1))
-                           : nullptr;
+    int64_t* indices =
+        want_indices && kc.outputs[1].defined() ? static_cast<int64_t*>(out(kc, 1)) : nullptr;
     launch_top_k(e, in(kc, 0), out(kc, 0), indices, v.outer, v.n, v.inner, k, largest, s);
   });
 }
@@ -231,6 +242,8 @@ std::string check_loss(const NodeContext& ctx) {
   for (int i = 0; i < ctx.num_outputs(); ++i)
     if (ctx.output(i).dtype != x) return "the outputs' type differs from the scores'";
   if (ctx.input_shape(0).rank() < 2) return "scores need rank 2 or more";
+  std::string why = check_constant_indices(ctx, 1, {ctx.input_shape(0)[1]}, false);
+  if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
 
