@@ -32,28 +32,12 @@ std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::
                            const std::vector<OpInput>& inputs, const Attributes& attrs = {},
                            int runs = 1, int num_outputs = 1,
                            Precision precision = Precision::kFloat32) {
-  Graph graph;
-  std::vector<Value*> values;
-  std::vector<Tensor> runtime_inputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const OpInput& in = inputs[i];
-    std::string name = "in" + std::to_string(i);
-    if (!in.tensor.defined()) {
-      values.push_back(nullptr);
-    } else if (in.constant) {
-      values.push_back(graph.add_constant(name, in.tensor));
-    } else {
-      values.push_back(graph.add_input(name, in.tensor.shape(), in.tensor.dtype()));
-      runtime_inputs.push_back(in.tensor);
-    }
-  }
-  std::vector<Value*> outs = graph.add_op(op, values, num_outputs, attrs, "node");
-  for (Value* v : outs) graph.mark_output(v);
   Runtime rt;
   CompileOptions options;
   options.backends = backends;
   options.precision = precision;
-  Executable* exe = graph.compile(&rt, options);
+  std::vector<Tensor> runtime_inputs;
+  Executable* exe = compile_op(rt, op, inputs, attrs, num_outputs, options, &runtime_inputs);
   // {"cuda"} leaves what CUDA cannot run on the host: here the op itself must run on CUDA.
   if (backends == std::vector<std::string>{"cuda"})
     EXPECT_EQ(backend_of_step(exe->summary(), "node"), "cuda") << op << "\n" << exe->summary();

@@ -27,10 +27,10 @@ inline bool requested_backends_available() {
 }
 
 // Skips the test where a requested backend is missing (e.g. cuda on a machine without a GPU).
-#define LUMEN_SKIP_WITHOUT_BACKENDS()                                                        \
-  do {                                                                                       \
-    if (!::lumen::test::requested_backends_available())                                      \
-      GTEST_SKIP() << "a backend of --lumen-backends is not available on this machine";      \
+#define LUMEN_SKIP_WITHOUT_BACKENDS()                                                   \
+  do {                                                                                  \
+    if (!::lumen::test::requested_backends_available())                                 \
+      GTEST_SKIP() << "a backend of --lumen-backends is not available on this machine"; \
   } while (0)
 
 // The backend a step of `summary` (Executable::summary) named `node` ran on, "" if none.
@@ -54,26 +54,11 @@ inline std::string backend_of_step(const std::string& summary, const std::string
 inline std::vector<Tensor> run_checked(const std::string& op, const std::vector<OpInput>& inputs,
                                        const Attributes& attrs = {}, int num_outputs = 1,
                                        const std::string& expect = "") {
-  Graph graph;
-  std::vector<Value*> values;
-  std::vector<Tensor> runtime_inputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const OpInput& in = inputs[i];
-    const std::string name = "in" + std::to_string(i);
-    if (!in.tensor.defined()) {
-      values.push_back(nullptr);
-    } else if (in.constant) {
-      values.push_back(graph.add_constant(name, in.tensor));
-    } else {
-      values.push_back(graph.add_input(name, in.tensor.shape(), in.tensor.dtype()));
-      runtime_inputs.push_back(in.tensor);
-    }
-  }
-  for (Value* v : graph.add_op(op, values, num_outputs, attrs, "node")) graph.mark_output(v);
   Runtime rt;
   CompileOptions options;
   options.backends = run_op_backends();
-  Executable* exe = graph.compile(&rt, options);
+  std::vector<Tensor> runtime_inputs;
+  Executable* exe = compile_op(rt, op, inputs, attrs, num_outputs, options, &runtime_inputs);
   const std::string want = expect.empty() ? run_op_backends().front() : expect;
   if (run_op_backends() != std::vector<std::string>{"cpu"})
     EXPECT_EQ(backend_of_step(exe->summary(), "node"), want)

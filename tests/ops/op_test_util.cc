@@ -94,11 +94,11 @@ std::vector<double> to_doubles(const Tensor& t) {
   return out;
 }
 
-std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
-                           const Attributes& attrs, int num_outputs) {
+Executable* compile_op(Runtime& rt, const std::string& op, const std::vector<OpInput>& inputs,
+                       const Attributes& attrs, int num_outputs, const CompileOptions& options,
+                       std::vector<Tensor>* runtime_inputs) {
   Graph graph;
   std::vector<Value*> values;
-  std::vector<Tensor> runtime_inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const OpInput& in = inputs[i];
     std::string name = "in" + std::to_string(i);
@@ -108,15 +108,21 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& in
       values.push_back(graph.add_constant(name, in.tensor));
     } else {
       values.push_back(graph.add_input(name, in.tensor.shape(), in.tensor.dtype()));
-      runtime_inputs.push_back(in.tensor);
+      runtime_inputs->push_back(in.tensor);
     }
   }
   std::vector<Value*> outs = graph.add_op(op, values, num_outputs, attrs, "node");
   for (Value* v : outs) graph.mark_output(v);
+  return graph.compile(&rt, options);
+}
+
+std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
+                           const Attributes& attrs, int num_outputs) {
   Runtime rt;
   CompileOptions options;
   options.backends = run_op_backends();
-  Executable* exe = graph.compile(&rt, options);
+  std::vector<Tensor> runtime_inputs;
+  Executable* exe = compile_op(rt, op, inputs, attrs, num_outputs, options, &runtime_inputs);
   return exe->execute(runtime_inputs);
 }
 

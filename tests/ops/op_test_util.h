@@ -43,6 +43,13 @@ inline OpInput omitted() {
 // every op test checks the CUDA kernels against its reference.
 std::vector<std::string>& run_op_backends();
 
+// Builds a graph with one `op` node (named "node") over `inputs` and compiles it into `rt` with
+// `options`; the tensors execute() takes (the non-constant inputs, in order) are appended to
+// *runtime_inputs.
+Executable* compile_op(Runtime& rt, const std::string& op, const std::vector<OpInput>& inputs,
+                       const Attributes& attrs, int num_outputs, const CompileOptions& options,
+                       std::vector<Tensor>* runtime_inputs);
+
 // Builds a graph with one `op` node over `inputs`, compiles it for run_op_backends() and runs it.
 std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
                            const Attributes& attrs = {}, int num_outputs = 1);

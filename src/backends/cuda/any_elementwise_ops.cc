@@ -146,13 +146,6 @@ BroadcastDesc broadcast_desc(const Shape& a, const Shape& b, const Shape& out) {
 
 namespace {
 
-const void* in(const KernelContext& k, int i) {
-  return k.inputs[i].raw_data();
-}
-void* out(const KernelContext& k, int i = 0) {
-  return k.outputs[i].raw_data();
-}
-
 // Two inputs of one generic type, static shapes, not shape arithmetic.
 std::string check_two_inputs(const NodeContext& ctx) {
   if (ctx.num_inputs() != 2 || !ctx.has_input(0) || !ctx.has_input(1)) return "takes two inputs";

@@ -14,16 +14,43 @@ namespace lumen::cuda {
 
 // The element type of a tensor the generic kernels read or write.
 enum class Elem : uint8_t {
-  kF32, kF16, kBF16, kF64, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kBool
+  kF32,
+  kF16,
+  kBF16,
+  kF64,
+  kI8,
+  kU8,
+  kI16,
+  kU16,
+  kI32,
+  kU32,
+  kI64,
+  kU64,
+  kBool
 };
 
 // Binary ops on two tensors of one element type, result of that type (And, Or, Xor: bool only;
 // the bitwise ops: integers only; kMod follows ONNX's Mod with fmod=0 (the divisor's sign) and
 // kFMod C's fmod; integer division truncates and division by zero gives 0).
 enum class AnyBinaryOp {
-  kAdd, kSub, kMul, kDiv, kPow, kMin, kMax, kMod, kFMod, kAnd, kOr, kXor, kBitAnd, kBitOr,
-  kBitXor, kPRelu,  // kPRelu: a < 0 ? a * b : a
-  kShiftLeft, kShiftRight  // BitShift: shifts by the width or more (or negative) leave the sign
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMin,
+  kMax,
+  kMod,
+  kFMod,
+  kAnd,
+  kOr,
+  kXor,
+  kBitAnd,
+  kBitOr,
+  kBitXor,
+  kPRelu,  // kPRelu: a < 0 ? a * b : a
+  kShiftLeft,
+  kShiftRight  // BitShift: shifts by the width or more (or negative) leave the sign
 };
 void launch_any_binary(Elem t, AnyBinaryOp op, const void* a, const void* b, void* y, int64_t n,
                        const BroadcastDesc& desc, cudaStream_t stream);
@@ -41,9 +68,41 @@ void launch_compare(Elem t, CompareOp op, const void* a, const void* b, bool* y,
 // Unary ops, result of the input's type except kIsNaN / kIsInf (bool). Float math computes in
 // float32 (float64 for float64); alpha, beta and gamma are the op's attributes.
 enum class AnyUnaryOp {
-  kNot, kBitNot, kNeg, kAbs, kSign, kRound, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh,
-  kAcosh, kAtanh, kSelu, kCelu, kSoftsign, kMish, kThresholdedRelu, kShrink, kIsNaN, kIsInf,
-  kErf, kExp, kLog, kSqrt, kReciprocal, kFloor, kCeil, kSin, kCos, kRelu, kSigmoid, kTanh,
+  kNot,
+  kBitNot,
+  kNeg,
+  kAbs,
+  kSign,
+  kRound,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kSelu,
+  kCelu,
+  kSoftsign,
+  kMish,
+  kThresholdedRelu,
+  kShrink,
+  kIsNaN,
+  kIsInf,
+  kErf,
+  kExp,
+  kLog,
+  kSqrt,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kSin,
+  kCos,
+  kRelu,
+  kSigmoid,
+  kTanh,
   kScale  // x * alpha (Mean's division)
 };
 struct UnaryParams {
@@ -76,9 +135,7 @@ void launch_clip(Elem t, const void* x, const void* lo, const void* hi, void* y,
 
 // A reduction over any set of axes: the output (kept dims, in order) and the reduced dims, each
 // with the input's element strides.
-enum class ReduceKind {
-  kSum, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp
-};
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
 struct ReduceDesc {
   int out_rank = 0;
   int64_t out_dims[kMaxRank] = {};
@@ -93,8 +150,8 @@ void launch_reduce(Elem t, ReduceKind op, const void* x, void* y, const ReduceDe
 
 // ArgMax / ArgMin of x [outer, n, inner] along n into int64 y [outer, inner]; NaN counts as the
 // extreme; ties: the first index, or the last with select_last.
-void launch_arg_reduce(Elem t, bool min, bool select_last, const void* x, int64_t* y,
-                       int64_t outer, int64_t n, int64_t inner, cudaStream_t stream);
+void launch_arg_reduce(Elem t, bool min, bool select_last, const void* x, int64_t* y, int64_t outer,
+                       int64_t n, int64_t inner, cudaStream_t stream);
 
 // TopK of x [outer, n, inner] along n into values [outer, k, inner] (x's type) and int64 indices
 // (nullable): the k largest (or smallest) in order, NaN above every number, ties by the lower
@@ -140,19 +197,20 @@ void launch_one_hot(Elem index_t, const void* indices, Elem t, const void* value
 
 // ScatterElements (reduction none) along `axis` of data's shape `dims`: y (a copy of data made
 // beforehand) at the index with dim `axis` replaced by indices[j] gets updates[j]; indices and
-// updates share the shape `idx_dims`. Out-of-range indices set *error to 1 and are skipped.
+// updates share the shape `idx_dims`. Out-of-range indices are skipped (the checks keep run-time
+// indices on the host).
 struct ScatterElementsDesc {
   int rank = 0, axis = 0;
   int64_t dims[kMaxRank] = {};
   int64_t idx_dims[kMaxRank] = {};
 };
-void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates,
-                             void* y, int element_bytes, const ScatterElementsDesc& desc,
-                             int64_t n, int* error, cudaStream_t stream);
+void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates, void* y,
+                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
+                             cudaStream_t stream);
 
 // ScatterND (reduction none): y (a copy of data) gets updates[u, :] at the slice
 // indices[u, 0..k) of data, each slice `slice` elements; `strides` are data's element strides of
-// its first k dims and `dims` their sizes. Out-of-range indices set *error and are skipped.
+// its first k dims and `dims` their sizes. Out-of-range indices are skipped.
 struct ScatterNDDesc {
   int k = 0;
   int64_t dims[kMaxRank] = {};
@@ -160,14 +218,14 @@ struct ScatterNDDesc {
   int64_t num_updates = 0, slice = 0;
 };
 void launch_scatter_nd(const int64_t* indices, const void* updates, void* y, int element_bytes,
-                       const ScatterNDDesc& desc, int* error, cudaStream_t stream);
+                       const ScatterNDDesc& desc, cudaStream_t stream);
 
 // GatherElements along `axis`: y (indices' shape idx_dims) at index j reads data (shape dims) at
 // j's index with dim `axis` replaced by indices[j] (negative from the end). Out-of-range indices
-// give zero and set *error (nullable) to 1.
+// give zero.
 void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
-                            int* error, cudaStream_t stream);
+                            cudaStream_t stream);
 
 // GatherND: y[b, u, s] = data[b, indices[b, u, 0..k), s] over `batch` flattened batch dims, `num`
 // index tuples per batch and slices of `slice` elements; `dims` and `strides` are the data's sizes
@@ -179,7 +237,7 @@ struct GatherNDDesc {
   int64_t batch = 1, num = 0, slice = 1, batch_stride = 0;
 };
 void launch_gather_nd(const void* data, const int64_t* indices, void* y, int element_bytes,
-                      const GatherNDDesc& desc, int* error, cudaStream_t stream);
+                      const GatherNDDesc& desc, cudaStream_t stream);
 
 // Pad: y (dims) at index c reads x (x_dims, contiguous) at c - pad_begin per dim. Negative pads
 // crop first: each dim keeps the window [win_lo, win_lo + win_n) of x, and outside it kConstant
@@ -214,10 +272,9 @@ void launch_instance_norm(Storage st, const void* x, const void* scale, const vo
 // ScatterElements and ScatterND with a reduction (kAdd, kMul, kMax or kMin of AnyBinaryOp): y
 // (a copy of data) combined with each update in order. Each thread owns what no other writes (a
 // line along the axis; a slice position), so repeated indices combine deterministically.
-void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
-                                    bool indices_int64, const void* updates, void* y,
-                                    const ScatterElementsDesc& desc, int64_t n,
-                                    cudaStream_t stream);
+void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices, bool indices_int64,
+                                    const void* updates, void* y, const ScatterElementsDesc& desc,
+                                    int64_t n, cudaStream_t stream);
 void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, const void* updates,
                               void* y, const ScatterNDDesc& desc, cudaStream_t stream);
 

@@ -56,90 +56,74 @@ __global__ void one_hot_kernel(const I* indices, const T* values, T* y, int64_t 
   }
 }
 
+// The data offset that element j of an Elements op addresses: j's index (in the indices' shape
+// idx_dims) with dim `axis` replaced by indices[j], negative from the end; -1 when out of range.
+__device__ int64_t elements_offset(int64_t j, const void* indices, bool i64,
+                                   const ScatterElementsDesc& d) {
+  int64_t rest = j, off = 0, stride = 1;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    int64_t c = rest % d.idx_dims[k];
+    rest /= d.idx_dims[k];
+    if (k == d.axis) {
+      c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+      if (c < 0) c += d.dims[k];
+      if (c < 0 || c >= d.dims[k]) return -1;
+    }
+    off += c * stride;
+    stride *= d.dims[k];
+  }
+  return off;
+}
+
+// The offset of index tuple `tuple` (k indices, negative from the end) over dims and element
+// strides; -1 when an index is out of range.
+__device__ int64_t tuple_offset(const int64_t* tuple, int k, const int64_t* dims,
+                                const int64_t* strides) {
+  int64_t off = 0;
+  for (int q = 0; q < k; ++q) {
+    int64_t c = tuple[q];
+    if (c < 0) c += dims[q];
+    if (c < 0 || c >= dims[q]) return -1;
+    off += c * strides[q];
+  }
+  return off;
+}
+
+// Out-of-range indices (which compile-time checks keep from CUDA) are skipped, or read zero.
 template <typename W>
 __global__ void scatter_elements_kernel(const void* indices, bool i64, const W* updates, W* y,
-                                        ScatterElementsDesc d, int64_t n, int* error) {
+                                        ScatterElementsDesc d, int64_t n) {
   ANY_GRID_LOOP(j, n) {
-    int64_t rest = j, off = 0, stride = 1;
-    for (int k = d.rank - 1; k >= 0; --k) {
-      int64_t c = rest % d.idx_dims[k];
-      rest /= d.idx_dims[k];
-      if (k == d.axis) {
-        c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
-        if (c < 0) c += d.dims[k];
-        if (c < 0 || c >= d.dims[k]) {
-          if (error != nullptr) *error = 1;
-          off = -1;
-          break;
-        }
-      }
-      off += c * stride;
-      stride *= d.dims[k];
-    }
+    const int64_t off = elements_offset(j, indices, i64, d);
     if (off >= 0) y[off] = updates[j];
   }
 }
 
 template <typename W>
-__global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y, ScatterNDDesc d,
-                                  int* error) {
+__global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y,
+                                  ScatterNDDesc d) {
   ANY_GRID_LOOP(i, d.num_updates * d.slice) {
     const int64_t u = i / d.slice, s = i % d.slice;
-    int64_t off = 0;
-    bool ok = true;
-    for (int k = 0; k < d.k; ++k) {
-      int64_t c = indices[u * d.k + k];
-      if (c < 0) c += d.dims[k];
-      if (c < 0 || c >= d.dims[k]) ok = false;
-      off += c * d.strides[k];
-    }
-    if (ok)
-      y[off + s] = updates[i];
-    else if (error != nullptr)
-      *error = 1;
+    const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides);
+    if (off >= 0) y[off + s] = updates[i];
   }
 }
 
 template <typename W>
 __global__ void gather_elements_kernel(const W* data, const void* indices, bool i64, W* y,
-                                       ScatterElementsDesc d, int64_t n, int* error) {
+                                       ScatterElementsDesc d, int64_t n) {
   ANY_GRID_LOOP(j, n) {
-    int64_t rest = j, off = 0, stride = 1;
-    for (int k = d.rank - 1; k >= 0; --k) {
-      int64_t c = rest % d.idx_dims[k];
-      rest /= d.idx_dims[k];
-      if (k == d.axis) {
-        c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
-        if (c < 0) c += d.dims[k];
-        if (c < 0 || c >= d.dims[k]) {
-          if (error != nullptr) *error = 1;
-          off = -1;
-          break;
-        }
-      }
-      off += c * stride;
-      stride *= d.dims[k];
-    }
+    const int64_t off = elements_offset(j, indices, i64, d);
     y[j] = off >= 0 ? data[off] : W(0);
   }
 }
 
 template <typename W>
-__global__ void gather_nd_kernel(const W* data, const int64_t* indices, W* y, GatherNDDesc d,
-                                 int* error) {
+__global__ void gather_nd_kernel(const W* data, const int64_t* indices, W* y, GatherNDDesc d) {
   ANY_GRID_LOOP(i, d.batch * d.num * d.slice) {
     const int64_t s = i % d.slice, t = i / d.slice;  // t: the tuple, batch-major
-    const int64_t b = t / d.num;
-    int64_t off = b * d.batch_stride;
-    bool ok = true;
-    for (int k = 0; k < d.k; ++k) {
-      int64_t c = indices[t * d.k + k];
-      if (c < 0) c += d.dims[k];
-      if (c < 0 || c >= d.dims[k]) ok = false;
-      off += c * d.strides[k];
-    }
-    if (!ok && error != nullptr) *error = 1;
-    y[i] = ok ? data[off + s] : W(0);
+    const int64_t off = tuple_offset(indices + t * d.k, d.k, d.dims, d.strides);
+    y[i] = off >= 0 ? data[(t / d.num) * d.batch_stride + off + s] : W(0);
   }
 }
 
@@ -259,15 +243,8 @@ __global__ void scatter_nd_reduce_kernel(AnyBinaryOp op, const int64_t* indices,
                                          T* y, ScatterNDDesc d) {
   ANY_GRID_LOOP(s, d.slice) {
     for (int64_t u = 0; u < d.num_updates; ++u) {
-      int64_t off = 0;
-      bool ok = true;
-      for (int k = 0; k < d.k; ++k) {
-        int64_t c = indices[u * d.k + k];
-        if (c < 0) c += d.dims[k];
-        if (c < 0 || c >= d.dims[k]) ok = false;
-        off += c * d.strides[k];
-      }
-      if (ok) y[off + s] = combine_as(op, y[off + s], updates[u * d.slice + s]);
+      const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides);
+      if (off >= 0) y[off + s] = combine_as(op, y[off + s], updates[u * d.slice + s]);
     }
   }
 }
@@ -303,23 +280,23 @@ void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, co
 
 void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
-                            int* error, cudaStream_t stream) {
+                            cudaStream_t stream) {
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     gather_elements_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        static_cast<const W*>(data), indices, indices_int64, static_cast<W*>(y), desc, n, error);
+        static_cast<const W*>(data), indices, indices_int64, static_cast<W*>(y), desc, n);
   });
 }
 
 void launch_gather_nd(const void* data, const int64_t* indices, void* y, int element_bytes,
-                      const GatherNDDesc& desc, int* error, cudaStream_t stream) {
+                      const GatherNDDesc& desc, cudaStream_t stream) {
   const int64_t n = desc.batch * desc.num * desc.slice;
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     gather_nd_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        static_cast<const W*>(data), indices, static_cast<W*>(y), desc, error);
+        static_cast<const W*>(data), indices, static_cast<W*>(y), desc);
   });
 }
 
@@ -393,23 +370,22 @@ void launch_one_hot(Elem index_t, const void* indices, Elem t, const void* value
 
 void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates,
                              void* y, int element_bytes, const ScatterElementsDesc& desc,
-                             int64_t n, int* error, cudaStream_t stream) {
+                             int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     scatter_elements_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        indices, indices_int64, static_cast<const W*>(updates), static_cast<W*>(y), desc, n,
-        error);
+        indices, indices_int64, static_cast<const W*>(updates), static_cast<W*>(y), desc, n);
   });
 }
 
 void launch_scatter_nd(const int64_t* indices, const void* updates, void* y, int element_bytes,
-                       const ScatterNDDesc& desc, int* error, cudaStream_t stream) {
+                       const ScatterNDDesc& desc, cudaStream_t stream) {
   if (desc.num_updates * desc.slice == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     scatter_nd_kernel<W><<<any_blocks(desc.num_updates * desc.slice), kAnyThreads, 0, stream>>>(
-        indices, static_cast<const W*>(updates), static_cast<W*>(y), desc, error);
+        indices, static_cast<const W*>(updates), static_cast<W*>(y), desc);
   });
 }
 

@@ -10,17 +10,6 @@
 namespace lumen::cuda {
 namespace {
 
-const void* in(const KernelContext& k, int i) {
-  return k.inputs[i].raw_data();
-}
-void* out(const KernelContext& k, int i = 0) {
-  return k.outputs[i].raw_data();
-}
-
-int element_bytes(DType dtype) {
-  return static_cast<int>(dtype_size(dtype));
-}
-
 // Data (input 0) of a generic type, every other input known at build time, static shapes.
 std::string check_data_and_consts(const NodeContext& ctx) {
   std::string why = check_gpu_data(ctx, 0);
@@ -202,7 +191,8 @@ std::string check_scatter(const NodeContext& ctx) {
   return check_static_shapes(ctx);
 }
 
-std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
+// ScatterElements' and GatherElements' shapes and axis (data is input 0, indices input 1).
+ScatterElementsDesc elements_desc(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& idx = ctx.input_shape(1);
   if (idx.rank() != x.rank()) ctx.fail_shape("indices must have the data's rank");
@@ -215,10 +205,16 @@ std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
     d.dims[k] = x[k];
     d.idx_dims[k] = idx[k];
   }
+  return d;
+}
+
+std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const ScatterElementsDesc d = elements_desc(ctx);
   const bool i64 = ctx.input_dtype(1) == DType::kInt64;
   const int es = element_bytes(ctx.input_dtype(0));
   const size_t bytes = static_cast<size_t>(x.numel()) * es;
-  const int64_t n = idx.numel();
+  const int64_t n = ctx.input_shape(1).numel();
   const std::string where = ctx.where();
   const std::optional<AnyBinaryOp> reduce = scatter_reduction(ctx);
   const Elem e = *elem_of(ctx.input_dtype(0));
@@ -228,7 +224,7 @@ std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
     if (reduce)
       launch_scatter_elements_reduce(e, *reduce, in(k, 1), i64, in(k, 2), out(k), d, n, s);
     else
-      launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, nullptr, s);
+      launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, s);
   });
 }
 
@@ -260,7 +256,7 @@ std::unique_ptr<Kernel> make_scatter_nd(const NodeContext& ctx) {
     if (reduce)
       launch_scatter_nd_reduce(e, *reduce, indices, in(k, 2), out(k), d, s);
     else
-      launch_scatter_nd(indices, in(k, 2), out(k), es, d, nullptr, s);
+      launch_scatter_nd(indices, in(k, 2), out(k), es, d, s);
   });
 }
 
@@ -275,23 +271,12 @@ std::string check_gather_elements(const NodeContext& ctx) {
 }
 
 std::unique_ptr<Kernel> make_gather_elements(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const Shape& idx = ctx.input_shape(1);
-  if (idx.rank() != x.rank()) ctx.fail_shape("indices must have the data's rank");
-  ScatterElementsDesc d;
-  d.rank = x.rank();
-  const int64_t axis = ctx.attr_int("axis", 0);
-  if (axis < -x.rank() || axis >= x.rank()) ctx.fail_model("axis out of range");
-  d.axis = static_cast<int>(axis < 0 ? axis + x.rank() : axis);
-  for (int k = 0; k < x.rank(); ++k) {
-    d.dims[k] = x[k];
-    d.idx_dims[k] = idx[k];
-  }
+  const ScatterElementsDesc d = elements_desc(ctx);
   const bool i64 = ctx.input_dtype(1) == DType::kInt64;
   const int es = element_bytes(ctx.input_dtype(0));
-  const int64_t n = idx.numel();
+  const int64_t n = ctx.input_shape(1).numel();
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_gather_elements(in(k, 0), in(k, 1), i64, out(k), es, d, n, nullptr, s);
+    launch_gather_elements(in(k, 0), in(k, 1), i64, out(k), es, d, n, s);
   });
 }
 
@@ -326,7 +311,7 @@ std::unique_ptr<Kernel> make_gather_nd(const NodeContext& ctx) {
   d.batch_stride = b < x.rank() ? strides[b] * x[b] : 1;
   const int es = element_bytes(ctx.input_dtype(0));
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_gather_nd(in(k, 0), static_cast<const int64_t*>(in(k, 1)), out(k), es, d, nullptr, s);
+    launch_gather_nd(in(k, 0), static_cast<const int64_t*>(in(k, 1)), out(k), es, d, s);
   });
 }
 

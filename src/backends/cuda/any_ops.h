@@ -21,6 +21,18 @@ std::optional<Elem> elem_of(DType dtype);
 // read: every tensor int64 or bool, static, with at most 64 elements, and an int64 input.
 bool is_shape_arithmetic(const NodeContext& ctx);
 
+// A kernel's input i and output i as raw device pointers.
+inline const void* in(const KernelContext& k, int i) {
+  return k.inputs[i].raw_data();
+}
+inline void* out(const KernelContext& k, int i = 0) {
+  return k.outputs[i].raw_data();
+}
+// The bytes of one element of `dtype`, as the kernels' launchers take it.
+inline int element_bytes(DType dtype) {
+  return static_cast<int>(dtype_size(dtype));
+}
+
 // "" when input `i` can be a generic kernel's data on the GPU (a type of Elem, not shape
 // arithmetic), else why not.
 std::string check_gpu_data(const NodeContext& ctx, int i);

@@ -10,13 +10,6 @@
 namespace lumen::cuda {
 namespace {
 
-const void* in(const KernelContext& k, int i) {
-  return k.inputs[i].raw_data();
-}
-void* out(const KernelContext& k, int i = 0) {
-  return k.outputs[i].raw_data();
-}
-
 int axis_of(const NodeContext& ctx, int64_t axis, int rank) {
   if (axis < -rank || axis >= std::max(rank, 1)) ctx.fail_model("axis out of range");
   return static_cast<int>(axis < 0 ? axis + rank : axis);

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cuda/any_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/norm_extra.h"
@@ -30,13 +31,6 @@ class NormExtraKernel final : public Kernel {
 
 std::unique_ptr<Kernel> launch(const NodeContext& ctx, NormExtraKernel::Fn fn) {
   return std::make_unique<NormExtraKernel>(ctx.where(), std::move(fn));
-}
-
-const void* in(const KernelContext& k, int i) {
-  return k.inputs[i].raw_data();
-}
-void* out(const KernelContext& k) {
-  return k.outputs[0].raw_data();
 }
 
 // ---- RMSNormalization ----

@@ -36,13 +36,6 @@ std::unique_ptr<Kernel> launch(const NodeContext& ctx, LaunchKernel::Fn fn) {
   return std::make_unique<LaunchKernel>(ctx.where(), std::move(fn));
 }
 
-const void* in(const KernelContext& k, int i) {
-  return k.inputs[i].raw_data();
-}
-void* out(const KernelContext& k, int i = 0) {
-  return k.outputs[i].raw_data();
-}
-
 std::string check_float_consts(const NodeContext& ctx) {
   if (!ctx.has_input(0) || !is_gpu_float(ctx.input_dtype(0)))
     return "the CUDA kernel takes float32 or float16";
