@@ -25,6 +25,13 @@ int bench_memory(const std::vector<std::string>& args);
 // then Relu as two steps against one FusedConv, per backend: steps per run and time per run.
 int bench_fusion(const std::vector<std::string>& args);
 
+// `lumen generate MODEL.onnx --ids 464,3290,318 [--ids ...] [--batch B] [--max-new-tokens N]
+// [--device cpu|cuda|cuda,cpu] [--precision P] [--sample] [--temperature T] [--top-k K] [--top-p P]
+// [--seed S] [--eos ID] [--max-length N] [--threads N]`: generates from an ONNX decoder
+// (lumen/generate.h); prints the new ids per sequence, the prefill and decode rates, with a progress
+// line on a terminal.
+int generate(const std::vector<std::string>& args);
+
 // `lumen run MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=AxBxC]... [--output-dir DIR]
 // [--device cpu|cuda|auto] [--repeat N] [--no-optimize] [--profile] [--trace FILE.json]`: runs a
 // model on given or random inputs, prints each output's name, dtype, shape and checksum, the median

@@ -33,6 +33,10 @@ void usage() {
       "tensor cores; float16/bfloat16: what runs on CUDA stores 16-bit floats\n"
       "        [--profile]     time every step: per op kind and the slowest nodes\n"
       "        [--trace FILE]  --profile, and write one run as a Chrome trace (Perfetto)\n"
+      "  generate MODEL.onnx   token ids in, new ids out, from an ONNX decoder with a kv cache\n"
+      "        --ids 464,3290,318 [--ids ...] [--batch B] [--max-new-tokens N] [--device D]\n"
+      "        [--sample] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--eos ID]\n"
+      "        [--max-length N] [--threads N] [--precision P]\n"
       "  inspect MODEL.onnx    inputs, outputs, opset, parameters, FLOPs and op histogram\n"
       "        [--optimized]   optimize first, so --dot/--svg/--memory show the optimized graph\n"
       "        [--passes]      optimize and print op counts around each pass that changed "
@@ -64,6 +68,7 @@ int main(int argc, char** argv) {
       std::printf("lumen %s (backends: %s)\n", lumen::version(), backends.c_str());
       return 0;
     }
+    if (args[0] == "generate") return lumen::cli::generate({args.begin() + 1, args.end()});
     if (args[0] == "run") return lumen::cli::run_model({args.begin() + 1, args.end()});
     if (args[0] == "plan") return lumen::cli::plan_model({args.begin() + 1, args.end()});
     if (args[0] == "tune") return lumen::cli::tune_model({args.begin() + 1, args.end()});

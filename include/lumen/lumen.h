@@ -6,6 +6,7 @@
 #include "lumen/device.h"
 #include "lumen/dtype.h"
 #include "lumen/error.h"
+#include "lumen/generate.h"
 #include "lumen/graph.h"
 #include "lumen/memory_limit.h"
 #include "lumen/npy.h"

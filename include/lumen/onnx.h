@@ -85,6 +85,9 @@ struct OnnxModelInfo {
   std::string producer;
   std::vector<OnnxInputInfo> inputs;
   std::vector<std::string> outputs;
+  // One per output, in `outputs` order: its declared tensor type (dims of -1 symbolic); dims
+  // empty and dtype float32 where the model declares no tensor type.
+  std::vector<OnnxInputInfo> output_types;
   // Inputs whose values decide shapes (Reshape's shape, Slice's starts, Reduce axes, TopK's K,
   // Range's bounds, ... fed by the input directly or computed from it), less those fixed by
   // OnnxLoadOptions::input_values. load_onnx needs them fixed; OnnxSession reads them at each run.

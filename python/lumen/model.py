@@ -28,6 +28,9 @@ class Model:
         self._names = [name for name, _, _, _ in self._session.inputs]
         self._shapes = None
         self._feeds_last = None
+        self._backends = []
+        self._generator = None
+        self.generation_stats = None
 
     def compile(self, device="auto", precision="fp32"):
         """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
@@ -46,6 +49,7 @@ class Model:
                                          f"'bf16', got {precision!r}")
         self._session = _lumen._Session(self.path, backends, precision)
         self.device, self.precision = device, precision
+        self._backends, self._generator = backends, None
         return self
 
     def _feeds(self, args, kwargs):
@@ -90,6 +94,68 @@ class Model:
                     f"{list(getattr(array, 'shape', []))}")
             np.copyto(array, r.numpy())
         return out
+
+    def _start(self, input_ids, max_new_tokens, do_sample, temperature, top_k, top_p,
+               eos_token_id, seed, attention_mask, pad_token_id):
+        if self._generator is None:
+            self._generator = _lumen._Generator(self.path, self._backends, self.precision)
+        ids = np.asarray(input_ids)
+        if ids.ndim == 1:
+            ids = ids[None, :]
+        if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+            raise _lumen.InvalidArgument(
+                f"generate: input_ids must be integer token ids [batch, seq], got "
+                f"{ids.dtype} {list(ids.shape)}")
+        if attention_mask is None:
+            prompts = [[int(t) for t in row] for row in ids]
+        else:
+            mask = np.asarray(attention_mask)
+            if mask.shape != ids.shape:
+                raise _lumen.ShapeError(f"generate: attention_mask {list(mask.shape)} must match "
+                                        f"input_ids {list(ids.shape)}")
+            prompts = [[int(t) for t, m in zip(row, mrow) if m] for row, mrow in zip(ids, mask)]
+        return self._generator.start(
+            prompts, max_new_tokens=int(max_new_tokens), do_sample=bool(do_sample),
+            temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+            eos_token_id=-1 if eos_token_id is None else int(eos_token_id), seed=int(seed),
+            pad_token_id=int(pad_token_id))
+
+    def generate(self, input_ids, max_new_tokens=32, do_sample=False, temperature=1.0, top_k=0,
+                 top_p=1.0, eos_token_id=None, seed=0, attention_mask=None, pad_token_id=0):
+        """Generates from an ONNX decoder with a key/value cache (inputs input_ids,
+        attention_mask, position_ids, past_key_values.N.key/.value; outputs logits,
+        present.N.key/.value). input_ids: [batch, seq] token ids (or one list); with
+        attention_mask, the zeros mark left padding. Greedy unless do_sample (temperature, top_k,
+        top_p, seed). A sequence stops at eos_token_id; its later places hold pad_token_id.
+        Returns the new ids as an int64 array [batch, new]; generation_stats then holds the
+        prefill and decode times and rates. Raises lumen.InvalidArgument for bad ids or options,
+        lumen.InvalidModel for a model that is not such a decoder."""
+        gen = self._start(input_ids, max_new_tokens, do_sample, temperature, top_k, top_p,
+                          eos_token_id, seed, attention_mask, pad_token_id)
+        steps = []
+        while True:
+            step = gen.next()
+            if step is None:
+                break
+            steps.append(step)
+        self.generation_stats = gen.stats
+        if not steps:
+            return np.zeros((gen.stats["batch"], 0), dtype=np.int64)
+        return np.asarray(steps, dtype=np.int64).T.copy()
+
+    def generate_stream(self, input_ids, max_new_tokens=32, do_sample=False, temperature=1.0,
+                        top_k=0, top_p=1.0, eos_token_id=None, seed=0, attention_mask=None,
+                        pad_token_id=0):
+        """generate() one step at a time: yields each step's new ids, an int64 array [batch],
+        as it is made (generation_stats is set when the iteration ends)."""
+        gen = self._start(input_ids, max_new_tokens, do_sample, temperature, top_k, top_p,
+                          eos_token_id, seed, attention_mask, pad_token_id)
+        while True:
+            step = gen.next()
+            if step is None:
+                break
+            yield np.asarray(step, dtype=np.int64)
+        self.generation_stats = gen.stats
 
     def _remember(self, feeds):
         """Keeps the last run's input shapes, and the inputs themselves where their values decide

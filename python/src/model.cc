@@ -37,16 +37,20 @@ py::list type_list(const std::vector<TensorInfo>& infos) {
 
 }  // namespace
 
+Precision to_precision(const std::string& name) {
+  return name == "tf32"   ? Precision::kTF32
+         : name == "fp16" ? Precision::kFloat16
+         : name == "bf16" ? Precision::kBFloat16
+                          : Precision::kFloat32;
+}
+
 void bind_model(py::module_& m) {
   py::class_<OnnxSession>(m, "_Session")
       .def(py::init([](const std::string& path, const std::vector<std::string>& backends,
                        const std::string& precision) {
              CompileOptions compile;
              compile.backends = backends;
-             compile.precision = precision == "tf32"   ? Precision::kTF32
-                                 : precision == "fp16" ? Precision::kFloat16
-                                 : precision == "bf16" ? Precision::kBFloat16
-                                                       : Precision::kFloat32;
+             compile.precision = to_precision(precision);
              py::gil_scoped_release release;
              return std::make_unique<OnnxSession>(path, OnnxLoadOptions{}, compile);
            }),

@@ -7,6 +7,7 @@ PYBIND11_MODULE(_lumen, m) {
   lumen::python::bind_tensor(m);
   lumen::python::bind_ops(m);
   lumen::python::bind_model(m);
+  lumen::python::bind_generate(m);
   m.def(
       "version", [] { return std::string(lumen::version()); }, "Lumen's version, \"0.1.0\".");
   m.def(

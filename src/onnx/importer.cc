@@ -245,6 +245,16 @@ class Importer final : public Scope {
       }
       out.output_forms.push_back(form);
       out.outputs.push_back(o.name());
+      OnnxInputInfo declared;
+      declared.name = o.name();
+      if (o.type().has_tensor_type()) {
+        try {
+          declared = onnx_import::declared_tensor(o.name(), o.type().tensor_type(), "output");
+        } catch (const Error&) {
+          // A type Lumen lacks: left undeclared here (the node that makes it fails on its own).
+        }
+      }
+      out.output_types.push_back(std::move(declared));
     }
     if (g.output_size() == 0) throw InvalidModel("the graph has no outputs");
     graph_.verify();

@@ -1,0 +1,484 @@
+// Generator: prefill and decode loop over an OnnxSession with a static key/value cache.
+//
+// The ONNX decoder form concatenates past and new keys, so a cache that grows by one slot per step
+// would give every step a new shape. Instead each generation preallocates its cache (batch x
+// kv_heads x length x head_dim per layer) and feeds all of it as the past at every step: unused
+// and padding slots are zeros, masked out through attention_mask, and position_ids carries each
+// token's true position, so attention sees exactly the keys it would with a growing cache (its
+// result does not depend on where in the past a key sits). Every decoding step then has one shape
+// (one compiled plan, reused by later generations of the same size class), and after each step
+// only the new slot of each present output is copied into the cache.
+#include "lumen/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "lumen/error.h"
+
+namespace lumen {
+namespace {
+
+const char* const kInputIds = "input_ids";
+const char* const kAttentionMask = "attention_mask";
+const char* const kPositionIds = "position_ids";
+const char* const kLogits = "logits";
+
+std::string past_name(int64_t layer, bool key) {
+  return "past_key_values." + std::to_string(layer) + (key ? ".key" : ".value");
+}
+std::string present_name(int64_t layer, bool key) {
+  return "present." + std::to_string(layer) + (key ? ".key" : ".value");
+}
+
+int64_t round_up(int64_t n, int64_t step) {
+  return (n + step - 1) / step * step;
+}
+
+bool is_index_type(DType t) {
+  return t == DType::kInt64 || t == DType::kInt32;
+}
+
+// A [rows, cols] tensor of `dtype` (int64 or int32) from int64 values.
+Tensor index_tensor(DType dtype, int64_t rows, int64_t cols, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::empty(Shape{rows, cols}, dtype);
+  if (dtype == DType::kInt64) {
+    std::copy(values.begin(), values.end(), t.data<int64_t>());
+  } else {
+    auto* p = t.data<int32_t>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<int32_t>(values[i]);
+  }
+  return t;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A uniform double in [0, 1) from 53 random bits: the same on every platform for a seed.
+double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+void check_options(const GenerateOptions& o) {
+  if (o.max_new_tokens < 1)
+    throw InvalidArgument("generate: max_new_tokens must be at least 1, got " +
+                          std::to_string(o.max_new_tokens));
+  if (o.do_sample && !(o.temperature > 0.0f && std::isfinite(o.temperature)))
+    throw InvalidArgument("generate: temperature must be a positive number, got " +
+                          std::to_string(o.temperature));
+  if (o.top_k < 0)
+    throw InvalidArgument("generate: top_k must be 0 (no limit) or positive, got " +
+                          std::to_string(o.top_k));
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f))
+    throw InvalidArgument("generate: top_p must be in (0, 1], got " + std::to_string(o.top_p));
+  if (o.pad_token_id < 0)
+    throw InvalidArgument("generate: pad_token_id must not be negative, got " +
+                          std::to_string(o.pad_token_id));
+}
+
+// The next token from one row of logits: greedy (first maximum) or sampled as GenerateOptions says.
+int64_t choose_token(const float* logits, int64_t vocab, const GenerateOptions& o,
+                     std::mt19937_64& rng, std::vector<std::pair<float, int64_t>>& scratch) {
+  if (!o.do_sample || o.top_k == 1)
+    return std::max_element(logits, logits + vocab) - logits;
+  const float inv_t = 1.0f / o.temperature;
+  scratch.resize(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) scratch[i] = {logits[i] * inv_t, i};
+  auto larger = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  int64_t keep = o.top_k > 0 ? std::min(o.top_k, vocab) : vocab;
+  const bool sorted = keep < vocab || o.top_p < 1.0f;
+  if (keep < vocab) {
+    std::nth_element(scratch.begin(), scratch.begin() + keep, scratch.end(), larger);
+    scratch.resize(static_cast<size_t>(keep));
+  }
+  if (sorted) std::sort(scratch.begin(), scratch.end(), larger);
+  float top = -INFINITY;
+  for (const auto& s : scratch) top = std::max(top, s.first);
+  double total = 0;
+  for (auto& s : scratch) {
+    s.first = std::exp(s.first - top);
+    total += s.first;
+  }
+  if (o.top_p < 1.0f) {
+    // The smallest most-likely prefix whose probability reaches top_p.
+    double cum = 0;
+    size_t n = 0;
+    while (n < scratch.size() && cum < o.top_p * total) cum += scratch[n++].first;
+    scratch.resize(std::max<size_t>(n, 1));
+    total = cum > 0 ? cum : scratch[0].first;
+  }
+  double u = uniform01(rng) * total;
+  for (const auto& s : scratch) {
+    u -= s.first;
+    if (u < 0) return s.second;
+  }
+  return scratch.back().second;
+}
+
+}  // namespace
+
+double GenerateStats::prefill_tokens_per_second() const {
+  return prefill_seconds > 0 ? static_cast<double>(batch * prompt_tokens) / prefill_seconds : 0;
+}
+double GenerateStats::decode_tokens_per_second() const {
+  return decode_seconds > 0 ? static_cast<double>(batch * new_tokens) / decode_seconds : 0;
+}
+
+std::string DecoderLayout::to_string() const {
+  return std::to_string(layers) + " layers, " + std::to_string(kv_heads) + " kv heads x " +
+         std::to_string(head_dim) + ", vocab " + (vocab > 0 ? std::to_string(vocab) : "?") + ", " +
+         dtype_name(cache_dtype) + " cache";
+}
+
+struct Generation::State {
+  OnnxSession* session = nullptr;
+  DecoderLayout layout;
+  DType ids_dtype = DType::kInt64;
+  DType mask_dtype = DType::kInt64;
+  DType position_dtype = DType::kInt64;
+  std::vector<int> present_key_out;  // per layer: index of present.N.key among the outputs
+  std::vector<int> present_value_out;
+  int logits_out = 0;
+  GenerateOptions options;
+  std::vector<std::vector<int64_t>> prompts;
+  int64_t batch = 0;
+  int64_t chunk = 0;      // the prompt's padded length
+  int64_t capacity = 0;   // cache slots per sequence
+  int64_t filled = 0;     // slots in use
+  std::vector<Tensor> cache;        // per layer: key, value ([batch, kv_heads, capacity, head_dim])
+  std::vector<int64_t> slot_valid;  // [batch, capacity]: 1 where a slot holds a real token
+  std::vector<int64_t> position;    // per sequence: the next token's position
+  std::vector<int64_t> last;        // per sequence: the token to feed next
+  std::vector<bool> ended;
+  std::vector<std::vector<int64_t>> made;
+  std::mt19937_64 rng;
+  std::vector<std::pair<float, int64_t>> scratch;
+  GenerateStats stats;
+  bool broken = false;
+
+  std::map<std::string, Tensor> feeds(const Tensor& ids, const std::vector<int64_t>& mask,
+                                      int64_t new_len, const Tensor& positions) const {
+    std::map<std::string, Tensor> in;
+    in[kInputIds] = ids;
+    in[kAttentionMask] = index_tensor(mask_dtype, batch, capacity + new_len, mask);
+    in[kPositionIds] = positions;
+    for (int64_t l = 0; l < layout.layers; ++l) {
+      in[past_name(l, true)] = cache[2 * l];
+      in[past_name(l, false)] = cache[2 * l + 1];
+    }
+    return in;
+  }
+
+  // Copies new positions [0, count) of each present output (they follow the `capacity` past
+  // slots) into cache slots [filled, filled + count); slots of padding get zeros.
+  void store(const std::vector<Tensor>& outs, int64_t count, const std::vector<int64_t>& valid) {
+    const size_t row = static_cast<size_t>(layout.head_dim) * dtype_size(layout.cache_dtype);
+    for (int64_t l = 0; l < layout.layers; ++l)
+      for (int kv = 0; kv < 2; ++kv) {
+        const Tensor& present = outs[kv == 0 ? present_key_out[l] : present_value_out[l]];
+        const Shape want{batch, layout.kv_heads, capacity + count, layout.head_dim};
+        if (present.shape() != want || present.dtype() != layout.cache_dtype)
+          throw ShapeError("generate: output '" + present_name(l, kv == 0) + "' is " +
+                           TensorType{present.dtype(), present.shape()}.to_string() +
+                           ", expected " + TensorType{layout.cache_dtype, want}.to_string());
+        const auto* src = static_cast<const char*>(present.raw_data());
+        auto* dst = static_cast<char*>(cache[2 * l + kv].raw_data());
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t h = 0; h < layout.kv_heads; ++h) {
+            const int64_t bh = b * layout.kv_heads + h;
+            for (int64_t j = 0; j < count; ++j) {
+              char* to = dst + (bh * capacity + filled + j) * row;
+              if (valid[b * count + j] != 0)
+                std::memcpy(to, src + (bh * (capacity + count) + capacity + j) * row, row);
+              else
+                std::memset(to, 0, row);
+            }
+          }
+      }
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < count; ++j)
+        slot_valid[b * capacity + filled + j] = valid[b * count + j];
+    filled += count;
+  }
+
+  // Picks each sequence's next token from the logits of its last position.
+  std::vector<int64_t> pick(const Tensor& logits, int64_t new_len) {
+    if (logits.rank() != 3 || logits.shape()[0] != batch || logits.shape()[1] != new_len ||
+        (layout.vocab > 0 && logits.shape()[2] != layout.vocab))
+      throw ShapeError("generate: output 'logits' is " + logits.shape().to_string() +
+                       ", expected [" + std::to_string(batch) + ", " + std::to_string(new_len) +
+                       ", vocab]");
+    const int64_t vocab = logits.shape()[2];
+    Tensor f32 = logits.dtype() == DType::kFloat32 ? logits : Tensor();
+    std::vector<float> converted;
+    std::vector<int64_t> next(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t at = (b * new_len + new_len - 1) * vocab;
+      const float* row = nullptr;
+      if (f32.defined()) {
+        row = f32.data<float>() + at;
+      } else {
+        converted.resize(static_cast<size_t>(vocab));
+        for (int64_t v = 0; v < vocab; ++v)
+          converted[v] = static_cast<float>(logits.item_as_double(at + v));
+        row = converted.data();
+      }
+      next[b] = choose_token(row, vocab, options, rng, scratch);
+    }
+    return next;
+  }
+
+  // Records the chosen tokens: ended sequences give pad_token_id; eos ends a sequence.
+  void accept(std::vector<int64_t>& next) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (ended[b]) {
+        next[b] = options.pad_token_id;
+        continue;
+      }
+      made[b].push_back(next[b]);
+      if (options.eos_token_id >= 0 && next[b] == options.eos_token_id) ended[b] = true;
+    }
+    last = next;
+  }
+
+  void prefill(std::vector<int64_t>* tokens) {
+    std::vector<int64_t> ids(static_cast<size_t>(batch * chunk), options.pad_token_id);
+    std::vector<int64_t> valid(static_cast<size_t>(batch * chunk), 0);
+    std::vector<int64_t> pos(static_cast<size_t>(batch * chunk), 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto& p = prompts[b];
+      const int64_t pad = chunk - static_cast<int64_t>(p.size());
+      for (size_t j = 0; j < p.size(); ++j) {
+        ids[b * chunk + pad + j] = p[j];
+        valid[b * chunk + pad + j] = 1;
+        pos[b * chunk + pad + j] = static_cast<int64_t>(j);
+      }
+      position[b] = static_cast<int64_t>(p.size());
+    }
+    std::vector<int64_t> mask(static_cast<size_t>(batch * (capacity + chunk)), 0);
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy(valid.begin() + b * chunk, valid.begin() + (b + 1) * chunk,
+                mask.begin() + b * (capacity + chunk) + capacity);
+    std::vector<Tensor> outs =
+        session->run(feeds(index_tensor(ids_dtype, batch, chunk, ids), mask, chunk,
+                           index_tensor(position_dtype, batch, chunk, pos)));
+    store(outs, chunk, valid);
+    std::vector<int64_t> next = pick(outs[logits_out], chunk);
+    accept(next);
+    *tokens = next;
+  }
+
+  void decode(std::vector<int64_t>* tokens) {
+    std::vector<int64_t> mask(static_cast<size_t>(batch * (capacity + 1)), 0);
+    std::vector<int64_t> valid(static_cast<size_t>(batch), 1);
+    for (int64_t b = 0; b < batch; ++b) {
+      std::copy(slot_valid.begin() + b * capacity, slot_valid.begin() + (b + 1) * capacity,
+                mask.begin() + b * (capacity + 1));
+      mask[b * (capacity + 1) + capacity] = 1;
+    }
+    std::vector<Tensor> outs = session->run(feeds(index_tensor(ids_dtype, batch, 1, last), mask,
+                                                  1, index_tensor(position_dtype, batch, 1,
+                                                                  position)));
+    store(outs, 1, valid);
+    for (int64_t b = 0; b < batch; ++b) ++position[b];
+    std::vector<int64_t> next = pick(outs[logits_out], 1);
+    accept(next);
+    *tokens = next;
+  }
+};
+
+Generation::Generation(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Generation::~Generation() = default;
+Generation::Generation(Generation&&) noexcept = default;
+Generation& Generation::operator=(Generation&&) noexcept = default;
+
+bool Generation::next(std::vector<int64_t>* tokens) {
+  State& s = *state_;
+  if (s.broken)
+    throw InvalidArgument("generate: an earlier step of this generation failed; start a new one");
+  const int64_t made = s.stats.new_tokens + (s.filled > 0 ? 1 : 0);
+  bool all_ended = s.filled > 0;
+  for (bool e : s.ended) all_ended = all_ended && e;
+  if (made >= s.options.max_new_tokens || all_ended) return false;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (s.filled == 0) {
+      s.prefill(tokens);
+      s.stats.prefill_seconds = seconds_since(start);
+    } else {
+      s.decode(tokens);
+      s.stats.decode_seconds += seconds_since(start);
+      ++s.stats.new_tokens;
+    }
+  } catch (...) {
+    s.broken = true;
+    throw;
+  }
+  return true;
+}
+
+const std::vector<std::vector<int64_t>>& Generation::tokens() const {
+  return state_->made;
+}
+const GenerateStats& Generation::stats() const {
+  return state_->stats;
+}
+
+Generator::Generator(const std::string& path, CompileOptions compile, OnnxLoadOptions load)
+    : session_(std::make_unique<OnnxSession>(path, std::move(load), std::move(compile))) {
+  const OnnxModelInfo& info = session_->info();
+  auto fail = [&](const std::string& why) {
+    throw InvalidModel("generate: " + path + ": " + why +
+                       " (a decoder needs inputs input_ids, attention_mask, position_ids and "
+                       "past_key_values.N.key/.value, outputs logits and present.N.key/.value)");
+  };
+  std::map<std::string, const OnnxInputInfo*> inputs;
+  for (const OnnxInputInfo& in : info.inputs) {
+    if (in.kind != OnnxValueKind::kTensor) fail("input '" + in.name + "' is not a tensor");
+    inputs[in.name] = &in;
+  }
+  for (const char* name : {kInputIds, kAttentionMask, kPositionIds}) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) fail(std::string("no input '") + name + "'");
+    if (!is_index_type(it->second->dtype) || it->second->dims.size() != 2)
+      fail(std::string("input '") + name + "' must be a 2-D int64 or int32 tensor");
+  }
+  while (inputs.count(past_name(layout_.layers, true))) ++layout_.layers;
+  if (layout_.layers == 0) fail("no input 'past_key_values.0.key'");
+  for (int64_t l = 0; l < layout_.layers; ++l)
+    for (bool key : {true, false}) {
+      auto it = inputs.find(past_name(l, key));
+      if (it == inputs.end()) fail("no input '" + past_name(l, key) + "'");
+      const OnnxInputInfo& in = *it->second;
+      if (in.dims.size() != 4 || in.dims[1] <= 0 || in.dims[3] <= 0)
+        fail("input '" + in.name + "' must be [batch, kv_heads, past, head_dim] with fixed " +
+             "kv_heads and head_dim");
+      if (l == 0 && key) {
+        layout_.kv_heads = in.dims[1];
+        layout_.head_dim = in.dims[3];
+        layout_.cache_dtype = in.dtype;
+      }
+      if (in.dims[1] != layout_.kv_heads || in.dims[3] != layout_.head_dim ||
+          in.dtype != layout_.cache_dtype)
+        fail("input '" + in.name + "' does not match past_key_values.0.key's heads, size or type");
+    }
+  if (static_cast<int64_t>(inputs.size()) != 3 + 2 * layout_.layers)
+    for (const auto& [name, in] : inputs)
+      if (name != kInputIds && name != kAttentionMask && name != kPositionIds &&
+          name.rfind("past_key_values.", 0) != 0)
+        fail("input '" + name + "' is not part of the decoder form");
+  std::map<std::string, int> outputs;
+  for (size_t k = 0; k < info.outputs.size(); ++k) outputs[info.outputs[k]] = static_cast<int>(k);
+  if (!outputs.count(kLogits)) fail("no output 'logits'");
+  if (static_cast<size_t>(outputs[kLogits]) < info.output_types.size()) {
+    const OnnxInputInfo& logits = info.output_types[outputs[kLogits]];
+    if (logits.dims.size() == 3 && logits.dims[2] > 0) layout_.vocab = logits.dims[2];
+  }
+  for (int64_t l = 0; l < layout_.layers; ++l)
+    for (bool key : {true, false})
+      if (!outputs.count(present_name(l, key))) fail("no output '" + present_name(l, key) + "'");
+  if (!info.output_forms.empty())
+    for (const OnnxOutputForm& form : info.output_forms)
+      if (form.kind != OnnxValueKind::kTensor) fail("an output is not a tensor");
+}
+
+Generator::~Generator() = default;
+
+void Generator::set_max_length(int64_t n) {
+  if (n < 0) throw InvalidArgument("generate: max_length must not be negative");
+  max_length_ = n;
+}
+
+Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
+                            const GenerateOptions& options) {
+  check_options(options);
+  if (prompts.empty()) throw InvalidArgument("generate: input_ids holds no sequence");
+  size_t longest = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty())
+      throw InvalidArgument("generate: input_ids sequence " + std::to_string(b) + " is empty");
+    longest = std::max(longest, prompts[b].size());
+    for (size_t j = 0; j < prompts[b].size(); ++j) {
+      int64_t id = prompts[b][j];
+      if (id < 0 || (layout_.vocab > 0 && id >= layout_.vocab))
+        throw InvalidArgument("generate: input_ids[" + std::to_string(b) + "][" +
+                              std::to_string(j) + "] = " + std::to_string(id) +
+                              " is outside the vocabulary [0, " +
+                              (layout_.vocab > 0 ? std::to_string(layout_.vocab) : "vocab") + ")");
+    }
+  }
+  if (layout_.vocab > 0 && options.pad_token_id >= layout_.vocab)
+    throw InvalidArgument("generate: pad_token_id " + std::to_string(options.pad_token_id) +
+                          " is outside the vocabulary");
+  const int64_t total = static_cast<int64_t>(longest) + options.max_new_tokens;
+  if (max_length_ > 0 && total > max_length_)
+    throw InvalidArgument("generate: input_ids of " + std::to_string(longest) + " tokens plus " +
+                          std::to_string(options.max_new_tokens) +
+                          " new tokens exceed the maximum length " + std::to_string(max_length_));
+
+  const OnnxModelInfo& info = session_->info();
+  auto s = std::make_unique<Generation::State>();
+  s->session = session_.get();
+  s->layout = layout_;
+  for (const OnnxInputInfo& in : info.inputs) {
+    if (in.name == kInputIds) s->ids_dtype = in.dtype;
+    if (in.name == kAttentionMask) s->mask_dtype = in.dtype;
+    if (in.name == kPositionIds) s->position_dtype = in.dtype;
+  }
+  for (size_t k = 0; k < info.outputs.size(); ++k) {
+    const std::string& name = info.outputs[k];
+    if (name == kLogits) s->logits_out = static_cast<int>(k);
+  }
+  for (int64_t l = 0; l < layout_.layers; ++l)
+    for (size_t k = 0; k < info.outputs.size(); ++k) {
+      if (info.outputs[k] == present_name(l, true)) s->present_key_out.push_back(static_cast<int>(k));
+      if (info.outputs[k] == present_name(l, false))
+        s->present_value_out.push_back(static_cast<int>(k));
+    }
+  s->options = options;
+  s->prompts = prompts;
+  s->batch = static_cast<int64_t>(prompts.size());
+  s->chunk = round_up(static_cast<int64_t>(longest), kPromptStep);
+  s->capacity = round_up(s->chunk + options.max_new_tokens - 1, kCacheStep);
+  const Shape cache_shape{s->batch, layout_.kv_heads, s->capacity, layout_.head_dim};
+  for (int64_t l = 0; l < 2 * layout_.layers; ++l)
+    s->cache.push_back(Tensor::zeros(cache_shape, layout_.cache_dtype));
+  s->slot_valid.assign(static_cast<size_t>(s->batch * s->capacity), 0);
+  s->position.assign(static_cast<size_t>(s->batch), 0);
+  s->ended.assign(static_cast<size_t>(s->batch), false);
+  s->made.resize(static_cast<size_t>(s->batch));
+  s->rng.seed(options.seed);
+  s->stats.batch = s->batch;
+  s->stats.prompt_tokens = static_cast<int64_t>(longest);
+  s->stats.cache_length = s->capacity;
+  const auto compile_start = std::chrono::steady_clock::now();
+  for (int64_t new_len : {s->chunk, int64_t{1}}) {
+    std::map<std::string, Shape> shapes;
+    shapes[kInputIds] = Shape{s->batch, new_len};
+    shapes[kPositionIds] = Shape{s->batch, new_len};
+    shapes[kAttentionMask] = Shape{s->batch, s->capacity + new_len};
+    for (int64_t l = 0; l < 2 * layout_.layers; ++l)
+      shapes[past_name(l / 2, l % 2 == 0)] = cache_shape;
+    session_->plan_for(shapes);
+  }
+  s->stats.compile_seconds = seconds_since(compile_start);
+  return Generation(std::move(s));
+}
+
+std::vector<std::vector<int64_t>> Generator::generate(
+    const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
+    const std::function<void(const std::vector<int64_t>&)>& on_step, GenerateStats* stats) {
+  Generation g = start(prompts, options);
+  std::vector<int64_t> step;
+  while (g.next(&step))
+    if (on_step) on_step(step);
+  if (stats != nullptr) *stats = g.stats();
+  return g.tokens();
+}
+
+}  // namespace lumen
