@@ -115,8 +115,11 @@ class Generator {
   void set_max_length(int64_t n);
   int64_t max_length() const { return max_length_; }
   OnnxSession& session() { return *session_; }
+  // Where generations keep their cache: the GPU when the compile options use CUDA, else the host.
+  Device cache_device() const { return cache_device_; }
 
  private:
+  Device cache_device_;
   std::unique_ptr<OnnxSession> session_;
   DecoderLayout layout_;
   int64_t max_length_ = 0;

@@ -142,6 +142,9 @@ class OnnxSession {
   // Throws InvalidArgument for a model whose inputs or outputs are sequences or optionals (use
   // run_values).
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // The same with the outputs where `place` says (OutputPlace::kDevice: device outputs stay on
+  // the device, for a caller that feeds them back, such as a decoder's key/value cache).
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, OutputPlace place);
   // Runs a model whose inputs or outputs may be sequences or optionals (any model: tensors are
   // OnnxValue::tensor). Each value must be of the kind its input declares (a tensor or sequence
   // may be given for an optional one); sequence lengths and optional presence join the plan's

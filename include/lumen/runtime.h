@@ -81,6 +81,13 @@ struct RunProfile {
   double total_us = 0;      // the whole run, input checks and output copies included
 };
 
+// Where Executable::execute hands its outputs back.
+enum class OutputPlace {
+  kHost,    // every output on the host (one made on a device is copied back)
+  kDevice,  // each output where it was made: a device output stays there, as memory of its own
+            // that later runs do not overwrite (for work that continues on the device)
+};
+
 // A compiled graph: kernels made once, constants bound, steps in order. execute() may be called
 // from several threads at once; each call uses its own intermediate buffers.
 class Executable {
@@ -96,6 +103,8 @@ class Executable {
   std::vector<Tensor> execute(const std::map<std::string, Tensor>& inputs);
   // The same, recording the time of every step into *profile (replacing what it held).
   std::vector<Tensor> execute(const std::vector<Tensor>& inputs, RunProfile* profile);
+  // The same with the outputs where `place` says (inputs may be on the host or the device).
+  std::vector<Tensor> execute(const std::map<std::string, Tensor>& inputs, OutputPlace place);
 
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
@@ -105,6 +114,8 @@ class Executable {
   std::string summary() const;
 
  private:
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, RunProfile* profile,
+                          OutputPlace place);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -10,6 +10,17 @@
 
 namespace lumen {
 
+// One strided copy of DeviceOps::copy_rows: `rows` rows of `width` bytes, row r read from
+// src + r * src_pitch and written to dst + r * dst_pitch; a null src writes zeros instead.
+struct RowCopy {
+  void* dst = nullptr;
+  size_t dst_pitch = 0;
+  const void* src = nullptr;
+  size_t src_pitch = 0;
+  size_t width = 0;
+  size_t rows = 0;
+};
+
 struct DeviceOps {
   // The device's caching pool; it throws DeviceError when the device is absent.
   Allocator& (*allocator)() = nullptr;
@@ -19,6 +30,9 @@ struct DeviceOps {
                size_t bytes) = nullptr;
   // Sets `bytes` bytes of device memory to zero and returns when done.
   void (*zero)(void* dst, Device device, size_t bytes) = nullptr;
+  // Runs `count` strided copies within this device's memory, in order, and returns when all are
+  // complete (one wait for the lot). Null where the device does not offer it.
+  void (*copy_rows)(const RowCopy* copies, size_t count, Device device) = nullptr;
 };
 
 // Installs the ops of a device type (once, from a backend's static initialiser).

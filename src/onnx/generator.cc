@@ -16,6 +16,8 @@
 #include <cstring>
 #include <random>
 
+#include "backends/backend.h"
+#include "core/device_ops.h"
 #include "lumen/error.h"
 
 namespace lumen {
@@ -60,6 +62,35 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // A uniform double in [0, 1) from 53 random bits: the same on every platform for a seed.
 double uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+// Runs strided copies where both sides live on `device` (host loops, or the device's own ops).
+void copy_rows(Device device, const std::vector<RowCopy>& copies) {
+  if (device.type != DeviceType::kCPU) {
+    const DeviceOps& ops = device_ops(device);
+    if (ops.copy_rows == nullptr)
+      throw DeviceError("generate: " + device.to_string() + " cannot copy cache rows");
+    ops.copy_rows(copies.data(), copies.size(), device);
+    return;
+  }
+  for (const RowCopy& c : copies)
+    for (size_t r = 0; r < c.rows; ++r) {
+      auto* to = static_cast<char*>(c.dst) + r * c.dst_pitch;
+      if (c.src == nullptr)
+        std::memset(to, 0, c.width);
+      else
+        std::memcpy(to, static_cast<const char*>(c.src) + r * c.src_pitch, c.width);
+    }
+}
+
+// Where the cache lives: on the GPU when the compile options use CUDA and it is present (the
+// decoder's attention runs there, so present outputs come from there), else on the host.
+Device cache_device_for(const CompileOptions& compile) {
+  Backend* cuda = find_backend("cuda");
+  if (cuda == nullptr) return Device::cpu();
+  const auto& b = compile.backends;
+  bool uses = b.empty() || compile.is_auto() || std::find(b.begin(), b.end(), "cuda") != b.end();
+  return uses ? cuda->device() : Device::cpu();
 }
 
 void check_options(const GenerateOptions& o) {
@@ -150,6 +181,7 @@ struct Generation::State {
   int64_t chunk = 0;      // the prompt's padded length
   int64_t capacity = 0;   // cache slots per sequence
   int64_t filled = 0;     // slots in use
+  Device device = Device::cpu();    // where the cache lives
   std::vector<Tensor> cache;        // per layer: key, value ([batch, kv_heads, capacity, head_dim])
   std::vector<int64_t> slot_valid;  // [batch, capacity]: 1 where a slot holds a real token
   std::vector<int64_t> position;    // per sequence: the next token's position
@@ -175,31 +207,46 @@ struct Generation::State {
   }
 
   // Copies new positions [0, count) of each present output (they follow the `capacity` past
-  // slots) into cache slots [filled, filled + count); slots of padding get zeros.
+  // slots) into cache slots [filled, filled + count) on the cache's device; slots of padding get
+  // zeros.
   void store(const std::vector<Tensor>& outs, int64_t count, const std::vector<int64_t>& valid) {
     const size_t row = static_cast<size_t>(layout.head_dim) * dtype_size(layout.cache_dtype);
+    const size_t heads = static_cast<size_t>(layout.kv_heads);
+    std::vector<Tensor> keep;  // presents moved to the cache's device, alive until copied
+    std::vector<RowCopy> copies;
     for (int64_t l = 0; l < layout.layers; ++l)
       for (int kv = 0; kv < 2; ++kv) {
-        const Tensor& present = outs[kv == 0 ? present_key_out[l] : present_value_out[l]];
+        Tensor present = outs[kv == 0 ? present_key_out[l] : present_value_out[l]];
         const Shape want{batch, layout.kv_heads, capacity + count, layout.head_dim};
         if (present.shape() != want || present.dtype() != layout.cache_dtype)
           throw ShapeError("generate: output '" + present_name(l, kv == 0) + "' is " +
                            TensorType{present.dtype(), present.shape()}.to_string() +
                            ", expected " + TensorType{layout.cache_dtype, want}.to_string());
+        if (present.device() != device) present = present.to(device);
+        keep.push_back(present);
         const auto* src = static_cast<const char*>(present.raw_data());
         auto* dst = static_cast<char*>(cache[2 * l + kv].raw_data());
+        // Per sequence, runs of new positions that are all real tokens or all padding: one
+        // strided copy (or zeroing) over every head each.
         for (int64_t b = 0; b < batch; ++b)
-          for (int64_t h = 0; h < layout.kv_heads; ++h) {
-            const int64_t bh = b * layout.kv_heads + h;
-            for (int64_t j = 0; j < count; ++j) {
-              char* to = dst + (bh * capacity + filled + j) * row;
-              if (valid[b * count + j] != 0)
-                std::memcpy(to, src + (bh * (capacity + count) + capacity + j) * row, row);
-              else
-                std::memset(to, 0, row);
-            }
+          for (int64_t j = 0; j < count;) {
+            int64_t end = j + 1;
+            const bool real = valid[b * count + j] != 0;
+            while (end < count && (valid[b * count + end] != 0) == real) ++end;
+            RowCopy c;
+            c.dst = dst + (static_cast<size_t>(b) * heads * capacity + filled + j) * row;
+            c.dst_pitch = static_cast<size_t>(capacity) * row;
+            c.src = real ? src + (static_cast<size_t>(b) * heads * (capacity + count) +
+                                  capacity + j) * row
+                         : nullptr;
+            c.src_pitch = static_cast<size_t>(capacity + count) * row;
+            c.width = static_cast<size_t>(end - j) * row;
+            c.rows = heads;
+            copies.push_back(c);
+            j = end;
           }
       }
+    copy_rows(device, copies);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < count; ++j)
         slot_valid[b * capacity + filled + j] = valid[b * count + j];
@@ -214,7 +261,8 @@ struct Generation::State {
                        ", expected [" + std::to_string(batch) + ", " + std::to_string(new_len) +
                        ", vocab]");
     const int64_t vocab = logits.shape()[2];
-    Tensor f32 = logits.dtype() == DType::kFloat32 ? logits : Tensor();
+    const Tensor host = logits.to(Device::cpu());
+    Tensor f32 = host.dtype() == DType::kFloat32 ? host : Tensor();
     std::vector<float> converted;
     std::vector<int64_t> next(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
@@ -225,7 +273,7 @@ struct Generation::State {
       } else {
         converted.resize(static_cast<size_t>(vocab));
         for (int64_t v = 0; v < vocab; ++v)
-          converted[v] = static_cast<float>(logits.item_as_double(at + v));
+          converted[v] = static_cast<float>(host.item_as_double(at + v));
         row = converted.data();
       }
       next[b] = choose_token(row, vocab, options, rng, scratch);
@@ -266,7 +314,8 @@ struct Generation::State {
                 mask.begin() + b * (capacity + chunk) + capacity);
     std::vector<Tensor> outs =
         session->run(feeds(index_tensor(ids_dtype, batch, chunk, ids), mask, chunk,
-                           index_tensor(position_dtype, batch, chunk, pos)));
+                           index_tensor(position_dtype, batch, chunk, pos)),
+                     OutputPlace::kDevice);
     store(outs, chunk, valid);
     std::vector<int64_t> next = pick(outs[logits_out], chunk);
     accept(next);
@@ -281,9 +330,10 @@ struct Generation::State {
                 mask.begin() + b * (capacity + 1));
       mask[b * (capacity + 1) + capacity] = 1;
     }
-    std::vector<Tensor> outs = session->run(feeds(index_tensor(ids_dtype, batch, 1, last), mask,
-                                                  1, index_tensor(position_dtype, batch, 1,
-                                                                  position)));
+    std::vector<Tensor> outs =
+        session->run(feeds(index_tensor(ids_dtype, batch, 1, last), mask, 1,
+                           index_tensor(position_dtype, batch, 1, position)),
+                     OutputPlace::kDevice);
     store(outs, 1, valid);
     for (int64_t b = 0; b < batch; ++b) ++position[b];
     std::vector<int64_t> next = pick(outs[logits_out], 1);
@@ -330,7 +380,8 @@ const GenerateStats& Generation::stats() const {
 }
 
 Generator::Generator(const std::string& path, CompileOptions compile, OnnxLoadOptions load)
-    : session_(std::make_unique<OnnxSession>(path, std::move(load), std::move(compile))) {
+    : cache_device_(cache_device_for(compile)),
+      session_(std::make_unique<OnnxSession>(path, std::move(load), std::move(compile))) {
   const OnnxModelInfo& info = session_->info();
   auto fail = [&](const std::string& why) {
     throw InvalidModel("generate: " + path + ": " + why +
@@ -446,8 +497,9 @@ Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
   s->chunk = round_up(static_cast<int64_t>(longest), kPromptStep);
   s->capacity = round_up(s->chunk + options.max_new_tokens - 1, kCacheStep);
   const Shape cache_shape{s->batch, layout_.kv_heads, s->capacity, layout_.head_dim};
+  s->device = cache_device_;
   for (int64_t l = 0; l < 2 * layout_.layers; ++l)
-    s->cache.push_back(Tensor::zeros(cache_shape, layout_.cache_dtype));
+    s->cache.push_back(Tensor::zeros(cache_shape, layout_.cache_dtype, s->device));
   s->slot_valid.assign(static_cast<size_t>(s->batch * s->capacity), 0);
   s->position.assign(static_cast<size_t>(s->batch), 0);
   s->ended.assign(static_cast<size_t>(s->batch), false);

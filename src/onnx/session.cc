@@ -196,6 +196,11 @@ Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
 }
 
 std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs) {
+  return run(inputs, OutputPlace::kHost);
+}
+
+std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs,
+                                     OutputPlace place) {
   refuse_lists(info_, "OnnxSession::run");
   std::map<std::string, Shape> shapes;
   for (const OnnxInputInfo& declared : info_.inputs) {
@@ -215,11 +220,11 @@ std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs
     if (plan->forms[k].kind != OnnxValueKind::kTensor)
       throw InvalidArgument("OnnxSession::run: output '" + info_.outputs.at(k) + "' is a " +
                             onnx_value_kind_name(plan->forms[k].kind) + "; use run_values");
-  if (plan->fixed.empty()) return plan->executable->execute(inputs);
+  if (plan->fixed.empty()) return plan->executable->execute(inputs, place);
   std::map<std::string, Tensor> fed;
   for (const auto& [name, tensor] : inputs)
     if (!plan->fixed.count(name)) fed.emplace(name, tensor);
-  return plan->executable->execute(fed);
+  return plan->executable->execute(fed, place);
 }
 
 namespace {

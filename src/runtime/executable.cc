@@ -155,6 +155,11 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunProfile* profile) {
+  return run(inputs, profile, OutputPlace::kHost);
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfile* profile,
+                                    OutputPlace place) {
   const Clock::time_point run_start = Clock::now();
   apply_num_threads();
   if (profile != nullptr) profile->steps.clear();
@@ -191,6 +196,10 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunPr
       std::vector<Tensor> outputs;
       for (int s : impl.output_slots) {
         const Tensor& t = rec.slots[s].defined() ? rec.slots[s] : slots[s];
+        if (place == OutputPlace::kDevice && t.device().type != DeviceType::kCPU) {
+          outputs.push_back(t.clone());  // the next replay overwrites the recorded tensor
+          continue;
+        }
         Tensor host = Tensor::empty(t.shape(), t.dtype());
         impl.recorder->copy(t, host);
         outputs.push_back(host);
@@ -206,7 +215,7 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunPr
   for (int s : impl.output_slots) {
     const Tensor& t = slots[s];
     if (t.device().type != DeviceType::kCPU) {
-      outputs.push_back(t.to(Device::cpu()));
+      outputs.push_back(place == OutputPlace::kDevice ? t : t.to(Device::cpu()));
       continue;
     }
     bool copy = impl.constants[s].defined() || lease.contains(t);
@@ -217,6 +226,11 @@ std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs, RunPr
 }
 
 std::vector<Tensor> Executable::execute(const std::map<std::string, Tensor>& inputs) {
+  return execute(inputs, OutputPlace::kHost);
+}
+
+std::vector<Tensor> Executable::execute(const std::map<std::string, Tensor>& inputs,
+                                        OutputPlace place) {
   std::vector<Tensor> ordered;
   for (const TensorInfo& info : impl_->inputs) {
     auto it = inputs.find(info.name);
@@ -228,7 +242,7 @@ std::vector<Tensor> Executable::execute(const std::map<std::string, Tensor>& inp
     for (const TensorInfo& info : impl_->inputs) known = known || info.name == name;
     if (!known) throw InvalidArgument("execute: the graph has no input named '" + name + "'");
   }
-  return execute(ordered);
+  return run(ordered, nullptr, place);
 }
 
 MemoryReport Executable::memory_report() const {

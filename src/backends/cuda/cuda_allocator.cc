@@ -182,8 +182,24 @@ void zero_bytes(void* dst, Device device, size_t bytes) {
   check(cudaStreamSynchronize(stream), "zero memory");
 }
 
-const bool kDeviceOpsRegistered =
-    register_device_ops(DeviceType::kCUDA, DeviceOps{&device_allocator, &copy_bytes, &zero_bytes});
+void copy_rows(const RowCopy* copies, size_t count, Device device) {
+  cudaStream_t stream = require_cuda_backend().stream().handle();
+  for (size_t k = 0; k < count; ++k) {
+    const RowCopy& c = copies[k];
+    if (c.rows == 0 || c.width == 0) continue;
+    if (c.src == nullptr)
+      check(cudaMemset2DAsync(c.dst, c.dst_pitch, 0, c.width, c.rows, stream),
+            "zero rows of " + device.to_string() + " memory");
+    else
+      check(cudaMemcpy2DAsync(c.dst, c.dst_pitch, c.src, c.src_pitch, c.width, c.rows,
+                              cudaMemcpyDeviceToDevice, stream),
+            "copy rows on " + device.to_string());
+  }
+  check(cudaStreamSynchronize(stream), "copy rows on " + device.to_string());
+}
+
+const bool kDeviceOpsRegistered = register_device_ops(
+    DeviceType::kCUDA, DeviceOps{&device_allocator, &copy_bytes, &zero_bytes, &copy_rows});
 
 }  // namespace
 
