@@ -223,11 +223,10 @@ class LumenRunner:
                                                ("prompt2", "mask2", "greedy2")):
             prompt = np.load(os.path.join(model_dir, f"{name}.{prompt_key}.npy"))
             ref = np.load(os.path.join(model_dir, f"{name}.{ref_key}.npy"))
-            if mask_key:  # left-padded rows: the prompts as lists of their real tokens
-                mask = np.load(os.path.join(model_dir, f"{name}.{mask_key}.npy"))
-                prompt = [[int(t) for t, m in zip(row, mrow) if m] for row, mrow in
-                          zip(prompt, mask)]
-            got = np.asarray(self.model.generate(prompt, max_new_tokens=ref.shape[1]))
+            mask = np.load(os.path.join(model_dir, f"{name}.{mask_key}.npy")) if mask_key \
+                else None  # zeros mark the left padding
+            got = np.asarray(self.model.generate(prompt, max_new_tokens=ref.shape[1],
+                                                 attention_mask=mask))
             batch = ref.shape[0]
             if got.shape == ref.shape and np.array_equal(got, ref):
                 results.append(f"batch {batch} identical")

@@ -81,11 +81,11 @@ def attention_bias(attention_mask, seq):
     return (~allowed).to(torch.float32) * NEG
 
 
-def attend(q, k, v, bias, rep):
-    """Scaled dot-product attention of q [b, h, s, hd] over k, v [b, kv, t, hd] with an additive
-    bias; returns [b, s, h * hd]."""
-    k, v = repeat_kv(k, rep), repeat_kv(v, rep)
-    scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1])) + bias
+def attend(q, k, v, bias, c):
+    """Scaled dot-product attention of q [b, heads, s, hd] over k, v [b, kv_heads, t, hd] (Config
+    c) with an additive bias; returns [b, s, heads * hd]."""
+    k, v = repeat_kv(k, c.heads // c.kv_heads), repeat_kv(v, c.heads // c.kv_heads)
+    scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(c.head_dim)) + bias
     y = torch.matmul(torch.softmax(scores, dim=-1), v)
     return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1)
 
@@ -215,7 +215,7 @@ class Decoder(nn.Module):
             k = torch.cat([past[2 * i], k], dim=2)
             v = torch.cat([past[2 * i + 1], v], dim=2)
             presents += [k, v]
-            x = block.finish(x, attend(q, k, v, bias, c.heads // c.kv_heads))
+            x = block.finish(x, attend(q, k, v, bias, c))
         return (self.head(self.norm(x)),) + tuple(presents)
 
     def empty_past(self, batch, device="cpu"):
@@ -313,7 +313,7 @@ class StaticCacheDecoder:
             q, k, v = block.qkv_heads(x, position_ids)
             self.k[i].index_copy_(2, slots, k)
             self.v[i].index_copy_(2, slots, v)
-            x = block.finish(x, attend(q, self.k[i], self.v[i], bias, c.heads // c.kv_heads))
+            x = block.finish(x, attend(q, self.k[i], self.v[i], bias, c))
         return model.head(model.norm(x))[:, -1]
 
     def _step(self):
