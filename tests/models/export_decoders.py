@@ -206,6 +206,8 @@ def make_references(model, seed=0):
         prompt2[0], mask2[0] = a[0], 1
         prompt2[1, 4:], mask2[1, 4:] = b[0], 1
         greedy1, gap1, _, _ = dm.greedy(model, prompt, np.ones_like(prompt), NEW_TOKENS)
+        if gap1 < MIN_GAP:
+            continue
         greedy2, gap2, _, _ = dm.greedy(model, prompt2, mask2, NEW_TOKENS)
         if min(gap1, gap2) >= MIN_GAP:
             break
@@ -219,7 +221,7 @@ def make_references(model, seed=0):
     return arrays, info
 
 
-def export(name, outdir, force=False, log=print):
+def export(name, outdir, force=False, log=lambda s: print(s, flush=True)):
     """Exports model `name` (see the module doc) with its references into outdir; returns the
     path of the .onnx file. Skips a model whose files exist unless force."""
     os.makedirs(outdir, exist_ok=True)
@@ -236,7 +238,16 @@ def export(name, outdir, force=False, log=print):
     else:
         export_torch(model, path)
     t1 = time.perf_counter()
-    arrays, info = make_references(model)
+    base = os.path.join(outdir, base_config(name))
+    if name != base_config(name) and os.path.exists(base + ".json"):
+        # the same weights as the PyTorch-exported file beside it: the same references
+        with open(base + ".json") as f:
+            info = {k: v for k, v in json.load(f).items() if k in ("prompt_seed", "min_gap",
+                                                                   "distinct_tokens")}
+        arrays = {k: np.load(f"{base}.{k}.npy") for k in ("prompt", "greedy", "prompt2",
+                                                          "mask2", "greedy2")}
+    else:
+        arrays, info = make_references(model)
     for key, array in arrays.items():
         np.save(os.path.join(outdir, f"{name}.{key}.npy"), array)
     c = model.c
@@ -288,7 +299,7 @@ def ort_greedy_python(path, ids, mask, new_tokens, threads, dump_dir=None):
     return tokens, report
 
 
-def check(name, outdir, threads=2, log=print):
+def check(name, outdir, threads=2, log=lambda s: print(s, flush=True)):
     """Checks NAME.onnx in ONNX Runtime against PyTorch: prompt logits (real positions) and the
     first decode step's logits of the padded batch 2, and both greedy continuations. Returns True
     when all agree."""

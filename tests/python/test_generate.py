@@ -72,6 +72,24 @@ def test_one_step_matches_torch(exported, compiled, name):
         assert np.abs(got[name_out][:, :, slots] - w).max() <= 1e-5 * max(1.0, np.abs(w).max())
 
 
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+@pytest.mark.parametrize("name", ["gpt2-tiny", "llama-tiny"])
+def test_static_cache_decoder_matches_reference(exported, name, device):
+    """The benchmark's static-cache PyTorch decoder (a CUDA graph on the GPU) gives the reference
+    tokens, batch 1 and the padded batch 2."""
+    path = exported[name]
+    model = dm.build(name).to(device)
+    for ids, mask, want in ((reference(path, "prompt"), None, reference(path, "greedy")),
+                            (reference(path, "prompt2"), reference(path, "mask2"),
+                             reference(path, "greedy2"))):
+        mask = np.ones_like(ids) if mask is None else mask
+        gen = dm.StaticCacheDecoder(model, ids.shape[0], ids.shape[1] + want.shape[1], device,
+                                    cuda_graph=device == "cuda")
+        tokens = [gen.prefill(ids, mask)]
+        tokens += [gen.decode().clone() for _ in range(want.shape[1] - 1)]
+        np.testing.assert_array_equal(torch.cat(tokens, 1).cpu().numpy(), want)
+
+
 @needs_generate
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", MODELS)
