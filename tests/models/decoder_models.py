@@ -250,7 +250,7 @@ def greedy(model, ids, mask, new_tokens, device="cpu", timings=None):
     int64 [b, s] (left-padded rows have mask 0 there). Returns (tokens [b, new_tokens], the
     smallest gap between the best and second-best logit over every step and row, the logits of
     the prompt [b, s, vocab] and of the first decode step [b, vocab]). With timings (a dict), sets
-    prefill_s and decode_s (synchronising CUDA)."""
+    prefill_s and decode_s (synchronising CUDA) and leaves the gap out (nan)."""
     import time
     ids = torch.as_tensor(ids, device=device)
     mask = torch.as_tensor(mask, device=device)
@@ -263,8 +263,9 @@ def greedy(model, ids, mask, new_tokens, device="cpu", timings=None):
     pos = prompt_positions(mask)[:, -1:] + 1
     tokens, gaps, step_logits = [], [], None
     for step in range(new_tokens):
-        top2 = last.topk(2, dim=-1).values
-        gaps.append((top2[:, 0] - top2[:, 1]).min().item())
+        if timings is None:  # .item() waits for the device: not in timed runs
+            top2 = last.topk(2, dim=-1).values
+            gaps.append((top2[:, 0] - top2[:, 1]).min().item())
         token = last.argmax(-1, keepdim=True)
         tokens.append(token)
         if step == 0:
@@ -282,7 +283,8 @@ def greedy(model, ids, mask, new_tokens, device="cpu", timings=None):
     if timings is not None:
         timings["prefill_s"] = t1 - t0
         timings["decode_s"] = time.perf_counter() - t1
-    return (torch.cat(tokens, dim=1).cpu().numpy(), min(gaps), prompt_logits.cpu().numpy(),
+    return (torch.cat(tokens, dim=1).cpu().numpy(), min(gaps, default=float("nan")),
+            prompt_logits.cpu().numpy(),
             None if step_logits is None else step_logits.cpu().numpy())
 
 
