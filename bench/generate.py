@@ -3,7 +3,7 @@
 tests/models/export_decoders.py on Lumen, ONNX Runtime and PyTorch, and Lumen's greedy tokens
 against PyTorch's.
 
-    bench/generate.py [--dir build/decoders] [--models gpt2,llama] [--batches 1,8]
+    bench/generate.py [--dir build/decoders] [--models gpt2,llama[,LABEL=FILE.onnx]] [--batches 1,8]
                       [--prompt 128] [--new 128] [--threads 2] [--repeat 1]
                       [--runtimes lumen,ort,torch,torch-cuda,torch-cuda-graph] [--doc [--label L]]
 
@@ -24,6 +24,9 @@ machine with CUDA `torch-cuda` (the same on the GPU) and `torch-cuda-graph` (a s
 decode step is captured once as a torch.cuda.CUDAGraph and replayed:
 decoder_models.StaticCacheDecoder). Every CPU runtime gets --threads threads. Lumen's ratio is
 over each peer on the same kind of device (Lumen CPU over CPU peers, Lumen CUDA over CUDA peers).
+
+A --models entry LABEL=FILE.onnx is another file of one of these decoders (e.g. with int4
+weights from tests/models/quantize_nbits.py): it runs on Lumen and ONNX Runtime only, unchecked.
 
 Check: Lumen's greedy continuation of the reference prompts (NAME.prompt.npy, batch 1, and the
 left-padded NAME.prompt2.npy, batch 2) against PyTorch's (NAME.greedy*.npy, 64 tokens, fp32) on
@@ -237,6 +240,14 @@ class LumenRunner:
         return f"{ref.shape[1]} tokens: " + ", ".join(results)
 
 
+def logits_vocab(path):
+    """The vocabulary size: the last dimension of the file's logits output."""
+    import onnx
+    graph = onnx.load(path, load_external_data=False).graph
+    logits = next(o for o in graph.output if o.name == "logits")
+    return logits.type.tensor_type.shape.dim[2].dim_value
+
+
 def rate(tokens, seconds):
     return tokens / seconds if seconds > 0 else float("nan")
 
@@ -295,22 +306,30 @@ def main():
             runtimes.append(rt)
 
     rows, checks = [], []
-    for name in args.models.split(","):
-        path = ed.export(name, args.dir, log=lambda s: print(s, flush=True))
-        vocab = ed.dm.CONFIGS[ed.base_config(name)].vocab
-        runners = {"torch": TorchRunner(name)}
+    for entry in args.models.split(","):
+        name, _, other = entry.partition("=")
+        if other:  # another file of a decoder (e.g. int4 weights): Lumen and ONNX Runtime only
+            path, vocab = other, logits_vocab(other)
+            runners = {}
+            model_runtimes = [rt for rt in runtimes if rt.startswith("lumen") or rt == "ort"]
+        else:
+            path = ed.export(name, args.dir, log=lambda s: print(s, flush=True))
+            vocab = ed.dm.CONFIGS[ed.base_config(name)].vocab
+            runners = {"torch": TorchRunner(name)}
+            model_runtimes = runtimes
         for rt, device in (("lumen", "cpu"), ("lumen-cuda", "cuda")):
-            if rt in runtimes:
+            if rt in model_runtimes:
                 runners[rt] = LumenRunner(lumen, path, device)
-                check = runners[rt].check(args.dir, name)
-                checks.append(f"{name}, {LABELS[rt]}: greedy vs PyTorch, {check}")
-                print(checks[-1], flush=True)
+                if not other:
+                    check = runners[rt].check(args.dir, name)
+                    checks.append(f"{name}, {LABELS[rt]}: greedy vs PyTorch, {check}")
+                    print(checks[-1], flush=True)
         for batch in [int(b) for b in args.batches.split(",")]:
             prompt = np.random.default_rng(batch).integers(0, vocab, (batch, args.prompt),
                                                            dtype=np.int64)
-            times = {rt: [] for rt in runtimes}
+            times = {rt: [] for rt in model_runtimes}
             for _ in range(args.repeat):
-                for rt in runtimes:
+                for rt in model_runtimes:
                     try:
                         if rt.startswith("lumen"):
                             t = runners[rt].run(prompt, args.new)
@@ -327,7 +346,7 @@ def main():
                         print(notes[-1], flush=True)
                         continue
                     times[rt].append(t)
-            for rt in runtimes:
+            for rt in model_runtimes:
                 if not times[rt]:
                     continue
                 prefill_s = statistics.median(t[0] for t in times[rt])
