@@ -6,43 +6,8 @@
 // writes the first output to --output, and prints one JSON line:
 // {"create_ms": ..., "first_run_ms": ..., "median_ms": ..., "p90_ms": ...}.
 'use strict';
-const fs = require('fs');
 const ort = require('onnxruntime-node');
-
-const kNpyTypes = {'<f4': ['float32', Float32Array], '<i8': ['int64', BigInt64Array]};
-
-// Reads a little-endian float32 or int64 .npy file (C order) as an ort.Tensor.
-function read_npy(path) {
-  const buf = fs.readFileSync(path);
-  const header_len = buf.readUInt16LE(8);
-  const header = buf.toString('latin1', 10, 10 + header_len);
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${path}: Fortran order`);
-  const dims = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter((d) => d.trim())
-      .map(Number);
-  const entry = kNpyTypes[descr];
-  if (!entry) throw new Error(`${path}: dtype ${descr} is not handled`);
-  const [type, Array] = entry;
-  const start = 10 + header_len;
-  const data = new Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + buf.length));
-  return new ort.Tensor(type, data, dims);
-}
-
-// Writes a float32 ort.Tensor as a .npy file.
-function write_npy(path, tensor) {
-  if (tensor.type !== 'float32') throw new Error(`--output: type ${tensor.type} is not handled`);
-  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${tensor.dims.join(', ')}${
-    tensor.dims.length === 1 ? ',' : ''}), }`;
-  while ((10 + header.length + 1) % 64 !== 0) header += ' ';
-  header += '\n';
-  const pre = Buffer.alloc(10);
-  pre.write('\x93NUMPY', 0, 'latin1');
-  pre[6] = 1;
-  pre[7] = 0;
-  pre.writeUInt16LE(header.length, 8);
-  const body = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
-  fs.writeFileSync(path, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
-}
+const {read_npy, write_npy} = require('./npy.js');
 
 function parse_args(argv) {
   const args = {model: argv[0], threads: 2, repeat: 10, shapes: {}, inputs: {}, output: ''};
