@@ -1,7 +1,7 @@
 """Generation (issue 28): the tiny decoders of tests/models/export_decoders.py (GPT-2-like,
 Llama-like with grouped-query attention and rotary positions, and the GPT-2 weights around the
 opset-23 Attention op), exported into a temporary folder, against PyTorch's greedy references;
-seeded sampling; bad input. Tests of model.generate run once the build has it."""
+seeded sampling; bad input."""
 import os
 import sys
 
@@ -18,8 +18,6 @@ import export_decoders as ed  # noqa: E402
 
 MODELS = ("gpt2-tiny", "llama-tiny", "gpt2-attention23-tiny")
 DEVICES = ["cpu"] + (["cuda"] if "cuda" in lumen.backends() else [])
-needs_generate = pytest.mark.skipif(not hasattr(lumen.Model, "generate"),
-                                    reason="this build has no Model.generate yet (issue 28)")
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +88,6 @@ def test_static_cache_decoder_matches_reference(exported, name, device):
         np.testing.assert_array_equal(torch.cat(tokens, 1).cpu().numpy(), want)
 
 
-@needs_generate
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", MODELS)
 def test_greedy_matches_torch(exported, compiled, name, device):
@@ -106,7 +103,6 @@ def test_greedy_matches_torch(exported, compiled, name, device):
     assert stats["prefill_s"] > 0 and stats["decode_s"] > 0
 
 
-@needs_generate
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", MODELS)
 def test_greedy_left_padded_batch(exported, compiled, name, device):
@@ -123,7 +119,6 @@ def test_greedy_left_padded_batch(exported, compiled, name, device):
     np.testing.assert_array_equal(got, want)
 
 
-@needs_generate
 def test_sampling_is_seeded(exported, compiled):
     path = exported["llama-tiny"]
     model = compiled(path, "cpu")
@@ -143,7 +138,6 @@ def test_sampling_is_seeded(exported, compiled):
     np.testing.assert_array_equal(top1, reference(path, "greedy")[:, :24])
 
 
-@needs_generate
 def test_eos_stops_a_sequence(exported, compiled):
     path = exported["gpt2-tiny"]
     want = reference(path, "greedy")[0]
@@ -155,7 +149,6 @@ def test_eos_stops_a_sequence(exported, compiled):
     assert got.shape[1] == first + 1 or (got[0, first + 1:] == 0).all()  # then pad_token_id 0
 
 
-@needs_generate
 def test_bad_inputs(exported, compiled):
     path = exported["gpt2-tiny"]
     model = compiled(path, "cpu")
