@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "core/device_ops.h"
 #include "lumen/generate.h"
 #include "lumen/runtime.h"
 #include "lumen/threads.h"
@@ -48,6 +49,21 @@ double parse_number(const std::string& text, const char* what) {
   return v;
 }
 
+// "resident 812.3 MB, host pool 1.2 MB in use[, cuda:0 pool 3.4 MB in use]"
+std::string memory_line(Device cache_device) {
+  auto mb = [](size_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+    return std::string(buf);
+  };
+  std::string line = "resident " + mb(resident_bytes()) + ", host pool " +
+                     mb(cpu_allocator().stats().bytes_in_use) + " in use";
+  if (cache_device.type != DeviceType::kCPU)
+    line += ", " + cache_device.to_string() + " pool " +
+            mb(device_ops(cache_device).allocator().stats().bytes_in_use) + " in use";
+  return line;
+}
+
 std::string join(const std::vector<int64_t>& ids) {
   std::string out;
   for (int64_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
@@ -64,6 +80,7 @@ int generate(const std::vector<std::string>& args) {
   GenerateOptions options;
   int64_t batch = 1;
   int64_t max_length = 0;
+  int64_t memory_every = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const char* flag) -> const std::string& {
@@ -95,6 +112,8 @@ int generate(const std::vector<std::string>& args) {
       options.eos_token_id = static_cast<int64_t>(parse_number(value("--eos"), a.c_str()));
     } else if (a == "--max-length") {
       max_length = parse_count(value("--max-length"), "--max-length");
+    } else if (a == "--memory-every") {
+      memory_every = parse_count(value("--memory-every"), "--memory-every");
     } else if (a == "--threads") {
       set_num_threads(static_cast<int>(parse_count(value("--threads"), "--threads")));
     } else if (!a.empty() && a[0] != '-' && model.empty()) {
@@ -126,6 +145,12 @@ int generate(const std::vector<std::string>& args) {
   int64_t made = 0;
   while (g.next(&step)) {
     ++made;
+    if (memory_every > 0 && made % memory_every == 0) {
+      if (tty) std::fprintf(stderr, "\r%40s\r", "");
+      std::printf("memory after %lld tokens: %s\n", static_cast<long long>(made),
+                  memory_line(gen.cache_device()).c_str());
+      std::fflush(stdout);
+    }
     if (tty) std::fprintf(stderr, "\r  %lld / %lld tokens", static_cast<long long>(made),
                           static_cast<long long>(options.max_new_tokens));
   }

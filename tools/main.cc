@@ -36,7 +36,7 @@ void usage() {
       "  generate MODEL.onnx   token ids in, new ids out, from an ONNX decoder with a kv cache\n"
       "        --ids 464,3290,318 [--ids ...] [--batch B] [--max-new-tokens N] [--device D]\n"
       "        [--sample] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--eos ID]\n"
-      "        [--max-length N] [--threads N] [--precision P]\n"
+      "        [--max-length N] [--threads N] [--precision P] [--memory-every N]\n"
       "  inspect MODEL.onnx    inputs, outputs, opset, parameters, FLOPs and op histogram\n"
       "        [--optimized]   optimize first, so --dot/--svg/--memory show the optimized graph\n"
       "        [--passes]      optimize and print op counts around each pass that changed "
