@@ -301,7 +301,8 @@ Case scatter_elements_case(const std::string& reduction, DType index_dtype) {
     return v;
   };
   c.make = [=](uint64_t seed) {
-    return std::vector<Tensor>{random_tensor(data, seed), ids(idx, indices(seed + 400), index_dtype),
+    return std::vector<Tensor>{random_tensor(data, seed),
+                               ids(idx, indices(seed + 400), index_dtype),
                                random_tensor(idx, seed + 1)};
   };
   c.reference = [=](const std::vector<Tensor>& in) {

@@ -109,8 +109,8 @@ __global__ void scatter_elements_kernel(const void* indices, bool i64, const W* 
 }
 
 template <typename W>
-__global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y,
-                                  ScatterNDDesc d, IndexCheck check) {
+__global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y, ScatterNDDesc d,
+                                  IndexCheck check) {
   ANY_GRID_LOOP(i, d.num_updates * d.slice) {
     const int64_t u = i / d.slice, s = i % d.slice;
     const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides, check);
@@ -265,10 +265,9 @@ __global__ void scatter_nd_reduce_kernel(AnyBinaryOp op, const int64_t* indices,
 
 }  // namespace
 
-void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
-                                    bool indices_int64, const void* updates, void* y,
-                                    const ScatterElementsDesc& desc, int64_t n,
-                                    const IndexCheck& check, cudaStream_t stream) {
+void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices, bool indices_int64,
+                                    const void* updates, void* y, const ScatterElementsDesc& desc,
+                                    int64_t n, const IndexCheck& check, cudaStream_t stream) {
   const int64_t len = desc.idx_dims[desc.axis];
   if (n == 0 || len == 0) return;
   const int64_t lines = n / len;
@@ -383,15 +382,14 @@ void launch_one_hot(Elem index_t, const void* indices, Elem t, const void* value
   });
 }
 
-void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates,
-                             void* y, int element_bytes, const ScatterElementsDesc& desc,
-                             int64_t n, const IndexCheck& check, cudaStream_t stream) {
+void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates, void* y,
+                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
+                             const IndexCheck& check, cudaStream_t stream) {
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     scatter_elements_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        indices, indices_int64, static_cast<const W*>(updates), static_cast<W*>(y), desc, n,
-        check);
+        indices, indices_int64, static_cast<const W*>(updates), static_cast<W*>(y), desc, n, check);
   });
 }
 

@@ -223,8 +223,7 @@ std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
     if (bytes > 0)
       check(cudaMemcpyAsync(out(k), in(k, 0), bytes, cudaMemcpyDeviceToDevice, s), where);
     if (reduce)
-      launch_scatter_elements_reduce(e, *reduce, in(k, 1), i64, in(k, 2), out(k), d, n, checked,
-                                     s);
+      launch_scatter_elements_reduce(e, *reduce, in(k, 1), i64, in(k, 2), out(k), d, n, checked, s);
     else
       launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, checked, s);
   });

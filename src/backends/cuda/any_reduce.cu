@@ -368,8 +368,8 @@ __device__ void loss_row(const LossDesc& d, const T* x, const void* target, cons
 }
 
 template <typename T>
-__global__ void loss_rows_kernel(LossDesc d, const T* x, const void* target, const T* weight,
-                                 T* y, T* log_prob, IndexCheck check) {
+__global__ void loss_rows_kernel(LossDesc d, const T* x, const void* target, const T* weight, T* y,
+                                 T* log_prob, IndexCheck check) {
   ANY_GRID_LOOP(r, d.n * d.inner) {
     float loss = 0.f, w = 0.f;
     loss_row(d, x, target, weight, log_prob, r, &loss, &w, check);
@@ -379,8 +379,8 @@ __global__ void loss_rows_kernel(LossDesc d, const T* x, const void* target, con
 
 // One block: the sum of the rows' losses (and weights, for the mean).
 template <typename T>
-__global__ void loss_total_kernel(LossDesc d, const T* x, const void* target, const T* weight,
-                                  T* y, T* log_prob, IndexCheck check) {
+__global__ void loss_total_kernel(LossDesc d, const T* x, const void* target, const T* weight, T* y,
+                                  T* log_prob, IndexCheck check) {
   __shared__ float scratch[32];
   Reducer<float> sum{ReduceKind::kSum, 0.f};
   float total = 0.f, weights = 0.f;

@@ -258,8 +258,8 @@ std::unique_ptr<Kernel> make_loss(const NodeContext& ctx) {
   const IndexCheck checked = index_check(ctx);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     void* log_prob = outputs > 1 && k.outputs[1].defined() ? out(k, 1) : nullptr;
-    launch_loss(st, d, in(k, 0), in(k, 1), weighted ? in(k, 2) : nullptr, out(k), log_prob,
-                checked, s);
+    launch_loss(st, d, in(k, 0), in(k, 1), weighted ? in(k, 2) : nullptr, out(k), log_prob, checked,
+                s);
   });
 }
 

@@ -9,8 +9,8 @@ namespace lumen::cuda {
 
 // Records index `value` outside [lo, hi) for `check`'s kernel unless a failure is recorded
 // already (only the first one is kept until the host reads and resets it).
-__device__ __forceinline__ void report_bad_index(const IndexCheck& check, int64_t value,
-                                                 int64_t lo, int64_t hi) {
+__device__ __forceinline__ void report_bad_index(const IndexCheck& check, int64_t value, int64_t lo,
+                                                 int64_t hi) {
   if (check.claim == nullptr) return;
   if (*static_cast<volatile int*>(check.claim) != 0) return;  // cheap for many failing threads
   if (atomicCAS(check.claim, 0, check.kernel) != 0) return;

@@ -39,10 +39,10 @@ class IndexErrors {
 
  private:
   std::mutex mutex_;
-  int* claim_ = nullptr;                // device memory
-  IndexErrorRecord* record_ = nullptr;  // mapped host memory, as the host addresses it
+  int* claim_ = nullptr;                       // device memory
+  IndexErrorRecord* record_ = nullptr;         // mapped host memory, as the host addresses it
   IndexErrorRecord* device_record_ = nullptr;  // the same, as kernels address it
-  std::vector<std::string> names_;      // id - 1 -> where
+  std::vector<std::string> names_;             // id - 1 -> where
   std::map<std::string, int32_t> ids_;
 };
 
