@@ -38,7 +38,9 @@ void IndexErrors::raise_pending(cudaStream_t stream) {
   const int64_t value = std::atomic_ref<int64_t>(record_->value).load(std::memory_order_relaxed);
   const int64_t lo = std::atomic_ref<int64_t>(record_->lo).load(std::memory_order_relaxed);
   const int64_t hi = std::atomic_ref<int64_t>(record_->hi).load(std::memory_order_relaxed);
-  kernel.store(0, std::memory_order_relaxed);
+  // Only one waiting thread raises it (the fields stay put: the claim is still taken).
+  int32_t expected = id;
+  if (!kernel.compare_exchange_strong(expected, 0)) return;
   check(cudaMemsetAsync(claim_, 0, sizeof(int), stream), "reset the index error word");
   std::string where = "a CUDA index kernel";
   {
