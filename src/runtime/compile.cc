@@ -1,5 +1,6 @@
 // Graph::compile: verify, place every node on a backend, build kernels once, assign value slots,
 // and copy values that cross devices (weights once, here; activations by copy steps).
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -343,6 +344,13 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
       recordable = false;
   }
   for (bool host : impl->input_read_on_host) recordable = recordable && !host;
+  for (const Step& step : impl->steps) {
+    Stream* s = &step.backend->default_stream();
+    if (step.backend->device().type != DeviceType::kCPU &&
+        std::find(impl->device_streams.begin(), impl->device_streams.end(), s) ==
+            impl->device_streams.end())
+      impl->device_streams.push_back(s);
+  }
   if (recordable) {
     impl->record_stream = record;
     impl->recorder = dynamic_cast<RecordingStream*>(record);

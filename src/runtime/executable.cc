@@ -221,6 +221,12 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
     bool copy = impl.constants[s].defined() || lease.contains(t);
     outputs.push_back(copy ? t.clone() : t);
   }
+
+  // The host waits for the device work (the output copies did already, so this costs little) and
+  // a device's synchronize() raises what its kernels could only record: a CUDA index out of range
+  // (a run whose outputs stayed on the device would raise it at the next wait instead). A replay
+  // raises it when its outputs are copied back (RecordingStream::copy synchronizes).
+  for (Stream* stream : impl.device_streams) stream->synchronize();
   if (profile != nullptr) profile->total_us = micros_between(run_start, Clock::now());
   return outputs;
 }
@@ -267,7 +273,15 @@ MemoryReport Executable::memory_report() const {
 
 std::string Executable::summary() const {
   std::ostringstream os;
-  os << impl_->steps.size() << " steps\n";
+  os << impl_->steps.size() << " steps";
+  {
+    std::lock_guard<std::mutex> lock(impl_->record_mutex);
+    if (impl_->recorded)
+      os << ", recorded as one device graph that every run replays";
+    else if (impl_->record_stream != nullptr)
+      os << ", to be recorded as one device graph by the first run";
+  }
+  os << "\n";
   for (size_t i = 0; i < impl_->steps.size(); ++i)
     os << "  " << i << ": " << impl_->steps[i].label << "\n";
   return os.str();

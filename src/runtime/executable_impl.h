@@ -55,6 +55,9 @@ struct Executable::Impl {
   // to the host first).
   std::vector<bool> input_read_on_host;
   int num_events = 0;  // run events (Step::signal) each run records
+  // The device streams the steps run on: a run with host outputs waits for each at its end, which
+  // also raises the errors its kernels could only record (a CUDA index out of range).
+  std::vector<Stream*> device_streams;
   // Set when every step runs on one device stream that can record work (all CUDA, static
   // shapes): execute() then records the run once and replays it.
   Stream* record_stream = nullptr;

@@ -197,8 +197,8 @@ void launch_one_hot(Elem index_t, const void* indices, Elem t, const void* value
 
 // ScatterElements (reduction none) along `axis` of data's shape `dims`: y (a copy of data made
 // beforehand) at the index with dim `axis` replaced by indices[j] gets updates[j]; indices and
-// updates share the shape `idx_dims`. Out-of-range indices are skipped (the checks keep run-time
-// indices on the host).
+// updates share the shape `idx_dims`. Out-of-range indices are skipped and reported through
+// `check` (index_check.h), as by every index kernel below.
 struct ScatterElementsDesc {
   int rank = 0, axis = 0;
   int64_t dims[kMaxRank] = {};
@@ -206,7 +206,7 @@ struct ScatterElementsDesc {
 };
 void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates, void* y,
                              int element_bytes, const ScatterElementsDesc& desc, int64_t n,
-                             cudaStream_t stream);
+                             const IndexCheck& check, cudaStream_t stream);
 
 // ScatterND (reduction none): y (a copy of data) gets updates[u, :] at the slice
 // indices[u, 0..k) of data, each slice `slice` elements; `strides` are data's element strides of
@@ -218,14 +218,14 @@ struct ScatterNDDesc {
   int64_t num_updates = 0, slice = 0;
 };
 void launch_scatter_nd(const int64_t* indices, const void* updates, void* y, int element_bytes,
-                       const ScatterNDDesc& desc, cudaStream_t stream);
+                       const ScatterNDDesc& desc, const IndexCheck& check, cudaStream_t stream);
 
 // GatherElements along `axis`: y (indices' shape idx_dims) at index j reads data (shape dims) at
 // j's index with dim `axis` replaced by indices[j] (negative from the end). Out-of-range indices
 // give zero.
 void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
-                            cudaStream_t stream);
+                            const IndexCheck& check, cudaStream_t stream);
 
 // GatherND: y[b, u, s] = data[b, indices[b, u, 0..k), s] over `batch` flattened batch dims, `num`
 // index tuples per batch and slices of `slice` elements; `dims` and `strides` are the data's sizes
@@ -237,7 +237,7 @@ struct GatherNDDesc {
   int64_t batch = 1, num = 0, slice = 1, batch_stride = 0;
 };
 void launch_gather_nd(const void* data, const int64_t* indices, void* y, int element_bytes,
-                      const GatherNDDesc& desc, cudaStream_t stream);
+                      const GatherNDDesc& desc, const IndexCheck& check, cudaStream_t stream);
 
 // Pad: y (dims) at index c reads x (x_dims, contiguous) at c - pad_begin per dim. Negative pads
 // crop first: each dim keeps the window [win_lo, win_lo + win_n) of x, and outside it kConstant
@@ -274,16 +274,18 @@ void launch_instance_norm(Storage st, const void* x, const void* scale, const vo
 // line along the axis; a slice position), so repeated indices combine deterministically.
 void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices, bool indices_int64,
                                     const void* updates, void* y, const ScatterElementsDesc& desc,
-                                    int64_t n, cudaStream_t stream);
+                                    int64_t n, const IndexCheck& check, cudaStream_t stream);
 void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, const void* updates,
-                              void* y, const ScatterNDDesc& desc, cudaStream_t stream);
+                              void* y, const ScatterNDDesc& desc, const IndexCheck& check,
+                              cudaStream_t stream);
 
 // NegativeLogLikelihoodLoss (softmax false) and SoftmaxCrossEntropyLoss (true) over scores x
 // [n, c, inner] and targets [n, inner] (int64 or int32): per row, loss = -score[target] *
 // weight[target] (score: x, or its log-softmax over c, also written to log_prob when not null);
-// ignored rows (has_ignore, target == ignore) give 0 and weigh nothing; other targets outside
-// [0, c) give NaN. reduction 0: y holds each row's loss; 1: their sum; 2: the sum over the total
-// weight. x, weight (nullable), y and log_prob share the storage `st`.
+// ignored rows (has_ignore, target == ignore) give 0 and weigh nothing; so do other targets
+// outside [0, c), which are reported through `check`. reduction 0: y holds each row's loss; 1:
+// their sum; 2: the sum over the total weight. x, weight (nullable), y and log_prob share the
+// storage `st`.
 struct LossDesc {
   int64_t n = 0, c = 0, inner = 1;
   bool softmax = false, target_int64 = true, has_ignore = false;
@@ -291,6 +293,7 @@ struct LossDesc {
   int reduction = 2;
 };
 void launch_loss(Storage st, const LossDesc& desc, const void* x, const void* target,
-                 const void* weight, void* y, void* log_prob, cudaStream_t stream);
+                 const void* weight, void* y, void* log_prob, const IndexCheck& check,
+                 cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -3,6 +3,7 @@
 // instantiation per element size serves every type.
 #include "backends/cuda/any_launch.h"
 #include "backends/cuda/any_types.cuh"
+#include "backends/cuda/index_check.cuh"
 
 namespace lumen::cuda {
 namespace {
@@ -57,17 +58,22 @@ __global__ void one_hot_kernel(const I* indices, const T* values, T* y, int64_t 
 }
 
 // The data offset that element j of an Elements op addresses: j's index (in the indices' shape
-// idx_dims) with dim `axis` replaced by indices[j], negative from the end; -1 when out of range.
+// idx_dims) with dim `axis` replaced by indices[j], negative from the end; -1 when out of range
+// (reported through `check`).
 __device__ int64_t elements_offset(int64_t j, const void* indices, bool i64,
-                                   const ScatterElementsDesc& d) {
+                                   const ScatterElementsDesc& d, const IndexCheck& check) {
   int64_t rest = j, off = 0, stride = 1;
   for (int k = d.rank - 1; k >= 0; --k) {
     int64_t c = rest % d.idx_dims[k];
     rest /= d.idx_dims[k];
     if (k == d.axis) {
-      c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
-      if (c < 0) c += d.dims[k];
-      if (c < 0 || c >= d.dims[k]) return -1;
+      const int64_t given =
+          i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+      c = given < 0 ? given + d.dims[k] : given;
+      if (c < 0 || c >= d.dims[k]) {
+        report_bad_index(check, given, -d.dims[k], d.dims[k]);
+        return -1;
+      }
     }
     off += c * stride;
     stride *= d.dims[k];
@@ -76,53 +82,57 @@ __device__ int64_t elements_offset(int64_t j, const void* indices, bool i64,
 }
 
 // The offset of index tuple `tuple` (k indices, negative from the end) over dims and element
-// strides; -1 when an index is out of range.
+// strides; -1 when an index is out of range (reported through `check`).
 __device__ int64_t tuple_offset(const int64_t* tuple, int k, const int64_t* dims,
-                                const int64_t* strides) {
+                                const int64_t* strides, const IndexCheck& check) {
   int64_t off = 0;
   for (int q = 0; q < k; ++q) {
-    int64_t c = tuple[q];
-    if (c < 0) c += dims[q];
-    if (c < 0 || c >= dims[q]) return -1;
+    const int64_t given = tuple[q];
+    const int64_t c = given < 0 ? given + dims[q] : given;
+    if (c < 0 || c >= dims[q]) {
+      report_bad_index(check, given, -dims[q], dims[q]);
+      return -1;
+    }
     off += c * strides[q];
   }
   return off;
 }
 
-// Out-of-range indices (which compile-time checks keep from CUDA) are skipped, or read zero.
+// Out-of-range indices are skipped, or read zero, and reported.
 template <typename W>
 __global__ void scatter_elements_kernel(const void* indices, bool i64, const W* updates, W* y,
-                                        ScatterElementsDesc d, int64_t n) {
+                                        ScatterElementsDesc d, int64_t n, IndexCheck check) {
   ANY_GRID_LOOP(j, n) {
-    const int64_t off = elements_offset(j, indices, i64, d);
+    const int64_t off = elements_offset(j, indices, i64, d, check);
     if (off >= 0) y[off] = updates[j];
   }
 }
 
 template <typename W>
-__global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y,
-                                  ScatterNDDesc d) {
+__global__ void scatter_nd_kernel(const int64_t* indices, const W* updates, W* y, ScatterNDDesc d,
+                                  IndexCheck check) {
   ANY_GRID_LOOP(i, d.num_updates * d.slice) {
     const int64_t u = i / d.slice, s = i % d.slice;
-    const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides);
+    const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides, check);
     if (off >= 0) y[off + s] = updates[i];
   }
 }
 
 template <typename W>
 __global__ void gather_elements_kernel(const W* data, const void* indices, bool i64, W* y,
-                                       ScatterElementsDesc d, int64_t n) {
+                                       ScatterElementsDesc d, int64_t n, IndexCheck check) {
   ANY_GRID_LOOP(j, n) {
-    const int64_t off = elements_offset(j, indices, i64, d);
+    const int64_t off = elements_offset(j, indices, i64, d, check);
     y[j] = off >= 0 ? data[off] : W(0);
   }
 }
 
 template <typename W>
-__global__ void gather_nd_kernel(const W* data, const int64_t* indices, W* y, GatherNDDesc d) {
+__global__ void gather_nd_kernel(const W* data, const int64_t* indices, W* y, GatherNDDesc d,
+                                 IndexCheck check) {
   ANY_GRID_LOOP(i, d.batch * d.num * d.slice) {
     const int64_t s = i % d.slice, t = i / d.slice;  // t: the tuple, batch-major
-    const int64_t off = tuple_offset(indices + t * d.k, d.k, d.dims, d.strides);
+    const int64_t off = tuple_offset(indices + t * d.k, d.k, d.dims, d.strides, check);
     y[i] = off >= 0 ? data[(t / d.num) * d.batch_stride + off + s] : W(0);
   }
 }
@@ -202,7 +212,7 @@ __device__ __forceinline__ T combine_as(AnyBinaryOp op, T a, T b) {
 template <typename T>
 __global__ void scatter_elements_reduce_kernel(AnyBinaryOp op, const void* indices, bool i64,
                                                const T* updates, T* y, ScatterElementsDesc d,
-                                               int64_t lines) {
+                                               int64_t lines, IndexCheck check) {
   const int64_t len = d.idx_dims[d.axis];
   ANY_GRID_LOOP(line, lines) {
     for (int64_t a = 0; a < len; ++a) {
@@ -224,9 +234,13 @@ __global__ void scatter_elements_reduce_kernel(AnyBinaryOp op, const void* indic
         }
         stride *= d.dims[k];
       }
-      int64_t c = i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
-      if (c < 0) c += d.dims[d.axis];
-      if (c < 0 || c >= d.dims[d.axis]) ok = false;
+      const int64_t given =
+          i64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+      const int64_t c = given < 0 ? given + d.dims[d.axis] : given;
+      if (c < 0 || c >= d.dims[d.axis]) {
+        ok = false;
+        report_bad_index(check, given, -d.dims[d.axis], d.dims[d.axis]);
+      }
       int64_t axis_stride = 1;
       for (int k = d.rank - 1; k > d.axis; --k) axis_stride *= d.dims[k];
       if (ok) {
@@ -240,10 +254,10 @@ __global__ void scatter_elements_reduce_kernel(AnyBinaryOp op, const void* indic
 // One thread per position within a slice, over every update in order.
 template <typename T>
 __global__ void scatter_nd_reduce_kernel(AnyBinaryOp op, const int64_t* indices, const T* updates,
-                                         T* y, ScatterNDDesc d) {
+                                         T* y, ScatterNDDesc d, IndexCheck check) {
   ANY_GRID_LOOP(s, d.slice) {
     for (int64_t u = 0; u < d.num_updates; ++u) {
-      const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides);
+      const int64_t off = tuple_offset(indices + u * d.k, d.k, d.dims, d.strides, check);
       if (off >= 0) y[off + s] = combine_as(op, y[off + s], updates[u * d.slice + s]);
     }
   }
@@ -251,10 +265,9 @@ __global__ void scatter_nd_reduce_kernel(AnyBinaryOp op, const int64_t* indices,
 
 }  // namespace
 
-void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
-                                    bool indices_int64, const void* updates, void* y,
-                                    const ScatterElementsDesc& desc, int64_t n,
-                                    cudaStream_t stream) {
+void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices, bool indices_int64,
+                                    const void* updates, void* y, const ScatterElementsDesc& desc,
+                                    int64_t n, const IndexCheck& check, cudaStream_t stream) {
   const int64_t len = desc.idx_dims[desc.axis];
   if (n == 0 || len == 0) return;
   const int64_t lines = n / len;
@@ -263,40 +276,41 @@ void launch_scatter_elements_reduce(Elem t, AnyBinaryOp op, const void* indices,
     if constexpr (!std::is_same_v<T, bool>)
       scatter_elements_reduce_kernel<T><<<any_blocks(lines), kAnyThreads, 0, stream>>>(
           op, indices, indices_int64, static_cast<const T*>(updates), static_cast<T*>(y), desc,
-          lines);
+          lines, check);
   });
 }
 
 void launch_scatter_nd_reduce(Elem t, AnyBinaryOp op, const int64_t* indices, const void* updates,
-                              void* y, const ScatterNDDesc& desc, cudaStream_t stream) {
+                              void* y, const ScatterNDDesc& desc, const IndexCheck& check,
+                              cudaStream_t stream) {
   if (desc.slice == 0 || desc.num_updates == 0) return;
   with_elem(t, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>)
       scatter_nd_reduce_kernel<T><<<any_blocks(desc.slice), kAnyThreads, 0, stream>>>(
-          op, indices, static_cast<const T*>(updates), static_cast<T*>(y), desc);
+          op, indices, static_cast<const T*>(updates), static_cast<T*>(y), desc, check);
   });
 }
 
 void launch_gather_elements(const void* data, const void* indices, bool indices_int64, void* y,
                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
-                            cudaStream_t stream) {
+                            const IndexCheck& check, cudaStream_t stream) {
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     gather_elements_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        static_cast<const W*>(data), indices, indices_int64, static_cast<W*>(y), desc, n);
+        static_cast<const W*>(data), indices, indices_int64, static_cast<W*>(y), desc, n, check);
   });
 }
 
 void launch_gather_nd(const void* data, const int64_t* indices, void* y, int element_bytes,
-                      const GatherNDDesc& desc, cudaStream_t stream) {
+                      const GatherNDDesc& desc, const IndexCheck& check, cudaStream_t stream) {
   const int64_t n = desc.batch * desc.num * desc.slice;
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     gather_nd_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        static_cast<const W*>(data), indices, static_cast<W*>(y), desc);
+        static_cast<const W*>(data), indices, static_cast<W*>(y), desc, check);
   });
 }
 
@@ -368,24 +382,24 @@ void launch_one_hot(Elem index_t, const void* indices, Elem t, const void* value
   });
 }
 
-void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates,
-                             void* y, int element_bytes, const ScatterElementsDesc& desc,
-                             int64_t n, cudaStream_t stream) {
+void launch_scatter_elements(const void* indices, bool indices_int64, const void* updates, void* y,
+                             int element_bytes, const ScatterElementsDesc& desc, int64_t n,
+                             const IndexCheck& check, cudaStream_t stream) {
   if (n == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     scatter_elements_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        indices, indices_int64, static_cast<const W*>(updates), static_cast<W*>(y), desc, n);
+        indices, indices_int64, static_cast<const W*>(updates), static_cast<W*>(y), desc, n, check);
   });
 }
 
 void launch_scatter_nd(const int64_t* indices, const void* updates, void* y, int element_bytes,
-                       const ScatterNDDesc& desc, cudaStream_t stream) {
+                       const ScatterNDDesc& desc, const IndexCheck& check, cudaStream_t stream) {
   if (desc.num_updates * desc.slice == 0) return;
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     scatter_nd_kernel<W><<<any_blocks(desc.num_updates * desc.slice), kAnyThreads, 0, stream>>>(
-        indices, static_cast<const W*>(updates), static_cast<W*>(y), desc);
+        indices, static_cast<const W*>(updates), static_cast<W*>(y), desc, check);
   });
 }
 

@@ -186,7 +186,7 @@ std::string check_scatter(const NodeContext& ctx) {
   if (idx != DType::kInt64 && (ctx.op() == OpKind::kScatterND || idx != DType::kInt32))
     return "the indices must be int64 (or int32 for ScatterElements)";
   if (ctx.input_dtype(2) != ctx.input_dtype(0)) return "the updates' type differs from the data's";
-  why = check_constant_indices(ctx, 1, index_bounds(ctx), true);
+  why = check_known_indices(ctx, 1, index_bounds(ctx), true);
   if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
@@ -218,13 +218,14 @@ std::unique_ptr<Kernel> make_scatter_elements(const NodeContext& ctx) {
   const std::string where = ctx.where();
   const std::optional<AnyBinaryOp> reduce = scatter_reduction(ctx);
   const Elem e = *elem_of(ctx.input_dtype(0));
+  const IndexCheck checked = index_check(ctx);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     if (bytes > 0)
       check(cudaMemcpyAsync(out(k), in(k, 0), bytes, cudaMemcpyDeviceToDevice, s), where);
     if (reduce)
-      launch_scatter_elements_reduce(e, *reduce, in(k, 1), i64, in(k, 2), out(k), d, n, s);
+      launch_scatter_elements_reduce(e, *reduce, in(k, 1), i64, in(k, 2), out(k), d, n, checked, s);
     else
-      launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, s);
+      launch_scatter_elements(in(k, 1), i64, in(k, 2), out(k), es, d, n, checked, s);
   });
 }
 
@@ -249,14 +250,15 @@ std::unique_ptr<Kernel> make_scatter_nd(const NodeContext& ctx) {
   const std::string where = ctx.where();
   const std::optional<AnyBinaryOp> reduce = scatter_reduction(ctx);
   const Elem e = *elem_of(ctx.input_dtype(0));
+  const IndexCheck checked = index_check(ctx);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     if (bytes > 0)
       check(cudaMemcpyAsync(out(k), in(k, 0), bytes, cudaMemcpyDeviceToDevice, s), where);
     const auto* indices = static_cast<const int64_t*>(in(k, 1));
     if (reduce)
-      launch_scatter_nd_reduce(e, *reduce, indices, in(k, 2), out(k), d, s);
+      launch_scatter_nd_reduce(e, *reduce, indices, in(k, 2), out(k), d, checked, s);
     else
-      launch_scatter_nd(indices, in(k, 2), out(k), es, d, s);
+      launch_scatter_nd(indices, in(k, 2), out(k), es, d, checked, s);
   });
 }
 
@@ -265,7 +267,7 @@ std::string check_gather_elements(const NodeContext& ctx) {
   if (!why.empty()) return why;
   const DType idx = ctx.input_dtype(1);
   if (idx != DType::kInt64 && idx != DType::kInt32) return "the indices must be int64 or int32";
-  why = check_constant_indices(ctx, 1, index_bounds(ctx), true);
+  why = check_known_indices(ctx, 1, index_bounds(ctx), true);
   if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
@@ -275,8 +277,9 @@ std::unique_ptr<Kernel> make_gather_elements(const NodeContext& ctx) {
   const bool i64 = ctx.input_dtype(1) == DType::kInt64;
   const int es = element_bytes(ctx.input_dtype(0));
   const int64_t n = ctx.input_shape(1).numel();
+  const IndexCheck checked = index_check(ctx);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_gather_elements(in(k, 0), in(k, 1), i64, out(k), es, d, n, s);
+    launch_gather_elements(in(k, 0), in(k, 1), i64, out(k), es, d, n, checked, s);
   });
 }
 
@@ -284,7 +287,7 @@ std::string check_gather_nd(const NodeContext& ctx) {
   std::string why = check_gpu_data(ctx, 0);
   if (!why.empty()) return why;
   if (ctx.input_dtype(1) != DType::kInt64) return "the indices must be int64";
-  why = check_constant_indices(ctx, 1, index_bounds(ctx), true);
+  why = check_known_indices(ctx, 1, index_bounds(ctx), true);
   if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
@@ -310,8 +313,9 @@ std::unique_ptr<Kernel> make_gather_nd(const NodeContext& ctx) {
   for (int k = b + d.k; k < x.rank(); ++k) d.slice *= x[k];
   d.batch_stride = b < x.rank() ? strides[b] * x[b] : 1;
   const int es = element_bytes(ctx.input_dtype(0));
+  const IndexCheck checked = index_check(ctx);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_gather_nd(in(k, 0), static_cast<const int64_t*>(in(k, 1)), out(k), es, d, s);
+    launch_gather_nd(in(k, 0), static_cast<const int64_t*>(in(k, 1)), out(k), es, d, checked, s);
   });
 }
 

@@ -48,11 +48,12 @@ std::string check_cpu_takes_integers(const NodeContext& ctx);
 // checks the others at run time).
 std::string check_constant_without_zero(const NodeContext& ctx, int i);
 
-// "" when input `i` (indices or targets) is a constant whose element k lies in [-b, b) (or [0, b)
-// without `negative`), b = bounds[k % bounds.size()]: the CUDA kernels do not check indices, so
-// those known only at run time go to the host, which reports a bad one.
-std::string check_constant_indices(const NodeContext& ctx, int i,
-                                   const std::vector<int64_t>& bounds, bool negative);
+// "" when input `i` (indices or targets) is known only at run time (the kernel checks each index
+// and reports a bad one: index_errors.h), or is a constant whose element k lies in [-b, b) (or
+// [0, b) without `negative`), b = bounds[k % bounds.size()]; a constant out of range stays on the
+// host, which reports it.
+std::string check_known_indices(const NodeContext& ctx, int i, const std::vector<int64_t>& bounds,
+                                bool negative);
 
 // A kernel whose run is a closure built at compile time.
 class ClosureKernel final : public Kernel {

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/any_launch.h"
 #include "backends/cuda/any_types.cuh"
+#include "backends/cuda/index_check.cuh"
 #include "backends/cuda/storage.cuh"
 
 namespace lumen::cuda {
@@ -328,10 +329,11 @@ __global__ void instance_norm_kernel(const T* x, const T* scale, const T* bias, 
   }
 }
 
-// Row r = (image, position) of a loss: its loss and weight (log_prob written when not null).
+// Row r = (image, position) of a loss: its loss and weight (log_prob written when not null); a
+// target out of range is reported and counts as an ignored row.
 template <typename T>
 __device__ void loss_row(const LossDesc& d, const T* x, const void* target, const T* weight,
-                         T* log_prob, int64_t r, float* loss, float* w) {
+                         T* log_prob, int64_t r, float* loss, float* w, const IndexCheck& check) {
   const int64_t img = r / d.inner, pos = r % d.inner;
   const T* row = x + img * d.c * d.inner + pos;
   float shift = 0.f;  // log-softmax: max + log(sum exp(x - max))
@@ -356,8 +358,9 @@ __device__ void loss_row(const LossDesc& d, const T* x, const void* target, cons
     *loss = 0.f;
     *w = 0.f;
   } else if (t < 0 || t >= d.c) {
-    *loss = NAN;
-    *w = NAN;
+    *loss = 0.f;
+    *w = 0.f;
+    report_bad_index(check, t, 0, d.c);
   } else {
     *w = weight != nullptr ? to_float(weight[t]) : 1.f;
     *loss = -(to_float(row[t * d.inner]) - shift) * *w;
@@ -365,25 +368,25 @@ __device__ void loss_row(const LossDesc& d, const T* x, const void* target, cons
 }
 
 template <typename T>
-__global__ void loss_rows_kernel(LossDesc d, const T* x, const void* target, const T* weight,
-                                 T* y, T* log_prob) {
+__global__ void loss_rows_kernel(LossDesc d, const T* x, const void* target, const T* weight, T* y,
+                                 T* log_prob, IndexCheck check) {
   ANY_GRID_LOOP(r, d.n * d.inner) {
     float loss = 0.f, w = 0.f;
-    loss_row(d, x, target, weight, log_prob, r, &loss, &w);
+    loss_row(d, x, target, weight, log_prob, r, &loss, &w, check);
     y[r] = from_float<T>(loss);
   }
 }
 
 // One block: the sum of the rows' losses (and weights, for the mean).
 template <typename T>
-__global__ void loss_total_kernel(LossDesc d, const T* x, const void* target, const T* weight,
-                                  T* y, T* log_prob) {
+__global__ void loss_total_kernel(LossDesc d, const T* x, const void* target, const T* weight, T* y,
+                                  T* log_prob, IndexCheck check) {
   __shared__ float scratch[32];
   Reducer<float> sum{ReduceKind::kSum, 0.f};
   float total = 0.f, weights = 0.f;
   for (int64_t r = threadIdx.x; r < d.n * d.inner; r += blockDim.x) {
     float loss = 0.f, w = 0.f;
-    loss_row(d, x, target, weight, log_prob, r, &loss, &w);
+    loss_row(d, x, target, weight, log_prob, r, &loss, &w, check);
     total += loss;
     weights += w;
   }
@@ -487,7 +490,8 @@ void launch_instance_norm(Storage st, const void* x, const void* scale, const vo
 }
 
 void launch_loss(Storage st, const LossDesc& desc, const void* x, const void* target,
-                 const void* weight, void* y, void* log_prob, cudaStream_t stream) {
+                 const void* weight, void* y, void* log_prob, const IndexCheck& check,
+                 cudaStream_t stream) {
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x);
@@ -495,10 +499,10 @@ void launch_loss(Storage st, const LossDesc& desc, const void* x, const void* ta
     if (desc.reduction == 0) {
       if (desc.n * desc.inner == 0) return;
       loss_rows_kernel<T><<<any_blocks(desc.n * desc.inner), kAnyThreads, 0, stream>>>(
-          desc, px, target, pw, static_cast<T*>(y), static_cast<T*>(log_prob));
+          desc, px, target, pw, static_cast<T*>(y), static_cast<T*>(log_prob), check);
     } else {
       loss_total_kernel<T><<<1, kAnyThreads * 4, 0, stream>>>(
-          desc, px, target, pw, static_cast<T*>(y), static_cast<T*>(log_prob));
+          desc, px, target, pw, static_cast<T*>(y), static_cast<T*>(log_prob), check);
     }
   });
 }

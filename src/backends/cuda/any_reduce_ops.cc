@@ -235,7 +235,7 @@ std::string check_loss(const NodeContext& ctx) {
   for (int i = 0; i < ctx.num_outputs(); ++i)
     if (ctx.output(i).dtype != x) return "the outputs' type differs from the scores'";
   if (ctx.input_shape(0).rank() < 2) return "scores need rank 2 or more";
-  std::string why = check_constant_indices(ctx, 1, {ctx.input_shape(0)[1]}, false);
+  std::string why = check_known_indices(ctx, 1, {ctx.input_shape(0)[1]}, false);
   if (!why.empty()) return why;
   return check_static_shapes(ctx);
 }
@@ -255,9 +255,11 @@ std::unique_ptr<Kernel> make_loss(const NodeContext& ctx) {
   const bool weighted = ctx.num_inputs() > 2 && ctx.has_input(2);
   const int outputs = ctx.num_outputs();
   const Storage st = storage_of(ctx.input_dtype(0));
+  const IndexCheck checked = index_check(ctx);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
     void* log_prob = outputs > 1 && k.outputs[1].defined() ? out(k, 1) : nullptr;
-    launch_loss(st, d, in(k, 0), in(k, 1), weighted ? in(k, 2) : nullptr, out(k), log_prob, s);
+    launch_loss(st, d, in(k, 0), in(k, 1), weighted ? in(k, 2) : nullptr, out(k), log_prob, checked,
+                s);
   });
 }
 

@@ -97,6 +97,8 @@ Tensor CudaBackend::move(const Tensor& src, Device to, Event* ready) {
                           copy_stream_->handle()),
           "copy " + src.device().to_string() + " -> host");
     copy_stream_->synchronize();
+    // The work the copy waited for has finished: raise an index its kernels found out of range.
+    index_errors_->raise_pending(stream_->handle());
     return dst;
   }
   return src.to(to);

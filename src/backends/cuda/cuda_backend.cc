@@ -60,7 +60,8 @@ const bool kBackendRegistered = register_backend(&probe_cuda);
 
 }  // namespace
 
-CudaStream::CudaStream(int device) : device_(device) {
+CudaStream::CudaStream(int device, IndexErrors* index_errors)
+    : device_(device), index_errors_(index_errors) {
   check(cudaSetDevice(device_), "select device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
 }
@@ -71,6 +72,8 @@ CudaStream::~CudaStream() {
 
 void CudaStream::synchronize() {
   check(cudaStreamSynchronize(stream_), "synchronize stream");
+  // Every kernel queued so far has finished: its index failures are in the record.
+  if (index_errors_ != nullptr) index_errors_->raise_pending(stream_);
 }
 
 void CudaStream::wait(const Event& event) {
@@ -120,7 +123,9 @@ void Workspace::reserve(size_t bytes) {
 }
 
 CudaBackend::CudaBackend(int device) : device_(device) {
-  stream_ = std::make_unique<CudaStream>(device_);
+  check(cudaSetDevice(device_), "select device");
+  index_errors_ = std::make_unique<IndexErrors>();
+  stream_ = std::make_unique<CudaStream>(device_, index_errors_.get());
   copy_stream_ = std::make_unique<CudaStream>(device_);
   check(cublasLtCreate(&cublas_), "create handle");
   check(cudnnCreate(&cudnn_), "create handle");
@@ -190,6 +195,10 @@ CudaBackend& require_cuda_backend() {
 cudaStream_t stream_of(const KernelContext& ctx) {
   auto* s = dynamic_cast<CudaStream*>(ctx.stream);
   return s ? s->handle() : require_cuda_backend().stream().handle();
+}
+
+IndexCheck index_check(const NodeContext& ctx) {
+  return require_cuda_backend().index_errors().check_for(ctx.where());
 }
 
 bool register_kernel(OpKind op, KernelEntry entry) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/index_errors.h"
 #include "backends/cuda/launch.h"
 #include "graph/node_context.h"
 #include "runtime/recording.h"
@@ -20,10 +21,12 @@
 namespace lumen::cuda {
 
 // A CUDA stream behind the runtime's Stream. The backend's stream is non-blocking (it does not
-// wait for the legacy default stream).
+// wait for the legacy default stream). Where `index_errors` is given (the stream the kernels run
+// on), synchronize() and copies to or from the host raise the out-of-range indices its kernels
+// recorded (IndexErrors::raise_pending): the host reads the record only where it waits anyway.
 class CudaStream final : public Stream, public RecordingStream {
  public:
-  explicit CudaStream(int device);
+  explicit CudaStream(int device, IndexErrors* index_errors = nullptr);
   ~CudaStream() override;
   Device device() const override { return Device::cuda(device_); }
   void synchronize() override;
@@ -37,6 +40,7 @@ class CudaStream final : public Stream, public RecordingStream {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  IndexErrors* index_errors_ = nullptr;
 };
 
 // Device memory that only grows, for library workspaces: a kernel reads ptr() when it runs, and
@@ -74,9 +78,12 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   Workspace& workspace() const { return workspace_; }
+  // The record of out-of-range indices that the index kernels with run-time indices report to.
+  IndexErrors& index_errors() const { return *index_errors_; }
 
  private:
   int device_;
+  std::unique_ptr<IndexErrors> index_errors_;
   std::unique_ptr<CudaStream> stream_;
   std::unique_ptr<CudaStream> copy_stream_;  // Backend::move's copies
   cublasLtHandle_t cublas_ = nullptr;
@@ -92,6 +99,10 @@ CudaBackend& require_cuda_backend();
 
 // The raw stream a kernel runs on.
 cudaStream_t stream_of(const KernelContext& ctx);
+
+// The index check (index_check.h) that the index kernel built for `ctx`'s node passes to its
+// launches: an out-of-range index is raised as an error naming the node (IndexErrors).
+IndexCheck index_check(const NodeContext& ctx);
 
 // The caching pool of device memory (cuda_allocator.cc).
 Allocator& device_allocator();

@@ -4,6 +4,7 @@
 // float32.
 #include <cfloat>
 
+#include "backends/cuda/index_check.cuh"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/storage.cuh"
 #include "backends/cuda/unary_math.cuh"
@@ -313,16 +314,16 @@ void launch_permute_typed(const void* x, void* y, const PermuteDesc& d, int64_t 
 
 template <typename T, typename I>
 __global__ void gather_kernel(const T* x, const I* idx, T* y, int64_t outer, int64_t axis_n,
-                              int64_t inner, int64_t num, int* error) {
+                              int64_t inner, int64_t num, IndexCheck check) {
   GRID_LOOP(i, outer * num * inner) {
     int64_t in = i % inner;
     int64_t j = (i / inner) % num;
     int64_t o = i / (inner * num);
-    int64_t k = static_cast<int64_t>(idx[j]);
-    if (k < 0) k += axis_n;
+    const int64_t given = static_cast<int64_t>(idx[j]);
+    const int64_t k = given < 0 ? given + axis_n : given;
     if (k < 0 || k >= axis_n) {
       y[i] = T{};
-      if (error) *error = 1;
+      report_bad_index(check, given, -axis_n, axis_n);
     } else {
       y[i] = x[(o * axis_n + k) * inner + in];
     }
@@ -512,7 +513,7 @@ void launch_permute(const void* x, void* y, int element_bytes, int rank, const i
 
 void launch_gather(const void* x, const void* indices, bool indices_int64, void* y,
                    int element_bytes, int64_t outer, int64_t axis_n, int64_t inner,
-                   int64_t num_indices, int* error, cudaStream_t stream) {
+                   int64_t num_indices, const IndexCheck& check, cudaStream_t stream) {
   int64_t n = outer * num_indices * inner;
   if (n == 0) return;
   int blocks = blocks_for(n);
@@ -520,11 +521,11 @@ void launch_gather(const void* x, const void* indices, bool indices_int64, void*
   if (indices_int64)                                                                               \
     gather_kernel<<<blocks, kThreads, 0, stream>>>(                                                \
         static_cast<const T*>(x), static_cast<const int64_t*>(indices), static_cast<T*>(y), outer, \
-        axis_n, inner, num_indices, error);                                                        \
+        axis_n, inner, num_indices, check);                                                        \
   else                                                                                             \
     gather_kernel<<<blocks, kThreads, 0, stream>>>(                                                \
         static_cast<const T*>(x), static_cast<const int32_t*>(indices), static_cast<T*>(y), outer, \
-        axis_n, inner, num_indices, error);
+        axis_n, inner, num_indices, check);
   switch (element_bytes) {
     case 1:
       LUMEN_GATHER(uint8_t) break;

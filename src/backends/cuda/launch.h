@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/index_check.h"
+
 namespace lumen::cuda {
 
 inline constexpr int kMaxRank = 8;
@@ -131,10 +133,10 @@ void launch_permute(const void* x, void* y, int element_bytes, int rank, const i
                     const int64_t* in_strides, int64_t n, cudaStream_t stream);
 
 // y[o, j, i] = x[o, idx[j], i] for x [outer, axis_n, inner]; negative indices count from the end.
-// Out-of-range indices write zeros and set *error (device memory) to 1.
+// Out-of-range indices write zeros and are reported through `check` (index_check.h).
 void launch_gather(const void* x, const void* indices, bool indices_int64, void* y,
                    int element_bytes, int64_t outer, int64_t axis_n, int64_t inner,
-                   int64_t num_indices, int* error, cudaStream_t stream);
+                   int64_t num_indices, const IndexCheck& check, cudaStream_t stream);
 
 // A FusedElementwise program (graph/fused_elementwise.h) as a kernel parameter: at most
 // kEwMaxInputs inputs, kEwMaxCode instructions and kEwMaxConsts immediates, so that the whole

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "backends/cuda/index_check.cuh"
 #include "backends/cuda/norm_extra.h"
 #include "backends/cuda/storage.cuh"
 
@@ -168,7 +169,7 @@ __global__ void group_norm_apply_kernel(const T* __restrict__ x, const T* __rest
 template <typename T, typename I>
 __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos_cache,
                               const T* __restrict__ sin_cache, const int64_t* __restrict__ pos,
-                              T* __restrict__ y, RotaryDesc d, I n) {
+                              T* __restrict__ y, RotaryDesc d, I n, IndexCheck check) {
   const I half = static_cast<I>(d.rotary_dim / 2), rd = static_cast<I>(d.rotary_dim);
   const I head_size = static_cast<I>(d.head_size), heads = static_cast<I>(d.heads);
   const I seq = static_cast<I>(d.seq);
@@ -189,6 +190,7 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
       row = pos[token];
       if (row < 0 || row >= d.max_position) {
         y[e] = from_float<T>(__int_as_float(0x7fc00000));  // NaN: the position is not cached
+        report_bad_index(check, row, 0, d.max_position);
         continue;
       }
     }
@@ -300,7 +302,7 @@ void launch_group_norm(Storage st, const GroupNormDesc& d, const void* x, const 
 
 void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, const void* cos,
                              const void* sin, const int64_t* position_ids, void* y,
-                             cudaStream_t stream) {
+                             const IndexCheck& check, cudaStream_t stream) {
   const int64_t n = d.batch * d.heads * d.seq * d.head_size;
   if (n == 0) return;
   with_storage(st, [&](auto tag) {
@@ -311,10 +313,10 @@ void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, con
     // Offsets into the caches are 64-bit either way.
     if (n < (int64_t{1} << 31))
       rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-          tx, tc, ts, position_ids, static_cast<T*>(y), d, static_cast<uint32_t>(n));
+          tx, tc, ts, position_ids, static_cast<T*>(y), d, static_cast<uint32_t>(n), check);
     else
       rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(tx, tc, ts, position_ids,
-                                                            static_cast<T*>(y), d, n);
+                                                            static_cast<T*>(y), d, n, check);
   });
 }
 

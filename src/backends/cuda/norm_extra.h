@@ -38,15 +38,16 @@ void launch_group_norm(Storage st, const GroupNormDesc& d, const void* x, const 
 
 // RotaryEmbedding: x is (batch, heads, seq, head_size), or (batch, seq, heads, head_size) when
 // three_d; cos and sin are rows of rotary_dim / 2, row position_ids[b * seq + s] (int64, null:
-// row b * seq + s). A position outside [0, max_position) makes that token's rotated values NaN.
-// y must not alias x (a thread reads its value's partner).
+// row b * seq + s). A position outside [0, max_position) makes that token's rotated values NaN
+// and is reported through `check` (index_check.h). y must not alias x (a thread reads its value's
+// partner).
 struct RotaryDesc {
   int64_t batch = 0, heads = 0, seq = 0, head_size = 0, rotary_dim = 0, max_position = 0;
   bool interleaved = false, three_d = false;
 };
 void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, const void* cos,
                              const void* sin, const int64_t* position_ids, void* y,
-                             cudaStream_t stream);
+                             const IndexCheck& check, cudaStream_t stream);
 
 // y = a * sigmoid(alpha * a) (Swish), times b when b is not null (SwiGLU), over n values.
 void launch_swish(Storage st, float alpha, const void* a, const void* b, void* y, int64_t n,

@@ -104,9 +104,11 @@ std::unique_ptr<Kernel> make_rotary(const NodeContext& ctx) {
   d.three_d = g.three_d;
   const bool positions = g.with_positions;
   const Storage st = storage_of(ctx.input_dtype(0));
+  // Position ids outside the caches are raised after the run (index_errors.h), as the CPU does.
+  const IndexCheck checked = positions ? index_check(ctx) : IndexCheck{};
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
     const int64_t* pos = positions ? static_cast<const int64_t*>(in(k, 3)) : nullptr;
-    launch_rotary_embedding(st, d, in(k, 0), in(k, 1), in(k, 2), pos, out(k), s);
+    launch_rotary_embedding(st, d, in(k, 0), in(k, 1), in(k, 2), pos, out(k), checked, s);
   });
 }
 

@@ -444,9 +444,11 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
         },
         true);
   }
+  // Indices known only at run time (a decoder's token ids) are checked as the kernel reads them.
+  const IndexCheck checked = index_check(ctx);
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
     launch_gather(k.inputs[0].raw_data(), k.inputs[1].raw_data(), i64, k.outputs[0].raw_data(), es,
-                  outer, axis_n, inner, num, nullptr, s);
+                  outer, axis_n, inner, num, checked, s);
   });
 }
 
