@@ -204,6 +204,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
         impl.recorder->copy(t, host);
         outputs.push_back(host);
       }
+      // Device outputs were copied on the device without a host wait that checks for errors.
+      if (place == OutputPlace::kDevice) impl.record_stream->synchronize();
       return outputs;
     }
   }
@@ -223,8 +225,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
   }
 
   // The host waits for the device work (the output copies did already, so this costs little) and
-  // a device's synchronize() raises what its kernels could only record: a CUDA index out of range
-  // (a run whose outputs stayed on the device would raise it at the next wait instead). A replay
+  // a device's synchronize() raises what its kernels could only record: a CUDA index out of range.
+  // Outputs left on the device wait too, so the error comes from the run that made it. A replay
   // raises it when its outputs are copied back (RecordingStream::copy synchronizes).
   for (Stream* stream : impl.device_streams) stream->synchronize();
   if (profile != nullptr) profile->total_us = micros_between(run_start, Clock::now());
