@@ -1,0 +1,493 @@
+// CPU kernel of MatMulNBits: Y = A x W + bias with W stored 4- or 8-bit, block-quantized along K
+// (graph/matmul_nbits.h). The float weight matrix is never made whole:
+//  - few rows (decode, M <= kGemvRows): a matrix-vector product streams the packed weights once,
+//    converting 16 columns of 2 (4-bit) or 1 (8-bit) rows per 16-byte load to floats and summing
+//    a . q per block; the block's scale and offset (-zero_point * scale) are applied once per
+//    block: y += scale * sum(a_k q_k) + offset * sum(a_k). Memory-bound: this sets decode speed.
+//  - more rows (prefill): each thread dequantizes a chunk of K x 64 columns into a buffer that
+//    stays in cache and runs a register-blocked float micro-kernel over it for every row of A.
+// AVX2 + FMA code, and AVX-512 code chosen at run time when the CPU has it. Threads split N.
+//
+// The weights are repacked at compile time into panels of 16 columns: per panel, 4-bit rows in
+// pairs (16 bytes per pair: byte j = q(2p, j) | q(2p + 1, j) << 4) or 8-bit rows (16 bytes per
+// row), K padded with zeros to whole blocks; per panel and block, 16 scales and 16 offsets.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel_registry.h"
+#include "graph/matmul_nbits.h"
+
+namespace lumen::cpu {
+namespace {
+
+constexpr int64_t kPanel = 16;     // columns per panel
+constexpr int64_t kGemvRows = 8;   // up to this many rows of A: the matrix-vector path
+constexpr int64_t kTilePanels = 4;  // panels per thread tile of the prefill path (64 columns)
+constexpr int64_t kChunkK = 256;    // rows of K dequantized at once by the prefill path (at least)
+
+// The weights in the kernel's layout (see the file comment).
+struct PackedNBits {
+  NBitsLayout layout;
+  int64_t k_pad = 0;      // K rounded up to whole blocks (a multiple of 16)
+  int64_t panels = 0;     // ceil(N / 16)
+  int64_t panel_bytes = 0;
+  std::vector<uint8_t> q;  // panels x panel_bytes
+  std::vector<float> scale, offset;  // (panel, block, 16)
+  const uint8_t* panel_q(int64_t p) const { return q.data() + p * panel_bytes; }
+  const float* panel_scale(int64_t p) const {
+    return scale.data() + p * layout.n_blocks() * kPanel;
+  }
+  const float* panel_offset(int64_t p) const {
+    return offset.data() + p * layout.n_blocks() * kPanel;
+  }
+};
+
+// Repacks MatMulNBits' B, scales and zero points (zp_u8 or zp_f32, or neither) into the kernel's
+// layout.
+PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* scales,
+                         const uint8_t* zp_u8, const float* zp_f32) {
+  PackedNBits w;
+  w.layout = l;
+  const int64_t blocks = l.n_blocks();
+  w.k_pad = blocks * l.block_size;
+  w.panels = (l.n + kPanel - 1) / kPanel;
+  w.panel_bytes = (l.bits == 4 ? w.k_pad / 2 : w.k_pad) * kPanel;
+  w.q.assign(static_cast<size_t>(w.panels * w.panel_bytes), 0);
+  w.scale.assign(static_cast<size_t>(w.panels * blocks * kPanel), 0.0f);
+  w.offset.assign(w.scale.size(), 0.0f);
+  for (int64_t col = 0; col < l.n; ++col) {
+    const int64_t p = col / kPanel, j = col % kPanel;
+    uint8_t* dst = w.q.data() + p * w.panel_bytes;
+    for (int64_t k = 0; k < l.k; ++k) {
+      const uint8_t v = l.q(b, col, k);
+      if (l.bits == 8)
+        dst[k * kPanel + j] = v;
+      else
+        dst[(k / 2) * kPanel + j] |= static_cast<uint8_t>(v << (4 * (k & 1)));
+    }
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const float s = scales[col * blocks + blk];
+      float z = static_cast<float>(l.default_zero_point());
+      if (zp_u8) z = static_cast<float>(l.zero_point(zp_u8, col, blk));
+      if (zp_f32) z = zp_f32[col * blocks + blk];
+      const int64_t at = (p * blocks + blk) * kPanel + j;
+      w.scale[at] = s;
+      w.offset[at] = -z * s;
+    }
+  }
+  return w;
+}
+
+// Rows of A for the matrix-vector path: each copied into k_pad floats (zeros past K), with the
+// sum of each block.
+struct PaddedRows {
+  std::vector<float> a, block_sums;
+};
+
+PaddedRows pad_rows(const float* a, int64_t rows, const PackedNBits& w) {
+  const NBitsLayout& l = w.layout;
+  const int64_t blocks = l.n_blocks();
+  PaddedRows r;
+  r.a.assign(static_cast<size_t>(rows * w.k_pad), 0.0f);
+  r.block_sums.assign(static_cast<size_t>(rows * blocks), 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(r.a.data() + i * w.k_pad, a + i * l.k, static_cast<size_t>(l.k) * sizeof(float));
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      float s = 0;
+      const float* x = r.a.data() + i * w.k_pad + blk * l.block_size;
+      for (int64_t k = 0; k < l.block_size; ++k) s += x[k];
+      r.block_sums[i * blocks + blk] = s;
+    }
+  }
+  return r;
+}
+
+// Writes `cols` (<= 16) outputs of one row from a 16-float buffer, adding the bias.
+inline void store_row(float* y, const float* acc, int64_t col0, int64_t cols, const float* bias) {
+  for (int64_t j = 0; j < cols; ++j) y[j] = acc[j] + (bias ? bias[col0 + j] : 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX2 + FMA
+
+// The 4 float vectors of rows k..k+3 of 8 columns (half h of a panel) at q (k a multiple of 4).
+template <int kBits>
+inline void decode4_avx2(const uint8_t* q, int64_t k, int h, __m256* w) {
+  if constexpr (kBits == 4) {
+    const uint8_t* p = q + (k / 2) * kPanel + h * 8;
+    const __m256i mask = _mm256_set1_epi32(0xF);
+    for (int u = 0; u < 2; ++u) {
+      const __m256i v = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + u * kPanel)));
+      w[2 * u] = _mm256_cvtepi32_ps(_mm256_and_si256(v, mask));
+      w[2 * u + 1] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+    }
+  } else {
+    const uint8_t* p = q + k * kPanel + h * 8;
+    for (int u = 0; u < 4; ++u)
+      w[u] = _mm256_cvtepi32_ps(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + u * kPanel))));
+  }
+}
+
+// y[r, panel p's columns] for kRows rows of padded A (rows k_pad apart), AVX2: each half panel
+// of 8 columns with 4 independent sums per row.
+template <int kBits, int kRows>
+void gemv_panel_avx2(const PackedNBits& w, int64_t p, const float* a, const float* sums,
+                     float* out /* kRows x 16 */) {
+  const NBitsLayout& l = w.layout;
+  const int64_t blocks = l.n_blocks(), bs = l.block_size;
+  const uint8_t* q = w.panel_q(p);
+  const float* sc = w.panel_scale(p);
+  const float* of = w.panel_offset(p);
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      __m256 part[kRows][4];
+      for (int r = 0; r < kRows; ++r)
+        for (int u = 0; u < 4; ++u) part[r][u] = _mm256_setzero_ps();
+      const int64_t k0 = blk * bs;
+      for (int64_t k = k0; k < k0 + bs; k += 4) {
+        __m256 v[4];
+        decode4_avx2<kBits>(q, k, h, v);
+        for (int r = 0; r < kRows; ++r)
+          for (int u = 0; u < 4; ++u)
+            part[r][u] =
+                _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + r * w.k_pad + k + u), part[r][u]);
+      }
+      const __m256 s = _mm256_loadu_ps(sc + blk * kPanel + h * 8);
+      const __m256 o = _mm256_loadu_ps(of + blk * kPanel + h * 8);
+      for (int r = 0; r < kRows; ++r) {
+        const __m256 t = _mm256_add_ps(_mm256_add_ps(part[r][0], part[r][1]),
+                                       _mm256_add_ps(part[r][2], part[r][3]));
+        acc[r] = _mm256_fmadd_ps(t, s, acc[r]);
+        acc[r] = _mm256_fmadd_ps(o, _mm256_broadcast_ss(sums + r * blocks + blk), acc[r]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(out + r * kPanel + h * 8, acc[r]);
+  }
+}
+
+// Dequantizes rows [k0, k0 + kc) of panel p into dst (kc x 16 floats), AVX2.
+template <int kBits>
+void dequant_panel_avx2(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc, float* dst) {
+  const int64_t bs = w.layout.block_size;
+  const uint8_t* q = w.panel_q(p);
+  for (int64_t k = k0; k < k0 + kc; k += 4) {
+    const int64_t blk = k / bs;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 s = _mm256_loadu_ps(w.panel_scale(p) + blk * kPanel + h * 8);
+      const __m256 o = _mm256_loadu_ps(w.panel_offset(p) + blk * kPanel + h * 8);
+      __m256 v[4];
+      decode4_avx2<kBits>(q, k, h, v);
+      for (int u = 0; u < 4; ++u)
+        _mm256_storeu_ps(dst + (k - k0 + u) * kPanel + h * 8, _mm256_fmadd_ps(v[u], s, o));
+    }
+  }
+}
+
+// c[r, 0:16] += sum over k < kc of a[r, k] * b[k, 0:16] for kRows rows (AVX2: 6 x 16 at most).
+template <int kRows>
+void micro_avx2(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc) {
+  __m256 acc[kRows][2];
+  for (int r = 0; r < kRows; ++r) {
+    acc[r][0] = _mm256_loadu_ps(c + r * ldc);
+    acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kPanel), b1 = _mm256_loadu_ps(b + k * kPanel + 8);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX-512
+
+// GCC 12's AVX-512 conversion intrinsics start from a self-initialised "undefined" vector, which
+// -Wmaybe-uninitialized reports wherever they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define LUMEN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+// The 4 float vectors of rows k..k+3 of a panel's 16 columns at q (k a multiple of 4).
+template <int kBits>
+LUMEN_AVX512 inline void decode4_avx512(const uint8_t* q, int64_t k, __m512* w) {
+  if constexpr (kBits == 4) {
+    const uint8_t* p = q + (k / 2) * kPanel;
+    const __m512i mask = _mm512_set1_epi32(0xF);
+    for (int u = 0; u < 2; ++u) {
+      const __m512i v =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + u * kPanel)));
+      w[2 * u] = _mm512_cvtepi32_ps(_mm512_and_si512(v, mask));
+      w[2 * u + 1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
+    }
+  } else {
+    const uint8_t* p = q + k * kPanel;
+    for (int u = 0; u < 4; ++u)
+      w[u] = _mm512_cvtepi32_ps(
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + u * kPanel))));
+  }
+}
+
+// As gemv_panel_avx2, 16 columns per vector.
+template <int kBits, int kRows>
+LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float* a,
+                                    const float* sums, float* out) {
+  const NBitsLayout& l = w.layout;
+  const int64_t blocks = l.n_blocks(), bs = l.block_size;
+  const uint8_t* q = w.panel_q(p);
+  const float* sc = w.panel_scale(p);
+  const float* of = w.panel_offset(p);
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    __m512 part[kRows][4];
+    for (int r = 0; r < kRows; ++r)
+      for (int u = 0; u < 4; ++u) part[r][u] = _mm512_setzero_ps();
+    const int64_t k0 = blk * bs;
+    for (int64_t k = k0; k < k0 + bs; k += 4) {
+      __m512 v[4];
+      decode4_avx512<kBits>(q, k, v);
+      for (int r = 0; r < kRows; ++r)
+        for (int u = 0; u < 4; ++u)
+          part[r][u] = _mm512_fmadd_ps(v[u], _mm512_set1_ps(a[r * w.k_pad + k + u]), part[r][u]);
+    }
+    const __m512 s = _mm512_loadu_ps(sc + blk * kPanel);
+    const __m512 o = _mm512_loadu_ps(of + blk * kPanel);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 t = _mm512_add_ps(_mm512_add_ps(part[r][0], part[r][1]),
+                                     _mm512_add_ps(part[r][2], part[r][3]));
+      acc[r] = _mm512_fmadd_ps(t, s, acc[r]);
+      acc[r] = _mm512_fmadd_ps(o, _mm512_set1_ps(sums[r * blocks + blk]), acc[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out + r * kPanel, acc[r]);
+}
+
+template <int kBits>
+LUMEN_AVX512 void dequant_panel_avx512(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc,
+                                       float* dst) {
+  const int64_t bs = w.layout.block_size;
+  const uint8_t* q = w.panel_q(p);
+  for (int64_t k = k0; k < k0 + kc; k += 4) {
+    const int64_t blk = k / bs;
+    const __m512 s = _mm512_loadu_ps(w.panel_scale(p) + blk * kPanel);
+    const __m512 o = _mm512_loadu_ps(w.panel_offset(p) + blk * kPanel);
+    __m512 v[4];
+    decode4_avx512<kBits>(q, k, v);
+    for (int u = 0; u < 4; ++u)
+      _mm512_storeu_ps(dst + (k - k0 + u) * kPanel, _mm512_fmadd_ps(v[u], s, o));
+  }
+}
+
+// c[r, 0:32] += a[r, :kc] x [b0 | b1] (two dequantized panels, kc x 16 each) for kRows rows
+// (12 x 32 at most: 24 accumulators).
+template <int kRows>
+LUMEN_AVX512 void micro_avx512(const float* a, int64_t lda, const float* b0p, const float* b1p,
+                               int64_t kc, float* c, int64_t ldc) {
+  __m512 acc[kRows][2];
+  for (int r = 0; r < kRows; ++r) {
+    acc[r][0] = _mm512_loadu_ps(c + r * ldc);
+    acc[r][1] = _mm512_loadu_ps(c + r * ldc + 16);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b0p + k * kPanel), b1 = _mm512_loadu_ps(b1p + k * kPanel);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * lda + k]);
+      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm512_storeu_ps(c + r * ldc, acc[r][0]);
+    _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
+  }
+}
+
+#undef LUMEN_AVX512
+#pragma GCC diagnostic pop
+
+// ---------------------------------------------------------------------------------------------
+// Drivers
+
+// Calls f.template operator()<R>() for R = rows (1 <= rows <= kMax).
+template <int kMax, typename F>
+void with_rows(int64_t rows, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (rows == kMax) {
+      f.template operator()<kMax>();
+      return;
+    }
+    with_rows<kMax - 1>(rows, f);
+  }
+}
+
+// Y (m x N, m <= kGemvRows) for one ISA: threads split the panels.
+template <int kBits, bool kAvx512>
+void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const float* bias) {
+  const NBitsLayout& l = w.layout;
+  const PaddedRows rows = pad_rows(a, m, w);
+  const int64_t blocks = l.n_blocks();
+  constexpr int64_t kChunk = kAvx512 ? 4 : 2;  // rows per pass over a panel
+  const bool parallel = w.panels > 1 && m * l.k * l.n >= (int64_t{1} << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t p = 0; p < w.panels; ++p) {
+    alignas(64) float out[kChunk * kPanel];
+    const int64_t col0 = p * kPanel, cols = std::min(kPanel, l.n - col0);
+    for (int64_t r0 = 0; r0 < m; r0 += kChunk) {
+      const int64_t n_rows = std::min(kChunk, m - r0);
+      const float* ar = rows.a.data() + r0 * w.k_pad;
+      const float* sr = rows.block_sums.data() + r0 * blocks;
+      with_rows<kChunk>(n_rows, [&]<int R>() {
+        if constexpr (kAvx512)
+          gemv_panel_avx512<kBits, R>(w, p, ar, sr, out);
+        else
+          gemv_panel_avx2<kBits, R>(w, p, ar, sr, out);
+      });
+      for (int64_t r = 0; r < n_rows; ++r)
+        store_row(y + (r0 + r) * l.n + col0, out + r * kPanel, col0, cols, bias);
+    }
+  }
+}
+
+// Y (m x N) for one ISA: threads take tiles of kTilePanels panels; per chunk of K the tile's
+// weights are dequantized into a cache-resident buffer and every row of A is multiplied with it.
+template <int kBits, bool kAvx512>
+void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const float* bias) {
+  const NBitsLayout& l = w.layout;
+  const int64_t chunk = std::max(kChunkK, l.block_size);
+  const int64_t tiles = (w.panels + kTilePanels - 1) / kTilePanels;
+  constexpr int64_t kTileCols = kTilePanels * kPanel;
+  constexpr int64_t kMr = kAvx512 ? 12 : 6;
+#pragma omp parallel
+  {
+    std::vector<float> wbuf(static_cast<size_t>(kTilePanels * chunk * kPanel));
+    std::vector<float> cbuf(static_cast<size_t>(m * kTileCols));
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t p0 = t * kTilePanels, np = std::min(kTilePanels, w.panels - p0);
+      std::fill(cbuf.begin(), cbuf.end(), 0.0f);
+      for (int64_t k0 = 0; k0 < l.k; k0 += chunk) {
+        // Rows past K in the last chunk are dequantized (padding) but never read.
+        const int64_t kc = std::min(chunk, l.k - k0);
+        const int64_t kc4 = (kc + 3) / 4 * 4;
+        for (int64_t i = 0; i < np; ++i) {
+          float* dst = wbuf.data() + i * chunk * kPanel;
+          if constexpr (kAvx512)
+            dequant_panel_avx512<kBits>(w, p0 + i, k0, kc4, dst);
+          else
+            dequant_panel_avx2<kBits>(w, p0 + i, k0, kc4, dst);
+        }
+        for (int64_t r0 = 0; r0 < m; r0 += kMr) {
+          const int64_t n_rows = std::min(kMr, m - r0);
+          const float* ar = a + r0 * l.k + k0;
+          float* cr = cbuf.data() + r0 * kTileCols;
+          with_rows<kMr>(n_rows, [&]<int R>() {
+            if constexpr (kAvx512) {
+              for (int64_t i = 0; i < np; i += 2) {
+                const float* b0 = wbuf.data() + i * chunk * kPanel;
+                // An odd last panel pairs with the buffer's next one (zeros or stale: its
+                // columns are never written out).
+                const float* b1 = wbuf.data() + (i + 1) * chunk * kPanel;
+                micro_avx512<R>(ar, l.k, b0, b1, kc, cr + i * kPanel, kTileCols);
+              }
+            } else {
+              for (int64_t i = 0; i < np; ++i)
+                micro_avx2<R>(ar, l.k, wbuf.data() + i * chunk * kPanel, kc, cr + i * kPanel,
+                              kTileCols);
+            }
+          });
+        }
+      }
+      const int64_t col0 = p0 * kPanel, cols = std::min(np * kPanel, l.n - col0);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+          y[r * l.n + col0 + j] = cbuf[r * kTileCols + j] + (bias ? bias[col0 + j] : 0.0f);
+    }
+  }
+}
+
+class MatMulNBitsKernel final : public Kernel {
+ public:
+  MatMulNBitsKernel(PackedNBits w, bool has_bias)
+      : w_(std::move(w)), has_bias_(has_bias), avx512_(__builtin_cpu_supports("avx512f")) {}
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.inputs[kNBitsA];
+    const int64_t m = a.numel() / w_.layout.k;
+    const float* bias = has_bias_ ? ctx.inputs[kNBitsBias].data<float>() : nullptr;
+    float* y = ctx.outputs[0].data<float>();
+    if (m == 0) return;
+    const float* x = a.data<float>();
+    if (w_.layout.bits == 4)
+      dispatch<4>(x, m, y, bias);
+    else
+      dispatch<8>(x, m, y, bias);
+  }
+
+  bool reads_input(int k) const override { return k == kNBitsA || k == kNBitsBias; }
+
+  std::string describe() const override {
+    return std::string(avx512_ ? "avx512" : "avx2") + " " + std::to_string(w_.layout.bits) +
+           "-bit, block " + std::to_string(w_.layout.block_size);
+  }
+
+ private:
+  template <int kBits>
+  void dispatch(const float* x, int64_t m, float* y, const float* bias) const {
+    const bool gemv = m <= kGemvRows;
+    if (avx512_)
+      gemv ? run_gemv<kBits, true>(w_, x, m, y, bias) : run_tiled<kBits, true>(w_, x, m, y, bias);
+    else
+      gemv ? run_gemv<kBits, false>(w_, x, m, y, bias)
+           : run_tiled<kBits, false>(w_, x, m, y, bias);
+  }
+
+  PackedNBits w_;
+  bool has_bias_;
+  bool avx512_;
+};
+
+std::string check_matmul_nbits(const NodeContext& ctx) {
+  for (int i : {kNBitsB, kNBitsScales, kNBitsZeroPoints})
+    if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
+      return "B, scales and zero_points must be constants (known when the graph is built)";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_matmul_nbits(const NodeContext& ctx) {
+  const std::string why = check_matmul_nbits(ctx);
+  if (!why.empty()) ctx.fail_unsupported(why);
+  NBitsLayout l;
+  l.k = ctx.attr_int("K");
+  l.n = ctx.attr_int("N");
+  l.bits = static_cast<int>(ctx.attr_int("bits", 4));
+  l.block_size = ctx.attr_int("block_size");
+  const Tensor* zp = ctx.has_input(kNBitsZeroPoints) ? ctx.input_value(kNBitsZeroPoints) : nullptr;
+  const uint8_t* zp_u8 = zp && zp->dtype() == DType::kUInt8 ? zp->data<uint8_t>() : nullptr;
+  const float* zp_f32 = zp && zp->dtype() == DType::kFloat32 ? zp->data<float>() : nullptr;
+  PackedNBits w = pack_weights(l, ctx.input_value(kNBitsB)->data<uint8_t>(),
+                               ctx.input_value(kNBitsScales)->data<float>(), zp_u8, zp_f32);
+  return std::make_unique<MatMulNBitsKernel>(std::move(w), ctx.has_input(kNBitsBias));
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CPU_KERNEL(MatMulNBits, &make_matmul_nbits, &check_matmul_nbits);
+
+}  // namespace lumen::cpu
