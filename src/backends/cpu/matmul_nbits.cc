@@ -2,15 +2,17 @@
 // (graph/matmul_nbits.h). The float weight matrix is never made whole:
 //  - few rows (decode, M <= kGemvRows): a matrix-vector product streams the packed weights once,
 //    converting 16 columns of 2 (4-bit) or 1 (8-bit) rows per 16-byte load to floats and summing
-//    a . q per block; the block's scale and offset (-zero_point * scale) are applied once per
-//    block: y += scale * sum(a_k q_k) + offset * sum(a_k). Memory-bound: this sets decode speed.
+//    a . q per block; the block's scale and zero point are applied once per block:
+//    y += scale * (sum(a_k q_k) - zero_point * sum(a_k)). Memory-bound: this sets decode speed.
 //  - more rows (prefill): each thread dequantizes a chunk of K x 64 columns into a buffer that
 //    stays in cache and runs a register-blocked float micro-kernel over it for every row of A.
 // AVX2 + FMA code, and AVX-512 code chosen at run time when the CPU has it. Threads split N.
 //
 // The weights are repacked at compile time into panels of 16 columns: per panel, 4-bit rows in
 // pairs (16 bytes per pair: byte j = q(2p, j) | q(2p + 1, j) << 4) or 8-bit rows (16 bytes per
-// row), K padded with zeros to whole blocks; per panel and block, 16 scales and 16 offsets.
+// row), K padded with zeros to whole blocks; per panel and block, 16 scales and 16 zero points
+// (uint8, or float32 where the model gives float zero points): 4 + 1 bytes per block of a column
+// beside its block_size / 2 bytes of 4-bit weights.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -38,14 +40,15 @@ struct PackedNBits {
   int64_t panels = 0;     // ceil(N / 16)
   int64_t panel_bytes = 0;
   std::vector<uint8_t> q;  // panels x panel_bytes
-  std::vector<float> scale, offset;  // (panel, block, 16)
+  std::vector<float> scale;           // (panel, block, 16)
+  bool float_zero = false;            // zero points in zero_f32, else in zero_u8
+  std::vector<uint8_t> zero_u8;       // (panel, block, 16)
+  std::vector<float> zero_f32;        // (panel, block, 16)
   const uint8_t* panel_q(int64_t p) const { return q.data() + p * panel_bytes; }
-  const float* panel_scale(int64_t p) const {
-    return scale.data() + p * layout.n_blocks() * kPanel;
+  int64_t block_at(int64_t p, int64_t blk) const {
+    return (p * layout.n_blocks() + blk) * kPanel;
   }
-  const float* panel_offset(int64_t p) const {
-    return offset.data() + p * layout.n_blocks() * kPanel;
-  }
+  const float* scales(int64_t p, int64_t blk) const { return scale.data() + block_at(p, blk); }
 };
 
 // Repacks MatMulNBits' B, scales and zero points (zp_u8 or zp_f32, or neither) into the kernel's
@@ -60,7 +63,11 @@ PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* sc
   w.panel_bytes = (l.bits == 4 ? w.k_pad / 2 : w.k_pad) * kPanel;
   w.q.assign(static_cast<size_t>(w.panels * w.panel_bytes), 0);
   w.scale.assign(static_cast<size_t>(w.panels * blocks * kPanel), 0.0f);
-  w.offset.assign(w.scale.size(), 0.0f);
+  w.float_zero = zp_f32 != nullptr;
+  if (w.float_zero)
+    w.zero_f32.assign(w.scale.size(), 0.0f);
+  else
+    w.zero_u8.assign(w.scale.size(), 0);
   for (int64_t col = 0; col < l.n; ++col) {
     const int64_t p = col / kPanel, j = col % kPanel;
     uint8_t* dst = w.q.data() + p * w.panel_bytes;
@@ -72,13 +79,13 @@ PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* sc
         dst[(k / 2) * kPanel + j] |= static_cast<uint8_t>(v << (4 * (k & 1)));
     }
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const float s = scales[col * blocks + blk];
-      float z = static_cast<float>(l.default_zero_point());
-      if (zp_u8) z = static_cast<float>(l.zero_point(zp_u8, col, blk));
-      if (zp_f32) z = zp_f32[col * blocks + blk];
-      const int64_t at = (p * blocks + blk) * kPanel + j;
-      w.scale[at] = s;
-      w.offset[at] = -z * s;
+      const int64_t at = w.block_at(p, blk) + j;
+      w.scale[at] = scales[col * blocks + blk];
+      if (zp_f32)
+        w.zero_f32[at] = zp_f32[col * blocks + blk];
+      else
+        w.zero_u8[at] = zp_u8 ? l.zero_point(zp_u8, col, blk)
+                              : static_cast<uint8_t>(l.default_zero_point());
     }
   }
   return w;
@@ -136,6 +143,14 @@ inline void decode4_avx2(const uint8_t* q, int64_t k, int h, __m256* w) {
   }
 }
 
+// The zero points of 8 columns (half h) of panel p's block blk.
+inline __m256 zeros_avx2(const PackedNBits& w, int64_t p, int64_t blk, int h) {
+  const int64_t at = w.block_at(p, blk) + h * 8;
+  if (w.float_zero) return _mm256_loadu_ps(w.zero_f32.data() + at);
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zero_u8.data() + at))));
+}
+
 // y[r, panel p's columns] for kRows rows of padded A (rows k_pad apart), AVX2: each half panel
 // of 8 columns with 4 independent sums per row.
 template <int kBits, int kRows>
@@ -144,8 +159,6 @@ void gemv_panel_avx2(const PackedNBits& w, int64_t p, const float* a, const floa
   const NBitsLayout& l = w.layout;
   const int64_t blocks = l.n_blocks(), bs = l.block_size;
   const uint8_t* q = w.panel_q(p);
-  const float* sc = w.panel_scale(p);
-  const float* of = w.panel_offset(p);
   for (int h = 0; h < 2; ++h) {
     __m256 acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
@@ -162,13 +175,13 @@ void gemv_panel_avx2(const PackedNBits& w, int64_t p, const float* a, const floa
             part[r][u] =
                 _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + r * w.k_pad + k + u), part[r][u]);
       }
-      const __m256 s = _mm256_loadu_ps(sc + blk * kPanel + h * 8);
-      const __m256 o = _mm256_loadu_ps(of + blk * kPanel + h * 8);
+      const __m256 s = _mm256_loadu_ps(w.scales(p, blk) + h * 8);
+      const __m256 z = zeros_avx2(w, p, blk, h);
       for (int r = 0; r < kRows; ++r) {
-        const __m256 t = _mm256_add_ps(_mm256_add_ps(part[r][0], part[r][1]),
-                                       _mm256_add_ps(part[r][2], part[r][3]));
+        __m256 t = _mm256_add_ps(_mm256_add_ps(part[r][0], part[r][1]),
+                                 _mm256_add_ps(part[r][2], part[r][3]));
+        t = _mm256_fnmadd_ps(z, _mm256_broadcast_ss(sums + r * blocks + blk), t);
         acc[r] = _mm256_fmadd_ps(t, s, acc[r]);
-        acc[r] = _mm256_fmadd_ps(o, _mm256_broadcast_ss(sums + r * blocks + blk), acc[r]);
       }
     }
     for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(out + r * kPanel + h * 8, acc[r]);
@@ -183,8 +196,8 @@ void dequant_panel_avx2(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc,
   for (int64_t k = k0; k < k0 + kc; k += 4) {
     const int64_t blk = k / bs;
     for (int h = 0; h < 2; ++h) {
-      const __m256 s = _mm256_loadu_ps(w.panel_scale(p) + blk * kPanel + h * 8);
-      const __m256 o = _mm256_loadu_ps(w.panel_offset(p) + blk * kPanel + h * 8);
+      const __m256 s = _mm256_loadu_ps(w.scales(p, blk) + h * 8);
+      const __m256 o = _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), zeros_avx2(w, p, blk, h)), s);
       __m256 v[4];
       decode4_avx2<kBits>(q, k, h, v);
       for (int u = 0; u < 4; ++u)
@@ -244,6 +257,14 @@ LUMEN_AVX512 inline void decode4_avx512(const uint8_t* q, int64_t k, __m512* w) 
   }
 }
 
+// The zero points of panel p's block blk.
+LUMEN_AVX512 inline __m512 zeros_avx512(const PackedNBits& w, int64_t p, int64_t blk) {
+  const int64_t at = w.block_at(p, blk);
+  if (w.float_zero) return _mm512_loadu_ps(w.zero_f32.data() + at);
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.zero_u8.data() + at))));
+}
+
 // As gemv_panel_avx2, 16 columns per vector.
 template <int kBits, int kRows>
 LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float* a,
@@ -251,8 +272,6 @@ LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float
   const NBitsLayout& l = w.layout;
   const int64_t blocks = l.n_blocks(), bs = l.block_size;
   const uint8_t* q = w.panel_q(p);
-  const float* sc = w.panel_scale(p);
-  const float* of = w.panel_offset(p);
   __m512 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -267,13 +286,13 @@ LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float
         for (int u = 0; u < 4; ++u)
           part[r][u] = _mm512_fmadd_ps(v[u], _mm512_set1_ps(a[r * w.k_pad + k + u]), part[r][u]);
     }
-    const __m512 s = _mm512_loadu_ps(sc + blk * kPanel);
-    const __m512 o = _mm512_loadu_ps(of + blk * kPanel);
+    const __m512 s = _mm512_loadu_ps(w.scales(p, blk));
+    const __m512 z = zeros_avx512(w, p, blk);
     for (int r = 0; r < kRows; ++r) {
-      const __m512 t = _mm512_add_ps(_mm512_add_ps(part[r][0], part[r][1]),
-                                     _mm512_add_ps(part[r][2], part[r][3]));
+      __m512 t = _mm512_add_ps(_mm512_add_ps(part[r][0], part[r][1]),
+                               _mm512_add_ps(part[r][2], part[r][3]));
+      t = _mm512_fnmadd_ps(z, _mm512_set1_ps(sums[r * blocks + blk]), t);
       acc[r] = _mm512_fmadd_ps(t, s, acc[r]);
-      acc[r] = _mm512_fmadd_ps(o, _mm512_set1_ps(sums[r * blocks + blk]), acc[r]);
     }
   }
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out + r * kPanel, acc[r]);
@@ -286,8 +305,8 @@ LUMEN_AVX512 void dequant_panel_avx512(const PackedNBits& w, int64_t p, int64_t 
   const uint8_t* q = w.panel_q(p);
   for (int64_t k = k0; k < k0 + kc; k += 4) {
     const int64_t blk = k / bs;
-    const __m512 s = _mm512_loadu_ps(w.panel_scale(p) + blk * kPanel);
-    const __m512 o = _mm512_loadu_ps(w.panel_offset(p) + blk * kPanel);
+    const __m512 s = _mm512_loadu_ps(w.scales(p, blk));
+    const __m512 o = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), zeros_avx512(w, p, blk)), s);
     __m512 v[4];
     decode4_avx512<kBits>(q, k, v);
     for (int u = 0; u < 4; ++u)

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""MatMulNBits (4-bit weights, block 32) as one decoder layer: Lumen vs ONNX Runtime (node) on the
+same single-node model file.
+
+  bench/nbits.py [--lumen build/lumen] [--threads 1,2] [--runs 3] [--repeat 200] [--no-doc]
+
+Shapes: K=768 N=3072 (GPT-2 small's MLP up-projection) and K=4096 N=4096 (a 7B model's attention
+projection), M=1 (decode) and M=128 (prefill), at each thread count. Each configuration runs
+Lumen (`lumen run --repeat`) and ORT (bench/ort/session.js --repeat) alternately --runs times;
+the tables give the medians. For M=1 the weight traffic (packed B + scales) over the median is
+given in GB/s: the matrix-vector product reads every weight once. Prints the table and writes it
+to docs/benchmarks.md under "## nbits" (bench_doc.write_section).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import helper, TensorProto
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import quantize_nbits  # noqa: E402
+from bench_doc import write_section  # noqa: E402
+
+SHAPES = [(768, 3072), (4096, 4096)]
+ROWS = [1, 128]
+BLOCK = 32
+
+
+def layer_model(path, m, k, n, seed=0):
+    """One MatMulNBits node (4-bit, symmetric, block 32) of random weights; input x [m, k].
+    Returns the bytes of its packed weights and scales."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    inits = quantize_nbits.nbits_tensors("w", w, 4, BLOCK, False)
+    node = helper.make_node("MatMulNBits", ["x"] + [t.name for t in inits], ["y"], name="nbits",
+                            domain=quantize_nbits.MS_DOMAIN, K=k, N=n, bits=4, block_size=BLOCK)
+    graph = helper.make_graph(
+        [node], "nbits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(quantize_nbits.MS_DOMAIN, 1)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return sum(len(t.raw_data) for t in inits)
+
+
+def lumen_ms(lumen, model, x_path, threads, repeat):
+    out = subprocess.run([lumen, "run", model, "--input", f"x={x_path}", "--repeat", str(repeat),
+                          "--threads", str(threads)], check=True, capture_output=True,
+                         text=True).stdout
+    return float(re.search(r"latency: median ([0-9.]+) ms", out).group(1))
+
+
+def ort_ms(session_js, model, x_path, threads, repeat):
+    out = subprocess.run(["node", session_js, model, "--input", f"x={x_path}", "--threads",
+                          str(threads), "--repeat", str(repeat)], check=True, capture_output=True,
+                         text=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["median_ms"])
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--lumen", default=os.path.join(ROOT, "build", "lumen"))
+    p.add_argument("--ort", default=os.path.join(ROOT, "bench", "ort", "session.js"))
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=200)
+    p.add_argument("--no-doc", action="store_true")
+    args = p.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    tmp = tempfile.mkdtemp(prefix="nbits_bench_")
+    rows = []
+    for k, n in SHAPES:
+        for m in ROWS:
+            model = os.path.join(tmp, f"nbits_{m}x{k}x{n}.onnx")
+            weight_bytes = layer_model(model, m, k, n)
+            x_path = os.path.join(tmp, f"x_{m}x{k}.npy")
+            np.save(x_path, np.random.default_rng(1).standard_normal((m, k)).astype(np.float32))
+            repeat = args.repeat if m == 1 else max(10, args.repeat // 10)
+            for t in threads:
+                lum, ort = [], []
+                for _ in range(args.runs):
+                    lum.append(lumen_ms(args.lumen, model, x_path, t, repeat))
+                    ort.append(ort_ms(args.ort, model, x_path, t, repeat))
+                row = {"K": k, "N": n, "M": m, "threads": t, "lumen_ms": statistics.median(lum),
+                       "ort_ms": statistics.median(ort), "weight_mb": weight_bytes / 1e6}
+                if m == 1:
+                    row["lumen_gbs"] = weight_bytes / row["lumen_ms"] / 1e6
+                    row["ort_gbs"] = weight_bytes / row["ort_ms"] / 1e6
+                else:
+                    flops = 2.0 * m * k * n
+                    row["lumen_gflops"] = flops / row["lumen_ms"] / 1e6
+                    row["ort_gflops"] = flops / row["ort_ms"] / 1e6
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    lines = [
+        "## nbits: MatMulNBits (4-bit, block 32) vs ONNX Runtime 1.30 (CPU)",
+        "",
+        f"`/usr/bin/python3 bench/nbits.py` on {cpu_name()}; one MatMulNBits node per model file, "
+        f"the same file for both; medians of {args.runs} alternating runs of each runtime's own "
+        "repeat loop (`lumen run --repeat`, bench/ort/session.js). M=1: GB/s of weight traffic "
+        "(packed 4-bit B + float32 scales, read once per product). M=128: GFLOP/s (2MKN).",
+        "",
+        "| K x N | M | threads | Lumen ms | ORT ms | ORT / Lumen | Lumen | ORT |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        unit = "GB/s" if r["M"] == 1 else "GFLOP/s"
+        key = "gbs" if r["M"] == 1 else "gflops"
+        lines.append(
+            f"| {r['K']} x {r['N']} ({r['weight_mb']:.2f} MB) | {r['M']} | {r['threads']} | "
+            f"{r['lumen_ms']:.4f} | {r['ort_ms']:.4f} | {r['ort_ms'] / r['lumen_ms']:.2f}x | "
+            f"{r['lumen_' + key]:.1f} {unit} | {r['ort_' + key]:.1f} {unit} |")
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_doc:
+        write_section("nbits", text)
+
+
+if __name__ == "__main__":
+    main()
