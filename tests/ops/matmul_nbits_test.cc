@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/matmul_nbits.h"
 #include "ops/op_test_util.h"
 #include "passes/rewrite.h"
 
@@ -140,8 +141,9 @@ std::vector<test::OpInput> nbits_inputs(const NBitsCase& c, const Tensor& a) {
   return in;
 }
 
-TEST(MatMulNBitsTest, MatchesReference) {
-  uint64_t seed = 100;
+// Every case of MatchesReference, with the kernel variant the CPU picks (AVX-512 where it has it)
+// or with the AVX2 code forced.
+void check_against_reference(uint64_t seed) {
   for (int bits : {4, 8})
     for (int64_t block : {16, 32, 128})
       for (Zp zp : {Zp::kNone, Zp::kPacked, Zp::kFloat})
@@ -158,6 +160,16 @@ TEST(MatMulNBitsTest, MatchesReference) {
           auto out = run_op("MatMulNBits", nbits_inputs(c, a), nbits_attrs(c));
           expect_close(out[0], Shape{m, n}, reference(c, a), 5e-4, 1e-4);
         }
+}
+
+TEST(MatMulNBitsTest, MatchesReference) {
+  check_against_reference(100);
+}
+
+TEST(MatMulNBitsTest, MatchesReferenceAvx2) {
+  cpu::set_matmul_nbits_avx2_only(true);
+  check_against_reference(200);
+  cpu::set_matmul_nbits_avx2_only(false);
 }
 
 // A of rank 3 and 1: the output keeps A's leading dimensions; 2-D scales and zero points (the

@@ -13,10 +13,13 @@
 // row), K padded with zeros to whole blocks; per panel and block, 16 scales and 16 zero points
 // (uint8, or float32 where the model gives float zero points): 4 + 1 bytes per block of a column
 // beside its block_size / 2 bytes of 4-bit weights.
+#include "backends/cpu/matmul_nbits.h"
+
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -32,6 +35,8 @@ constexpr int64_t kPanel = 16;     // columns per panel
 constexpr int64_t kGemvRows = 8;   // up to this many rows of A: the matrix-vector path
 constexpr int64_t kTilePanels = 4;  // panels per thread tile of the prefill path (64 columns)
 constexpr int64_t kChunkK = 256;    // rows of K dequantized at once by the prefill path (at least)
+
+std::atomic<bool> avx2_only{false};  // set_matmul_nbits_avx2_only
 
 // The weights in the kernel's layout (see the file comment).
 struct PackedNBits {
@@ -444,7 +449,9 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
 class MatMulNBitsKernel final : public Kernel {
  public:
   MatMulNBitsKernel(PackedNBits w, bool has_bias)
-      : w_(std::move(w)), has_bias_(has_bias), avx512_(__builtin_cpu_supports("avx512f")) {}
+      : w_(std::move(w)),
+        has_bias_(has_bias),
+        avx512_(!avx2_only.load() && __builtin_cpu_supports("avx512f")) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.inputs[kNBitsA];
@@ -506,6 +513,10 @@ std::unique_ptr<Kernel> make_matmul_nbits(const NodeContext& ctx) {
 }
 
 }  // namespace
+
+void set_matmul_nbits_avx2_only(bool on) {
+  avx2_only.store(on);
+}
 
 LUMEN_REGISTER_CPU_KERNEL(MatMulNBits, &make_matmul_nbits, &check_matmul_nbits);
 
