@@ -38,6 +38,10 @@ constexpr int64_t kChunkK = 256;    // rows of K dequantized at once by the pref
 
 std::atomic<bool> avx2_only{false};  // set_matmul_nbits_avx2_only
 
+// Fully unrolls the loops over the rows a micro-kernel keeps in registers (GCC otherwise may keep
+// a memory copy of the accumulator arrays and store to it on every step).
+#define LUMEN_UNROLL _Pragma("GCC unroll 16")
+
 // The weights in the kernel's layout (see the file comment).
 struct PackedNBits {
   NBitsLayout layout;
@@ -96,23 +100,34 @@ PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* sc
   return w;
 }
 
+// Scratch buffer `which` of the calling thread, at least `n` floats, kept between runs (OpenMP's
+// threads persist), so a run neither allocates nor faults in fresh pages.
+float* scratch(int which, int64_t n) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[which];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
 // Rows of A for the matrix-vector path: each copied into k_pad floats (zeros past K), with the
-// sum of each block.
+// sum of each block (in the calling thread's scratch).
 struct PaddedRows {
-  std::vector<float> a, block_sums;
+  float* a = nullptr;
+  float* block_sums = nullptr;
 };
 
 PaddedRows pad_rows(const float* a, int64_t rows, const PackedNBits& w) {
   const NBitsLayout& l = w.layout;
   const int64_t blocks = l.n_blocks();
   PaddedRows r;
-  r.a.assign(static_cast<size_t>(rows * w.k_pad), 0.0f);
-  r.block_sums.assign(static_cast<size_t>(rows * blocks), 0.0f);
+  r.a = scratch(0, rows * w.k_pad);
+  r.block_sums = scratch(1, rows * blocks);
+  std::fill(r.a, r.a + rows * w.k_pad, 0.0f);
   for (int64_t i = 0; i < rows; ++i) {
-    std::memcpy(r.a.data() + i * w.k_pad, a + i * l.k, static_cast<size_t>(l.k) * sizeof(float));
+    std::memcpy(r.a + i * w.k_pad, a + i * l.k, static_cast<size_t>(l.k) * sizeof(float));
     for (int64_t blk = 0; blk < blocks; ++blk) {
       float s = 0;
-      const float* x = r.a.data() + i * w.k_pad + blk * l.block_size;
+      const float* x = r.a + i * w.k_pad + blk * l.block_size;
       for (int64_t k = 0; k < l.block_size; ++k) s += x[k];
       r.block_sums[i * blocks + blk] = s;
     }
@@ -166,25 +181,30 @@ void gemv_panel_avx2(const PackedNBits& w, int64_t p, const float* a, const floa
   const uint8_t* q = w.panel_q(p);
   for (int h = 0; h < 2; ++h) {
     __m256 acc[kRows];
+    LUMEN_UNROLL
     for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      __m256 part[kRows][4];
-      for (int r = 0; r < kRows; ++r)
-        for (int u = 0; u < 4; ++u) part[r][u] = _mm256_setzero_ps();
+      __m256 p0[kRows], p1[kRows], p2[kRows], p3[kRows];
+      LUMEN_UNROLL
+      for (int r = 0; r < kRows; ++r) p0[r] = p1[r] = p2[r] = p3[r] = _mm256_setzero_ps();
       const int64_t k0 = blk * bs;
       for (int64_t k = k0; k < k0 + bs; k += 4) {
         __m256 v[4];
         decode4_avx2<kBits>(q, k, h, v);
-        for (int r = 0; r < kRows; ++r)
-          for (int u = 0; u < 4; ++u)
-            part[r][u] =
-                _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + r * w.k_pad + k + u), part[r][u]);
+        LUMEN_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const float* x = a + r * w.k_pad + k;
+          p0[r] = _mm256_fmadd_ps(v[0], _mm256_broadcast_ss(x), p0[r]);
+          p1[r] = _mm256_fmadd_ps(v[1], _mm256_broadcast_ss(x + 1), p1[r]);
+          p2[r] = _mm256_fmadd_ps(v[2], _mm256_broadcast_ss(x + 2), p2[r]);
+          p3[r] = _mm256_fmadd_ps(v[3], _mm256_broadcast_ss(x + 3), p3[r]);
+        }
       }
       const __m256 s = _mm256_loadu_ps(w.scales(p, blk) + h * 8);
       const __m256 z = zeros_avx2(w, p, blk, h);
+      LUMEN_UNROLL
       for (int r = 0; r < kRows; ++r) {
-        __m256 t = _mm256_add_ps(_mm256_add_ps(part[r][0], part[r][1]),
-                                 _mm256_add_ps(part[r][2], part[r][3]));
+        __m256 t = _mm256_add_ps(_mm256_add_ps(p0[r], p1[r]), _mm256_add_ps(p2[r], p3[r]));
         t = _mm256_fnmadd_ps(z, _mm256_broadcast_ss(sums + r * blocks + blk), t);
         acc[r] = _mm256_fmadd_ps(t, s, acc[r]);
       }
@@ -214,22 +234,25 @@ void dequant_panel_avx2(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc,
 // c[r, 0:16] += sum over k < kc of a[r, k] * b[k, 0:16] for kRows rows (AVX2: 6 x 16 at most).
 template <int kRows>
 void micro_avx2(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc) {
-  __m256 acc[kRows][2];
+  __m256 c0[kRows], c1[kRows];
+  LUMEN_UNROLL
   for (int r = 0; r < kRows; ++r) {
-    acc[r][0] = _mm256_loadu_ps(c + r * ldc);
-    acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
+    c0[r] = _mm256_loadu_ps(c + r * ldc);
+    c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
   }
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * kPanel), b1 = _mm256_loadu_ps(b + k * kPanel + 8);
+    LUMEN_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
-      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+      c0[r] = _mm256_fmadd_ps(x, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(x, b1, c1[r]);
     }
   }
+  LUMEN_UNROLL
   for (int r = 0; r < kRows; ++r) {
-    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+    _mm256_storeu_ps(c + r * ldc, c0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
   }
 }
 
@@ -278,24 +301,30 @@ LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float
   const int64_t blocks = l.n_blocks(), bs = l.block_size;
   const uint8_t* q = w.panel_q(p);
   __m512 acc[kRows];
+  LUMEN_UNROLL
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    __m512 part[kRows][4];
-    for (int r = 0; r < kRows; ++r)
-      for (int u = 0; u < 4; ++u) part[r][u] = _mm512_setzero_ps();
+    __m512 p0[kRows], p1[kRows], p2[kRows], p3[kRows];
+    LUMEN_UNROLL
+    for (int r = 0; r < kRows; ++r) p0[r] = p1[r] = p2[r] = p3[r] = _mm512_setzero_ps();
     const int64_t k0 = blk * bs;
     for (int64_t k = k0; k < k0 + bs; k += 4) {
       __m512 v[4];
       decode4_avx512<kBits>(q, k, v);
-      for (int r = 0; r < kRows; ++r)
-        for (int u = 0; u < 4; ++u)
-          part[r][u] = _mm512_fmadd_ps(v[u], _mm512_set1_ps(a[r * w.k_pad + k + u]), part[r][u]);
+      LUMEN_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        const float* x = a + r * w.k_pad + k;
+        p0[r] = _mm512_fmadd_ps(v[0], _mm512_set1_ps(x[0]), p0[r]);
+        p1[r] = _mm512_fmadd_ps(v[1], _mm512_set1_ps(x[1]), p1[r]);
+        p2[r] = _mm512_fmadd_ps(v[2], _mm512_set1_ps(x[2]), p2[r]);
+        p3[r] = _mm512_fmadd_ps(v[3], _mm512_set1_ps(x[3]), p3[r]);
+      }
     }
     const __m512 s = _mm512_loadu_ps(w.scales(p, blk));
     const __m512 z = zeros_avx512(w, p, blk);
+    LUMEN_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      __m512 t = _mm512_add_ps(_mm512_add_ps(part[r][0], part[r][1]),
-                               _mm512_add_ps(part[r][2], part[r][3]));
+      __m512 t = _mm512_add_ps(_mm512_add_ps(p0[r], p1[r]), _mm512_add_ps(p2[r], p3[r]));
       t = _mm512_fnmadd_ps(z, _mm512_set1_ps(sums[r * blocks + blk]), t);
       acc[r] = _mm512_fmadd_ps(t, s, acc[r]);
     }
@@ -324,22 +353,25 @@ LUMEN_AVX512 void dequant_panel_avx512(const PackedNBits& w, int64_t p, int64_t 
 template <int kRows>
 LUMEN_AVX512 void micro_avx512(const float* a, int64_t lda, const float* b0p, const float* b1p,
                                int64_t kc, float* c, int64_t ldc) {
-  __m512 acc[kRows][2];
+  __m512 c0[kRows], c1[kRows];
+  LUMEN_UNROLL
   for (int r = 0; r < kRows; ++r) {
-    acc[r][0] = _mm512_loadu_ps(c + r * ldc);
-    acc[r][1] = _mm512_loadu_ps(c + r * ldc + 16);
+    c0[r] = _mm512_loadu_ps(c + r * ldc);
+    c1[r] = _mm512_loadu_ps(c + r * ldc + 16);
   }
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b0p + k * kPanel), b1 = _mm512_loadu_ps(b1p + k * kPanel);
+    LUMEN_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const __m512 x = _mm512_set1_ps(a[r * lda + k]);
-      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+      c0[r] = _mm512_fmadd_ps(x, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(x, b1, c1[r]);
     }
   }
+  LUMEN_UNROLL
   for (int r = 0; r < kRows; ++r) {
-    _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-    _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
+    _mm512_storeu_ps(c + r * ldc, c0[r]);
+    _mm512_storeu_ps(c + r * ldc + 16, c1[r]);
   }
 }
 
@@ -375,8 +407,8 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
     const int64_t col0 = p * kPanel, cols = std::min(kPanel, l.n - col0);
     for (int64_t r0 = 0; r0 < m; r0 += kChunk) {
       const int64_t n_rows = std::min(kChunk, m - r0);
-      const float* ar = rows.a.data() + r0 * w.k_pad;
-      const float* sr = rows.block_sums.data() + r0 * blocks;
+      const float* ar = rows.a + r0 * w.k_pad;
+      const float* sr = rows.block_sums + r0 * blocks;
       with_rows<kChunk>(n_rows, [&]<int R>() {
         if constexpr (kAvx512)
           gemv_panel_avx512<kBits, R>(w, p, ar, sr, out);
@@ -400,18 +432,18 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
   constexpr int64_t kMr = kAvx512 ? 12 : 6;
 #pragma omp parallel
   {
-    std::vector<float> wbuf(static_cast<size_t>(kTilePanels * chunk * kPanel));
-    std::vector<float> cbuf(static_cast<size_t>(m * kTileCols));
+    float* wbuf = scratch(0, kTilePanels * chunk * kPanel);
+    float* cbuf = scratch(1, m * kTileCols);
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t p0 = t * kTilePanels, np = std::min(kTilePanels, w.panels - p0);
-      std::fill(cbuf.begin(), cbuf.end(), 0.0f);
+      std::fill(cbuf, cbuf + m * kTileCols, 0.0f);
       for (int64_t k0 = 0; k0 < l.k; k0 += chunk) {
         // Rows past K in the last chunk are dequantized (padding) but never read.
         const int64_t kc = std::min(chunk, l.k - k0);
         const int64_t kc4 = (kc + 3) / 4 * 4;
         for (int64_t i = 0; i < np; ++i) {
-          float* dst = wbuf.data() + i * chunk * kPanel;
+          float* dst = wbuf + i * chunk * kPanel;
           if constexpr (kAvx512)
             dequant_panel_avx512<kBits>(w, p0 + i, k0, kc4, dst);
           else
@@ -420,19 +452,19 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
         for (int64_t r0 = 0; r0 < m; r0 += kMr) {
           const int64_t n_rows = std::min(kMr, m - r0);
           const float* ar = a + r0 * l.k + k0;
-          float* cr = cbuf.data() + r0 * kTileCols;
+          float* cr = cbuf + r0 * kTileCols;
           with_rows<kMr>(n_rows, [&]<int R>() {
             if constexpr (kAvx512) {
               for (int64_t i = 0; i < np; i += 2) {
-                const float* b0 = wbuf.data() + i * chunk * kPanel;
+                const float* b0 = wbuf + i * chunk * kPanel;
                 // An odd last panel pairs with the buffer's next one (zeros or stale: its
                 // columns are never written out).
-                const float* b1 = wbuf.data() + (i + 1) * chunk * kPanel;
+                const float* b1 = wbuf + (i + 1) * chunk * kPanel;
                 micro_avx512<R>(ar, l.k, b0, b1, kc, cr + i * kPanel, kTileCols);
               }
             } else {
               for (int64_t i = 0; i < np; ++i)
-                micro_avx2<R>(ar, l.k, wbuf.data() + i * chunk * kPanel, kc, cr + i * kPanel,
+                micro_avx2<R>(ar, l.k, wbuf + i * chunk * kPanel, kc, cr + i * kPanel,
                               kTileCols);
             }
           });
