@@ -87,6 +87,7 @@ def main():
     p.add_argument("--no-doc", action="store_true")
     args = p.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    load_before = open("/proc/loadavg").read().split()[0]
     tmp = tempfile.mkdtemp(prefix="nbits_bench_")
     rows = []
     for k, n in SHAPES:
@@ -112,13 +113,18 @@ def main():
                     row["ort_gflops"] = flops / row["ort_ms"] / 1e6
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    load_after = open("/proc/loadavg").read().split()[0]
     lines = [
         "## nbits: MatMulNBits (4-bit, block 32) vs ONNX Runtime 1.30 (CPU)",
         "",
         f"`/usr/bin/python3 bench/nbits.py` on {cpu_name()}; one MatMulNBits node per model file, "
         f"the same file for both; medians of {args.runs} alternating runs of each runtime's own "
         "repeat loop (`lumen run --repeat`, bench/ort/session.js). M=1: GB/s of weight traffic "
-        "(packed 4-bit B + float32 scales, read once per product). M=128: GFLOP/s (2MKN).",
+        "(packed 4-bit B + float32 scales, read once per product). M=128: GFLOP/s (2MKN). "
+        f"Load average {load_before} before, {load_after} after ({os.cpu_count()} CPUs): on a "
+        "shared machine whose cores are busy, OpenMP's 2-thread runs wait for a descheduled "
+        "thread (a plain float32 MatMul shows the same), so compare 2-thread rows only on an idle "
+        "machine.",
         "",
         "| K x N | M | threads | Lumen ms | ORT ms | ORT / Lumen | Lumen | ORT |",
         "|---|---|---|---|---|---|---|---|",
