@@ -213,6 +213,41 @@ void gemv_panel_avx2(const PackedNBits& w, int64_t p, const float* a, const floa
   }
 }
 
+// gemv_panel_avx2 for one row: both halves of the panel in one pass, 8 independent sums (one row
+// has too few sums per half to hide the FMA latency).
+template <int kBits>
+void gemv_panel_avx2_row(const PackedNBits& w, int64_t p, const float* a, const float* sums,
+                         float* out) {
+  const NBitsLayout& l = w.layout;
+  const int64_t blocks = l.n_blocks(), bs = l.block_size;
+  const uint8_t* q = w.panel_q(p);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    __m256 lo[4], hi[4];
+    LUMEN_UNROLL
+    for (int u = 0; u < 4; ++u) lo[u] = hi[u] = _mm256_setzero_ps();
+    const int64_t k0 = blk * bs;
+    for (int64_t k = k0; k < k0 + bs; k += 4) {
+      __m256 v[4];
+      decode4_avx2<kBits>(q, k, 0, v);
+      LUMEN_UNROLL
+      for (int u = 0; u < 4; ++u) lo[u] = _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + k + u), lo[u]);
+      decode4_avx2<kBits>(q, k, 1, v);
+      LUMEN_UNROLL
+      for (int u = 0; u < 4; ++u) hi[u] = _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + k + u), hi[u]);
+    }
+    const __m256 sum = _mm256_broadcast_ss(sums + blk);
+    __m256 t0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
+    __m256 t1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
+    t0 = _mm256_fnmadd_ps(zeros_avx2(w, p, blk, 0), sum, t0);
+    t1 = _mm256_fnmadd_ps(zeros_avx2(w, p, blk, 1), sum, t1);
+    acc0 = _mm256_fmadd_ps(t0, _mm256_loadu_ps(w.scales(p, blk)), acc0);
+    acc1 = _mm256_fmadd_ps(t1, _mm256_loadu_ps(w.scales(p, blk) + 8), acc1);
+  }
+  _mm256_storeu_ps(out, acc0);
+  _mm256_storeu_ps(out + 8, acc1);
+}
+
 // Dequantizes rows [k0, k0 + kc) of panel p into dst (kc x 16 floats), AVX2.
 template <int kBits>
 void dequant_panel_avx2(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc, float* dst) {
@@ -413,7 +448,10 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
         if constexpr (kAvx512)
           gemv_panel_avx512<kBits, R>(w, p, ar, sr, out);
         else
-          gemv_panel_avx2<kBits, R>(w, p, ar, sr, out);
+          if constexpr (R == 1)
+            gemv_panel_avx2_row<kBits>(w, p, ar, sr, out);
+          else
+            gemv_panel_avx2<kBits, R>(w, p, ar, sr, out);
       });
       for (int64_t r = 0; r < n_rows; ++r)
         store_row(y + (r0 + r) * l.n + col0, out + r * kPanel, col0, cols, bias);
