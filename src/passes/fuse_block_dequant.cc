@@ -150,15 +150,15 @@ class FuseBlockDequantPass : public Pass {
     }
     NBitsConstants c = make_constants(*wq, *scale, zp, bits, is_signed, block);
     const std::string base = mm.name.empty() ? "matmul" : mm.name;
-    std::vector<int> inputs = {a, graph.add_constant(graph.unique_name(base + "_nbits_b"), c.b)->id,
-                               graph.add_constant(graph.unique_name(base + "_nbits_scales"),
-                                                  c.scales)->id};
+    std::vector<int> inputs = {
+        a, graph.add_constant(graph.unique_name(base + "_nbits_b"), c.b)->id,
+        graph.add_constant(graph.unique_name(base + "_nbits_scales"), c.scales)->id};
     if (c.zero_points)
       inputs.push_back(
           graph.add_constant(graph.unique_name(base + "_nbits_zero_points"), *c.zero_points)->id);
     Attributes attrs = {{"K", k}, {"N", n}, {"bits", int64_t{bits}}, {"block_size", block}};
-    Node& fused = graph.add_node(OpKind::kMatMulNBits, inputs, 1, attrs,
-                                 graph.unique_name(base + "_nbits"));
+    Node& fused =
+        graph.add_node(OpKind::kMatMulNBits, inputs, 1, attrs, graph.unique_name(base + "_nbits"));
     const int fused_id = fused.id, fused_out = fused.outputs[0];
     try {
       graph.infer_node(fused_id);

@@ -152,8 +152,8 @@ void check_against_reference(uint64_t seed) {
           // multiple of the kernel's 16-column panels.
           const int64_t k = block == 16 ? 75 : 300, n = m == 64 ? 100 : 37;
           const bool bias = (seed & 1) != 0;
-          SCOPED_TRACE("bits " + std::to_string(bits) + " block " + std::to_string(block) +
-                       " zp " + std::to_string(static_cast<int>(zp)) + " M " + std::to_string(m) +
+          SCOPED_TRACE("bits " + std::to_string(bits) + " block " + std::to_string(block) + " zp " +
+                       std::to_string(static_cast<int>(zp)) + " M " + std::to_string(m) +
                        (bias ? " bias" : ""));
           NBitsCase c = make_case(k, n, block, bits, zp, bias, ++seed);
           const Tensor a = random_tensor({m, k}, ++seed);
@@ -202,11 +202,13 @@ TEST(MatMulNBitsTest, BadInputs) {
   block7["block_size"] = int64_t{7};
   expect_error<Error>([&] { run(nbits_inputs(c, a), block7); }, op);
   // A whose last dimension is not K; scales of the wrong size; bias of the wrong size.
-  expect_error<Error>([&] { run(nbits_inputs(c, random_tensor({2, 63}, 13)), nbits_attrs(c)); },
-                      op);
+  expect_error<Error>(
+      [&] {
+        run(nbits_inputs(c, random_tensor({2, 63}, 13)), nbits_attrs(c));
+      },
+      op);
   Tensor short_scales = random_tensor({63}, 14);
-  expect_error<Error>([&] { run({a, constant(c.b), constant(short_scales)}, nbits_attrs(c)); },
-                      op);
+  expect_error<Error>([&] { run({a, constant(c.b), constant(short_scales)}, nbits_attrs(c)); }, op);
   expect_error<Error>(
       [&] {
         run({a, constant(c.b), constant(c.scales), omitted(), omitted(), random_tensor({31}, 15)},
@@ -227,8 +229,8 @@ void build_dq_matmul(Graph& g, int64_t m, int64_t k, int64_t n, int64_t block, D
                      bool with_zero, uint64_t seed) {
   const bool is4 = dtype == DType::kInt4 || dtype == DType::kUInt4;
   const bool is_signed = dtype == DType::kInt4 || dtype == DType::kInt8;
-  const int64_t lo = is_signed ? (is4 ? -8 : -128) : 0, hi = is4 ? (is_signed ? 7 : 15)
-                                                                 : (is_signed ? 127 : 255);
+  const int64_t lo = is_signed ? (is4 ? -8 : -128) : 0,
+                hi = is4 ? (is_signed ? 7 : 15) : (is_signed ? 127 : 255);
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> qd(lo, hi);
   auto ints = [&](const Shape& shape) {
@@ -244,8 +246,8 @@ void build_dq_matmul(Graph& g, int64_t m, int64_t k, int64_t n, int64_t block, D
   Value* s = g.add_constant("w_s", random_tensor({blocks, n}, seed + 1, unit * 0.5f, unit * 1.5f));
   std::vector<Value*> dq_in = {w, s};
   if (with_zero) dq_in.push_back(g.add_constant("w_z", ints(Shape{blocks, n})));
-  Value* dq = g.add_op("DequantizeLinear", dq_in, {{"axis", int64_t{0}}, {"block_size", block}},
-                       "w_dq");
+  Value* dq =
+      g.add_op("DequantizeLinear", dq_in, {{"axis", int64_t{0}}, {"block_size", block}}, "w_dq");
   g.mark_output(g.add_op("MatMul", {a, dq}, {}, "mm"));
 }
 
@@ -307,9 +309,8 @@ TEST(MatMulNBitsTest, Cuda) {
         CompileOptions options;
         options.backends = {"cuda", "cpu"};
         std::vector<Tensor> inputs;
-        Executable* exe =
-            test::compile_op(rt, "MatMulNBits", nbits_inputs(c, a), nbits_attrs(c), 1, options,
-                             &inputs);
+        Executable* exe = test::compile_op(rt, "MatMulNBits", nbits_inputs(c, a), nbits_attrs(c), 1,
+                                           options, &inputs);
         EXPECT_NE(exe->summary().find("@cuda"), std::string::npos) << exe->summary();
         auto out = exe->execute(inputs);
         expect_close(out[0].to(Device::cpu()), Shape{m, n}, reference(c, a), 5e-4, 1e-4);

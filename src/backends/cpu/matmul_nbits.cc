@@ -31,8 +31,8 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kPanel = 16;     // columns per panel
-constexpr int64_t kGemvRows = 8;   // up to this many rows of A: the matrix-vector path
+constexpr int64_t kPanel = 16;      // columns per panel
+constexpr int64_t kGemvRows = 8;    // up to this many rows of A: the matrix-vector path
 constexpr int64_t kTilePanels = 4;  // panels per thread tile of the prefill path (64 columns)
 constexpr int64_t kChunkK = 256;    // rows of K dequantized at once by the prefill path (at least)
 
@@ -45,18 +45,16 @@ std::atomic<bool> avx2_only{false};  // set_matmul_nbits_avx2_only
 // The weights in the kernel's layout (see the file comment).
 struct PackedNBits {
   NBitsLayout layout;
-  int64_t k_pad = 0;      // K rounded up to whole blocks (a multiple of 16)
-  int64_t panels = 0;     // ceil(N / 16)
+  int64_t k_pad = 0;   // K rounded up to whole blocks (a multiple of 16)
+  int64_t panels = 0;  // ceil(N / 16)
   int64_t panel_bytes = 0;
-  std::vector<uint8_t> q;  // panels x panel_bytes
-  std::vector<float> scale;           // (panel, block, 16)
-  bool float_zero = false;            // zero points in zero_f32, else in zero_u8
-  std::vector<uint8_t> zero_u8;       // (panel, block, 16)
-  std::vector<float> zero_f32;        // (panel, block, 16)
+  std::vector<uint8_t> q;        // panels x panel_bytes
+  std::vector<float> scale;      // (panel, block, 16)
+  bool float_zero = false;       // zero points in zero_f32, else in zero_u8
+  std::vector<uint8_t> zero_u8;  // (panel, block, 16)
+  std::vector<float> zero_f32;   // (panel, block, 16)
   const uint8_t* panel_q(int64_t p) const { return q.data() + p * panel_bytes; }
-  int64_t block_at(int64_t p, int64_t blk) const {
-    return (p * layout.n_blocks() + blk) * kPanel;
-  }
+  int64_t block_at(int64_t p, int64_t blk) const { return (p * layout.n_blocks() + blk) * kPanel; }
   const float* scales(int64_t p, int64_t blk) const { return scale.data() + block_at(p, blk); }
 };
 
@@ -93,8 +91,8 @@ PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* sc
       if (zp_f32)
         w.zero_f32[at] = zp_f32[col * blocks + blk];
       else
-        w.zero_u8[at] = zp_u8 ? l.zero_point(zp_u8, col, blk)
-                              : static_cast<uint8_t>(l.default_zero_point());
+        w.zero_u8[at] =
+            zp_u8 ? l.zero_point(zp_u8, col, blk) : static_cast<uint8_t>(l.default_zero_point());
     }
   }
   return w;
@@ -150,8 +148,8 @@ inline void decode4_avx2(const uint8_t* q, int64_t k, int h, __m256* w) {
     const uint8_t* p = q + (k / 2) * kPanel + h * 8;
     const __m256i mask = _mm256_set1_epi32(0xF);
     for (int u = 0; u < 2; ++u) {
-      const __m256i v = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + u * kPanel)));
+      const __m256i v =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + u * kPanel)));
       w[2 * u] = _mm256_cvtepi32_ps(_mm256_and_si256(v, mask));
       w[2 * u + 1] = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
     }
@@ -167,8 +165,8 @@ inline void decode4_avx2(const uint8_t* q, int64_t k, int h, __m256* w) {
 inline __m256 zeros_avx2(const PackedNBits& w, int64_t p, int64_t blk, int h) {
   const int64_t at = w.block_at(p, blk) + h * 8;
   if (w.float_zero) return _mm256_loadu_ps(w.zero_f32.data() + at);
-  return _mm256_cvtepi32_ps(
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zero_u8.data() + at))));
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zero_u8.data() + at))));
 }
 
 // y[r, panel p's columns] for kRows rows of padded A (rows k_pad apart), AVX2: each half panel
@@ -231,10 +229,12 @@ void gemv_panel_avx2_row(const PackedNBits& w, int64_t p, const float* a, const 
       __m256 v[4];
       decode4_avx2<kBits>(q, k, 0, v);
       LUMEN_UNROLL
-      for (int u = 0; u < 4; ++u) lo[u] = _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + k + u), lo[u]);
+      for (int u = 0; u < 4; ++u)
+        lo[u] = _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + k + u), lo[u]);
       decode4_avx2<kBits>(q, k, 1, v);
       LUMEN_UNROLL
-      for (int u = 0; u < 4; ++u) hi[u] = _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + k + u), hi[u]);
+      for (int u = 0; u < 4; ++u)
+        hi[u] = _mm256_fmadd_ps(v[u], _mm256_broadcast_ss(a + k + u), hi[u]);
     }
     const __m256 sum = _mm256_broadcast_ss(sums + blk);
     __m256 t0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
@@ -257,7 +257,8 @@ void dequant_panel_avx2(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc,
     const int64_t blk = k / bs;
     for (int h = 0; h < 2; ++h) {
       const __m256 s = _mm256_loadu_ps(w.scales(p, blk) + h * 8);
-      const __m256 o = _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), zeros_avx2(w, p, blk, h)), s);
+      const __m256 o =
+          _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), zeros_avx2(w, p, blk, h)), s);
       __m256 v[4];
       decode4_avx2<kBits>(q, k, h, v);
       for (int u = 0; u < 4; ++u)
@@ -324,8 +325,8 @@ LUMEN_AVX512 inline void decode4_avx512(const uint8_t* q, int64_t k, __m512* w) 
 LUMEN_AVX512 inline __m512 zeros_avx512(const PackedNBits& w, int64_t p, int64_t blk) {
   const int64_t at = w.block_at(p, blk);
   if (w.float_zero) return _mm512_loadu_ps(w.zero_f32.data() + at);
-  return _mm512_cvtepi32_ps(
-      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.zero_u8.data() + at))));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.zero_u8.data() + at))));
 }
 
 // As gemv_panel_avx2, 16 columns per vector.
@@ -447,11 +448,10 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
       with_rows<kChunk>(n_rows, [&]<int R>() {
         if constexpr (kAvx512)
           gemv_panel_avx512<kBits, R>(w, p, ar, sr, out);
+        else if constexpr (R == 1)
+          gemv_panel_avx2_row<kBits>(w, p, ar, sr, out);
         else
-          if constexpr (R == 1)
-            gemv_panel_avx2_row<kBits>(w, p, ar, sr, out);
-          else
-            gemv_panel_avx2<kBits, R>(w, p, ar, sr, out);
+          gemv_panel_avx2<kBits, R>(w, p, ar, sr, out);
       });
       for (int64_t r = 0; r < n_rows; ++r)
         store_row(y + (r0 + r) * l.n + col0, out + r * kPanel, col0, cols, bias);
@@ -502,8 +502,7 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
               }
             } else {
               for (int64_t i = 0; i < np; ++i)
-                micro_avx2<R>(ar, l.k, wbuf + i * chunk * kPanel, kc, cr + i * kPanel,
-                              kTileCols);
+                micro_avx2<R>(ar, l.k, wbuf + i * chunk * kPanel, kc, cr + i * kPanel, kTileCols);
             }
           });
         }
@@ -550,8 +549,7 @@ class MatMulNBitsKernel final : public Kernel {
     if (avx512_)
       gemv ? run_gemv<kBits, true>(w_, x, m, y, bias) : run_tiled<kBits, true>(w_, x, m, y, bias);
     else
-      gemv ? run_gemv<kBits, false>(w_, x, m, y, bias)
-           : run_tiled<kBits, false>(w_, x, m, y, bias);
+      gemv ? run_gemv<kBits, false>(w_, x, m, y, bias) : run_tiled<kBits, false>(w_, x, m, y, bias);
   }
 
   PackedNBits w_;

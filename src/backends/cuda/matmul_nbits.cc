@@ -13,8 +13,7 @@ namespace lumen::cuda {
 namespace {
 
 std::string check_matmul_nbits(const NodeContext& ctx) {
-  if (ctx.input_dtype(kNBitsA) != DType::kFloat32)
-    return "A must be float32 for the CUDA kernel";
+  if (ctx.input_dtype(kNBitsA) != DType::kFloat32) return "A must be float32 for the CUDA kernel";
   for (int i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i) && !ctx.input_shape(i).is_static())
       return "input " + std::to_string(i) + "'s shape is known only at run time";
@@ -31,9 +30,8 @@ class MatMulNBitsKernel final : public Kernel {
     d_.block_size = ctx.attr_int("block_size");
     d_.m = ctx.input_shape(kNBitsA).numel() / d_.k;
     if (ctx.has_input(kNBitsZeroPoints))
-      d_.zero_points = ctx.input_dtype(kNBitsZeroPoints) == DType::kUInt8
-                           ? NBitsZeroPoints::kPacked
-                           : NBitsZeroPoints::kFloat;
+      d_.zero_points = ctx.input_dtype(kNBitsZeroPoints) == DType::kUInt8 ? NBitsZeroPoints::kPacked
+                                                                          : NBitsZeroPoints::kFloat;
     has_bias_ = ctx.has_input(kNBitsBias);
   }
 
@@ -44,8 +42,7 @@ class MatMulNBitsKernel final : public Kernel {
     launch_matmul_nbits(
         d_, static_cast<const float*>(ctx.inputs[kNBitsA].raw_data()),
         static_cast<const uint8_t*>(ctx.inputs[kNBitsB].raw_data()),
-        static_cast<const float*>(ctx.inputs[kNBitsScales].raw_data()),
-        zp,
+        static_cast<const float*>(ctx.inputs[kNBitsScales].raw_data()), zp,
         has_bias_ ? static_cast<const float*>(ctx.inputs[kNBitsBias].raw_data()) : nullptr,
         static_cast<float*>(ctx.outputs[0].raw_data()), stream_of(ctx));
     check_launch(where_);

@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
       }
     } else {
       for (int r = 0; r < kRows; ++r)
-        for (int i = 0; i < 8 && k0 + i < d.k; ++i) acc[r] = fmaf(a[r * d.k + k0 + i], w[i], acc[r]);
+        for (int i = 0; i < 8 && k0 + i < d.k; ++i)
+          acc[r] = fmaf(a[r * d.k + k0 + i], w[i], acc[r]);
     }
   }
 #pragma unroll
@@ -160,9 +161,9 @@ void launch_bits(const NBitsDesc& d, const float* a, const uint8_t* b, const flo
     const dim3 grid(static_cast<unsigned>((d.n + kGemvWarps - 1) / kGemvWarps));
     const dim3 block(kGemvWarps * kWarp);
     switch (d.m) {
-#define LUMEN_NBITS_ROWS(R)                                                                     \
-  case R:                                                                                       \
-    nbits_gemv_kernel<kBits, R><<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y);     \
+#define LUMEN_NBITS_ROWS(R)                                                                \
+  case R:                                                                                  \
+    nbits_gemv_kernel<kBits, R><<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y); \
     break;
       LUMEN_NBITS_ROWS(1)
       LUMEN_NBITS_ROWS(2)

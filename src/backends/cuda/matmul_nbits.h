@@ -26,7 +26,6 @@ inline constexpr int64_t kNBitsGemvRows = 8;
 
 // Y = A x dequantize(B) (+ bias) on `stream`.
 void launch_matmul_nbits(const NBitsDesc& d, const float* a, const uint8_t* b, const float* scales,
-                         const void* zero_points, const float* bias, float* y,
-                         cudaStream_t stream);
+                         const void* zero_points, const float* bias, float* y, cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -25,8 +25,7 @@ NBitsLayout read_layout(const InferContext& ctx) {
   if (l.k < 1 || l.n < 1)
     ctx.fail_model("K and N must be positive, got K=" + str(l.k) + " N=" + str(l.n));
   if (bits < 2 || bits > 8) ctx.fail_model("bits must be 2 to 8, got " + str(bits));
-  if (bits != 4 && bits != 8)
-    ctx.fail_unsupported("lumen runs bits 4 and 8, not " + str(bits));
+  if (bits != 4 && bits != 8) ctx.fail_unsupported("lumen runs bits 4 and 8, not " + str(bits));
   l.bits = static_cast<int>(bits);
   if (l.block_size < 16 || (l.block_size & (l.block_size - 1)) != 0)
     ctx.fail_model("block_size must be a power of two of at least 16, got " + str(l.block_size));
@@ -58,7 +57,8 @@ void infer_matmul_nbits(InferContext& ctx) {
     ctx.fail_shape(std::string("B must be uint8, not ") + dtype_name(ctx.input_dtype(kNBitsB)));
   const Shape& b = ctx.input_shape(kNBitsB);
   if (b != Shape{l.n, blocks, l.blob_bytes()})
-    ctx.fail_shape("B " + b.to_string() + " must be [N, ceil(K / block_size), block_size * bits / 8] = " +
+    ctx.fail_shape("B " + b.to_string() +
+                   " must be [N, ceil(K / block_size), block_size * bits / 8] = " +
                    Shape{l.n, blocks, l.blob_bytes()}.to_string());
   require_float32(ctx, kNBitsScales, "scales");
   if (!is_table(ctx.input_shape(kNBitsScales), l.n, blocks))
@@ -81,13 +81,12 @@ void infer_matmul_nbits(InferContext& ctx) {
                            dtype_name(zt));
     }
   }
-  if (ctx.has_input(kNBitsGroupIndex))
-    ctx.fail_unsupported("g_idx (deprecated) is not supported");
+  if (ctx.has_input(kNBitsGroupIndex)) ctx.fail_unsupported("g_idx (deprecated) is not supported");
   if (ctx.has_input(kNBitsBias)) {
     require_float32(ctx, kNBitsBias, "bias");
     if (ctx.input_shape(kNBitsBias) != Shape{l.n})
-      ctx.fail_shape("bias " + ctx.input_shape(kNBitsBias).to_string() + " must be [" +
-                     str(l.n) + "]");
+      ctx.fail_shape("bias " + ctx.input_shape(kNBitsBias).to_string() + " must be [" + str(l.n) +
+                     "]");
   }
   std::vector<int64_t> out(a.dims().begin(), a.dims().end());
   out.back() = l.n;
