@@ -8,6 +8,8 @@
 // rewrite is exact and MatMulNBits can hold it: float32 A, scales and output, constant scales and
 // zero points, block_size a power of two of at least 16. Runs before constant folding, which
 // would otherwise turn the weights into float constants.
+// Then a MatMulNBits (fused here or imported) whose only reader adds a constant row bias takes it
+// as its bias input: one pass over the output fewer.
 #include <optional>
 #include <vector>
 
@@ -114,10 +116,50 @@ class FuseBlockDequantPass : public Pass {
     for (int id : graph.topological_order())
       if (!graph.node(id).removed && graph.node(id).op == OpKind::kMatMul && fuse(graph, id))
         changed = true;
+    for (int id : graph.topological_order())
+      if (!graph.node(id).removed && graph.node(id).op == OpKind::kMatMulNBits &&
+          fuse_bias(graph, id))
+        changed = true;
     return changed;
   }
 
  private:
+  // MatMulNBits without bias -> Add(., b) with b a float32 constant of N elements along the last
+  // axis (its only reader): b becomes the node's bias (added as each output is written).
+  static bool fuse_bias(Graph& graph, int id) {
+    const Node& mm = graph.node(id);
+    if (mm.inputs.size() > kNBitsGroupIndex) return false;  // g_idx or a bias already
+    const int out = mm.outputs[0];
+    const int add_id = sole_reader(graph, out);
+    if (add_id < 0 || graph.node(add_id).op != OpKind::kAdd) return false;
+    const Node& add = graph.node(add_id);
+    const int b = other_input(add, out);
+    if (b < 0 || !is_constant(graph.value(b))) return false;
+    const Tensor& bias = *graph.value(b).data;
+    const int64_t n = attr_int_or(mm, "N", 0);
+    const Shape& bs = bias.shape();
+    if (bias.dtype() != DType::kFloat32 || bias.numel() != n || bs.rank() < 1 || bs[-1] != n ||
+        bs.rank() > graph.value(out).type.shape.rank())
+      return false;
+    const int add_out = add.outputs[0];
+    if (!(graph.value(add_out).type == graph.value(out).type) ||
+        !can_replace_uses(graph, add_out, out))
+      return false;
+    int bias_id = b;
+    if (bs.rank() != 1)
+      bias_id =
+          graph
+              .add_constant(graph.unique_name(graph.value(b).name + "_row"), bias.reshape(Shape{n}))
+              ->id;
+    replace_uses(graph, add_out, out);
+    remove_node(graph, add_id);
+    graph.node(id).inputs.resize(kNBitsBias + 1, -1);
+    set_input(graph, id, kNBitsBias, bias_id);
+    graph.infer_node(id);
+    release_if_unused(graph, b);
+    return true;
+  }
+
   static bool fuse(Graph& graph, int mm_id) {
     const Node& mm = graph.node(mm_id);
     if (mm.inputs.size() != 2 || mm.outputs.size() != 1) return false;

@@ -224,9 +224,9 @@ TEST(MatMulNBitsTest, BadInputs) {
 // The fuse-block-dequant pass
 
 // A [M, K] -> MatMul(A, DequantizeLinear(w_q [K, N] of `dtype`, scale, [zero point]) with
-// block_size `block` along axis 0).
+// block_size `block` along axis 0) [-> Add(., constant bias [1, N])].
 void build_dq_matmul(Graph& g, int64_t m, int64_t k, int64_t n, int64_t block, DType dtype,
-                     bool with_zero, uint64_t seed) {
+                     bool with_zero, uint64_t seed, bool with_bias = false) {
   const bool is4 = dtype == DType::kInt4 || dtype == DType::kUInt4;
   const bool is_signed = dtype == DType::kInt4 || dtype == DType::kInt8;
   const int64_t lo = is_signed ? (is4 ? -8 : -128) : 0,
@@ -248,7 +248,9 @@ void build_dq_matmul(Graph& g, int64_t m, int64_t k, int64_t n, int64_t block, D
   if (with_zero) dq_in.push_back(g.add_constant("w_z", ints(Shape{blocks, n})));
   Value* dq =
       g.add_op("DequantizeLinear", dq_in, {{"axis", int64_t{0}}, {"block_size", block}}, "w_dq");
-  g.mark_output(g.add_op("MatMul", {a, dq}, {}, "mm"));
+  Value* y = g.add_op("MatMul", {a, dq}, {}, "mm");
+  if (with_bias) y = g.add_op("Add", {y, g.add_constant("b", random_tensor({1, n}, seed + 2))});
+  g.mark_output(y);
 }
 
 std::vector<Tensor> run_graph(Graph& g, const Tensor& a) {
@@ -266,20 +268,53 @@ TEST(MatMulNBitsTest, BlockDequantFusion) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + (with_zero ? " zero point" : "") + " M " +
                      std::to_string(m));
         const int64_t k = 200, n = 70, block = 32;
+        // A bias Add (every other case) is absorbed too.
+        const bool bias = (seed & 1) != 0;
         Graph plain, fused;
-        build_dq_matmul(plain, m, k, n, block, dtype, with_zero, seed);
-        build_dq_matmul(fused, m, k, n, block, dtype, with_zero, seed);
+        build_dq_matmul(plain, m, k, n, block, dtype, with_zero, seed, bias);
+        build_dq_matmul(fused, m, k, n, block, dtype, with_zero, seed, bias);
         ++seed;
         fused.optimize({"cpu"});
         const auto ops = op_histogram(fused);
         EXPECT_EQ(ops.count("MatMulNBits") ? ops.at("MatMulNBits") : 0, 1);
         EXPECT_EQ(ops.count("DequantizeLinear"), 0u);
         EXPECT_EQ(ops.count("MatMul"), 0u);
+        EXPECT_EQ(ops.count("Add"), 0u);
         const Tensor a = random_tensor({m, k}, ++seed);
         const Tensor want = run_graph(plain, a)[0];
         const Tensor got = run_graph(fused, a)[0];
         expect_close(got, want.shape(), to_doubles(want), 5e-4, 1e-4);
       }
+}
+
+// An imported MatMulNBits followed by a bias Add takes the bias; an Add of a non-constant or of a
+// tensor that is not a row bias stays.
+TEST(MatMulNBitsTest, BiasFusion) {
+  NBitsCase c = make_case(96, 48, 32, 4, Zp::kPacked, false, 600);
+  for (int variant = 0; variant < 3; ++variant) {
+    Graph g;
+    Value* a = g.add_input("a", Shape{3, 96});
+    Value* zp = g.add_constant("zp", c.zero_points);
+    Value* y =
+        g.add_op("MatMulNBits", {a, g.add_constant("B", c.b), g.add_constant("S", c.scales), zp},
+                 nbits_attrs(c), "nbits");
+    const Tensor b = random_tensor(variant == 2 ? Shape{3, 48} : Shape{48}, 601);
+    Value* bv = variant == 1 ? g.add_input("b", b.shape()) : g.add_constant("b", b);
+    g.mark_output(g.add_op("Add", {bv, y}, {}, "add"));
+    g.optimize({"cpu"});
+    const auto ops = op_histogram(g);
+    EXPECT_EQ(ops.count("Add"), variant == 0 ? 0u : 1u) << "variant " << variant;
+    const Tensor x = random_tensor({3, 96}, 602);
+    Runtime rt;
+    CompileOptions options;
+    options.backends = {"cpu"};
+    std::vector<Tensor> inputs = {x};
+    if (variant == 1) inputs.push_back(b);
+    const Tensor got = g.compile(&rt, options)->execute(inputs)[0];
+    std::vector<double> want = reference(c, x);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += b.data<float>()[variant == 2 ? i : i % 48];
+    expect_close(got, Shape{3, 48}, want, 5e-4, 1e-4);
+  }
 }
 
 // Blocks that MatMulNBits cannot hold (block_size 8, along N) stay a DequantizeLinear and MatMul.

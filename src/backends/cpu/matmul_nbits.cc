@@ -31,8 +31,10 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kPanel = 16;      // columns per panel
-constexpr int64_t kGemvRows = 8;    // up to this many rows of A: the matrix-vector path
+constexpr int64_t kPanel = 16;    // columns per panel
+constexpr int64_t kGemvRows = 8;  // up to this many rows of A: the matrix-vector path
+// Multiply-adds below which the matrix-vector path runs on one thread (about 20 us of work).
+constexpr int64_t kGemvParallelMin = int64_t{1} << 18;
 constexpr int64_t kTilePanels = 4;  // panels per thread tile of the prefill path (64 columns)
 constexpr int64_t kChunkK = 256;    // rows of K dequantized at once by the prefill path (at least)
 
@@ -436,7 +438,7 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
   const PaddedRows rows = pad_rows(a, m, w);
   const int64_t blocks = l.n_blocks();
   constexpr int64_t kChunk = kAvx512 ? 4 : 2;  // rows per pass over a panel
-  const bool parallel = w.panels > 1 && m * l.k * l.n >= (int64_t{1} << 16);
+  const bool parallel = w.panels > 1 && m * l.k * l.n >= kGemvParallelMin;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t p = 0; p < w.panels; ++p) {
     alignas(64) float out[kChunk * kPanel];
