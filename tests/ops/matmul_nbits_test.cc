@@ -327,29 +327,35 @@ TEST(MatMulNBitsTest, FusionOnlyWhereItFits) {
   }
 }
 
-// The same op on CUDA (run on a GPU machine; skipped here): the node must run on cuda.
+// The same op on CUDA (run on a GPU machine; skipped here): the node must run on cuda, in float32
+// and with 16-bit storage (a float16 compile: A, scales, bias and output rounded to float16).
 TEST(MatMulNBitsTest, Cuda) {
   Runtime rt;
   const std::vector<std::string> have = rt.backends();
   if (std::find(have.begin(), have.end(), "cuda") == have.end()) GTEST_SKIP() << "no CUDA backend";
   uint64_t seed = 500;
-  for (int bits : {4, 8})
-    for (Zp zp : {Zp::kNone, Zp::kPacked, Zp::kFloat})
-      for (int64_t m : {1, 3, 8, 64}) {
-        SCOPED_TRACE("cuda bits " + std::to_string(bits) + " zp " +
-                     std::to_string(static_cast<int>(zp)) + " M " + std::to_string(m));
-        const int64_t k = 300, n = 100, block = bits == 4 ? 32 : 64;
-        NBitsCase c = make_case(k, n, block, bits, zp, (seed & 1) != 0, ++seed);
-        const Tensor a = random_tensor({m, k}, ++seed);
-        CompileOptions options;
-        options.backends = {"cuda", "cpu"};
-        std::vector<Tensor> inputs;
-        Executable* exe = test::compile_op(rt, "MatMulNBits", nbits_inputs(c, a), nbits_attrs(c), 1,
-                                           options, &inputs);
-        EXPECT_NE(exe->summary().find("@cuda"), std::string::npos) << exe->summary();
-        auto out = exe->execute(inputs);
-        expect_close(out[0].to(Device::cpu()), Shape{m, n}, reference(c, a), 5e-4, 1e-4);
-      }
+  for (Precision precision : {Precision::kFloat32, Precision::kFloat16})
+    for (int bits : {4, 8})
+      for (Zp zp : {Zp::kNone, Zp::kPacked, Zp::kFloat})
+        for (int64_t m : {1, 3, 8, 64}) {
+          const bool half = precision == Precision::kFloat16;
+          SCOPED_TRACE(std::string("cuda") + (half ? " float16" : "") + " bits " +
+                       std::to_string(bits) + " zp " + std::to_string(static_cast<int>(zp)) +
+                       " M " + std::to_string(m));
+          const int64_t k = 300, n = 100, block = bits == 4 ? 32 : 64;
+          NBitsCase c = make_case(k, n, block, bits, zp, (seed & 1) != 0, ++seed);
+          const Tensor a = random_tensor({m, k}, ++seed);
+          CompileOptions options;
+          options.backends = {"cuda", "cpu"};
+          options.precision = precision;
+          std::vector<Tensor> inputs;
+          Executable* exe = test::compile_op(rt, "MatMulNBits", nbits_inputs(c, a), nbits_attrs(c),
+                                             1, options, &inputs);
+          EXPECT_NE(exe->summary().find("@cuda"), std::string::npos) << exe->summary();
+          auto out = exe->execute(inputs);
+          expect_close(out[0].to(Device::cpu()), Shape{m, n}, reference(c, a), half ? 5e-2 : 5e-4,
+                       half ? 1e-2 : 1e-4);
+        }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// CUDA kernel class of MatMulNBits (float32 A, 4- or 8-bit weights): the node's sizes are read
-// once at compile time into the launch descriptor (matmul_nbits.h); B, scales and zero points are
-// read on the device in the op's own layout.
+// CUDA kernel class of MatMulNBits (4- or 8-bit weights; A, scales, bias and output float32, or
+// all 16-bit under a float16/bfloat16 compile): the node's sizes are read once at compile time
+// into the launch descriptor (matmul_nbits.h); B, scales and zero points are read on the device
+// in the op's own layout.
 #include <memory>
 #include <string>
 
@@ -13,7 +14,12 @@ namespace lumen::cuda {
 namespace {
 
 std::string check_matmul_nbits(const NodeContext& ctx) {
-  if (ctx.input_dtype(kNBitsA) != DType::kFloat32) return "A must be float32 for the CUDA kernel";
+  const DType t = ctx.input_dtype(kNBitsA);
+  if (!is_gpu_float(t)) return std::string("A is ") + dtype_name(t);
+  for (int i : {kNBitsScales, kNBitsZeroPoints, kNBitsBias})
+    if (ctx.has_input(i) && ctx.input_dtype(i) != t && ctx.input_dtype(i) != DType::kUInt8)
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
+             " and A " + dtype_name(t);
   for (int i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i) && !ctx.input_shape(i).is_static())
       return "input " + std::to_string(i) + "'s shape is known only at run time";
@@ -32,6 +38,7 @@ class MatMulNBitsKernel final : public Kernel {
     if (ctx.has_input(kNBitsZeroPoints))
       d_.zero_points = ctx.input_dtype(kNBitsZeroPoints) == DType::kUInt8 ? NBitsZeroPoints::kPacked
                                                                           : NBitsZeroPoints::kFloat;
+    d_.storage = storage_of(ctx.input_dtype(kNBitsA));
     has_bias_ = ctx.has_input(kNBitsBias);
   }
 
@@ -39,12 +46,11 @@ class MatMulNBitsKernel final : public Kernel {
     const void* zp = d_.zero_points == NBitsZeroPoints::kDefault
                          ? nullptr
                          : ctx.inputs[kNBitsZeroPoints].raw_data();
-    launch_matmul_nbits(
-        d_, static_cast<const float*>(ctx.inputs[kNBitsA].raw_data()),
-        static_cast<const uint8_t*>(ctx.inputs[kNBitsB].raw_data()),
-        static_cast<const float*>(ctx.inputs[kNBitsScales].raw_data()), zp,
-        has_bias_ ? static_cast<const float*>(ctx.inputs[kNBitsBias].raw_data()) : nullptr,
-        static_cast<float*>(ctx.outputs[0].raw_data()), stream_of(ctx));
+    launch_matmul_nbits(d_, ctx.inputs[kNBitsA].raw_data(),
+                        static_cast<const uint8_t*>(ctx.inputs[kNBitsB].raw_data()),
+                        ctx.inputs[kNBitsScales].raw_data(), zp,
+                        has_bias_ ? ctx.inputs[kNBitsBias].raw_data() : nullptr,
+                        ctx.outputs[0].raw_data(), stream_of(ctx));
     check_launch(where_);
   }
 

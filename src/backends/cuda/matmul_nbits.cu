@@ -9,6 +9,7 @@
 // tile and the dequantized 32 x 64 weight tile in shared memory, and each thread accumulates
 // 4 x 4 outputs.
 #include "backends/cuda/matmul_nbits.h"
+#include "backends/cuda/storage.cuh"
 
 namespace lumen::cuda {
 namespace {
@@ -19,12 +20,12 @@ constexpr int kTile = 64;      // output rows and columns per block of the tiled
 constexpr int kTileK = 32;     // K per shared-memory step
 constexpr int kTileThreads = 256;
 
-// The zero point of block blk of column n.
-template <int kBits>
+// The zero point of block blk of column n (float zero points in the activations' storage T).
+template <typename T, int kBits>
 __device__ __forceinline__ float zero_point(const NBitsDesc& d, const void* zp, int64_t n,
                                             int64_t blk, int64_t blocks) {
   if (d.zero_points == NBitsZeroPoints::kFloat)
-    return static_cast<const float*>(zp)[n * blocks + blk];
+    return to_float(static_cast<const T*>(zp)[n * blocks + blk]);
   if (d.zero_points == NBitsZeroPoints::kPacked) {
     const auto* z = static_cast<const uint8_t*>(zp);
     const int64_t per = (blocks * kBits + 7) / 8;
@@ -51,12 +52,11 @@ __device__ __forceinline__ void load_unit(const uint8_t* col, int64_t u, float* 
   }
 }
 
-template <int kBits, int kRows>
+template <typename T, int kBits, int kRows>
 __global__ void __launch_bounds__(kGemvWarps* kWarp)
-    nbits_gemv_kernel(const __grid_constant__ NBitsDesc d, const float* __restrict__ a,
-                      const uint8_t* __restrict__ b, const float* __restrict__ scales,
-                      const void* __restrict__ zp, const float* __restrict__ bias,
-                      float* __restrict__ y) {
+    nbits_gemv_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
+                      const uint8_t* __restrict__ b, const T* __restrict__ scales,
+                      const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y) {
   const int lane = threadIdx.x % kWarp;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
   if (n >= d.n) return;
@@ -69,8 +69,8 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
   for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
   for (int64_t u = lane; u < units; u += kWarp) {
     const int64_t k0 = u * 8, blk = k0 / d.block_size;
-    const float s = scales[n * blocks + blk];
-    const float z = zero_point<kBits>(d, zp, n, blk, blocks);
+    const float s = to_float(scales[n * blocks + blk]);
+    const float z = zero_point<T, kBits>(d, zp, n, blk, blocks);
     float w[8];
     load_unit<kBits>(col, u, w);
 #pragma unroll
@@ -78,14 +78,14 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
     if (k0 + 8 <= d.k) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const float* x = a + r * d.k + k0;
+        const T* x = a + r * d.k + k0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[r] = fmaf(__ldg(x + i), w[i], acc[r]);
+        for (int i = 0; i < 8; ++i) acc[r] = fmaf(to_float(x[i]), w[i], acc[r]);
       }
     } else {
       for (int r = 0; r < kRows; ++r)
         for (int i = 0; i < 8 && k0 + i < d.k; ++i)
-          acc[r] = fmaf(a[r * d.k + k0 + i], w[i], acc[r]);
+          acc[r] = fmaf(to_float(a[r * d.k + k0 + i]), w[i], acc[r]);
     }
   }
 #pragma unroll
@@ -93,16 +93,15 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
     float v = acc[r];
 #pragma unroll
     for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-    if (lane == 0) y[r * d.n + n] = v + (bias ? bias[n] : 0.f);
+    if (lane == 0) y[r * d.n + n] = from_float<T>(v + (bias ? to_float(bias[n]) : 0.f));
   }
 }
 
-template <int kBits>
+template <typename T, int kBits>
 __global__ void __launch_bounds__(kTileThreads)
-    nbits_tiled_kernel(const __grid_constant__ NBitsDesc d, const float* __restrict__ a,
-                       const uint8_t* __restrict__ b, const float* __restrict__ scales,
-                       const void* __restrict__ zp, const float* __restrict__ bias,
-                       float* __restrict__ y) {
+    nbits_tiled_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
+                       const uint8_t* __restrict__ b, const T* __restrict__ scales,
+                       const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y) {
   __shared__ float as[kTileK][kTile + 1];
   __shared__ float ws[kTileK][kTile + 1];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -115,14 +114,14 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int e = tid; e < kTile * kTileK; e += kTileThreads) {
       const int row = e / kTileK, kk = e % kTileK;
       const int64_t m = m0 + row, k = k0 + kk, n = n0 + row;
-      as[kk][row] = m < d.m && k < d.k ? a[m * d.k + k] : 0.f;
+      as[kk][row] = m < d.m && k < d.k ? to_float(a[m * d.k + k]) : 0.f;
       float w = 0.f;
       if (n < d.n && k < d.k) {
         const int64_t blk = k / d.block_size, in = k % d.block_size;
         const uint8_t byte = b[(n * blocks + blk) * blob + in * kBits / 8];
         const int q = kBits == 8 ? byte : (byte >> (4 * (in & 1))) & 0xF;
-        w = (static_cast<float>(q) - zero_point<kBits>(d, zp, n, blk, blocks)) *
-            scales[n * blocks + blk];
+        w = (static_cast<float>(q) - zero_point<T, kBits>(d, zp, n, blk, blocks)) *
+            to_float(scales[n * blocks + blk]);
       }
       ws[kk][row] = w;
     }
@@ -149,21 +148,21 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t n = n0 + tx * 4 + j;
-      if (n < d.n) y[m * d.n + n] = acc[i][j] + (bias ? bias[n] : 0.f);
+      if (n < d.n) y[m * d.n + n] = from_float<T>(acc[i][j] + (bias ? to_float(bias[n]) : 0.f));
     }
   }
 }
 
-template <int kBits>
-void launch_bits(const NBitsDesc& d, const float* a, const uint8_t* b, const float* scales,
-                 const void* zp, const float* bias, float* y, cudaStream_t stream) {
+template <typename T, int kBits>
+void launch_bits(const NBitsDesc& d, const T* a, const uint8_t* b, const T* scales, const void* zp,
+                 const T* bias, T* y, cudaStream_t stream) {
   if (d.m <= kNBitsGemvRows) {
     const dim3 grid(static_cast<unsigned>((d.n + kGemvWarps - 1) / kGemvWarps));
     const dim3 block(kGemvWarps * kWarp);
     switch (d.m) {
-#define LUMEN_NBITS_ROWS(R)                                                                \
-  case R:                                                                                  \
-    nbits_gemv_kernel<kBits, R><<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y); \
+#define LUMEN_NBITS_ROWS(R)                                                                   \
+  case R:                                                                                     \
+    nbits_gemv_kernel<T, kBits, R><<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y); \
     break;
       LUMEN_NBITS_ROWS(1)
       LUMEN_NBITS_ROWS(2)
@@ -181,19 +180,25 @@ void launch_bits(const NBitsDesc& d, const float* a, const uint8_t* b, const flo
   }
   const dim3 grid(static_cast<unsigned>((d.n + kTile - 1) / kTile),
                   static_cast<unsigned>((d.m + kTile - 1) / kTile));
-  nbits_tiled_kernel<kBits><<<grid, kTileThreads, 0, stream>>>(d, a, b, scales, zp, bias, y);
+  nbits_tiled_kernel<T, kBits><<<grid, kTileThreads, 0, stream>>>(d, a, b, scales, zp, bias, y);
 }
 
 }  // namespace
 
-void launch_matmul_nbits(const NBitsDesc& d, const float* a, const uint8_t* b, const float* scales,
-                         const void* zero_points, const float* bias, float* y,
-                         cudaStream_t stream) {
+void launch_matmul_nbits(const NBitsDesc& d, const void* a, const uint8_t* b, const void* scales,
+                         const void* zero_points, const void* bias, void* y, cudaStream_t stream) {
   if (d.m == 0 || d.n == 0) return;
-  if (d.bits == 4)
-    launch_bits<4>(d, a, b, scales, zero_points, bias, y, stream);
-  else
-    launch_bits<8>(d, a, b, scales, zero_points, bias, y, stream);
+  with_storage(d.storage, [&](auto t) {
+    using T = decltype(t);
+    const auto* at = static_cast<const T*>(a);
+    const auto* st = static_cast<const T*>(scales);
+    const auto* bt = static_cast<const T*>(bias);
+    auto* yt = static_cast<T*>(y);
+    if (d.bits == 4)
+      launch_bits<T, 4>(d, at, b, st, zero_points, bt, yt, stream);
+    else
+      launch_bits<T, 8>(d, at, b, st, zero_points, bt, yt, stream);
+  });
 }
 
 }  // namespace lumen::cuda
