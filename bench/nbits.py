@@ -68,13 +68,17 @@ def ort_ms(session_js, model, x_path, threads, repeat):
 
 
 def cpu_name():
+    """The CPU's model name and the kernel variant Lumen runs on it (AVX-512 or AVX2)."""
+    name, isa = "unknown CPU", "AVX2"
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                name = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and " avx512f" in line:
+                isa = "AVX-512"
     except OSError:
         pass
-    return "unknown CPU"
+    return f"{name} (Lumen's {isa} kernels)"
 
 
 def main():
