@@ -13,8 +13,9 @@ Every MatMul whose B is a constant 2-D initializer [K, N] with K, N >= --min-siz
          int4 / int8 weights when symmetric, uint4 / uint8 with zero points when asymmetric.
          onnx 1.12 has no INT4 in its enum: the tensors are written as data_type 22 (INT4) / 21
          (UINT4) with raw_data packed two per byte, low nibble first; the model's default-domain
-         opset becomes 21 and its IR version 10 (only for models whose other ops kept their
-         meaning up to opset 21).
+         opset becomes 21 and its IR version 10: the attributes that became inputs since
+         (Reduce* and Squeeze/Unsqueeze axes, Split's split) are moved into initializers; other
+         changed forms (Clip min/max, Slice starts, ...) are refused.
 Blocks run along K; the last block of a K that is not a multiple of the block size is partial.
 Symmetric: scale = max|w| / (2^(bits-1) - 1), q = round(w / scale). Asymmetric: scale =
 (max - min) / (2^bits - 1) over the block (with 0 in the range), zero point = round(-min / scale).
@@ -125,6 +126,45 @@ def qdq_tensors(name, w, bits, block, asymmetric):
     return inits
 
 
+# Ops whose attribute became input 1 by opset 21: (op, attribute, opset of the change).
+ATTR_TO_INPUT = [("Squeeze", "axes", 13), ("Unsqueeze", "axes", 13), ("Split", "split", 13),
+                 ("ReduceSum", "axes", 13)] + [
+    (op, "axes", 18) for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                                "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")]
+# Ops changed by opset 21 in ways not rewritten here (their attributes are refused at 21).
+CHANGED_ATTRS = {"Clip": ("min", "max"), "Dropout": ("ratio",), "Slice": ("starts", "ends"),
+                 "Pad": ("pads", "value"), "Upsample": ("scales", "mode"), "TopK": ("k",)}
+
+
+def upgrade_to_opset_21(model, old):
+    """Moves the attributes that became inputs between opset `old` and 21 (Reduce* axes,
+    Squeeze/Unsqueeze axes, Split's split) into int64 initializers, so the nodes keep their
+    meaning at opset 21; raises for the attribute forms it does not rewrite."""
+    graph = model.graph
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for op, attr, since in ATTR_TO_INPUT:
+            if node.op_type != op or old >= since:
+                continue
+            for a in list(node.attribute):
+                if a.name != attr:
+                    continue
+                name = f"{node.name or node.output[0]}_{attr}"
+                graph.initializer.append(
+                    numpy_helper.from_array(np.array(list(a.ints), np.int64), name))
+                inputs = list(node.input)
+                inputs.insert(1, name)
+                del node.input[:]
+                node.input.extend(inputs)
+                node.attribute.remove(a)
+        for a in node.attribute:
+            if a.name in CHANGED_ATTRS.get(node.op_type, ()):
+                raise ValueError(f"node '{node.name}' ({node.op_type}) has attribute '{a.name}', "
+                                 "which opset 21 no longer has: re-export the model at opset 21 "
+                                 "or use --format nbits")
+
+
 def quantize_model(model, fmt="nbits", bits=4, block=32, asymmetric=False, min_size=64):
     """Rewrites `model` in place; returns how many MatMuls were quantized."""
     graph = model.graph
@@ -172,6 +212,8 @@ def quantize_model(model, fmt="nbits", bits=4, block=32, asymmetric=False, min_s
         else:
             for o in model.opset_import:
                 if o.domain in ("", "ai.onnx"):
+                    if o.version < 21:
+                        upgrade_to_opset_21(model, o.version)
                     o.version = max(o.version, 21)
             model.ir_version = max(model.ir_version, 10)
     return count
