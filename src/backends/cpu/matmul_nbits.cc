@@ -461,8 +461,9 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
   }
 }
 
-// Y (m x N) for one ISA: threads take tiles of kTilePanels panels; per chunk of K the tile's
-// weights are dequantized into a cache-resident buffer and every row of A is multiplied with it.
+// Y (m x N) for one ISA: threads take tiles of kTilePanels panels (and, where there are fewer
+// tiles than threads, of a range of rows); per chunk of K the tile's weights are dequantized into
+// a cache-resident buffer and each of its rows of A is multiplied with it.
 template <int kBits, bool kAvx512>
 void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const float* bias) {
   const NBitsLayout& l = w.layout;
@@ -470,14 +471,23 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
   const int64_t tiles = (w.panels + kTilePanels - 1) / kTilePanels;
   constexpr int64_t kTileCols = kTilePanels * kPanel;
   constexpr int64_t kMr = kAvx512 ? 12 : 6;
+  // Row ranges per tile: enough items for the threads, at least 4 row blocks each (each range
+  // dequantizes its tile again).
+  const int64_t threads = omp_get_max_threads();
+  const int64_t parts =
+      std::max<int64_t>(1, std::min((threads + tiles - 1) / tiles, m / (4 * kMr)));
+  const int64_t part_rows = ((m + parts - 1) / parts + kMr - 1) / kMr * kMr;
+  const int64_t items = tiles * ((m + part_rows - 1) / part_rows);
 #pragma omp parallel
   {
     float* wbuf = scratch(0, kTilePanels * chunk * kPanel);
-    float* cbuf = scratch(1, m * kTileCols);
+    float* cbuf = scratch(1, part_rows * kTileCols);
 #pragma omp for schedule(dynamic)
-    for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t t = item % tiles, row0 = item / tiles * part_rows;
+      const int64_t rows = std::min(part_rows, m - row0);
       const int64_t p0 = t * kTilePanels, np = std::min(kTilePanels, w.panels - p0);
-      std::fill(cbuf, cbuf + m * kTileCols, 0.0f);
+      std::fill(cbuf, cbuf + rows * kTileCols, 0.0f);
       for (int64_t k0 = 0; k0 < l.k; k0 += chunk) {
         // Rows past K in the last chunk are dequantized (padding) but never read.
         const int64_t kc = std::min(chunk, l.k - k0);
@@ -489,9 +499,9 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
           else
             dequant_panel_avx2<kBits>(w, p0 + i, k0, kc4, dst);
         }
-        for (int64_t r0 = 0; r0 < m; r0 += kMr) {
-          const int64_t n_rows = std::min(kMr, m - r0);
-          const float* ar = a + r0 * l.k + k0;
+        for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+          const int64_t n_rows = std::min(kMr, rows - r0);
+          const float* ar = a + (row0 + r0) * l.k + k0;
           float* cr = cbuf + r0 * kTileCols;
           with_rows<kMr>(n_rows, [&]<int R>() {
             if constexpr (kAvx512) {
@@ -510,9 +520,9 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
         }
       }
       const int64_t col0 = p0 * kPanel, cols = std::min(np * kPanel, l.n - col0);
-      for (int64_t r = 0; r < m; ++r)
+      for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j)
-          y[r * l.n + col0 + j] = cbuf[r * kTileCols + j] + (bias ? bias[col0 + j] : 0.0f);
+          y[(row0 + r) * l.n + col0 + j] = cbuf[r * kTileCols + j] + (bias ? bias[col0 + j] : 0.0f);
     }
   }
 }
