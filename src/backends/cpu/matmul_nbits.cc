@@ -6,7 +6,8 @@
 //    y += scale * (sum(a_k q_k) - zero_point * sum(a_k)). Memory-bound: this sets decode speed.
 //  - more rows (prefill): each thread dequantizes a chunk of K x 64 columns into a buffer that
 //    stays in cache and runs a register-blocked float micro-kernel over it for every row of A.
-// AVX2 + FMA code, and AVX-512 code chosen at run time when the CPU has it. Threads split N.
+// AVX2 + FMA code, and AVX-512 code chosen at run time when the CPU has it. Threads split N
+// (and the rows too where N has fewer 64-column tiles than threads).
 //
 // The weights are repacked at compile time into panels of 16 columns: per panel, 4-bit rows in
 // pairs (16 bytes per pair: byte j = q(2p, j) | q(2p + 1, j) << 4) or 8-bit rows (16 bytes per
