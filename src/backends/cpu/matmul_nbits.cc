@@ -251,6 +251,46 @@ void gemv_panel_avx2_row(const PackedNBits& w, int64_t p, const float* a, const 
   _mm256_storeu_ps(out + 8, acc1);
 }
 
+// gemv_panel_avx2 for 3 or 4 rows: two sums per row (registers for 4 rows), and the per-block
+// results added to `out` in memory (once per block), so one decode serves 4 rows.
+template <int kBits, int kRows>
+void gemv_panel_avx2_wide(const PackedNBits& w, int64_t p, const float* a, const float* sums,
+                          float* out) {
+  const NBitsLayout& l = w.layout;
+  const int64_t blocks = l.n_blocks(), bs = l.block_size;
+  const uint8_t* q = w.panel_q(p);
+  std::fill(out, out + kRows * kPanel, 0.0f);
+  for (int h = 0; h < 2; ++h) {
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      __m256 c0[kRows], c1[kRows];
+      LUMEN_UNROLL
+      for (int r = 0; r < kRows; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+      const int64_t k0 = blk * bs;
+      for (int64_t k = k0; k < k0 + bs; k += 4) {
+        __m256 v[4];
+        decode4_avx2<kBits>(q, k, h, v);
+        LUMEN_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const float* x = a + r * w.k_pad + k;
+          c0[r] = _mm256_fmadd_ps(v[0], _mm256_broadcast_ss(x), c0[r]);
+          c1[r] = _mm256_fmadd_ps(v[1], _mm256_broadcast_ss(x + 1), c1[r]);
+          c0[r] = _mm256_fmadd_ps(v[2], _mm256_broadcast_ss(x + 2), c0[r]);
+          c1[r] = _mm256_fmadd_ps(v[3], _mm256_broadcast_ss(x + 3), c1[r]);
+        }
+      }
+      const __m256 s = _mm256_loadu_ps(w.scales(p, blk) + h * 8);
+      const __m256 z = zeros_avx2(w, p, blk, h);
+      LUMEN_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        __m256 t = _mm256_add_ps(c0[r], c1[r]);
+        t = _mm256_fnmadd_ps(z, _mm256_broadcast_ss(sums + r * blocks + blk), t);
+        float* o = out + r * kPanel + h * 8;
+        _mm256_storeu_ps(o, _mm256_fmadd_ps(t, s, _mm256_loadu_ps(o)));
+      }
+    }
+  }
+}
+
 // Dequantizes rows [k0, k0 + kc) of panel p into dst (kc x 16 floats), AVX2.
 template <int kBits>
 void dequant_panel_avx2(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc, float* dst) {
@@ -438,7 +478,7 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
   const NBitsLayout& l = w.layout;
   const PaddedRows rows = pad_rows(a, m, w);
   const int64_t blocks = l.n_blocks();
-  constexpr int64_t kChunk = kAvx512 ? 4 : 2;  // rows per pass over a panel
+  constexpr int64_t kChunk = 4;  // rows per pass over a panel
   const bool parallel = w.panels > 1 && m * l.k * l.n >= kGemvParallelMin;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t p = 0; p < w.panels; ++p) {
@@ -453,8 +493,10 @@ void run_gemv(const PackedNBits& w, const float* a, int64_t m, float* y, const f
           gemv_panel_avx512<kBits, R>(w, p, ar, sr, out);
         else if constexpr (R == 1)
           gemv_panel_avx2_row<kBits>(w, p, ar, sr, out);
-        else
+        else if constexpr (R == 2)
           gemv_panel_avx2<kBits, R>(w, p, ar, sr, out);
+        else
+          gemv_panel_avx2_wide<kBits, R>(w, p, ar, sr, out);
       });
       for (int64_t r = 0; r < n_rows; ++r)
         store_row(y + (r0 + r) * l.n + col0, out + r * kPanel, col0, cols, bias);
