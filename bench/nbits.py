@@ -5,7 +5,7 @@ same single-node model file.
   bench/nbits.py [--lumen build/lumen] [--threads 1,2] [--runs 3] [--repeat 200] [--no-doc]
 
 Shapes: K=768 N=3072 (GPT-2 small's MLP up-projection) and K=4096 N=4096 (a 7B model's attention
-projection), M=1 (decode) and M=128 (prefill), at each thread count. Each configuration runs
+projection), M=1 and 8 (decode at batch 1 and 8) and M=128 (prefill), at each thread count. Each configuration runs
 Lumen (`lumen run --repeat`) and ORT (bench/ort/session.js --repeat) alternately --runs times;
 the tables give the medians. For M=1 the weight traffic (packed B + scales) over the median is
 given in GB/s: the matrix-vector product reads every weight once. Prints the table and writes it
@@ -31,7 +31,7 @@ import quantize_nbits  # noqa: E402
 from bench_doc import write_section  # noqa: E402
 
 SHAPES = [(768, 3072), (4096, 4096)]
-ROWS = [1, 128]
+ROWS = [1, 8, 128]
 BLOCK = 32
 
 
@@ -100,7 +100,7 @@ def main():
             weight_bytes = layer_model(model, m, k, n)
             x_path = os.path.join(tmp, f"x_{m}x{k}.npy")
             np.save(x_path, np.random.default_rng(1).standard_normal((m, k)).astype(np.float32))
-            repeat = args.repeat if m == 1 else max(10, args.repeat // 10)
+            repeat = args.repeat if m <= 8 else max(10, args.repeat // 10)
             for t in threads:
                 lum, ort = [], []
                 for _ in range(args.runs):
@@ -124,7 +124,7 @@ def main():
         f"`/usr/bin/python3 bench/nbits.py` on {cpu_name()}; one MatMulNBits node per model file, "
         f"the same file for both; medians of {args.runs} alternating runs of each runtime's own "
         "repeat loop (`lumen run --repeat`, bench/ort/session.js). M=1: GB/s of weight traffic "
-        "(packed 4-bit B + float32 scales, read once per product). M=128: GFLOP/s (2MKN). "
+        "(packed 4-bit B + float32 scales, read once per product). M=8 and 128: GFLOP/s (2MKN). "
         f"Load average {load_before} before, {load_after} after ({os.cpu_count()} CPUs): on a "
         "shared machine whose cores are busy, OpenMP's 2-thread runs wait for a descheduled "
         "thread (a plain float32 MatMul shows the same), so compare 2-thread rows only on an idle "
