@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/matmul_nbits.h"
+#include "core/half.h"
 #include "ops/op_test_util.h"
 #include "passes/rewrite.h"
 
@@ -171,6 +172,51 @@ TEST(MatMulNBitsTest, MatchesReferenceAvx2) {
   cpu::set_matmul_nbits_avx2_only(true);
   check_against_reference(200);
   cpu::set_matmul_nbits_avx2_only(false);
+}
+
+// A float16 or bfloat16 model: A, scales, float zero points, bias and Y of that type (the
+// reference takes the rounded inputs; Y is rounded once).
+TEST(MatMulNBitsTest, SixteenBitTypes) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (Zp zp : {Zp::kNone, Zp::kFloat})
+      for (int64_t m : {1, 64}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " zp " + std::to_string(static_cast<int>(zp)) +
+                     " M " + std::to_string(m));
+        NBitsCase c = make_case(200, 37, 32, 4, zp, true, 700 + m);
+        auto narrow = [t](const Tensor& f) {
+          Tensor h = Tensor::empty(f.shape(), t);
+          auto* p = static_cast<uint16_t*>(h.raw_data());
+          for (int64_t i = 0; i < f.numel(); ++i)
+            p[i] = t == DType::kFloat16 ? float_to_half(f.data<float>()[i])
+                                        : float_to_bfloat16(f.data<float>()[i]);
+          return h;
+        };
+        auto widen = [](const Tensor& h) {
+          Tensor f = Tensor::empty(h.shape());
+          for (int64_t i = 0; i < h.numel(); ++i)
+            f.data<float>()[i] = static_cast<float>(h.item_as_double(i));
+          return f;
+        };
+        // The reference reads the inputs as rounded to 16 bits.
+        c.scales = narrow(c.scales);
+        for (size_t i = 0; i < c.scale.size(); ++i)
+          c.scale[i] = static_cast<float>(c.scales.item_as_double(static_cast<int64_t>(i)));
+        if (zp == Zp::kFloat) {
+          c.zero_points = narrow(c.zero_points);
+          for (size_t i = 0; i < c.zero.size(); ++i)
+            c.zero[i] = static_cast<float>(c.zero_points.item_as_double(static_cast<int64_t>(i)));
+        }
+        c.bias_t = widen(narrow(c.bias_t));
+        const Tensor a16 = narrow(random_tensor({m, 200}, 710 + m));
+        std::vector<test::OpInput> in = {a16, constant(c.b), constant(c.scales)};
+        in.push_back(zp == Zp::kNone ? omitted() : constant(c.zero_points));
+        in.push_back(omitted());
+        in.push_back(narrow(c.bias_t));
+        auto out = run_op("MatMulNBits", in, nbits_attrs(c));
+        ASSERT_EQ(out[0].dtype(), t);
+        const double rel = t == DType::kFloat16 ? 2e-3 : 1e-2;
+        expect_close(out[0], Shape{m, 37}, reference(c, widen(a16)), 1e-2, rel);
+      }
 }
 
 // A of rank 3 and 1: the output keeps A's leading dimensions; 2-D scales and zero points (the

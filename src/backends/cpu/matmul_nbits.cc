@@ -6,6 +6,7 @@
 //    y += scale * (sum(a_k q_k) - zero_point * sum(a_k)). Memory-bound: this sets decode speed.
 //  - more rows (prefill): each thread dequantizes a chunk of K x 64 columns into a buffer that
 //    stays in cache and runs a register-blocked float micro-kernel over it for every row of A.
+// float16 / bfloat16 A, bias and Y are converted to and from float32 around the same kernels.
 // AVX2 + FMA code, and AVX-512 code chosen at run time when the CPU has it. Threads split N
 // (and the rows too where N has fewer 64-column tiles than threads).
 //
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/float_rows.h"
 #include "backends/cpu/kernel_registry.h"
 #include "graph/matmul_nbits.h"
 
@@ -102,9 +104,10 @@ PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* sc
 }
 
 // Scratch buffer `which` of the calling thread, at least `n` floats, kept between runs (OpenMP's
-// threads persist), so a run neither allocates nor faults in fresh pages.
+// threads persist), so a run neither allocates nor faults in fresh pages. 0 and 1: the kernels'
+// own; 2, 3 and 4: 16-bit A, Y and bias as float32 (MatMulNBitsKernel::run).
 float* scratch(int which, int64_t n) {
-  thread_local std::vector<float> buffers[3];
+  thread_local std::vector<float> buffers[5];
   std::vector<float>& b = buffers[which];
   if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
   return b.data();
@@ -579,15 +582,20 @@ class MatMulNBitsKernel final : public Kernel {
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.inputs[kNBitsA];
-    const int64_t m = a.numel() / w_.layout.k;
-    const float* bias = has_bias_ ? ctx.inputs[kNBitsBias].data<float>() : nullptr;
-    float* y = ctx.outputs[0].data<float>();
+    const int64_t m = a.numel() / w_.layout.k, n = w_.layout.n;
     if (m == 0) return;
-    const float* x = a.data<float>();
+    // 16-bit A, bias and Y go through float32 copies.
+    const FloatRows a_rows(a), y_rows(ctx.outputs[0]);
+    const float* x = a_rows.view(0, m * w_.layout.k, scratch(2, m * w_.layout.k));
+    const bool y16 = ctx.outputs[0].dtype() != DType::kFloat32;
+    float* y = y16 ? scratch(3, m * n) : ctx.outputs[0].data<float>();
+    const float* bias =
+        has_bias_ ? FloatRows(ctx.inputs[kNBitsBias]).view(0, n, scratch(4, n)) : nullptr;
     if (w_.layout.bits == 4)
       dispatch<4>(x, m, y, bias);
     else
       dispatch<8>(x, m, y, bias);
+    if (y16) y_rows.write(y, m * n, 0);
   }
 
   bool reads_input(int k) const override { return k == kNBitsA || k == kNBitsBias; }
@@ -629,9 +637,17 @@ std::unique_ptr<Kernel> make_matmul_nbits(const NodeContext& ctx) {
   l.block_size = ctx.attr_int("block_size");
   const Tensor* zp = ctx.has_input(kNBitsZeroPoints) ? ctx.input_value(kNBitsZeroPoints) : nullptr;
   const uint8_t* zp_u8 = zp && zp->dtype() == DType::kUInt8 ? zp->data<uint8_t>() : nullptr;
-  const float* zp_f32 = zp && zp->dtype() == DType::kFloat32 ? zp->data<float>() : nullptr;
-  PackedNBits w = pack_weights(l, ctx.input_value(kNBitsB)->data<uint8_t>(),
-                               ctx.input_value(kNBitsScales)->data<float>(), zp_u8, zp_f32);
+  // Float scales and zero points of any float type, as float32.
+  auto as_floats = [](const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    FloatRows(t).read(0, t.numel(), v.data());
+    return v;
+  };
+  const std::vector<float> scales = as_floats(*ctx.input_value(kNBitsScales));
+  std::vector<float> zp_f;
+  if (zp && !zp_u8) zp_f = as_floats(*zp);
+  PackedNBits w = pack_weights(l, ctx.input_value(kNBitsB)->data<uint8_t>(), scales.data(), zp_u8,
+                               zp_f.empty() ? nullptr : zp_f.data());
   return std::make_unique<MatMulNBitsKernel>(std::move(w), ctx.has_input(kNBitsBias));
 }
 

@@ -1,7 +1,7 @@
 // Schema of MatMulNBits (com.microsoft; also made by the fuse-block-dequant pass): the weight
-// layout is in graph/matmul_nbits.h. Lumen runs bits 4 and 8, float32 A, scales and bias, uint8
-// or float32 zero points; accuracy_level is accepted and ignored (A is never quantized or
-// downcast: the product is computed in float32).
+// layout is in graph/matmul_nbits.h. Lumen runs bits 4 and 8; A, scales, bias and Y float32,
+// float16 or bfloat16 (one type); uint8 or float zero points. accuracy_level is accepted and
+// ignored: A is never quantized, the product is computed in float32.
 #include <string>
 
 #include "graph/matmul_nbits.h"
@@ -34,10 +34,15 @@ NBitsLayout read_layout(const InferContext& ctx) {
   return l;
 }
 
-void require_float32(const InferContext& ctx, int i, const char* what) {
-  if (ctx.input_dtype(i) != DType::kFloat32)
-    ctx.fail_unsupported(std::string(what) + " must be float32 in lumen, not " +
-                         dtype_name(ctx.input_dtype(i)));
+bool is_real(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+// Input i must have A's type (the op's T1).
+void require_type_of_a(const InferContext& ctx, int i, const char* what) {
+  if (ctx.input_dtype(i) != ctx.input_dtype(kNBitsA))
+    ctx.fail_shape(std::string(what) + " is " + dtype_name(ctx.input_dtype(i)) + " but A is " +
+                   dtype_name(ctx.input_dtype(kNBitsA)));
 }
 
 // Whether shape s holds n_rows x n_cols values as [n_rows * n_cols] or [n_rows, n_cols].
@@ -49,7 +54,9 @@ bool is_table(const Shape& s, int64_t n_rows, int64_t n_cols) {
 void infer_matmul_nbits(InferContext& ctx) {
   const NBitsLayout l = read_layout(ctx);
   const int64_t blocks = l.n_blocks();
-  require_float32(ctx, kNBitsA, "A");
+  const DType t = ctx.input_dtype(kNBitsA);
+  if (!is_real(t))
+    ctx.fail_shape(std::string("A must be float32, float16 or bfloat16, not ") + dtype_name(t));
   const Shape& a = ctx.input_shape(kNBitsA);
   if (a.rank() < 1 || a[-1] != l.k)
     ctx.fail_shape("A " + a.to_string() + " must end in K=" + str(l.k));
@@ -60,7 +67,7 @@ void infer_matmul_nbits(InferContext& ctx) {
     ctx.fail_shape("B " + b.to_string() +
                    " must be [N, ceil(K / block_size), block_size * bits / 8] = " +
                    Shape{l.n, blocks, l.blob_bytes()}.to_string());
-  require_float32(ctx, kNBitsScales, "scales");
+  require_type_of_a(ctx, kNBitsScales, "scales");
   if (!is_table(ctx.input_shape(kNBitsScales), l.n, blocks))
     ctx.fail_shape("scales " + ctx.input_shape(kNBitsScales).to_string() + " must hold N x " +
                    str(blocks) + " blocks: [" + str(l.n * blocks) + "] or [" + str(l.n) + ", " +
@@ -72,25 +79,25 @@ void infer_matmul_nbits(InferContext& ctx) {
       if (!is_table(z, l.n, l.zero_point_bytes()))
         ctx.fail_shape("packed zero_points " + z.to_string() + " must be [" + str(l.n) + ", " +
                        str(l.zero_point_bytes()) + "]");
-    } else if (zt == DType::kFloat32) {
+    } else if (is_real(zt)) {
       if (!is_table(z, l.n, blocks))
         ctx.fail_shape("float zero_points " + z.to_string() + " must hold N x " + str(blocks) +
                        " blocks");
     } else {
-      ctx.fail_unsupported(std::string("zero_points must be uint8 or float32 in lumen, not ") +
-                           dtype_name(zt));
+      ctx.fail_shape(std::string("zero_points must be uint8 or a float type, not ") +
+                     dtype_name(zt));
     }
   }
   if (ctx.has_input(kNBitsGroupIndex)) ctx.fail_unsupported("g_idx (deprecated) is not supported");
   if (ctx.has_input(kNBitsBias)) {
-    require_float32(ctx, kNBitsBias, "bias");
+    require_type_of_a(ctx, kNBitsBias, "bias");
     if (ctx.input_shape(kNBitsBias) != Shape{l.n})
       ctx.fail_shape("bias " + ctx.input_shape(kNBitsBias).to_string() + " must be [" + str(l.n) +
                      "]");
   }
   std::vector<int64_t> out(a.dims().begin(), a.dims().end());
   out.back() = l.n;
-  ctx.set_output(0, DType::kFloat32, Shape(out));
+  ctx.set_output(0, t, Shape(out));
 }
 
 }  // namespace
