@@ -11,6 +11,8 @@
 #include "backends/cuda/matmul_nbits.h"
 #include "backends/cuda/storage.cuh"
 
+#include <type_traits>
+
 namespace lumen::cuda {
 namespace {
 
@@ -52,6 +54,23 @@ __device__ __forceinline__ void load_unit(const uint8_t* col, int64_t u, float* 
   }
 }
 
+// x[0, 8) as floats: two 16-byte loads where `vec` (float32 rows, 16-byte aligned), else one
+// element at a time.
+template <typename T>
+__device__ __forceinline__ void load8(const T* x, bool vec, float* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (vec) {
+      const float4 p = *reinterpret_cast<const float4*>(x);
+      const float4 q = *reinterpret_cast<const float4*>(x + 4);
+      out[0] = p.x, out[1] = p.y, out[2] = p.z, out[3] = p.w;
+      out[4] = q.x, out[5] = q.y, out[6] = q.z, out[7] = q.w;
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = to_float(x[i]);
+}
+
 template <typename T, int kBits, int kRows>
 __global__ void __launch_bounds__(kGemvWarps* kWarp)
     nbits_gemv_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
@@ -64,6 +83,8 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
   const int64_t blob = d.block_size * kBits / 8;
   const uint8_t* col = b + n * blocks * blob;
   const int64_t units = blocks * d.block_size / 8;
+  // Rows of A start 16-byte aligned when K is a multiple of 4 and A is.
+  const bool vec = d.k % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0;
   float acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
@@ -78,9 +99,10 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp)
     if (k0 + 8 <= d.k) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const T* x = a + r * d.k + k0;
+        float x[8];
+        load8(a + r * d.k + k0, vec, x);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[r] = fmaf(to_float(x[i]), w[i], acc[r]);
+        for (int i = 0; i < 8; ++i) acc[r] = fmaf(x[i], w[i], acc[r]);
       }
     } else {
       for (int r = 0; r < kRows; ++r)
