@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -179,6 +180,7 @@ def main():
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     dec_rows = decoder_rows(args, tmp) if args.decoder else []
+    shutil.rmtree(tmp, ignore_errors=True)
     load_after = open("/proc/loadavg").read().split()[0]
     lines = [
         "## nbits: MatMulNBits (4-bit, block 32) vs ONNX Runtime 1.30 (CPU)",

@@ -30,6 +30,7 @@ activations by default, about 0.4% off the reference: reported, not checked.)
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -322,6 +323,7 @@ def check(lumen, session_js):
                                   "lumen_vs_float64_rel": exact_rel,
                                   "ort_this_file_vs_float64_rel": ort_own,
                                   "quantized_vs_fp32_rel": qerr, "ok": good}))
+    shutil.rmtree(tmp, ignore_errors=True)
     return ok
 
 
