@@ -68,7 +68,8 @@ int64_t count_flops(const Graph& graph) {
     if ((op == "Conv" || op == "FusedConv") && n.inputs.size() >= 2) {
       const Shape& w = graph.value(n.inputs[1]).type.shape;  // [Cout, Cin/group, k...]
       if (w.rank() >= 1 && w[0] > 0) flops += 2 * out.numel() * (w.numel() / w[0]);
-    } else if ((op == "MatMul" || op == "FusedMatMul") && n.inputs.size() >= 2) {
+    } else if ((op == "MatMul" || op == "FusedMatMul" || op == "MatMulNBits") &&
+               n.inputs.size() >= 2) {
       const Shape& a = graph.value(n.inputs[0]).type.shape;
       int64_t k = a.rank() >= 2 ? a[a.rank() - 1] : a.numel();
       auto trans_a = n.attrs.find("trans_a");  // FusedMatMul may read A transposed

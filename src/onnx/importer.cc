@@ -31,6 +31,9 @@ constexpr int64_t kMaxInlinedNodes = 1 << 17;
 // The training-preview domain, whose deterministic optimizer ops (opset 1) lumen runs.
 constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 
+// ONNX Runtime's contrib domain, of which lumen runs MatMulNBits (opset 1) only.
+constexpr const char* kMicrosoftDomain = "com.microsoft";
+
 // Whether op_type is one of the training domain's ops lumen runs.
 bool is_training_op(const std::string& op_type) {
   return op_type == "Adagrad" || op_type == "Adam" || op_type == "Momentum";
@@ -523,8 +526,16 @@ class Importer final : public Scope {
       if (!is_training_op(op_type))
         throw UnsupportedOp(where + ": lumen runs only Adagrad, Adam and Momentum of domain '" +
                             kTrainingDomain + "'");
+    } else if (node.domain() == kMicrosoftDomain) {
+      where = "node '" + label + "' (" + op_type + ", " + kMicrosoftDomain + ")";
+      if (op_type != "MatMulNBits")
+        throw UnsupportedOp(where + ": lumen runs only MatMulNBits of domain '" +
+                            kMicrosoftDomain + "'");
     } else if (!node.domain().empty() && node.domain() != "ai.onnx") {
       throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
+    } else if (op_type == "MatMulNBits") {
+      throw UnsupportedOp(where + ": MatMulNBits is an op of domain '" + kMicrosoftDomain +
+                          "', not of the default domain");
     } else if (opset_ == 0) {
       throw InvalidModel(where + ": the model imports no opset of the default domain");
     } else if (is_training_op(op_type)) {

@@ -17,6 +17,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
     for (Backend* b : available_backends()) cpu_only = cpu_only && b->name() == "cpu";
   }
   PassManager manager;
+  manager.add(make_fuse_block_dequant_pass());
   if (cpu_only) manager.add(make_fuse_qdq_pass());
   manager.add(make_constant_fold_pass());
   manager.add(make_identity_pass());

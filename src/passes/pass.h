@@ -90,5 +90,10 @@ std::unique_ptr<Pass> make_fuse_elementwise_pass();
 // rewrite is exact (fuse_qdq.cc says when); runs before constant folding, which would otherwise
 // turn the weights' DequantizeLinear into float constants.
 std::unique_ptr<Pass> make_fuse_qdq_pass();
+// MatMul(A, DequantizeLinear(w_q, scale, zero_point) with block_size, blocks along K) over a
+// constant 2-D int4/uint4/int8/uint8 weight becomes one MatMulNBits (fuse_block_dequant.cc says
+// when); runs before constant folding, which would otherwise make the weights float constants.
+// A MatMulNBits whose only reader adds a constant row bias then takes it as its bias input.
+std::unique_ptr<Pass> make_fuse_block_dequant_pass();
 
 }  // namespace lumen

@@ -31,7 +31,8 @@ double flops_of(const Graph& graph, const Node& n) {
     const Shape& w = graph.value(n.inputs[1]).type.shape;  // [Cout, Cin/group, k...]
     if (w.is_static() && w.rank() >= 1 && w[0] > 0)
       return 2 * numel * static_cast<double>(w.numel() / w[0]);
-  } else if ((op == "MatMul" || op == "FusedMatMul") && n.inputs.size() >= 2) {
+  } else if ((op == "MatMul" || op == "FusedMatMul" || op == "MatMulNBits") &&
+             n.inputs.size() >= 2) {
     const Shape& a = graph.value(n.inputs[0]).type.shape;
     if (!a.is_static()) return 0;
     int64_t k = a.rank() >= 2 ? a[a.rank() - 1] : a.numel();

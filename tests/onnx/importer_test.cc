@@ -478,5 +478,69 @@ TEST_F(OnnxImport, GroupNormalizationParametersPerGroupBeforeOpset21) {
   }
 }
 
+// com.microsoft: MatMulNBits is read (4-bit weights of all 1s, scale 0.5, default zero point 8:
+// W = -3.5 everywhere); every other op of that domain, and MatMulNBits in the default domain,
+// are refused naming the node, op and domain.
+TEST_F(OnnxImport, MicrosoftDomainMatMulNBitsOnly) {
+  auto nbits_model = [](const std::string& op, const std::string& domain) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* ms = m.add_opset_import();
+    ms->set_domain("com.microsoft");
+    ms->set_version(1);
+    auto* g = m.mutable_graph();
+    g->set_name("nbits");
+    add_io(g->add_input(), "x", {"2", "32"});
+    add_io(g->add_output(), "y", {"2", "4"});
+    auto* b = g->add_initializer();
+    b->set_name("B");
+    b->set_data_type(onnx::TensorProto::UINT8);
+    for (int64_t d : {4, 1, 16}) b->add_dims(d);
+    b->set_raw_data(std::string(64, '\x11'));
+    set_float_tensor(g->add_initializer(), "S", {4},
+                     Tensor::from_vector<float>(Shape{4}, {0.5f, 0.5f, 0.5f, 0.5f}));
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_domain(domain);
+    n->set_name("q");
+    for (const char* in : {"x", "B", "S"}) n->add_input(in);
+    n->add_output("y");
+    for (auto [name, v] : {std::pair<const char*, int64_t>{"K", 32}, {"N", 4}, {"bits", 4},
+                           {"block_size", 32}}) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(v);
+    }
+    return m;
+  };
+  Graph g = load_onnx_bytes(nbits_model("MatMulNBits", "com.microsoft").SerializeAsString());
+  Runtime rt;
+  const Tensor x = test::random_tensor({2, 32}, 3);
+  const Tensor y = g.compile(&rt)->execute({x})[0];
+  std::vector<double> want(8);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < 32; ++k) s += x.item_as_double(i * 32 + k) * -3.5;
+      want[i * 4 + j] = s;
+    }
+  test::expect_close(y, Shape{2, 4}, want);
+  for (auto [op, domain, needle] :
+       {std::tuple<const char*, const char*, const char*>{"FusedMatMul", "com.microsoft",
+                                                          "only MatMulNBits"},
+        {"MatMulNBits", "", "domain 'com.microsoft'"}}) {
+    try {
+      load_onnx_bytes(nbits_model(op, domain).SerializeAsString());
+      FAIL() << op << " of domain '" << domain << "' loaded";
+    } catch (const UnsupportedOp& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("node 'q'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lumen

@@ -1,0 +1,226 @@
+// CUDA kernels of MatMulNBits: Y = A x W (+ bias), W (K x N) 4- or 8-bit, block-quantized along
+// K in MatMulNBits' layout (graph/matmul_nbits.h: column n's packed values are contiguous).
+//
+// Few rows (decode): one warp per output column; lane l reads words l, l + 32, ... of the
+// column's packed values (coalesced: a warp reads 128 bytes of 4-bit or 256 of 8-bit weights per
+// step), dequantizes 8 values per word and multiplies them with the (cached) rows of A; the warp
+// sums its lanes. The weights are read once: the kernel runs at the speed memory delivers them.
+// More rows (prefill): 64 x 64 output tiles; per step of 32 along K a block stages A's 64 x 32
+// tile and the dequantized 32 x 64 weight tile in shared memory, and each thread accumulates
+// 4 x 4 outputs.
+#include "backends/cuda/matmul_nbits.h"
+#include "backends/cuda/storage.cuh"
+
+#include <type_traits>
+
+namespace lumen::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kGemvWarps = 4;  // columns per block of the matrix-vector kernel
+constexpr int kTile = 64;      // output rows and columns per block of the tiled kernel
+constexpr int kTileK = 32;     // K per shared-memory step
+constexpr int kTileThreads = 256;
+
+// The zero point of block blk of column n (float zero points in the activations' storage T).
+template <typename T, int kBits>
+__device__ __forceinline__ float zero_point(const NBitsDesc& d, const void* zp, int64_t n,
+                                            int64_t blk, int64_t blocks) {
+  if (d.zero_points == NBitsZeroPoints::kFloat)
+    return to_float(static_cast<const T*>(zp)[n * blocks + blk]);
+  if (d.zero_points == NBitsZeroPoints::kPacked) {
+    const auto* z = static_cast<const uint8_t*>(zp);
+    const int64_t per = (blocks * kBits + 7) / 8;
+    if (kBits == 8) return static_cast<float>(z[n * per + blk]);
+    return static_cast<float>((z[n * per + blk / 2] >> (4 * (blk & 1))) & 0xF);
+  }
+  return static_cast<float>(1 << (kBits - 1));
+}
+
+// The 8 quantized values of unit u (values 8u .. 8u + 7) of a column's packed bytes.
+template <int kBits>
+__device__ __forceinline__ void load_unit(const uint8_t* col, int64_t u, float* q) {
+  if (kBits == 4) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(col + u * 4);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[i] = static_cast<float>((w >> (4 * i)) & 0xF);
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(col + u * 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      q[i] = static_cast<float>((w.x >> (8 * i)) & 0xFF);
+      q[4 + i] = static_cast<float>((w.y >> (8 * i)) & 0xFF);
+    }
+  }
+}
+
+// x[0, 8) as floats: two 16-byte loads where `vec` (float32 rows, 16-byte aligned), else one
+// element at a time.
+template <typename T>
+__device__ __forceinline__ void load8(const T* x, bool vec, float* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (vec) {
+      const float4 p = *reinterpret_cast<const float4*>(x);
+      const float4 q = *reinterpret_cast<const float4*>(x + 4);
+      out[0] = p.x, out[1] = p.y, out[2] = p.z, out[3] = p.w;
+      out[4] = q.x, out[5] = q.y, out[6] = q.z, out[7] = q.w;
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = to_float(x[i]);
+}
+
+template <typename T, int kBits, int kRows>
+__global__ void __launch_bounds__(kGemvWarps* kWarp)
+    nbits_gemv_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
+                      const uint8_t* __restrict__ b, const T* __restrict__ scales,
+                      const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
+  if (n >= d.n) return;
+  const int64_t blocks = (d.k + d.block_size - 1) / d.block_size;
+  const int64_t blob = d.block_size * kBits / 8;
+  const uint8_t* col = b + n * blocks * blob;
+  const int64_t units = blocks * d.block_size / 8;
+  // Rows of A start 16-byte aligned when K is a multiple of 4 and A is.
+  const bool vec = d.k % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0;
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
+  for (int64_t u = lane; u < units; u += kWarp) {
+    const int64_t k0 = u * 8, blk = k0 / d.block_size;
+    const float s = to_float(scales[n * blocks + blk]);
+    const float z = zero_point<T, kBits>(d, zp, n, blk, blocks);
+    float w[8];
+    load_unit<kBits>(col, u, w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = (w[i] - z) * s;
+    if (k0 + 8 <= d.k) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        float x[8];
+        load8(a + r * d.k + k0, vec, x);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[r] = fmaf(x[i], w[i], acc[r]);
+      }
+    } else {
+      for (int r = 0; r < kRows; ++r)
+        for (int i = 0; i < 8 && k0 + i < d.k; ++i)
+          acc[r] = fmaf(to_float(a[r * d.k + k0 + i]), w[i], acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float v = acc[r];
+#pragma unroll
+    for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (lane == 0) y[r * d.n + n] = from_float<T>(v + (bias ? to_float(bias[n]) : 0.f));
+  }
+}
+
+template <typename T, int kBits>
+__global__ void __launch_bounds__(kTileThreads)
+    nbits_tiled_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
+                       const uint8_t* __restrict__ b, const T* __restrict__ scales,
+                       const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y) {
+  __shared__ float as[kTileK][kTile + 1];
+  __shared__ float ws[kTileK][kTile + 1];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t blocks = (d.k + d.block_size - 1) / d.block_size;
+  const int64_t blob = d.block_size * kBits / 8;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < d.k; k0 += kTileK) {
+    for (int e = tid; e < kTile * kTileK; e += kTileThreads) {
+      const int row = e / kTileK, kk = e % kTileK;
+      const int64_t m = m0 + row, k = k0 + kk, n = n0 + row;
+      as[kk][row] = m < d.m && k < d.k ? to_float(a[m * d.k + k]) : 0.f;
+      float w = 0.f;
+      if (n < d.n && k < d.k) {
+        const int64_t blk = k / d.block_size, in = k % d.block_size;
+        const uint8_t byte = b[(n * blocks + blk) * blob + in * kBits / 8];
+        const int q = kBits == 8 ? byte : (byte >> (4 * (in & 1))) & 0xF;
+        w = (static_cast<float>(q) - zero_point<T, kBits>(d, zp, n, blk, blocks)) *
+            to_float(scales[n * blocks + blk]);
+      }
+      ws[kk][row] = w;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float x[4], w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        x[i] = as[kk][ty * 4 + i];
+        w[i] = ws[kk][tx * 4 + i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(x[i], w[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + ty * 4 + i;
+    if (m >= d.m) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tx * 4 + j;
+      if (n < d.n) y[m * d.n + n] = from_float<T>(acc[i][j] + (bias ? to_float(bias[n]) : 0.f));
+    }
+  }
+}
+
+template <typename T, int kBits>
+void launch_bits(const NBitsDesc& d, const T* a, const uint8_t* b, const T* scales, const void* zp,
+                 const T* bias, T* y, cudaStream_t stream) {
+  if (d.m <= kNBitsGemvRows) {
+    const dim3 grid(static_cast<unsigned>((d.n + kGemvWarps - 1) / kGemvWarps));
+    const dim3 block(kGemvWarps * kWarp);
+    switch (d.m) {
+#define LUMEN_NBITS_ROWS(R)                                                                   \
+  case R:                                                                                     \
+    nbits_gemv_kernel<T, kBits, R><<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y); \
+    break;
+      LUMEN_NBITS_ROWS(1)
+      LUMEN_NBITS_ROWS(2)
+      LUMEN_NBITS_ROWS(3)
+      LUMEN_NBITS_ROWS(4)
+      LUMEN_NBITS_ROWS(5)
+      LUMEN_NBITS_ROWS(6)
+      LUMEN_NBITS_ROWS(7)
+      LUMEN_NBITS_ROWS(8)
+#undef LUMEN_NBITS_ROWS
+      default:
+        break;
+    }
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>((d.n + kTile - 1) / kTile),
+                  static_cast<unsigned>((d.m + kTile - 1) / kTile));
+  nbits_tiled_kernel<T, kBits><<<grid, kTileThreads, 0, stream>>>(d, a, b, scales, zp, bias, y);
+}
+
+}  // namespace
+
+void launch_matmul_nbits(const NBitsDesc& d, const void* a, const uint8_t* b, const void* scales,
+                         const void* zero_points, const void* bias, void* y, cudaStream_t stream) {
+  if (d.m == 0 || d.n == 0) return;
+  with_storage(d.storage, [&](auto t) {
+    using T = decltype(t);
+    const auto* at = static_cast<const T*>(a);
+    const auto* st = static_cast<const T*>(scales);
+    const auto* bt = static_cast<const T*>(bias);
+    auto* yt = static_cast<T*>(y);
+    if (d.bits == 4)
+      launch_bits<T, 4>(d, at, b, st, zero_points, bt, yt, stream);
+    else
+      launch_bits<T, 8>(d, at, b, st, zero_points, bt, yt, stream);
+  });
+}
+
+}  // namespace lumen::cuda
