@@ -6,6 +6,7 @@ against PyTorch's.
     bench/generate.py [--dir build/decoders] [--models gpt2,llama[,LABEL=FILE.onnx]] [--batches 1,8]
                       [--prompt 128] [--new 128] [--threads 2] [--repeat 1]
                       [--runtimes lumen,ort,torch,torch-cuda,torch-cuda-graph] [--doc [--label L]]
+                      [--lumen-cli BUILD/lumen [--lumen-devices cpu,cuda]]
 
 Per model and batch every runtime generates --new tokens greedily after the same random prompt of
 --prompt tokens (no padding; end of sequence off). "prefill" is the prompt's run and the first
@@ -16,7 +17,8 @@ the full --new tokens for Lumen (its static cache's size picks the plans it comp
 --repeat N the runtimes take turns N times and each rate is the median.
 
 Runtimes: `lumen` (lumen.load_onnx(path).compile(device).generate(); on the CPU, and on CUDA when
-the build has it), `ort` (the same file in ONNX Runtime's CPU provider: Python onnxruntime with an
+the build has it; with --lumen-cli, `lumen generate --warmup` in a process per generation, for a
+machine whose Python cannot import the build's module), `ort` (the same file in ONNX Runtime's CPU provider: Python onnxruntime with an
 I/O binding that feeds each step's present outputs back as its past, where it imports, else
 onnxruntime-node through bench/ort/generate.js; a growing cache, as Optimum's generation),
 `torch` (PyTorch eager on the CPU, a growing cache: tests/models/decoder_models.greedy), and on a
@@ -240,6 +242,51 @@ class LumenRunner:
         return f"{ref.shape[1]} tokens: " + ", ".join(results)
 
 
+class LumenCliRunner:
+    """The same through the `lumen generate` command line (where the lumen module does not import,
+    e.g. a Python other than the build's): one process per generation, warmed up by --warmup."""
+
+    def __init__(self, exe, path, device, threads):
+        self.cmd = [exe, "generate", path, "--device", device, "--threads", str(threads)]
+
+    def _generate(self, prompts, new_tokens, warmup):
+        cmd = self.cmd + ["--max-new-tokens", str(new_tokens)] + (["--warmup"] if warmup else [])
+        for row in prompts:
+            cmd += ["--ids", ",".join(str(int(t)) for t in row)]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError((out.stdout + out.stderr).strip()[-500:])
+        ids = [[int(t) for t in m.group(1).split(",")]
+               for m in re.finditer(r"^new ids(?: \[\d+\])?: ([\d,]+)$", out.stdout, re.M)]
+        prefill = float(re.search(r"^prefill: .* in ([\d.]+) ms", out.stdout, re.M).group(1))
+        decode = float(re.search(r"^decode: .* in ([\d.]+) ms", out.stdout, re.M).group(1))
+        return ids, prefill / 1e3, decode / 1e3
+
+    def run(self, prompt, new_tokens):
+        ids, prefill_s, decode_s = self._generate(prompt, new_tokens, True)
+        assert np.asarray(ids).shape == (prompt.shape[0], new_tokens), np.asarray(ids).shape
+        return prefill_s, decode_s
+
+    def check(self, model_dir, name):
+        results = []
+        for prompt_key, mask_key, ref_key in (("prompt", None, "greedy"),
+                                               ("prompt2", "mask2", "greedy2")):
+            prompt = np.load(os.path.join(model_dir, f"{name}.{prompt_key}.npy"))
+            ref = np.load(os.path.join(model_dir, f"{name}.{ref_key}.npy"))
+            mask = np.load(os.path.join(model_dir, f"{name}.{mask_key}.npy")) if mask_key \
+                else np.ones_like(prompt)
+            rows = [[t for t, m in zip(row, mrow) if m] for row, mrow in zip(prompt, mask)]
+            got = np.asarray(self._generate(rows, ref.shape[1], False)[0])
+            batch = ref.shape[0]
+            if got.shape == ref.shape and np.array_equal(got, ref):
+                results.append(f"batch {batch} identical")
+            else:
+                bad = np.argwhere(got != ref) if got.shape == ref.shape else [[-1, -1]]
+                results.append(f"batch {batch} DIFFERS (first at row {bad[0][0]}, token "
+                               f"{bad[0][1]})")
+        return f"{ref.shape[1]} tokens: " + ", ".join(results)
+
+
 def logits_vocab(path):
     """The vocabulary size: the last dimension of the file's logits output."""
     import onnx
@@ -273,6 +320,10 @@ def main():
     ap.add_argument("--runtimes", default="lumen,ort,torch,torch-cuda,torch-cuda-graph")
     ap.add_argument("--doc", action="store_true")
     ap.add_argument("--label", default="")
+    ap.add_argument("--lumen-cli", help="run Lumen through this `lumen` executable (lumen "
+                    "generate) instead of the Python module")
+    ap.add_argument("--lumen-devices", default="cpu,cuda",
+                    help="with --lumen-cli: the devices to run Lumen on")
     args = ap.parse_args()
 
     import torch
@@ -283,7 +334,10 @@ def main():
     cuda = torch.cuda.is_available()
     notes = []
     runtimes = []
-    if "lumen" in wanted:
+    if "lumen" in wanted and args.lumen_cli:
+        runtimes += [{"cpu": "lumen", "cuda": "lumen-cuda"}[d]
+                     for d in args.lumen_devices.split(",")]
+    elif "lumen" in wanted:
         if lumen is None:
             notes.append("Lumen: not measured (no lumen module with Model.generate on "
                          "PYTHONPATH)")
@@ -319,7 +373,8 @@ def main():
             model_runtimes = runtimes
         for rt, device in (("lumen", "cpu"), ("lumen-cuda", "cuda")):
             if rt in model_runtimes:
-                runners[rt] = LumenRunner(lumen, path, device)
+                runners[rt] = (LumenCliRunner(args.lumen_cli, path, device, args.threads)
+                               if args.lumen_cli else LumenRunner(lumen, path, device))
                 if not other:
                     check = runners[rt].check(args.dir, name)
                     checks.append(f"{name}, {LABELS[rt]}: greedy vs PyTorch, {check}")

@@ -27,10 +27,10 @@ int bench_fusion(const std::vector<std::string>& args);
 
 // `lumen generate MODEL.onnx --ids 464,3290,318 [--ids ...] [--batch B] [--max-new-tokens N]
 // [--device cpu|cuda|cuda,cpu] [--precision P] [--sample] [--temperature T] [--top-k K]
-// [--top-p P] [--seed S] [--eos ID] [--max-length N] [--threads N] [--memory-every N]`: generates
-// from an ONNX decoder (lumen/generate.h); prints the new ids per sequence, the prefill and decode
-// rates, with a progress line on a terminal; --memory-every N prints resident and pool memory
-// every N tokens (a soak).
+// [--top-p P] [--seed S] [--eos ID] [--max-length N] [--threads N] [--warmup] [--memory-every N]`:
+// generates from an ONNX decoder (lumen/generate.h); prints the new ids per sequence, the prefill and decode
+// rates, with a progress line on a terminal; --warmup runs the prompt and 3 steps untimed first;
+// --memory-every N prints resident and pool memory every N tokens (a soak).
 int generate(const std::vector<std::string>& args);
 
 // `lumen run MODEL.onnx [--input NAME=FILE.npy]... [--shape NAME=AxBxC]... [--output-dir DIR]

@@ -4,7 +4,7 @@ tests/models/export_decoders.py, exported into a temporary folder: the greedy id
 references (one prompt, and a batch made with --batch), the rates are printed, seeded sampling
 repeats itself, --eos stops, and bad arguments and inputs fail with a message instead of a crash.
 
-    tests/cli/check_generate.py BUILD_DIR
+    tests/cli/check_generate.py BUILD_DIR [--device cuda]   (on a GPU machine: that device too)
 """
 import os
 import re
@@ -24,29 +24,32 @@ def ids_of(out):
             for m in re.finditer(r"^new ids(?: \[\d+\])?: ([\d,]+)$", out, re.M)]
 
 
-def check_model(build, folder, name):
+def check_model(build, folder, name, device):
     path = ed.export(name, folder, log=lambda _: None)
     prompt = np.load(path[:-5] + ".prompt.npy")[0].tolist()
     greedy = np.load(path[:-5] + ".greedy.npy")[0].tolist()
     ids = ",".join(map(str, prompt))
-    out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "24", "--threads", "2")
+    out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "24", "--threads", "2",
+                "--device", device)
     assert ids_of(out) == [greedy[:24]], (out, greedy[:24])
     assert re.search(r"^prefill: \d+ tokens x 1 in [\d.]+ ms \([\d.]+ tokens/s\)$", out, re.M), out
     assert re.search(r"^decode: 23 tokens x 1 in [\d.]+ ms \([\d.]+ tokens/s", out, re.M), out
     assert "cache: 64 slots per sequence (static); plans: 2" in out, out
 
-    out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "8", "--batch", "3")
+    out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "8", "--batch", "3",
+                "--device", device)
     assert ids_of(out) == [greedy[:8]] * 3, out
 
-    sample = ["generate", path, "--ids", ids, "--max-new-tokens", "12", "--sample", "--top-k", "20",
-              "--top-p", "0.9", "--temperature", "1.5"]
+    sample = ["generate", path, "--device", device, "--ids", ids, "--max-new-tokens", "12",
+              "--sample", "--top-k", "20", "--top-p", "0.9", "--temperature", "1.5"]
     a, b = lumen(build, *sample, "--seed", "7"), lumen(build, *sample, "--seed", "7")
     assert ids_of(a) == ids_of(b) and len(ids_of(a)[0]) == 12, (a, b)
     out = lumen(build, *sample[:-6], "--sample", "--top-k", "1", "--seed", "3")
     assert ids_of(out) == [greedy[:12]], out
 
     eos = greedy[3]
-    out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "20", "--eos", str(eos))
+    out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "20", "--eos", str(eos),
+                "--device", device)
     got = ids_of(out)[0]
     assert got == greedy[:greedy.index(eos) + 1], (got, greedy)
     return path, prompt
@@ -77,12 +80,15 @@ def check_bad(build, path, prompt):
 
 def main():
     build = sys.argv[1]
+    devices = ["cpu"] + sys.argv[3:4] if sys.argv[2:3] == ["--device"] else ["cpu"]
     with tempfile.TemporaryDirectory() as folder:
         path, prompt = None, None
-        for name in ("gpt2-tiny", "llama-tiny"):
-            path_prompt = check_model(build, folder, name)
-            if name == "gpt2-tiny":
-                path, prompt = path_prompt
+        for device in devices:
+            for name in ("gpt2-tiny", "llama-tiny", "gpt2-attention23-tiny"):
+                path_prompt = check_model(build, folder, name, device)
+                if name == "gpt2-tiny":
+                    path, prompt = path_prompt
+                print(f"check_generate: {name} on {device} passed", flush=True)
         check_bad(build, path, prompt)
     print("check_generate: all passed")
 
