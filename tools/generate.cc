@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 
 #include "core/device_ops.h"
 #include "lumen/generate.h"
@@ -178,6 +179,16 @@ int generate(const std::vector<std::string>& args) {
               static_cast<long long>(s.new_tokens), static_cast<long long>(s.batch),
               s.decode_seconds * 1e3, s.decode_tokens_per_second(),
               s.new_tokens > 0 ? s.decode_seconds * 1e3 / static_cast<double>(s.new_tokens) : 0.0);
+  // Where the decoding step runs: its steps per backend, and whether it replays as a device graph.
+  std::string summary = gen.step_plan(s.batch, s.cache_length)->summary();
+  std::map<std::string, int> per_backend;
+  for (size_t at = summary.find(") @"); at != std::string::npos; at = summary.find(") @", at + 1))
+    ++per_backend[summary.substr(at + 3, summary.find_first_of(" \n", at + 3) - at - 3)];
+  std::string where;
+  for (const auto& [backend, n] : per_backend)
+    where += (where.empty() ? "" : ", ") + std::to_string(n) + " on " + backend;
+  std::printf("step plan: %s (%s)\n", summary.substr(0, summary.find('\n')).c_str(),
+              where.c_str());
   std::printf("cache: %lld slots per sequence (static); plans: %zu, compiled in %.1f ms before "
               "the prompt ran\n",
               static_cast<long long>(s.cache_length), gen.session().num_plans(),

@@ -110,6 +110,9 @@ class Generator {
       const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
       const std::function<void(const std::vector<int64_t>&)>& on_step = {},
       GenerateStats* stats = nullptr);
+  // The compiled plan of one decoding step at this batch and cache length (compiled now if new):
+  // for tools that show where the step runs (Executable::summary).
+  Executable* step_plan(int64_t batch, int64_t cache_length);
   // The longest prompt plus new tokens a generation may hold; 0 (the default) for no limit but
   // the model's own (a position beyond its table fails in the model, naming the node).
   void set_max_length(int64_t n);
@@ -119,6 +122,8 @@ class Generator {
   Device cache_device() const { return cache_device_; }
 
  private:
+  // The plan for calls of new_len tokens over a cache of `capacity` slots.
+  Executable* plan(int64_t batch, int64_t new_len, int64_t capacity);
   Device cache_device_;
   std::unique_ptr<OnnxSession> session_;
   DecoderLayout layout_;

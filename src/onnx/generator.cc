@@ -440,6 +440,25 @@ Generator::Generator(const std::string& path, CompileOptions compile, OnnxLoadOp
 
 Generator::~Generator() = default;
 
+Executable* Generator::plan(int64_t batch, int64_t new_len, int64_t capacity) {
+  const Shape cache_shape{batch, layout_.kv_heads, capacity, layout_.head_dim};
+  std::map<std::string, Shape> shapes;
+  shapes[kInputIds] = Shape{batch, new_len};
+  shapes[kPositionIds] = Shape{batch, new_len};
+  shapes[kAttentionMask] = Shape{batch, capacity + new_len};
+  for (int64_t l = 0; l < layout_.layers; ++l) {
+    shapes[past_name(l, true)] = cache_shape;
+    shapes[past_name(l, false)] = cache_shape;
+  }
+  return session_->plan_for(shapes);
+}
+
+Executable* Generator::step_plan(int64_t batch, int64_t cache_length) {
+  if (batch < 1 || cache_length < 1)
+    throw InvalidArgument("generate: step_plan needs a positive batch and cache length");
+  return plan(batch, 1, cache_length);
+}
+
 void Generator::set_max_length(int64_t n) {
   if (n < 0) throw InvalidArgument("generate: max_length must not be negative");
   max_length_ = n;
@@ -509,15 +528,8 @@ Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
   s->stats.prompt_tokens = static_cast<int64_t>(longest);
   s->stats.cache_length = s->capacity;
   const auto compile_start = std::chrono::steady_clock::now();
-  for (int64_t new_len : {s->chunk, int64_t{1}}) {
-    std::map<std::string, Shape> shapes;
-    shapes[kInputIds] = Shape{s->batch, new_len};
-    shapes[kPositionIds] = Shape{s->batch, new_len};
-    shapes[kAttentionMask] = Shape{s->batch, s->capacity + new_len};
-    for (int64_t l = 0; l < 2 * layout_.layers; ++l)
-      shapes[past_name(l / 2, l % 2 == 0)] = cache_shape;
-    session_->plan_for(shapes);
-  }
+  plan(s->batch, s->chunk, s->capacity);
+  plan(s->batch, 1, s->capacity);
   s->stats.compile_seconds = seconds_since(compile_start);
   return Generation(std::move(s));
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "core/device_ops.h"
 #include "runtime/executable_impl.h"
 #include "runtime/threads.h"
 
@@ -194,15 +195,32 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
         if (rec.input_tensors[i].defined()) impl.recorder->copy(inputs[i], rec.input_tensors[i]);
       rec.work->replay();
       std::vector<Tensor> outputs;
+      // Device outputs stay there as copies of their own (the next replay overwrites the recorded
+      // tensors), made as one batch of copies with one wait.
+      std::vector<RowCopy> device_copies;
+      Device copies_on = Device::cpu();
       for (int s : impl.output_slots) {
         const Tensor& t = rec.slots[s].defined() ? rec.slots[s] : slots[s];
         if (place == OutputPlace::kDevice && t.device().type != DeviceType::kCPU) {
-          outputs.push_back(t.clone());  // the next replay overwrites the recorded tensor
+          Tensor own = Tensor::empty(t.shape(), t.dtype(), t.device());
+          device_copies.push_back({own.raw_data(), t.nbytes(), t.raw_data(), t.nbytes(),
+                                   t.nbytes(), t.nbytes() > 0 ? size_t{1} : size_t{0}});
+          copies_on = t.device();
+          outputs.push_back(own);
           continue;
         }
         Tensor host = Tensor::empty(t.shape(), t.dtype());
         impl.recorder->copy(t, host);
         outputs.push_back(host);
+      }
+      if (!device_copies.empty()) {
+        const DeviceOps& ops = device_ops(copies_on);
+        if (ops.copy_rows != nullptr) {
+          ops.copy_rows(device_copies.data(), device_copies.size(), copies_on);
+        } else {
+          for (const RowCopy& c : device_copies)
+            ops.copy(c.dst, copies_on, c.src, copies_on, c.width);
+        }
       }
       // Device outputs were copied on the device without a host wait that checks for errors.
       if (place == OutputPlace::kDevice) impl.record_stream->synchronize();

@@ -74,8 +74,8 @@ def attention_bias(attention_mask, seq):
     """The additive bias [b, 1, seq, total] of a call with `seq` new tokens: 0 where query i may
     see key slot j (mask 1 and j <= past + i), NEG elsewhere."""
     total = attention_mask.shape[1]
-    q_slot = torch.arange(seq) + (total - seq)
-    k_slot = torch.arange(total)
+    q_slot = torch.arange(seq, device=attention_mask.device) + (total - seq)
+    k_slot = torch.arange(total, device=attention_mask.device)
     causal = k_slot[None, :] <= q_slot[:, None]
     allowed = causal[None, None] & (attention_mask[:, None, None, :] != 0)
     return (~allowed).to(torch.float32) * NEG

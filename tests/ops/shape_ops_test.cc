@@ -226,6 +226,7 @@ TEST(Concat, LargeBlocksUseAllCopyPaths) {
   check_concat(DType::kFloat32, {2, 50000}, 1, {1, 30000, 50000}, 130);  // few long rows
   check_concat(DType::kInt64, {2000, 30}, 1, {30, 0, 50}, 131);          // many short rows
   check_concat(DType::kInt8, {100000, 3}, 0, {100000, 7, 300000}, 132);  // one row
+  check_concat(DType::kFloat32, {12, 64}, 1, {192 * 64, 64}, 133);  // a decoder's past + new key
 }
 
 TEST(Concat, BadInputs) {

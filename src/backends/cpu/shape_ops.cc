@@ -14,22 +14,8 @@ namespace {
 
 // Below this many bytes a copy runs on one thread: a parallel region costs more than it saves.
 constexpr size_t kParallelBytes = size_t{1} << 18;
-// Large single blocks are copied in chunks of this size, one chunk per task.
-constexpr size_t kChunkBytes = size_t{1} << 16;
-
-// Copies one block, splitting it over the threads when it is large.
-void copy_block(char* dst, const char* src, size_t bytes) {
-  if (bytes < kParallelBytes) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  int64_t chunks = static_cast<int64_t>((bytes + kChunkBytes - 1) / kChunkBytes);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    size_t begin = static_cast<size_t>(c) * kChunkBytes;
-    std::memcpy(dst + begin, src + begin, std::min(kChunkBytes, bytes - begin));
-  }
-}
+// Pieces of long blocks (and chunks of long copies), one per task, when copied in parallel.
+constexpr size_t kPieceBytes = size_t{1} << 16;
 
 // The layout shared by Concat and Split: `outer` rows of the whole tensor, each row the
 // concatenation of one row of every part (part k's rows are part_row[k] bytes long).
@@ -77,10 +63,32 @@ struct RowLayout {
         for (size_t k = 0; k < parts.size(); ++k)
           if (part_row[k]) move(o, k, plain);
     } else {
-      // Few long rows: parallelise inside each block instead.
-      for (int64_t o = 0; o < outer; ++o)
-        for (size_t k = 0; k < parts.size(); ++k)
-          if (part_row[k]) move(o, k, copy_block);
+      // Few long rows (a decoder's past and new keys, 12 heads of 200 x 64): one parallel region
+      // over pieces of at most kPieceBytes of every (row, part) block, not one region per block
+      // (24 such Concats ran 2.6 ms in a GPT-2 decoding step on 16 Xeon threads with a region
+      // per block).
+      std::vector<size_t> first_piece(parts.size() + 1, 0);
+      for (size_t k = 0; k < parts.size(); ++k)
+        first_piece[k + 1] = first_piece[k] + (part_row[k] + kPieceBytes - 1) / kPieceBytes;
+      const size_t per_row = first_piece.back();
+      const int64_t pieces = outer * static_cast<int64_t>(per_row);
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < pieces; ++t) {
+        const int64_t o = t / static_cast<int64_t>(per_row);
+        const size_t piece = static_cast<size_t>(t) % per_row;
+        const size_t k = static_cast<size_t>(
+            std::upper_bound(first_piece.begin(), first_piece.end(), piece) - first_piece.begin() -
+            1);
+        const size_t begin = (piece - first_piece[k]) * kPieceBytes;
+        const size_t n = std::min(kPieceBytes, part_row[k] - begin);
+        char* w = whole + static_cast<size_t>(o) * whole_row + part_offset[k] + begin;
+        char* p = parts[k] + static_cast<size_t>(o) * part_row[k] + begin;
+        if constexpr (kGather) {
+          std::memcpy(w, p, n);
+        } else {
+          std::memcpy(p, w, n);
+        }
+      }
     }
   }
 };
@@ -176,7 +184,7 @@ void fill_parallel(T* dst, int64_t n, T value) {
     std::fill_n(dst, n, value);
     return;
   }
-  constexpr int64_t kChunk = static_cast<int64_t>(kChunkBytes / sizeof(T));
+  constexpr int64_t kChunk = static_cast<int64_t>(kPieceBytes / sizeof(T));
 #pragma omp parallel for schedule(static)
   for (int64_t begin = 0; begin < n; begin += kChunk)
     std::fill_n(dst + begin, std::min(kChunk, n - begin), value);
