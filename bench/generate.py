@@ -20,9 +20,9 @@ the build has it; each measurement in a fresh process, whose peak resident memor
 `ort` (the same file in ONNX Runtime's CPU provider: Python onnxruntime with an I/O binding that
 feeds each step's present outputs back as its past, where it imports, else onnxruntime-node
 through bench/ort/generate.js; a growing cache, as Optimum's generation), `torch` (PyTorch
-eager on the CPU, a growing cache: tests/models/decoder_models.greedy), and on a machine with CUDA `torch-cuda` (the same on the GPU) and `torch-cuda-graph` (a static cache whose
-decode step is captured once as a torch.cuda.CUDAGraph and replayed:
-decoder_models.StaticCacheDecoder). Every CPU runtime gets --threads threads. Lumen's ratio is
+eager on the CPU, a growing cache: tests/models/decoder_models.greedy), and on a machine with
+CUDA `torch-cuda` (the same on the GPU) and `torch-cuda-graph` (a static cache whose decode step
+is captured once as a torch.cuda.CUDAGraph and replayed: decoder_models.StaticCacheDecoder). Every CPU runtime gets --threads threads. Lumen's ratio is
 over each peer on the same kind of device (Lumen CPU over CPU peers, Lumen CUDA over CUDA peers).
 
 A --models entry LABEL=FILE.onnx is another file of one of these decoders (e.g. with int4
