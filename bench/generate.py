@@ -23,7 +23,8 @@ through bench/ort/generate.js; a growing cache, as Optimum's generation), `torch
 eager on the CPU, a growing cache: tests/models/decoder_models.greedy), and on a machine with
 CUDA `torch-cuda` (the same on the GPU) and `torch-cuda-graph` (a static cache whose decode step
 is captured once as a torch.cuda.CUDAGraph and replayed: decoder_models.StaticCacheDecoder).
-Every CPU runtime gets --threads threads. Lumen's ratio is over each peer on the same kind of device (Lumen CPU over CPU peers, Lumen CUDA over CUDA peers).
+Every CPU runtime gets --threads threads. Lumen's ratio is over each peer on the same kind of
+device (Lumen CPU over CPU peers, Lumen CUDA over CUDA peers).
 
 A --models entry LABEL=FILE.onnx is another file of one of these decoders (e.g. with int4
 weights from tests/models/quantize_nbits.py): it runs on Lumen and ONNX Runtime only, unchecked.
