@@ -17,15 +17,17 @@ the full --new tokens for Lumen (its static cache's size picks the plans it comp
 --repeat N the runtimes take turns N times and each rate is the median.
 
 Runtimes: `lumen` (lumen.load_onnx(path).compile(device).generate(); on the CPU, and on CUDA when
-the build has it; with --lumen-cli, `lumen generate --warmup` in a process per generation, for a
-machine whose Python cannot import the build's module), `ort` (the same file in ONNX Runtime's CPU provider: Python onnxruntime with an
-I/O binding that feeds each step's present outputs back as its past, where it imports, else
-onnxruntime-node through bench/ort/generate.js; a growing cache, as Optimum's generation),
-`torch` (PyTorch eager on the CPU, a growing cache: tests/models/decoder_models.greedy), and on a
-machine with CUDA `torch-cuda` (the same on the GPU) and `torch-cuda-graph` (a static cache whose
-decode step is captured once as a torch.cuda.CUDAGraph and replayed:
-decoder_models.StaticCacheDecoder). Every CPU runtime gets --threads threads. Lumen's ratio is
-over each peer on the same kind of device (Lumen CPU over CPU peers, Lumen CUDA over CUDA peers).
+the build has it; each measurement in a fresh process, whose peak resident memory is noted;
+with --lumen-cli, `lumen generate --warmup` in a process per generation, for a machine whose
+Python cannot import the build's module), `ort` (the same file in ONNX Runtime's CPU provider:
+Python onnxruntime with an I/O binding that feeds each step's present outputs back as its past,
+where it imports, else onnxruntime-node through bench/ort/generate.js; a growing cache, as
+Optimum's generation), `torch` (PyTorch eager on the CPU, a growing cache:
+tests/models/decoder_models.greedy), and on a machine with CUDA `torch-cuda` (the same on the
+GPU) and `torch-cuda-graph` (a static cache whose decode step is captured once as a
+torch.cuda.CUDAGraph and replayed: decoder_models.StaticCacheDecoder). Every CPU runtime gets
+--threads threads. Lumen's ratio is over each peer on the same kind of device (Lumen CPU over CPU
+peers, Lumen CUDA over CUDA peers).
 
 A --models entry LABEL=FILE.onnx is another file of one of these decoders (e.g. with int4
 weights from tests/models/quantize_nbits.py): it runs on Lumen and ONNX Runtime only, unchecked.
@@ -205,41 +207,65 @@ class TorchRunner:
 
 
 class LumenRunner:
-    """Lumen's generate() on one device; the model is loaded and compiled once."""
+    """Lumen's generate() on one device, each measurement and check in a process of its own
+    (bench/generate.py --worker JOB): plans and their memory stay with the sizes that made them,
+    so one process measuring every size of the 0.5 B model would hold them all at once."""
 
-    def __init__(self, lumen, path, device):
-        self.model = lumen.load_onnx(path).compile(device)
-        self.warm = set()
+    def __init__(self, path, device, threads):
+        self.job = {"path": path, "device": device, "threads": threads}
+
+    def _worker(self, **job):
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker",
+                              json.dumps(dict(self.job, **job))], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"exit {out.returncode}: {out.stderr.strip()[-500:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
 
     def run(self, prompt, new_tokens):
-        if (prompt.shape, new_tokens) not in self.warm:  # compiles the plans of these sizes
-            self.model.generate(prompt, max_new_tokens=new_tokens)
-            self.warm.add((prompt.shape, new_tokens))
-        out = self.model.generate(prompt, max_new_tokens=new_tokens)
-        stats = self.model.generation_stats
-        assert np.asarray(out).shape == (prompt.shape[0], new_tokens), np.asarray(out).shape
-        return stats["prefill_s"], stats["decode_s"]
+        """(prefill_s, decode_s, peak resident MB) of one timed generation after an untimed one
+        of the same sizes (which compiles their plans)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "prompt.npy")
+            np.save(path, prompt)
+            r = self._worker(kind="run", prompt=path, new=new_tokens)
+        return r["prefill_s"], r["decode_s"], r["peak_rss_mb"]
 
     def check(self, model_dir, name):
         """Greedy tokens of the reference prompts against PyTorch's: "identical" or where they
         first differ."""
-        results = []
-        for prompt_key, mask_key, ref_key in (("prompt", None, "greedy"),
-                                               ("prompt2", "mask2", "greedy2")):
-            prompt = np.load(os.path.join(model_dir, f"{name}.{prompt_key}.npy"))
-            ref = np.load(os.path.join(model_dir, f"{name}.{ref_key}.npy"))
-            mask = np.load(os.path.join(model_dir, f"{name}.{mask_key}.npy")) if mask_key \
-                else None  # zeros mark the left padding
-            got = np.asarray(self.model.generate(prompt, max_new_tokens=ref.shape[1],
-                                                 attention_mask=mask))
-            batch = ref.shape[0]
-            if got.shape == ref.shape and np.array_equal(got, ref):
-                results.append(f"batch {batch} identical")
-            else:
-                bad = np.argwhere(got != ref) if got.shape == ref.shape else [[-1, -1]]
-                results.append(f"batch {batch} DIFFERS (first at row {bad[0][0]}, token "
-                               f"{bad[0][1]})")
-        return f"{ref.shape[1]} tokens: " + ", ".join(results)
+        return self._worker(kind="check", dir=model_dir, name=name)["result"]
+
+
+def worker(job):
+    """One LumenRunner job in this process; returns its JSON-able result."""
+    import resource
+    lumen = import_lumen()
+    lumen.set_num_threads(job["threads"])
+    model = lumen.load_onnx(job["path"]).compile(job["device"])
+    if job["kind"] == "run":
+        prompt = np.load(job["prompt"])
+        model.generate(prompt, max_new_tokens=job["new"])
+        out = np.asarray(model.generate(prompt, max_new_tokens=job["new"]))
+        assert out.shape == (prompt.shape[0], job["new"]), out.shape
+        stats = model.generation_stats
+        return {"prefill_s": stats["prefill_s"], "decode_s": stats["decode_s"],
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    results = []
+    for prompt_key, mask_key, ref_key in (("prompt", None, "greedy"),
+                                           ("prompt2", "mask2", "greedy2")):
+        prefix = os.path.join(job["dir"], job["name"])
+        prompt, ref = np.load(f"{prefix}.{prompt_key}.npy"), np.load(f"{prefix}.{ref_key}.npy")
+        mask = np.load(f"{prefix}.{mask_key}.npy") if mask_key else None  # 0: left padding
+        got = np.asarray(model.generate(prompt, max_new_tokens=ref.shape[1],
+                                        attention_mask=mask))
+        batch = ref.shape[0]
+        if got.shape == ref.shape and np.array_equal(got, ref):
+            results.append(f"batch {batch} identical")
+        else:
+            bad = np.argwhere(got != ref) if got.shape == ref.shape else [[-1, -1]]
+            results.append(f"batch {batch} DIFFERS (first at row {bad[0][0]}, token "
+                           f"{bad[0][1]})")
+    return {"result": f"{ref.shape[1]} tokens: " + ", ".join(results)}
 
 
 class LumenCliRunner:
@@ -324,7 +350,11 @@ def main():
                     "generate) instead of the Python module")
     ap.add_argument("--lumen-devices", default="cpu,cuda",
                     help="with --lumen-cli: the devices to run Lumen on")
+    ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
 
     import torch
     import export_decoders as ed
@@ -342,7 +372,6 @@ def main():
             notes.append("Lumen: not measured (no lumen module with Model.generate on "
                          "PYTHONPATH)")
         else:
-            lumen.set_num_threads(args.threads)
             runtimes.append("lumen")
             if "cuda" in lumen.backends():
                 runtimes.append("lumen-cuda")
@@ -374,7 +403,7 @@ def main():
         for rt, device in (("lumen", "cpu"), ("lumen-cuda", "cuda")):
             if rt in model_runtimes:
                 runners[rt] = (LumenCliRunner(args.lumen_cli, path, device, args.threads)
-                               if args.lumen_cli else LumenRunner(lumen, path, device))
+                               if args.lumen_cli else LumenRunner(path, device, args.threads))
                 if not other:
                     check = runners[rt].check(args.dir, name)
                     checks.append(f"{name}, {LABELS[rt]}: greedy vs PyTorch, {check}")
@@ -400,7 +429,10 @@ def main():
                                      f"{type(e).__name__}: {str(e)[:300]}")
                         print(notes[-1], flush=True)
                         continue
-                    times[rt].append(t)
+                    if rt.startswith("lumen"):
+                        notes.append(f"{name} batch {batch} {LABELS[rt]}: peak resident memory "
+                                     f"{t[2]:.0f} MB (its process)")
+                    times[rt].append(t[:2])
             for rt in model_runtimes:
                 if not times[rt]:
                     continue

@@ -25,8 +25,8 @@ NEG = torch.finfo(torch.float32).min  # Hugging Face's additive bias for a maske
 @dataclass(frozen=True)
 class Config:
     """One decoder's shape. arch: "gpt2" (learned positions, LayerNorm, GELU(tanh) MLP, biases) or
-    "llama" (rotary positions, RMSNorm, SwiGLU MLP, no biases); heads / kv_heads > 1 is grouped-query
-    attention; max_positions bounds GPT-2's position table (0: no bound)."""
+    "llama" (rotary positions, RMSNorm, SwiGLU MLP, no biases); heads / kv_heads > 1 is
+    grouped-query attention; max_positions bounds GPT-2's position table (0: no bound)."""
     arch: str
     vocab: int
     d: int

@@ -59,7 +59,7 @@ EXTERNAL_DATA_BYTES = 1 << 30  # weights above this go to NAME.onnx.data
 
 
 def base_config(name):
-    """The decoder_models config name behind a model name ("gpt2-attention23-tiny" -> "gpt2-tiny")."""
+    """The decoder_models config behind a model name ("gpt2-attention23-tiny" -> "gpt2-tiny")."""
     return name.replace("-attention23", "")
 
 
@@ -118,7 +118,6 @@ def attention23_graph(model):
     """The GPT-2 decoder `model` as an opset-23 graph around ONNX's Attention op (3-D Q/K/V,
     q_num_heads = kv_num_heads, is_causal=1 with past_key/past_value, a float additive mask
     [batch, 1, seq, total_seq] from attention_mask), LayerNormalization and Gelu(tanh)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
     c = model.c
     assert c.arch == "gpt2" and c.kv_heads == c.heads
@@ -313,7 +312,6 @@ def check(name, outdir, threads=2, log=lambda s: print(s, flush=True)):
            for k in ("prompt", "greedy", "prompt2", "mask2", "greedy2")}
     model = dm.build(base_config(name))
     _, _, prompt_logits, step_logits = dm.greedy(model, ref["prompt2"], ref["mask2"], 2)
-    ok = True
     with tempfile.TemporaryDirectory() as tmp:
         tokens2, _ = run(path, ref["prompt2"], ref["mask2"], NEW_TOKENS, threads, dump_dir=tmp)
         got_prompt = np.load(os.path.join(tmp, "prefill_logits.npy"))
