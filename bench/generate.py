@@ -429,7 +429,7 @@ def main():
                                      f"{type(e).__name__}: {str(e)[:300]}")
                         print(notes[-1], flush=True)
                         continue
-                    if rt.startswith("lumen"):
+                    if rt.startswith("lumen") and len(t) > 2:  # the module's worker measures it
                         notes.append(f"{name} batch {batch} {LABELS[rt]}: peak resident memory "
                                      f"{t[2]:.0f} MB (its process)")
                     times[rt].append(t[:2])
