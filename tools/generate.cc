@@ -127,7 +127,8 @@ int generate(const std::vector<std::string>& args) {
     }
   }
   if (model.empty()) throw InvalidArgument("lumen generate: no model given");
-  if (prompts.empty()) throw InvalidArgument("lumen generate: no prompt given (--ids 464,3290,318)");
+  if (prompts.empty())
+    throw InvalidArgument("lumen generate: no prompt given (--ids 464,3290,318)");
   // --batch B repeats a single prompt B times; several --ids make a batch of their own.
   if (batch > 1) {
     if (prompts.size() != 1)
@@ -162,8 +163,9 @@ int generate(const std::vector<std::string>& args) {
                   memory_line(gen.cache_device()).c_str());
       std::fflush(stdout);
     }
-    if (tty) std::fprintf(stderr, "\r  %lld / %lld tokens", static_cast<long long>(made),
-                          static_cast<long long>(options.max_new_tokens));
+    if (tty)
+      std::fprintf(stderr, "\r  %lld / %lld tokens", static_cast<long long>(made),
+                   static_cast<long long>(options.max_new_tokens));
   }
   if (tty) std::fprintf(stderr, "\r%40s\r", "");
   const auto& tokens = g.tokens();
@@ -187,12 +189,11 @@ int generate(const std::vector<std::string>& args) {
   std::string where;
   for (const auto& [backend, n] : per_backend)
     where += (where.empty() ? "" : ", ") + std::to_string(n) + " on " + backend;
-  std::printf("step plan: %s (%s)\n", summary.substr(0, summary.find('\n')).c_str(),
-              where.c_str());
-  std::printf("cache: %lld slots per sequence (static); plans: %zu, compiled in %.1f ms before "
-              "the prompt ran\n",
-              static_cast<long long>(s.cache_length), gen.session().num_plans(),
-              s.compile_seconds * 1e3);
+  std::printf("step plan: %s (%s)\n", summary.substr(0, summary.find('\n')).c_str(), where.c_str());
+  std::printf(
+      "cache: %lld slots per sequence (static); plans: %zu, compiled in %.1f ms before "
+      "the prompt ran\n",
+      static_cast<long long>(s.cache_length), gen.session().num_plans(), s.compile_seconds * 1e3);
   return 0;
 }
 

@@ -20,9 +20,9 @@ namespace lumen {
 struct GenerateOptions {
   int64_t max_new_tokens = 32;  // at least 1
   bool do_sample = false;
-  float temperature = 1.0f;  // > 0, with do_sample
-  int64_t top_k = 0;         // >= 0
-  float top_p = 1.0f;        // in (0, 1]
+  float temperature = 1.0f;   // > 0, with do_sample
+  int64_t top_k = 0;          // >= 0
+  float top_p = 1.0f;         // in (0, 1]
   int64_t eos_token_id = -1;  // a sequence that makes it stops there; < 0: none
   int64_t pad_token_id = 0;   // fed at padding positions, and after a sequence's end in results
   uint64_t seed = 0;          // the same seed, prompts and options give the same tokens
@@ -31,11 +31,11 @@ struct GenerateOptions {
 // What one generation did and how fast.
 struct GenerateStats {
   int64_t batch = 0;
-  int64_t prompt_tokens = 0;  // the longest prompt
-  int64_t new_tokens = 0;     // decoding steps taken (the first token comes from the prefill)
+  int64_t prompt_tokens = 0;   // the longest prompt
+  int64_t new_tokens = 0;      // decoding steps taken (the first token comes from the prefill)
   double prefill_seconds = 0;  // the prompt's run, including the first token's choice
   double decode_seconds = 0;   // every later step
-  int64_t cache_length = 0;   // key/value slots per sequence (the static cache's size)
+  int64_t cache_length = 0;    // key/value slots per sequence (the static cache's size)
   double compile_seconds = 0;  // building the prompt's and the step's plans, where they were new
   // Tokens per second, counting every sequence of the batch.
   double prefill_tokens_per_second() const;
@@ -99,9 +99,9 @@ class Generator {
   const DecoderLayout& layout() const { return layout_; }
   // Checks the prompts (token id lists, one per sequence, left-padded to the longest when they
   // differ; none empty) and options, and readies a generation: the cache is allocated and the
-  // plans for the prompt and for one step are compiled now where they are new. InvalidArgument naming input_ids
-  // for an empty batch or prompt, an id outside [0, vocab), max_new_tokens < 1, a bad sampling
-  // option, or a prompt plus max_new_tokens beyond max_length (when set).
+  // plans for the prompt and for one step are compiled now where they are new. InvalidArgument
+  // naming input_ids for an empty batch or prompt, an id outside [0, vocab), max_new_tokens < 1, a
+  // bad sampling option, or a prompt plus max_new_tokens beyond max_length (when set).
   Generation start(const std::vector<std::vector<int64_t>>& prompts,
                    const GenerateOptions& options);
   // start() and next() to the end: the new tokens per sequence. on_step, when given, sees each

@@ -70,8 +70,7 @@ void bind_generate(py::module_& m) {
       .def_property_readonly("layout", [](const Generator& g) { return g.layout().to_string(); })
       .def_property_readonly("vocab", [](const Generator& g) { return g.layout().vocab; })
       .def_property("max_length", &Generator::max_length, &Generator::set_max_length)
-      .def_property_readonly("num_plans",
-                             [](Generator& g) { return g.session().num_plans(); });
+      .def_property_readonly("num_plans", [](Generator& g) { return g.session().num_plans(); });
 }
 
 }  // namespace lumen::python

@@ -113,8 +113,7 @@ void check_options(const GenerateOptions& o) {
 // The next token from one row of logits: greedy (first maximum) or sampled as GenerateOptions says.
 int64_t choose_token(const float* logits, int64_t vocab, const GenerateOptions& o,
                      std::mt19937_64& rng, std::vector<std::pair<float, int64_t>>& scratch) {
-  if (!o.do_sample || o.top_k == 1)
-    return std::max_element(logits, logits + vocab) - logits;
+  if (!o.do_sample || o.top_k == 1) return std::max_element(logits, logits + vocab) - logits;
   const float inv_t = 1.0f / o.temperature;
   scratch.resize(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < vocab; ++i) scratch[i] = {logits[i] * inv_t, i};
@@ -178,9 +177,9 @@ struct Generation::State {
   GenerateOptions options;
   std::vector<std::vector<int64_t>> prompts;
   int64_t batch = 0;
-  int64_t chunk = 0;      // the prompt's padded length
-  int64_t capacity = 0;   // cache slots per sequence
-  int64_t filled = 0;     // slots in use
+  int64_t chunk = 0;                // the prompt's padded length
+  int64_t capacity = 0;             // cache slots per sequence
+  int64_t filled = 0;               // slots in use
   Device device = Device::cpu();    // where the cache lives
   std::vector<Tensor> cache;        // per layer: key, value ([batch, kv_heads, capacity, head_dim])
   std::vector<int64_t> slot_valid;  // [batch, capacity]: 1 where a slot holds a real token
@@ -236,9 +235,10 @@ struct Generation::State {
             RowCopy c;
             c.dst = dst + (static_cast<size_t>(b) * heads * capacity + filled + j) * row;
             c.dst_pitch = static_cast<size_t>(capacity) * row;
-            c.src = real ? src + (static_cast<size_t>(b) * heads * (capacity + count) +
-                                  capacity + j) * row
-                         : nullptr;
+            c.src =
+                real ? src + (static_cast<size_t>(b) * heads * (capacity + count) + capacity + j) *
+                                 row
+                     : nullptr;
             c.src_pitch = static_cast<size_t>(capacity + count) * row;
             c.width = static_cast<size_t>(end - j) * row;
             c.rows = heads;
@@ -330,10 +330,9 @@ struct Generation::State {
                 mask.begin() + b * (capacity + 1));
       mask[b * (capacity + 1) + capacity] = 1;
     }
-    std::vector<Tensor> outs =
-        session->run(feeds(index_tensor(ids_dtype, batch, 1, last), mask, 1,
-                           index_tensor(position_dtype, batch, 1, position)),
-                     OutputPlace::kDevice);
+    std::vector<Tensor> outs = session->run(feeds(index_tensor(ids_dtype, batch, 1, last), mask, 1,
+                                                  index_tensor(position_dtype, batch, 1, position)),
+                                            OutputPlace::kDevice);
     store(outs, 1, valid);
     for (int64_t b = 0; b < batch; ++b) ++position[b];
     std::vector<int64_t> next = pick(outs[logits_out], 1);
@@ -506,7 +505,8 @@ Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
   }
   for (int64_t l = 0; l < layout_.layers; ++l)
     for (size_t k = 0; k < info.outputs.size(); ++k) {
-      if (info.outputs[k] == present_name(l, true)) s->present_key_out.push_back(static_cast<int>(k));
+      if (info.outputs[k] == present_name(l, true))
+        s->present_key_out.push_back(static_cast<int>(k));
       if (info.outputs[k] == present_name(l, false))
         s->present_value_out.push_back(static_cast<int>(k));
     }

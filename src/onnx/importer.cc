@@ -529,8 +529,8 @@ class Importer final : public Scope {
     } else if (node.domain() == kMicrosoftDomain) {
       where = "node '" + label + "' (" + op_type + ", " + kMicrosoftDomain + ")";
       if (op_type != "MatMulNBits")
-        throw UnsupportedOp(where + ": lumen runs only MatMulNBits of domain '" +
-                            kMicrosoftDomain + "'");
+        throw UnsupportedOp(where + ": lumen runs only MatMulNBits of domain '" + kMicrosoftDomain +
+                            "'");
     } else if (!node.domain().empty() && node.domain() != "ai.onnx") {
       throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
     } else if (op_type == "MatMulNBits") {

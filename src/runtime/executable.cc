@@ -203,8 +203,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
         const Tensor& t = rec.slots[s].defined() ? rec.slots[s] : slots[s];
         if (place == OutputPlace::kDevice && t.device().type != DeviceType::kCPU) {
           Tensor own = Tensor::empty(t.shape(), t.dtype(), t.device());
-          device_copies.push_back({own.raw_data(), t.nbytes(), t.raw_data(), t.nbytes(),
-                                   t.nbytes(), t.nbytes() > 0 ? size_t{1} : size_t{0}});
+          device_copies.push_back({own.raw_data(), t.nbytes(), t.raw_data(), t.nbytes(), t.nbytes(),
+                                   t.nbytes() > 0 ? size_t{1} : size_t{0}});
           copies_on = t.device();
           outputs.push_back(own);
           continue;

@@ -76,9 +76,9 @@ struct RowLayout {
       for (int64_t t = 0; t < pieces; ++t) {
         const int64_t o = t / static_cast<int64_t>(per_row);
         const size_t piece = static_cast<size_t>(t) % per_row;
-        const size_t k = static_cast<size_t>(
-            std::upper_bound(first_piece.begin(), first_piece.end(), piece) - first_piece.begin() -
-            1);
+        const size_t k =
+            static_cast<size_t>(std::upper_bound(first_piece.begin(), first_piece.end(), piece) -
+                                first_piece.begin() - 1);
         const size_t begin = (piece - first_piece[k]) * kPieceBytes;
         const size_t n = std::min(kPieceBytes, part_row[k] - begin);
         char* w = whole + static_cast<size_t>(o) * whole_row + part_offset[k] + begin;
