@@ -250,14 +250,22 @@ def worker(job):
         stats = model.generation_stats
         return {"prefill_s": stats["prefill_s"], "decode_s": stats["decode_s"],
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {"result": check_greedy(
+        job["dir"], job["name"],
+        lambda prompt, mask, new: model.generate(prompt, max_new_tokens=new, attention_mask=mask))}
+
+
+def check_greedy(model_dir, name, generate):
+    """Lumen's greedy tokens of the reference prompts (batch 1, and batch 2 left-padded) against
+    PyTorch's: "identical" or where they first differ. generate(prompt, mask, new_tokens) returns
+    the new ids [batch, new_tokens]; mask's zeros mark the left padding."""
     results = []
     for prompt_key, mask_key, ref_key in (("prompt", None, "greedy"),
                                            ("prompt2", "mask2", "greedy2")):
-        prefix = os.path.join(job["dir"], job["name"])
+        prefix = os.path.join(model_dir, name)
         prompt, ref = np.load(f"{prefix}.{prompt_key}.npy"), np.load(f"{prefix}.{ref_key}.npy")
-        mask = np.load(f"{prefix}.{mask_key}.npy") if mask_key else None  # 0: left padding
-        got = np.asarray(model.generate(prompt, max_new_tokens=ref.shape[1],
-                                        attention_mask=mask))
+        mask = np.load(f"{prefix}.{mask_key}.npy") if mask_key else np.ones_like(prompt)
+        got = np.asarray(generate(prompt, mask, ref.shape[1]))
         batch = ref.shape[0]
         if got.shape == ref.shape and np.array_equal(got, ref):
             results.append(f"batch {batch} identical")
@@ -265,7 +273,7 @@ def worker(job):
             bad = np.argwhere(got != ref) if got.shape == ref.shape else [[-1, -1]]
             results.append(f"batch {batch} DIFFERS (first at row {bad[0][0]}, token "
                            f"{bad[0][1]})")
-    return {"result": f"{ref.shape[1]} tokens: " + ", ".join(results)}
+    return f"{ref.shape[1]} tokens: " + ", ".join(results)
 
 
 class LumenCliRunner:
@@ -294,23 +302,10 @@ class LumenCliRunner:
         return prefill_s, decode_s
 
     def check(self, model_dir, name):
-        results = []
-        for prompt_key, mask_key, ref_key in (("prompt", None, "greedy"),
-                                               ("prompt2", "mask2", "greedy2")):
-            prompt = np.load(os.path.join(model_dir, f"{name}.{prompt_key}.npy"))
-            ref = np.load(os.path.join(model_dir, f"{name}.{ref_key}.npy"))
-            mask = np.load(os.path.join(model_dir, f"{name}.{mask_key}.npy")) if mask_key \
-                else np.ones_like(prompt)
+        def generate(prompt, mask, new_tokens):
             rows = [[t for t, m in zip(row, mrow) if m] for row, mrow in zip(prompt, mask)]
-            got = np.asarray(self._generate(rows, ref.shape[1], False)[0])
-            batch = ref.shape[0]
-            if got.shape == ref.shape and np.array_equal(got, ref):
-                results.append(f"batch {batch} identical")
-            else:
-                bad = np.argwhere(got != ref) if got.shape == ref.shape else [[-1, -1]]
-                results.append(f"batch {batch} DIFFERS (first at row {bad[0][0]}, token "
-                               f"{bad[0][1]})")
-        return f"{ref.shape[1]} tokens: " + ", ".join(results)
+            return self._generate(rows, new_tokens, False)[0]
+        return check_greedy(model_dir, name, generate)
 
 
 def logits_vocab(path):
