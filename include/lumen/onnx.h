@@ -169,12 +169,13 @@ class OnnxSession {
  private:
   struct Plan;
   struct Lists;
+  struct Weights;
   std::shared_ptr<Plan> acquire(const std::map<std::string, Tensor>& inputs,
                                 const std::map<std::string, Shape>& shapes,
                                 const Lists* lists = nullptr);
   void evict_locked();
-  std::string bytes_;
-  std::string base_dir_;
+  std::string path_;
+  std::unique_ptr<Weights> weights_;  // the file's weights, read once and shared by every plan
   OnnxLoadOptions options_;
   CompileOptions compile_;
   OnnxModelInfo info_;

@@ -16,6 +16,7 @@
 #include "onnx/model_file.h"
 #include "onnx/tensor_proto.h"
 #include "onnx/value_inputs.h"
+#include "onnx/weight_cache.h"
 
 namespace lumen {
 namespace onnx_import {
@@ -115,9 +116,14 @@ class Importer final : public Scope {
  public:
   // `model` is the importer's own: the main graph's large initializers are moved out of it, or
   // read from `file` where it left their raw bytes out of `model`.
+  // With `weights`, the main graph's initializers are taken from it when it has them.
   Importer(onnx::ModelProto& model, const OnnxLoadOptions& options, std::string base_dir,
-           const ModelFile* file = nullptr)
-      : model_(model), options_(options), base_dir_(std::move(base_dir)), file_(file) {}
+           const ModelFile* file = nullptr, WeightCache* weights = nullptr)
+      : model_(model),
+        options_(options),
+        base_dir_(std::move(base_dir)),
+        file_(file),
+        weights_(weights) {}
   // A subgraph importer nested in `parent`.
   Importer(Importer& parent, int64_t opset)
       : model_(parent.model_),
@@ -197,9 +203,14 @@ class Importer final : public Scope {
       throw UnsupportedOp("sparse initializers are not supported");
     for (int i = 0; i < g.initializer_size(); ++i) {
       onnx::TensorProto& init = *g.mutable_initializer(i);
-      add_initializer(init, file_ != nullptr && file_->has_raw(i)
-                                ? tensor_from_file(init, *file_, i, initializer_what(init))
-                                : take_tensor_from_proto(init, base_dir_, initializer_what(init)));
+      auto load = [&] {
+        return file_ != nullptr && file_->has_raw(i)
+                   ? tensor_from_file(init, *file_, i, initializer_what(init))
+                   : take_tensor_from_proto(init, base_dir_, initializer_what(init));
+      };
+      add_initializer(init, weights_ != nullptr && !init.name().empty()
+                                ? weights_->get(init.name(), load)
+                                : load());
     }
     out.ir_version = model_.ir_version();
     out.opset = opset_;
@@ -639,6 +650,7 @@ class Importer final : public Scope {
   const OnnxLoadOptions& options_;
   std::string base_dir_;
   const ModelFile* file_ = nullptr;  // the main graph's raw initializer bytes, when read from it
+  WeightCache* weights_ = nullptr;   // the main graph's initializers shared with other graphs
   int64_t opset_ = 0;
   int64_t training_opset_ = 0;  // the model's opset of kTrainingDomain, 0 when not imported
   Graph own_graph_;
@@ -765,6 +777,50 @@ Graph load_onnx(const std::string& path, const OnnxLoadOptions& options, OnnxMod
     }
   }
 }
+
+namespace onnx_import {
+
+Tensor WeightCache::get(const std::string& name, const std::function<Tensor()>& load) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = tensors_.find(name);
+    if (it != tensors_.end()) return it->second;
+  }
+  Tensor t = load();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tensors_.emplace(name, std::move(t)).first->second;
+}
+
+size_t WeightCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tensors_.size();
+}
+
+size_t WeightCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [name, t] : tensors_) n += t.nbytes();
+  return n;
+}
+
+Graph load_onnx_cached(const std::string& path, const OnnxLoadOptions& options,
+                       WeightCache& cache, OnnxModelInfo* info, std::string* kept) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  onnx::ModelProto model;
+  ModelFile file(path, &model);
+  if (kept != nullptr && !model.SerializeToString(kept))
+    throw InvalidModel("the model cannot be serialized again");
+  return Importer(model, options, dir.empty() ? "." : dir, &file, &cache).run(info);
+}
+
+Graph load_onnx_model(const std::string& kept, const std::string& base_dir,
+                      const OnnxLoadOptions& options, WeightCache& cache, OnnxModelInfo* info) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(kept)) throw InvalidModel("not a valid ONNX model");
+  return Importer(model, options, base_dir, nullptr, &cache).run(info);
+}
+
+}  // namespace onnx_import
 
 Tensor load_onnx_tensor(const std::string& path) {
   std::string bytes = onnx_import::read_file(path);

@@ -1,5 +1,8 @@
 // OnnxSession: one ONNX file, one compiled plan per distinct set of input shapes and values of the
-// inputs that decide shapes, the least recently used evicted beyond max_plans().
+// inputs that decide shapes, the least recently used evicted beyond max_plans(). Every plan is
+// built from the file with the same weight tensors (onnx/weight_cache.h), and packed or device
+// copies of a weight are shared between plans (core/derived_tensors.h): another plan costs its
+// kernels and activations, not another copy of the model.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +10,7 @@
 #include <sstream>
 
 #include "lumen/onnx.h"
+#include "onnx/weight_cache.h"
 
 namespace lumen {
 
@@ -61,6 +65,12 @@ struct OnnxSession::Plan {
   std::vector<OnnxOutputForm> forms;  // how the graph's outputs make up the model's
 };
 
+struct OnnxSession::Weights {
+  onnx_import::WeightCache cache;
+  std::string model;     // the model without its weights' data (load_onnx_cached)
+  std::string base_dir;  // where its external data lies
+};
+
 // The structure of sequence and optional inputs for one run: element shapes, empty optionals.
 struct OnnxSession::Lists {
   std::map<std::string, std::vector<Shape>> sequence_shapes;
@@ -68,21 +78,20 @@ struct OnnxSession::Lists {
 };
 
 OnnxSession::OnnxSession(const std::string& path, OnnxLoadOptions options, CompileOptions compile)
-    : options_(std::move(options)), compile_(std::move(compile)) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (!in && !in.eof()) throw IoError("cannot read '" + path + "'");
-  bytes_ = std::move(buffer).str();
-  base_dir_ = std::filesystem::path(path).parent_path().string();
+    : path_(path),
+      weights_(std::make_unique<Weights>()),
+      options_(std::move(options)),
+      compile_(std::move(compile)) {
+  if (!std::ifstream(path, std::ios::binary)) throw IoError("cannot open '" + path + "'");
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  weights_->base_dir = dir.empty() ? "." : dir;
   options_.input_shapes.clear();
   options_.sequence_shapes.clear();
   options_.empty_optionals.clear();
   // Load once with the default dims: a malformed or unsupported model fails here, not at run. A
   // model with value inputs is built up to the first node that needs their values.
   try {
-    load_onnx_bytes(bytes_, options_, base_dir_, &info_);
+    onnx_import::load_onnx_cached(path_, options_, weights_->cache, &info_, &weights_->model);
   } catch (const ShapeError& e) {
     // Sequence and optional inputs were read at default lengths, which the model may not fit.
     const bool lists = std::any_of(info_.inputs.begin(), info_.inputs.end(), [](const auto& in) {
@@ -140,7 +149,8 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::stri
   auto plan = std::make_shared<Plan>();
   try {
     OnnxModelInfo built;
-    plan->graph = load_onnx_bytes(bytes_, options, base_dir_, &built);
+    plan->graph = onnx_import::load_onnx_model(weights_->model, weights_->base_dir, options,
+                                               weights_->cache, &built);
     plan->forms = std::move(built.output_forms);
     // With "auto" every available backend may run the graph.
     // Outputs that are all empty sequences or optionals leave nothing to compute.

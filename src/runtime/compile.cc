@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "backends/backend.h"
+#include "core/derived_tensors.h"
 #include "graph/op_kind.h"
 #include "router/router.h"
 #include "runtime/control_flow.h"
@@ -202,14 +203,23 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot
   std::vector<Device> slot_device;       // where each slot's tensor lives during a run
+  std::vector<bool> slot_shares;  // a weight whose device copies other plans may share
   auto slot = [&](int value_id) {
     auto [it, inserted] = slot_of.emplace(value_id, static_cast<int>(impl->constants.size()));
     if (inserted) {
       const Value& v = values_[value_id];
       impl->constants.push_back(v.data && !v.is_input ? *v.data : Tensor());
       slot_device.push_back(Device::cpu());
+      slot_shares.push_back(v.data && !v.is_input && !v.user_weight);
     }
     return it->second;
+  };
+  // A constant's copy on `device`: shared with every plan that copies the same weight there
+  // (a decoder's prefill and decode plans hold one device copy of the model).
+  auto device_copy = [&](int s, Device device) {
+    const Tensor& t = impl->constants[s];
+    if (!slot_shares[s]) return t.to(device);
+    return derived_tensor(t, "to " + device.to_string(), [&] { return t.to(device); });
   };
   // A slot's value on another device: constants are copied now, once; anything else gets a copy
   // step, shared by every reader on that device.
@@ -220,9 +230,9 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     auto key = std::make_pair(s, static_cast<int>(device.type));
     if (auto it = moved.find(key); it != moved.end()) return it->second;
     int copy = static_cast<int>(impl->constants.size());
-    impl->constants.push_back(impl->constants[s].defined() ? impl->constants[s].to(device)
-                                                           : Tensor());
+    impl->constants.push_back(impl->constants[s].defined() ? device_copy(s, device) : Tensor());
     slot_device.push_back(device);
+    slot_shares.push_back(false);
     if (!impl->constants[s].defined()) {
       Step step;
       Device src = slot_device[s];

@@ -151,6 +151,19 @@ TEST_F(OnnxImport, SessionCompilesOncePerInputShape) {
   EXPECT_EQ(session.num_plans(), 4u);  // batch 2 is new, batch 3 was cached
 }
 
+// Every plan is built from the weights the session read once: later plans need neither the file
+// nor another copy of the weights.
+TEST_F(OnnxImport, SessionPlansOutliveTheFile) {
+  const std::string path = save(mlp_model(w_, b_));
+  OnnxSession session(path);
+  fs::remove(path);
+  for (int64_t batch : {2, 9}) {
+    Tensor x = test::random_tensor({batch, 4}, 60 + batch);
+    test::expect_close(session.run({{"x", x}})[0], {batch, 3}, mlp_reference(x, w_, b_));
+  }
+  EXPECT_EQ(session.num_plans(), 2u);
+}
+
 TEST_F(OnnxImport, SessionRejectsBadInputsAndBadFiles) {
   OnnxSession session(save(mlp_model(w_, b_)));
   EXPECT_THROW(session.run({}), InvalidArgument);

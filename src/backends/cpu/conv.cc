@@ -189,7 +189,8 @@ class ConvKernel final : public Kernel {
     for (int i = 0; i < g.spatial; ++i) one_pixel = one_pixel && x[2 + i] == 1 && y[2 + i] == 1;
     if (one_pixel) {
       // B[i][o] = W[o][i]: rows 1 apart, columns `channels` apart.
-      pointwise_ = PackedMatrix(w_value->data<float>(), channels, out_channels, 1, channels);
+      pointwise_ = PackedMatrix::shared(*w_value, w_value->data<float>(), channels, out_channels, 1,
+                                         channels);
       epilogue_.accumulate = residual_;
       use_one_pixel_ = true;
       return;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/dnnl_util.h"
+#include "core/derived_tensors.h"
 #include "lumen/tensor.h"
 
 namespace lumen::cpu {
@@ -32,10 +33,11 @@ inline Md matrix_md(int64_t rows, int64_t cols, bool transposed) {
 class DnnlMatmul {
  public:
   // Creates the primitive; throws dnnl::error when oneDNN has no implementation. When
-  // `const_weights` is given (weights known at compile time), the weights are copied now into the
-  // primitive's preferred layout and execute() ignores its `wei` argument.
+  // `const_weights` is given (a float32 weight known at compile time, described by `wei`), the
+  // weights are copied now into the primitive's preferred layout, shared with every primitive of
+  // the process that packs the same tensor the same way, and execute() ignores its `wei` argument.
   void init(const Md& src, const Md& wei, const Md* bias, const Md& dst, dnnl::primitive_attr attr,
-            const float* const_weights) {
+            const Tensor* const_weights) {
     dnnl::engine& eng = dnnl_engine();
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto make_pd = [&](const Md& w) {
@@ -62,11 +64,14 @@ class DnnlMatmul {
     scratch_md_ = pd.scratchpad_desc();
     prim_ = dnnl::matmul(pd);
     if (packed) {
-      packed_ = Tensor::empty({static_cast<int64_t>(wei_md_.get_size())}, DType::kUInt8);
-      dnnl::memory from(wei, eng, const_cast<float*>(const_weights));
-      dnnl::memory to(wei_md_, eng, packed_.raw_data());
-      dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
-      dnnl_stream().wait();
+      packed_ = derived_tensor(*const_weights, "dnnl " + md_key(wei) + " to " + md_key(wei_md_), [&] {
+        Tensor out = Tensor::empty({static_cast<int64_t>(wei_md_.get_size())}, DType::kUInt8);
+        dnnl::memory from(wei, eng, const_weights->raw_data());
+        dnnl::memory to(wei_md_, eng, out.raw_data());
+        dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
+        dnnl_stream().wait();
+        return out;
+      });
     }
   }
 
@@ -94,6 +99,17 @@ class DnnlMatmul {
   }
 
  private:
+  // A memory descriptor as text that tells any two layouts apart (its bytes in hex).
+  static std::string md_key(const Md& md) {
+    const auto* p = reinterpret_cast<const unsigned char*>(&md.data);
+    static const char* kHex = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < sizeof(md.data); ++i) {
+      out += kHex[p[i] >> 4];
+      out += kHex[p[i] & 15];
+    }
+    return out;
+  }
   Md src_md_, wei_md_, bias_md_, dst_md_, scratch_md_;
   bool has_bias_ = false;
   dnnl::matmul prim_;

@@ -124,14 +124,14 @@ class FusedMatMulKernel final : public Kernel {
       rows_ = batch * m;
       n_ = n;
       k_ = k;
-      packed_ = PackedMatrix(b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
+      packed_ = PackedMatrix::shared(*b_value, b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
       return;
     }
     if (b_flat && !trans_a) {
       Md bias = bias_md(2, n);
       dnnl_call(where_, [&] {
         mm_.init(plain_md({batch * m, k}), matrix_md(k, n, trans_b), has_bias_ ? &bias : nullptr,
-                 plain_md({batch * m, n}), attr, b_const);
+                 plain_md({batch * m, n}), attr, b_value);
       });
       return;
     }
@@ -139,7 +139,7 @@ class FusedMatMulKernel final : public Kernel {
       try {
         Md bias = bias_md(r + 2, n);
         mm_.init(operand_md(a_batch, m, k, trans_a), operand_md(b_batch, k, n, trans_b),
-                 has_bias_ ? &bias : nullptr, operand_md(out_batch, m, n, false), attr, b_const);
+                 has_bias_ ? &bias : nullptr, operand_md(out_batch, m, n, false), attr, b_value);
         return;
       } catch (const dnnl::error&) {
         // falls through to the loop of 2-D products

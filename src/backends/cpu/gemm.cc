@@ -64,14 +64,14 @@ class MatMulKernel final : public Kernel {
     if (b_flat && b_const && bs.rank() >= 2 && prefer_packed_gemm()) {
       // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
       mode_ = Mode::kPacked;
-      packed_ = PackedMatrix(b_const, k, n, n, 1);
+      packed_ = PackedMatrix::shared(*b_value, b_const, k, n, n, 1);
       return;
     }
     if (b_flat) {
       // Here A's batch equals the output's, so [batch, M, K] is simply [batch * M, K].
       dnnl_call(where_, [&] {
         mm_.init(plain_md({batch * m, k}), plain_md({k, n}), nullptr, plain_md({batch * m, n}), {},
-                 b_const);
+                 b_value);
       });
       return;
     }
@@ -83,7 +83,7 @@ class MatMulKernel final : public Kernel {
       };
       try {
         mm_.init(with(a_batch, m, k), with(b_batch, k, n), nullptr, with(out_batch, m, n), {},
-                 b_const);
+                 b_value);
         return;
       } catch (const dnnl::error&) {
         // falls through to the loop of 2-D products
@@ -197,7 +197,7 @@ class GemmKernel final : public Kernel {
     // Constant B, A as given, no scale and at most a bias: packed_gemm where it is preferred
     // (as MatMul's kPacked; B is k x n, or n x k read transposed).
     if (b_const && prefer_packed_gemm() && !trans_a && alpha == 1.0f && c_mode_ != CMode::kSum) {
-      packed_ = PackedMatrix(b_const, k_, n_, trans_b ? 1 : n_, trans_b ? k_ : 1);
+      packed_ = PackedMatrix::shared(*b_value, b_const, k_, n_, trans_b ? 1 : n_, trans_b ? k_ : 1);
       use_packed_ = true;
       return;
     }
@@ -211,7 +211,7 @@ class GemmKernel final : public Kernel {
     Md bias_md = plain_md({1, n_});
     dnnl_call(where_, [&] {
       mm_.init(matrix_md(m_, k_, trans_a), matrix_md(k_, n_, trans_b),
-               c_mode_ == CMode::kBias ? &bias_md : nullptr, plain_md({m_, n_}), attr, b_const);
+               c_mode_ == CMode::kBias ? &bias_md : nullptr, plain_md({m_, n_}), attr, b_value);
     });
   }
 

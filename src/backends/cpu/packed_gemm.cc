@@ -14,6 +14,7 @@
 #include "backends/cpu/elementwise_math.h"
 #include "backends/cpu/simd_math.h"
 #include "backends/cpu/simd_transpose.h"
+#include "core/derived_tensors.h"
 
 namespace lumen::cpu {
 namespace {
@@ -517,6 +518,22 @@ PackedMatrix::PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_str
           panel[kk * kNr + j] = src[j * col_stride + kk * row_stride];
     }
   }
+}
+
+PackedMatrix PackedMatrix::shared(const Tensor& source, const float* b, int64_t k, int64_t n,
+                                  int64_t row_stride, int64_t col_stride) {
+  const auto at = reinterpret_cast<const char*>(b) - static_cast<const char*>(source.raw_data());
+  const std::string how = "packed_gemm at " + std::to_string(at) + " " + std::to_string(k) + "x" +
+                          std::to_string(n) + " strides " + std::to_string(row_stride) + "," +
+                          std::to_string(col_stride);
+  PackedMatrix out;
+  out.k_ = k;
+  out.n_ = n;
+  out.panels_ = (n + kNr - 1) / kNr;
+  out.data_ = derived_tensor(source, how, [&] {
+    return PackedMatrix(b, k, n, row_stride, col_stride).data_;
+  });
+  return out;
 }
 
 const float* PackedMatrix::panel(int64_t k0, int64_t jp) const {

@@ -60,6 +60,10 @@ class PackedMatrix {
   PackedMatrix() = default;
   // Packs b[i, j] = b[i * row_stride + j * col_stride] for i < k, j < n.
   PackedMatrix(const float* b, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride);
+  // The same for b inside the constant tensor `source` (a graph weight), shared with every other
+  // packing of the same tensor the same way in the process (core/derived_tensors.h).
+  static PackedMatrix shared(const Tensor& source, const float* b, int64_t k, int64_t n,
+                             int64_t row_stride, int64_t col_stride);
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   // Row k0 of the panel of columns [16 * jp, 16 * jp + 16); the rows after it follow, 16 apart.
