@@ -128,8 +128,9 @@ std::vector<std::pair<double, double>> resize_roi(const NodeContext& ctx, int ra
   const Tensor* t = ctx.has_input(1) ? ctx.input_value(1) : nullptr;
   if (t == nullptr || t->numel() == 0)
     ctx.fail_model("tf_crop_and_resize needs a roi input known when the graph is built");
-  if (t->dtype() != DType::kFloat32 && t->dtype() != DType::kFloat64)
-    ctx.fail_model(std::string("roi must be float32 or float64, not ") + dtype_name(t->dtype()));
+  // float16 and bfloat16: a 16-bit compile narrowed the roi of a node placed on the GPU.
+  if (!is_floating(t->dtype()))
+    ctx.fail_model(std::string("roi must be a float tensor, not ") + dtype_name(t->dtype()));
   std::vector<int> axes;
   if (ctx.has_attr("axes")) {
     for (int64_t a : ctx.attr_ints("axes")) axes.push_back(static_cast<int>(a < 0 ? a + rank : a));
@@ -140,10 +141,7 @@ std::vector<std::pair<double, double>> resize_roi(const NodeContext& ctx, int ra
   if (t->numel() != 2 * n)
     ctx.fail_model("roi has " + std::to_string(t->numel()) + " values, expected " +
                    std::to_string(2 * n) + " (start and end per resized axis)");
-  auto at = [t](int64_t i) {
-    return t->dtype() == DType::kFloat32 ? static_cast<double>(t->data<float>()[i])
-                                         : t->data<double>()[i];
-  };
+  auto at = [t](int64_t i) { return t->item_as_double(i); };
   for (int64_t i = 0; i < n; ++i) roi[axes[i]] = {at(i), at(i + n)};
   return roi;
 }

@@ -22,11 +22,11 @@ bool have_cuda() {
   return std::find(have.begin(), have.end(), "cuda") != have.end();
 }
 
-#define SKIP_WITHOUT_CUDA()                                                                  \
-  do {                                                                                       \
-    if (!have_cuda())                                                                        \
+#define SKIP_WITHOUT_CUDA()                                                                 \
+  do {                                                                                      \
+    if (!have_cuda())                                                                       \
       GTEST_SKIP() << "no CUDA device on this machine: these tests check the CUDA kernels " \
-                      "against the CPU backend on a GPU machine";                            \
+                      "against the CPU backend on a GPU machine";                           \
   } while (0)
 
 Tensor floats(const Shape& shape, std::vector<float> v) {
@@ -36,12 +36,13 @@ Tensor int64s(std::vector<int64_t> v) {
   return Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(v.size())}, v);
 }
 
-// `t` with every value rounded to float16 (still float32), so that a float16 compile reads what
-// the host reads.
-Tensor round_to_half(const Tensor& t) {
+// `t` with every value rounded to float16 (bfloat16 with `bf16`), still float32, so that a 16-bit
+// compile reads what the host reads.
+Tensor round_to_half(const Tensor& t, bool bf16 = false) {
   Tensor r = t.clone();
   float* p = r.data<float>();
-  for (int64_t i = 0; i < r.numel(); ++i) p[i] = half_to_float(float_to_half(p[i]));
+  for (int64_t i = 0; i < r.numel(); ++i)
+    p[i] = bf16 ? bfloat16_to_float(float_to_bfloat16(p[i])) : half_to_float(float_to_half(p[i]));
   return r;
 }
 
@@ -71,6 +72,7 @@ void compare(const std::string& op, const std::vector<OpInput>& inputs, const At
 }
 
 const Tolerance kHalf{2e-2, 1e-2};
+const Tolerance kBFloat16{6e-2, 2e-2};
 
 std::string attrs_text(const Attributes& attrs) {
   std::string s;
@@ -80,8 +82,8 @@ std::string attrs_text(const Attributes& attrs) {
 
 // ---- Resize ----
 
-const char* const kCoords[] = {"half_pixel",   "pytorch_half_pixel",        "align_corners",
-                               "asymmetric",   "tf_half_pixel_for_nearest", "half_pixel_symmetric"};
+const char* const kCoords[] = {"half_pixel", "pytorch_half_pixel",        "align_corners",
+                               "asymmetric", "tf_half_pixel_for_nearest", "half_pixel_symmetric"};
 
 TEST(CudaResize, NearestEveryModeAndCoordinate) {
   SKIP_WITHOUT_CUDA();
@@ -89,13 +91,12 @@ TEST(CudaResize, NearestEveryModeAndCoordinate) {
   const Tensor x = random_tensor({2, 3, 7, 9}, seed);
   for (const char* nearest : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})
     for (const char* coord : kCoords)
-      for (std::vector<float> s : {std::vector<float>{1, 1, 2, 1.5f}, {1, 1, 0.6f, 0.45f},
-                                   {1, 1, 3.f, 0.5f}}) {
+      for (std::vector<float> s :
+           {std::vector<float>{1, 1, 2, 1.5f}, {1, 1, 0.6f, 0.45f}, {1, 1, 3.f, 0.5f}}) {
         const Attributes a = {{"mode", "nearest"},
                               {"nearest_mode", nearest},
                               {"coordinate_transformation_mode", coord}};
-        SCOPED_TRACE(attrs_text(a) + "scales " + std::to_string(s[2]) + "," +
-                     std::to_string(s[3]));
+        SCOPED_TRACE(attrs_text(a) + "scales " + std::to_string(s[2]) + "," + std::to_string(s[3]));
         compare("Resize", {x, omitted(), constant(floats({4}, s))}, a);
       }
 }
@@ -108,9 +109,8 @@ TEST(CudaResize, LinearAndCubicEveryCoordinate) {
       for (int antialias : {0, 1})
         for (std::vector<float> s :
              {std::vector<float>{1, 1, 2.5f, 1.7f}, {1, 1, 0.5f, 0.3f}, {1, 1, 1.25f, 0.8f}}) {
-          Attributes a = {{"mode", mode},
-                          {"coordinate_transformation_mode", coord},
-                          {"antialias", antialias}};
+          Attributes a = {
+              {"mode", mode}, {"coordinate_transformation_mode", coord}, {"antialias", antialias}};
           SCOPED_TRACE(attrs_text(a) + "scales " + std::to_string(s[2]) + "," +
                        std::to_string(s[3]));
           compare("Resize", {x, omitted(), constant(floats({4}, s))}, a);
@@ -169,8 +169,7 @@ TEST(CudaResize, TfCropAndResize) {
     }
   // roi over the resized axes only.
   compare("Resize",
-          {x, constant(floats({4}, {0.1f, 0.1f, 0.8f, 0.7f})), omitted(),
-           constant(int64s({5, 6}))},
+          {x, constant(floats({4}, {0.1f, 0.1f, 0.8f, 0.7f})), omitted(), constant(int64s({5, 6}))},
           {{"mode", "linear"},
            {"coordinate_transformation_mode", "tf_crop_and_resize"},
            {"axes", {2, 3}}});
@@ -198,6 +197,13 @@ TEST(CudaResize, Float16) {
       SCOPED_TRACE(attrs_text(a));
       compare("Resize", {x, omitted(), omitted(), constant(int64s({2, 3, 16, 4}))}, a,
               Precision::kFloat16, kHalf);
+      // Scales, which the float16 compile narrows (1.7 and 0.3 are not float16 values).
+      compare("Resize", {x, omitted(), constant(floats({4}, {1, 1, 2.f, 0.5f}))}, a,
+              Precision::kFloat16, kHalf);
+      compare("Resize", {x, omitted(), constant(floats({4}, {1, 1, 1.7f, 0.3f}))}, a,
+              Precision::kFloat16, kHalf);
+      compare("Resize", {x, omitted(), omitted(), constant(int64s({2, 3, 5, 11}))}, a,
+              Precision::kBFloat16, kBFloat16);
     }
 }
 
@@ -250,8 +256,9 @@ TEST(CudaGridSample, BadGridNamesTheNode) {
         CompileOptions gpu;
         gpu.backends = {"cuda", "cpu"};
         std::vector<Tensor> in;
-        compile_op(rt, "GridSample", {random_tensor({1, 2, 4, 4}, 1), random_tensor({1, 3, 3, 3}, 2)},
-                   {}, 1, gpu, &in);
+        compile_op(rt, "GridSample",
+                   {random_tensor({1, 2, 4, 4}, 1), random_tensor({1, 3, 3, 3}, 2)}, {}, 1, gpu,
+                   &in);
       },
       "GridSample");
 }
@@ -267,16 +274,16 @@ struct ConvCase {
 void compare_conv(const std::string& op, const ConvCase& c, uint64_t seed,
                   Precision precision = Precision::kFloat32) {
   SCOPED_TRACE(op + " X " + c.x.to_string() + " W " + c.w.to_string() + " " + attrs_text(c.attrs));
-  const bool half = precision == Precision::kFloat16;
-  auto prep = [half](const Tensor& t) { return half ? round_to_half(t) : t; };
+  const bool half = precision == Precision::kFloat16 || precision == Precision::kBFloat16;
+  const bool bf16 = precision == Precision::kBFloat16;
+  auto prep = [half, bf16](const Tensor& t) { return half ? round_to_half(t, bf16) : t; };
   const int64_t out_channels =
-      op == "ConvTranspose"
-          ? c.w[1] * (c.attrs.count("group") ? c.attrs.at("group").as_int() : 1)
-          : c.w[0];
+      op == "ConvTranspose" ? c.w[1] * (c.attrs.count("group") ? c.attrs.at("group").as_int() : 1)
+                            : c.w[0];
   std::vector<OpInput> in = {prep(random_tensor(c.x, seed)),
                              constant(prep(random_tensor(c.w, seed + 1)))};
   in.push_back(c.bias ? constant(prep(random_tensor(Shape{out_channels}, seed + 2))) : omitted());
-  compare(op, in, c.attrs, precision, half ? kHalf : Tolerance{1e-4, 1e-4});
+  compare(op, in, c.attrs, precision, bf16 ? kBFloat16 : half ? kHalf : Tolerance{1e-4, 1e-4});
 }
 
 TEST(CudaConvTranspose, TwoD) {
@@ -325,9 +332,8 @@ TEST(CudaConvTranspose, Float16) {
   compare_conv("ConvTranspose",
                {{1, 8, 5, 5}, {8, 4, 3, 3}, {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}}, 600,
                Precision::kFloat16);
-  compare_conv("ConvTranspose",
-               {{1, 8, 6}, {8, 4, 4}, {{"strides", {2}}, {"output_padding", {1}}}}, 610,
-               Precision::kFloat16);
+  compare_conv("ConvTranspose", {{1, 8, 6}, {8, 4, 4}, {{"strides", {2}}, {"output_padding", {1}}}},
+               610, Precision::kFloat16);
 }
 
 // ---- Conv of 1-D and 3-D, asymmetric padding ----
@@ -342,7 +348,10 @@ TEST(CudaConvNd, OneDThreeDAndAsymmetricPadding) {
       {{1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, {{"pads", {1, 1, 1, 1, 1, 1}}}},
       {{2, 4, 6, 5, 4},
        {4, 2, 2, 3, 2},
-       {{"group", 2}, {"strides", {2, 1, 2}}, {"dilations", {1, 2, 1}}, {"pads", {0, 1, 1, 1, 2, 0}}}},
+       {{"group", 2},
+        {"strides", {2, 1, 2}},
+        {"dilations", {1, 2, 1}},
+        {"pads", {0, 1, 1, 1, 2, 0}}}},
       {{1, 3, 8, 9}, {5, 3, 3, 3}, {{"pads", {0, 1, 2, 1}}}},
       {{1, 4, 8, 8}, {4, 1, 4, 4}, {{"group", 4}, {"strides", {2, 2}}, {"auto_pad", "SAME_LOWER"}}},
   };
@@ -354,13 +363,30 @@ TEST(CudaConvNd, FusedActivationAndFloat16) {
   SKIP_WITHOUT_CUDA();
   compare_conv("FusedConv", {{1, 3, 12}, {5, 3, 3}, {{"activation", "Relu"}, {"pads", {1, 1}}}},
                800);
-  compare_conv("FusedConv",
-               {{1, 2, 4, 5, 6},
-                {3, 2, 3, 3, 3},
-                {{"activation", "LeakyRelu"}, {"activation_alpha", 0.1f}, {"pads", {1, 0, 1, 1, 2, 1}}}},
-               810);
+  compare_conv(
+      "FusedConv",
+      {{1, 2, 4, 5, 6},
+       {3, 2, 3, 3, 3},
+       {{"activation", "LeakyRelu"}, {"activation_alpha", 0.1f}, {"pads", {1, 0, 1, 1, 2, 1}}}},
+      810);
   compare_conv("Conv", {{1, 8, 20}, {8, 8, 3}, {{"pads", {1, 1}}}}, 820, Precision::kFloat16);
   compare_conv("Conv", {{1, 4, 5, 6, 7}, {8, 4, 3, 3, 3}, {}}, 830, Precision::kFloat16);
+}
+
+// bfloat16 storage: computed through float32 copies.
+TEST(CudaConvNd, BFloat16) {
+  SKIP_WITHOUT_CUDA();
+  compare_conv("Conv", {{1, 4, 20}, {6, 4, 3}, {{"pads", {0, 2}}}}, 900, Precision::kBFloat16);
+  compare_conv(
+      "FusedConv",
+      {{1, 2, 4, 5, 6}, {3, 2, 3, 3, 3}, {{"activation", "Relu"}, {"pads", {1, 1, 1, 1, 1, 1}}}},
+      910, Precision::kBFloat16);
+  compare_conv("ConvTranspose", {{1, 4, 5, 5}, {4, 3, 3, 3}, {{"strides", {2, 2}}}}, 920,
+               Precision::kBFloat16);
+  compare_conv(
+      "ConvTranspose",
+      {{1, 4, 6}, {4, 3, 3}, {{"strides", {2}}, {"pads", {1, 0}}, {"output_padding", {1}}}}, 930,
+      Precision::kBFloat16);
 }
 
 }  // namespace

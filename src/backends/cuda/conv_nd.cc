@@ -1,5 +1,5 @@
 // Convolutions through cuDNN's N-d descriptors, float32 or float16 storage (float32 compute; no
-// TF32 unless the compile asks for it, as conv.cc):
+// TF32 unless the compile asks for it, as conv.cc); bfloat16 through float32 copies:
 //   - Conv and FusedConv of 1-D (as 2-D with a unit height), 3-D, and 2-D with asymmetric padding:
 //     cudnnConvolutionForward, then conv.cc's epilogue (bias, residual, activation). Asymmetric
 //     padding copies X zero-padded into the workspace first and convolves that without padding.
@@ -89,6 +89,7 @@ bool usable(const Perf& p, bool tensor_ops) {
   return exact || (tensor_ops && p.mathType == CUDNN_TENSOR_OP_MATH);
 }
 
+// cuDNN's type of float32 or float16 storage (bfloat16 computes in float32: Widening below).
 cudnnDataType_t cudnn_type(Storage st) {
   return st == Storage::kFloat16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 }
@@ -99,16 +100,54 @@ int64_t product(const std::vector<int64_t>& v, size_t from) {
   return p;
 }
 
-// "" when the node's data is float32 or float16 with static shapes, else why not.
+// "" when the node's data is float with static shapes, 1-D to 3-D, else why not.
 std::string check_common(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
-  if (ctx.input_dtype(0) == DType::kBFloat16)
-    return "bfloat16 (cuDNN's N-d convolutions here take float32 and float16)";
   const int rank = ctx.input_shape(0).rank();
   if (rank < 3 || rank > 5) return "1-D to 3-D convolutions only";
   if (ctx.input_shape(1).rank() != rank) return "a weight of X's rank";
   return "";
+}
+
+// Regions of the backend's workspace after cuDNN's own: each 256-byte aligned.
+class WorkspacePlan {
+ public:
+  // Reserves `bytes` (0: none) and returns its offset.
+  size_t add(size_t bytes) {
+    const size_t at = end_;
+    end_ = align256(end_ + bytes);
+    return at;
+  }
+  size_t end() const { return end_; }
+  void start_after(size_t cudnn_bytes) { base_ = align256(cudnn_bytes); }
+  void* at(size_t offset) const {
+    return static_cast<char*>(require_cuda_backend().workspace().ptr()) + base_ + offset;
+  }
+  size_t total() const { return base_ + end_; }
+
+ private:
+  size_t base_ = 0, end_ = 0;
+};
+
+// bfloat16 nodes compute through float32 copies (cuDNN lacks N-d bfloat16 algorithms for many
+// geometries): X and W are widened into the workspace and the result narrowed into Y.
+struct Widening {
+  bool on = false;
+  size_t x = 0, w = 0, y = 0;  // workspace offsets of the float32 copies
+  int64_t x_n = 0, w_n = 0, y_n = 0;
+};
+
+void plan_widening(Widening& wd, WorkspacePlan& plan, Storage st, int64_t x_n, int64_t w_n,
+                   int64_t y_n) {
+  wd.on = st == Storage::kBFloat16;
+  if (!wd.on) return;
+  wd.x_n = x_n;
+  wd.w_n = w_n;
+  wd.y_n = y_n;
+  wd.x = plan.add(static_cast<size_t>(x_n) * 4);
+  wd.w = plan.add(static_cast<size_t>(w_n) * 4);
+  wd.y = plan.add(static_cast<size_t>(y_n) * 4);
 }
 
 // ---- Conv and FusedConv ----
@@ -121,6 +160,7 @@ class ConvNdKernel final : public Kernel {
     const Shape& ws = ctx.input_shape(1);
     const Shape& ys = ctx.output(0).shape;
     storage_ = storage_of(ctx.input_dtype(0));
+    compute_ = storage_ == Storage::kBFloat16 ? Storage::kFloat32 : storage_;
     std::vector<int64_t> x = xs.dims(), w = ws.dims(), y = ys.dims();
     const ConvGeometry g = window_geometry(ctx, xs, {w.begin() + 2, w.end()}, false);
     has_bias_ = ctx.has_input(2);
@@ -132,9 +172,11 @@ class ConvNdKernel final : public Kernel {
     channels_ = y[1];
     spatial_ = product(y, 2);
     if (ys.numel() == 0) return;
+    plan_widening(wide_, plan_, storage_, xs.numel(), ws.numel(), ys.numel());
     std::vector<int64_t> pads = g.pad_begin;
     if (g.pad_begin != g.pad_end) {
       // Zero-pad X into the workspace, then convolve without padding.
+      padded_ = true;
       pad_.spatial = g.spatial;
       pad_.batch = x[0];
       pad_.channels = x[1];
@@ -145,10 +187,10 @@ class ConvNdKernel final : public Kernel {
         pad_.out[i] = x[2 + i];
         pads[i] = 0;
       }
-      padded_bytes_ = static_cast<size_t>(product(x, 0)) * storage_bytes(storage_);
+      pad_at_ = plan_.add(static_cast<size_t>(product(x, 0)) * storage_bytes(compute_));
     }
     const bool tensor_ops = storage_ != Storage::kFloat32 || ctx.precision() == Precision::kTF32;
-    desc_ = std::make_unique<CudnnConv>(where_, cudnn_type(storage_), tensor_ops, x, w, y, pads,
+    desc_ = std::make_unique<CudnnConv>(where_, cudnn_type(compute_), tensor_ops, x, w, y, pads,
                                         g.strides, g.dilations, ctx.attr_int("group", 1));
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
@@ -162,8 +204,8 @@ class ConvNdKernel final : public Kernel {
     if (best == nullptr) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
     algo_ = best->algo;
     workspace_ = best->memory;
-    pad_offset_ = align256(workspace_);
-    be.workspace().reserve(pad_offset_ + padded_bytes_);
+    plan_.start_after(workspace_);
+    be.workspace().reserve(plan_.total());
   }
 
   void run(KernelContext& ctx) const override {
@@ -171,19 +213,30 @@ class ConvNdKernel final : public Kernel {
     CudaBackend& be = require_cuda_backend();
     cudaStream_t stream = stream_of(ctx);
     const void* x = ctx.inputs[0].raw_data();
+    const void* w = ctx.inputs[1].raw_data();
     void* y = ctx.outputs[0].raw_data();
-    if (padded_bytes_ != 0) {
-      void* padded = static_cast<char*>(be.workspace().ptr()) + pad_offset_;
-      launch_crop_bias(storage_, pad_, x, nullptr, padded, stream);
+    if (wide_.on) {
+      launch_cast(storage_, x, compute_, plan_.at(wide_.x), wide_.x_n, stream);
+      launch_cast(storage_, w, compute_, plan_.at(wide_.w), wide_.w_n, stream);
       check_launch(where_);
-      x = padded;
+      x = plan_.at(wide_.x);
+      w = plan_.at(wide_.w);
     }
+    if (padded_) {
+      launch_crop_bias(compute_, pad_, x, nullptr, plan_.at(pad_at_), stream);
+      check_launch(where_);
+      x = plan_.at(pad_at_);
+    }
+    void* dst = wide_.on ? plan_.at(wide_.y) : y;
     const float one = 1.f, zero = 0.f;
     check(cudnnSetStream(be.cudnn(), stream), where_);
-    check(cudnnConvolutionForward(be.cudnn(), &one, desc_->x_, x, desc_->w_,
-                                  ctx.inputs[1].raw_data(), desc_->conv_, algo_,
-                                  be.workspace().ptr(), workspace_, &zero, desc_->y_, y),
+    check(cudnnConvolutionForward(be.cudnn(), &one, desc_->x_, x, desc_->w_, w, desc_->conv_, algo_,
+                                  be.workspace().ptr(), workspace_, &zero, desc_->y_, dst),
           where_);
+    if (wide_.on) {
+      launch_cast(compute_, dst, storage_, y, wide_.y_n, stream);
+      check_launch(where_);
+    }
     ConvEpilogue e = epilogue_;
     e.bias = has_bias_ ? ctx.inputs[2].raw_data() : nullptr;
     e.residual = has_residual_ ? ctx.inputs[3].raw_data() : nullptr;
@@ -195,13 +248,15 @@ class ConvNdKernel final : public Kernel {
 
  private:
   std::string where_;
-  Storage storage_ = Storage::kFloat32;
+  Storage storage_ = Storage::kFloat32, compute_ = Storage::kFloat32;
   bool has_bias_ = false, has_residual_ = false;
   ConvEpilogue epilogue_;
   int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
-  CropDesc pad_;             // asymmetric padding: X into its zero-padded copy
-  size_t padded_bytes_ = 0;  // 0: no padded copy
-  size_t pad_offset_ = 0;    // where the padded copy starts in the workspace
+  WorkspacePlan plan_;
+  Widening wide_;
+  bool padded_ = false;  // asymmetric padding: X goes through its zero-padded copy
+  CropDesc pad_;
+  size_t pad_at_ = 0;
   std::unique_ptr<CudnnConv> desc_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
@@ -217,6 +272,7 @@ class ConvTransposeKernel final : public Kernel {
     const Shape& ws = ctx.input_shape(1);
     const Shape& ys = ctx.output(0).shape;
     storage_ = storage_of(ctx.input_dtype(0));
+    compute_ = storage_ == Storage::kBFloat16 ? Storage::kFloat32 : storage_;
     const std::vector<int64_t> x = xs.dims(), w = ws.dims(), y = ys.dims();
     const ConvGeometry g = conv_transpose_geometry(ctx, xs, {w.begin() + 2, w.end()});
     has_bias_ = ctx.has_input(2);
@@ -224,11 +280,13 @@ class ConvTransposeKernel final : public Kernel {
     channels_ = y[1];
     spatial_ = product(y, 2);
     if (ys.numel() == 0) return;
+    plan_widening(wide_, plan_, storage_, xs.numel(), ws.numel(), ys.numel());
     bool direct = true;
     for (int i = 0; i < g.spatial; ++i)
       direct = direct && g.pad_begin[i] == g.pad_end[i] && g.pad_begin[i] >= 0;
     std::vector<int64_t> full = y, pads = g.pad_begin;
     if (!direct) {
+      cropped_ = true;
       crop_.spatial = g.spatial;
       crop_.batch = y[0];
       crop_.channels = y[1];
@@ -239,11 +297,11 @@ class ConvTransposeKernel final : public Kernel {
         crop_.begin[i] = g.pad_begin[i];
         pads[i] = 0;
       }
-      full_bytes_ = static_cast<size_t>(product(full, 0)) * storage_bytes(storage_);
+      full_at_ = plan_.add(static_cast<size_t>(product(full, 0)) * storage_bytes(compute_));
     }
     const bool tensor_ops = storage_ != Storage::kFloat32 || ctx.precision() == Precision::kTF32;
     // The forward convolution this one transposes maps `full` (its X) to our X (its Y).
-    desc_ = std::make_unique<CudnnConv>(where_, cudnn_type(storage_), tensor_ops, full, w, x, pads,
+    desc_ = std::make_unique<CudnnConv>(where_, cudnn_type(compute_), tensor_ops, full, w, x, pads,
                                         g.strides, g.dilations, ctx.attr_int("group", 1));
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int found = 0;
@@ -257,27 +315,45 @@ class ConvTransposeKernel final : public Kernel {
     if (best == nullptr) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
     algo_ = best->algo;
     workspace_ = best->memory;
-    full_offset_ = align256(workspace_);
-    be.workspace().reserve(full_offset_ + full_bytes_);
+    plan_.start_after(workspace_);
+    be.workspace().reserve(plan_.total());
   }
 
   void run(KernelContext& ctx) const override {
     if (batch_ * channels_ * spatial_ == 0) return;
     CudaBackend& be = require_cuda_backend();
     cudaStream_t stream = stream_of(ctx);
+    const void* x = ctx.inputs[0].raw_data();
+    const void* w = ctx.inputs[1].raw_data();
     void* y = ctx.outputs[0].raw_data();
     const void* bias = has_bias_ ? ctx.inputs[2].raw_data() : nullptr;
-    void* dst = full_bytes_ != 0 ? static_cast<char*>(be.workspace().ptr()) + full_offset_ : y;
+    if (wide_.on) {
+      launch_cast(storage_, x, compute_, plan_.at(wide_.x), wide_.x_n, stream);
+      launch_cast(storage_, w, compute_, plan_.at(wide_.w), wide_.w_n, stream);
+      check_launch(where_);
+      x = plan_.at(wide_.x);
+      w = plan_.at(wide_.w);
+    }
+    // Where Y in the compute storage goes: Y itself, or its float32 copy (bfloat16).
+    void* y_compute = wide_.on ? plan_.at(wide_.y) : y;
+    void* dst = cropped_ ? plan_.at(full_at_) : y_compute;
     const float one = 1.f, zero = 0.f;
     check(cudnnSetStream(be.cudnn(), stream), where_);
-    check(cudnnConvolutionBackwardData(be.cudnn(), &one, desc_->w_, ctx.inputs[1].raw_data(),
-                                       desc_->y_, ctx.inputs[0].raw_data(), desc_->conv_, algo_,
-                                       be.workspace().ptr(), workspace_, &zero, desc_->x_, dst),
+    check(cudnnConvolutionBackwardData(be.cudnn(), &one, desc_->w_, w, desc_->y_, x, desc_->conv_,
+                                       algo_, be.workspace().ptr(), workspace_, &zero, desc_->x_,
+                                       dst),
           where_);
-    if (full_bytes_ != 0) {
-      launch_crop_bias(storage_, crop_, dst, bias, y, stream);
+    // The bias in the crop where the storage allows, else in the epilogue on Y.
+    const bool bias_in_crop = cropped_ && !wide_.on;
+    if (cropped_) {
+      launch_crop_bias(compute_, crop_, dst, bias_in_crop ? bias : nullptr, y_compute, stream);
       check_launch(where_);
-    } else if (bias != nullptr) {
+    }
+    if (wide_.on) {
+      launch_cast(compute_, y_compute, storage_, y, wide_.y_n, stream);
+      check_launch(where_);
+    }
+    if (bias != nullptr && !bias_in_crop) {
       ConvEpilogue e;
       e.bias = bias;
       launch_conv_epilogue(storage_, y, batch_, channels_, spatial_, e, stream);
@@ -287,12 +363,14 @@ class ConvTransposeKernel final : public Kernel {
 
  private:
   std::string where_;
-  Storage storage_ = Storage::kFloat32;
+  Storage storage_ = Storage::kFloat32, compute_ = Storage::kFloat32;
   bool has_bias_ = false;
   int64_t batch_ = 0, channels_ = 0, spatial_ = 0;
-  CropDesc crop_;           // Y cut from the unpadded result
-  size_t full_bytes_ = 0;   // 0: cuDNN writes Y directly
-  size_t full_offset_ = 0;  // where the unpadded result starts in the workspace
+  WorkspacePlan plan_;
+  Widening wide_;
+  bool cropped_ = false;  // cuDNN writes the unpadded result, Y is cut from it
+  CropDesc crop_;
+  size_t full_at_ = 0;
   std::unique_ptr<CudnnConv> desc_;
   cudnnConvolutionBwdDataAlgo_t algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   size_t workspace_ = 0;

@@ -29,7 +29,9 @@ class ResizeKernel final : public Kernel {
     const Shape& x = ctx.input_shape(0);
     const int rank = x.rank();
     storage_ = storage_of(ctx.input_dtype(0));
-    n_ = spec.output.numel();
+    // The output shape inferred from float32 scales: a 16-bit compile has rounded them since.
+    const Shape& y = ctx.output(0).shape;
+    n_ = y.numel();
     std::vector<std::pair<double, double>> roi(rank, {0.0, 1.0});
     if (spec.coord == ResizeCoord::kTfCropAndResize) {
       roi = resize_roi(ctx, rank);
@@ -44,7 +46,7 @@ class ResizeKernel final : public Kernel {
       stride *= x[a];
     }
     for (int a = 0; a < rank; ++a) {
-      const int64_t out = spec.output[a];
+      const int64_t out = y[a];
       ResizeAxisMap m = resize_axis_map(spec, ctx, x[a], out, spec.scales[a], roi[a]);
       desc_.out_dims[a] = out;
       desc_.taps[a] = m.taps;
