@@ -398,7 +398,7 @@ bool conv_takes_nd(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
   if (x.rank() != 4) return true;
-  if (w.rank() != 4 || !w.is_static()) return false;
+  if (w.rank() != 4 || !w.is_static() || !x.is_static()) return false;
   const ConvGeometry g = window_geometry(ctx, x, {w[2], w[3]}, false);
   return g.pad_begin != g.pad_end;
 }
