@@ -1,4 +1,5 @@
-// Conv and FusedConv (2-D, float32 or float16 with float32 accumulation). FusedConv's bias,
+// Conv and FusedConv (2-D, float32 or float16 with float32 accumulation; 1-D, 3-D and asymmetric
+// padding go to conv_nd.cc). FusedConv's bias,
 // residual (fourth input, added before the activation) and activation make an epilogue. At compile
 // time each node measures its ways to run on its own shapes and keeps the fastest:
 //   - cuDNN's convolution (the algorithm found by cudnnFindConvolutionForwardAlgorithm among
@@ -25,6 +26,7 @@
 #include <optional>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/conv_nd.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
@@ -411,6 +413,7 @@ class ConvKernel final : public Kernel {
 };
 
 std::string check_conv(const NodeContext& ctx) {
+  if (conv_takes_nd(ctx)) return check_conv_nd(ctx);
   std::string why = require_float(ctx);
   if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() != 4) return "2-D convolution only";
@@ -429,6 +432,7 @@ std::string check_conv(const NodeContext& ctx) {
 }
 
 std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
+  if (conv_takes_nd(ctx)) return make_conv_nd(ctx);
   return std::make_unique<ConvKernel>(ctx);
 }
 

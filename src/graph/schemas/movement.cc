@@ -390,13 +390,16 @@ ResizeSpec resize_spec(const NodeContext& ctx) {
     require_1d(ctx, 2, "scales");
     const Tensor* t = ctx.input_value(2);
     if (t == nullptr) ctx.fail_shape("the scales input must be known when the graph is built");
-    if (t->dtype() != DType::kFloat32)
+    // A float16 (bfloat16) compile narrows the scales of a node placed on the GPU
+    // (runtime/half_storage.cc); those kernels take the output shape inferred before.
+    const bool narrowed = t->dtype() == DType::kFloat16 || t->dtype() == DType::kBFloat16;
+    if (t->dtype() != DType::kFloat32 && !narrowed)
       ctx.fail_model(std::string("scales must be float32, not ") + dtype_name(t->dtype()));
     if (static_cast<size_t>(t->numel()) != n)
       ctx.fail_shape("scales has " + std::to_string(t->numel()) + " entries for " +
                      std::to_string(n) + " axes");
     for (size_t i = 0; i < n; ++i) {
-      double s = t->data<float>()[i];
+      double s = t->item_as_double(static_cast<int64_t>(i));
       if (!(s > 0) || !std::isfinite(s)) ctx.fail_model("scales must be positive and finite");
       int a = axes[i];
       spec.scales[a] = s;
