@@ -88,6 +88,8 @@ enum class OutputPlace {
             // that later runs do not overwrite (for work that continues on the device)
 };
 
+class BoundReplay;
+
 // A compiled graph: kernels made once, constants bound, steps in order. execute() may be called
 // from several threads at once; each call uses its own intermediate buffers.
 class Executable {
@@ -108,6 +110,13 @@ class Executable {
 
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
+  // For a plan that replays one recorded device graph, once it has run: a replay of its own
+  // (recorded now, with intermediate memory of its own) that reads each input named in `bound`
+  // straight from the given device tensor, with no copy per run: the caller writes new values
+  // there between runs (a decoder's key/value cache). Null when the plan does not replay, has not
+  // run yet, or a tensor is not a device tensor of its input's type. Throws InvalidArgument for
+  // an unknown input name.
+  std::unique_ptr<BoundReplay> bind(const std::map<std::string, Tensor>& bound);
   // The arena plan: its size next to the no-reuse total and the lower bound.
   MemoryReport memory_report() const;
   // Steps, their kernels and backends, one line each.
@@ -116,7 +125,26 @@ class Executable {
  private:
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, RunProfile* profile,
                           OutputPlace place);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Executable::bind's replay. It keeps the executable's kernels and constants alive (it may
+// outlive the Executable). One thread at a time per BoundReplay; several may run at once.
+class BoundReplay {
+ public:
+  ~BoundReplay();
+  BoundReplay(const BoundReplay&) = delete;
+  BoundReplay& operator=(const BoundReplay&) = delete;
+  // Runs with every input that was not bound, by name (host or device tensors). Host outputs
+  // come back as copies; device outputs are this replay's own memory, valid until its next run
+  // (no copy: read them at once). Throws as Executable::execute.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+ private:
+  friend class Executable;
+  struct State;
+  explicit BoundReplay(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // Entry point: owns the executables it compiles and hands out device memory.

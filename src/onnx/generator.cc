@@ -191,6 +191,10 @@ struct Generation::State {
   std::vector<std::pair<float, int64_t>> scratch;
   GenerateStats stats;
   bool broken = false;
+  // On a device, after the first decoding step: the step's replay reading the cache in place
+  // (Executable::bind), so a step copies neither the cache in nor the presents out.
+  std::unique_ptr<BoundReplay> bound_step;
+  bool bind_tried = false;
 
   std::map<std::string, Tensor> feeds(const Tensor& ids, const std::vector<int64_t>& mask,
                                       int64_t new_len, const Tensor& positions) const {
@@ -330,10 +334,28 @@ struct Generation::State {
                 mask.begin() + b * (capacity + 1));
       mask[b * (capacity + 1) + capacity] = 1;
     }
-    std::vector<Tensor> outs = session->run(feeds(index_tensor(ids_dtype, batch, 1, last), mask, 1,
-                                                  index_tensor(position_dtype, batch, 1, position)),
-                                            OutputPlace::kDevice);
-    store(outs, 1, valid);
+    const Tensor ids = index_tensor(ids_dtype, batch, 1, last);
+    const Tensor positions = index_tensor(position_dtype, batch, 1, position);
+    std::vector<Tensor> outs;
+    if (bound_step) {
+      outs = bound_step->run({{kInputIds, ids},
+                              {kAttentionMask, index_tensor(mask_dtype, batch, capacity + 1, mask)},
+                              {kPositionIds, positions}});
+      store(outs, 1, valid);
+    } else {
+      const std::map<std::string, Tensor> in = feeds(ids, mask, 1, positions);
+      outs = session->run(in, OutputPlace::kDevice);
+      store(outs, 1, valid);
+      if (!bind_tried && device.type != DeviceType::kCPU) {
+        bind_tried = true;
+        std::map<std::string, Tensor> cache_inputs;
+        for (int64_t l = 0; l < layout.layers; ++l) {
+          cache_inputs[past_name(l, true)] = cache[2 * l];
+          cache_inputs[past_name(l, false)] = cache[2 * l + 1];
+        }
+        bound_step = session->plan_for(in)->bind(cache_inputs);
+      }
+    }
     for (int64_t b = 0; b < batch; ++b) ++position[b];
     std::vector<int64_t> next = pick(outs[logits_out], 1);
     accept(next);

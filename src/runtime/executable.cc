@@ -14,8 +14,14 @@ namespace {
 // when the run throws. A new arena is allocated only when every existing one is in use.
 class ArenaLease {
  public:
-  explicit ArenaLease(Executable::Impl& impl) : impl_(impl) {
+  // With `own`, the arena is a new one that never goes to the free list (keep() hands it over).
+  explicit ArenaLease(Executable::Impl& impl, bool own = false) : impl_(impl) {
     if (impl.layout.plan.arena_bytes == 0) return;
+    if (own) {
+      arena_ = Buffer::allocate(impl.layout.plan.arena_bytes, cpu_allocator());
+      own_ = true;
+      return;
+    }
     std::lock_guard<std::mutex> lock(impl.arena_mutex);
     if (!impl.free_arenas.empty()) {
       arena_ = std::move(impl.free_arenas.back());
@@ -23,7 +29,7 @@ class ArenaLease {
     }
   }
   ~ArenaLease() {
-    if (!arena_) return;
+    if (!arena_ || own_) return;
     std::lock_guard<std::mutex> lock(impl_.arena_mutex);
     impl_.free_arenas.push_back(std::move(arena_));
   }
@@ -35,6 +41,8 @@ class ArenaLease {
       arena_ = Buffer::allocate(impl_.layout.plan.arena_bytes, cpu_allocator());
     return arena_;
   }
+  // The arena of an own lease, kept alive by the caller from now on.
+  std::shared_ptr<Buffer> keep() const { return arena_; }
   bool contains(const Tensor& t) const {
     if (!arena_ || !t.defined() || t.nbytes() == 0) return false;
     auto* base = static_cast<const char*>(arena_->data());
@@ -45,6 +53,7 @@ class ArenaLease {
  private:
   Executable::Impl& impl_;
   std::shared_ptr<Buffer> arena_;
+  bool own_ = false;
 };
 
 }  // namespace
@@ -120,7 +129,12 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
 // Records the whole run on the device stream once (after one ordinary run has warmed up library
 // handles and the memory pool), so later runs replay it. Returns null when recording failed; the
 // executable then runs step by step from then on.
-std::unique_ptr<RecordedRun> record_run(Executable::Impl& impl) {
+// With `bound`, input i is read from bound[i] where that is defined (a device tensor of the
+// input's type) instead of a tensor of the recording's own, and the recording gets an arena of
+// its own (*arena keeps it).
+std::unique_ptr<RecordedRun> record_run(Executable::Impl& impl,
+                                        const std::vector<Tensor>* bound = nullptr,
+                                        std::shared_ptr<Buffer>* arena = nullptr) {
   auto rec = std::make_unique<RecordedRun>();
   rec->slots = impl.constants;
   rec->input_tensors.resize(impl.input_slots.size());
@@ -129,11 +143,14 @@ std::unique_ptr<RecordedRun> record_run(Executable::Impl& impl) {
     for (size_t i = 0; i < impl.input_slots.size(); ++i)
       if (impl.input_slots[i] == step.inputs[0]) {
         const TensorType& t = step.output_types[0];
-        rec->input_tensors[i] = Tensor::empty(t.shape, t.dtype, step.backend->device());
+        const bool given = bound != nullptr && (*bound)[i].defined();
+        rec->input_tensors[i] =
+            given ? (*bound)[i] : Tensor::empty(t.shape, t.dtype, step.backend->device());
         rec->slots[step.outputs[0]] = rec->input_tensors[i];
       }
   }
-  ArenaLease lease(impl);
+  ArenaLease lease(impl, bound != nullptr);
+  if (arena != nullptr) *arena = lease.keep();
   impl.record_stream->synchronize();
   impl.recorder->begin_capture();
   try {
@@ -149,7 +166,154 @@ std::unique_ptr<RecordedRun> record_run(Executable::Impl& impl) {
   return rec;
 }
 
+// One replay of `rec` with `inputs` (checked; `slots` holds them and the constants). Inputs are
+// copied where the replay reads them, unless they are that very tensor (a bound input). Host
+// outputs come back as copies; device outputs as views of the recorded memory with `views`, else
+// with place kDevice as copies of their own (made as one batch with one wait), else on the host.
+// The caller holds impl.record_mutex.
+std::vector<Tensor> replay(Executable::Impl& impl, RecordedRun& rec,
+                           const std::vector<Tensor>& inputs, const std::vector<Tensor>& slots,
+                           OutputPlace place, bool views) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& into = rec.input_tensors[i];
+    if (!into.defined()) continue;
+    if (inputs[i].buffer() == into.buffer() && inputs[i].offset() == into.offset()) continue;
+    impl.recorder->copy(inputs[i], into);
+  }
+  rec.work->replay();
+  std::vector<Tensor> outputs;
+  std::vector<RowCopy> device_copies;
+  Device copies_on = Device::cpu();
+  for (int s : impl.output_slots) {
+    const Tensor& t = rec.slots[s].defined() ? rec.slots[s] : slots[s];
+    const bool on_device = t.device().type != DeviceType::kCPU;
+    if (views && on_device) {
+      outputs.push_back(t);
+      continue;
+    }
+    if (place == OutputPlace::kDevice && on_device) {
+      Tensor own = Tensor::empty(t.shape(), t.dtype(), t.device());
+      device_copies.push_back({own.raw_data(), t.nbytes(), t.raw_data(), t.nbytes(), t.nbytes(),
+                               t.nbytes() > 0 ? size_t{1} : size_t{0}});
+      copies_on = t.device();
+      outputs.push_back(own);
+      continue;
+    }
+    Tensor host = Tensor::empty(t.shape(), t.dtype());
+    impl.recorder->copy(t, host);
+    outputs.push_back(host);
+  }
+  if (!device_copies.empty()) {
+    const DeviceOps& ops = device_ops(copies_on);
+    if (ops.copy_rows != nullptr) {
+      ops.copy_rows(device_copies.data(), device_copies.size(), copies_on);
+    } else {
+      for (const RowCopy& c : device_copies) ops.copy(c.dst, copies_on, c.src, copies_on, c.width);
+    }
+  }
+  // Device outputs were copied on the device (or not at all) without a host wait that checks for
+  // errors (a CUDA index out of range): this one does.
+  if (views || place == OutputPlace::kDevice) impl.record_stream->synchronize();
+  return outputs;
+}
+
+// Checks `inputs` (in the order of impl.inputs) against the declared types and binds them into a
+// copy of the constants: what every run starts from.
+std::vector<Tensor> bind_inputs(const Executable::Impl& impl, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != impl.inputs.size())
+    throw InvalidArgument("execute: expected " + std::to_string(impl.inputs.size()) +
+                          " inputs, got " + std::to_string(inputs.size()));
+  std::vector<Tensor> slots = impl.constants;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorInfo& info = impl.inputs[i];
+    const Tensor& t = inputs[i];
+    if (!t.defined()) throw InvalidArgument("execute: input '" + info.name + "' is undefined");
+    if (t.dtype() != info.type.dtype || t.shape() != info.type.shape)
+      throw ShapeError("execute: input '" + info.name + "' must be " + info.type.to_string() +
+                       ", got " + TensorType{t.dtype(), t.shape()}.to_string());
+    bool to_host = t.device().type != DeviceType::kCPU && impl.input_read_on_host[i];
+    slots[impl.input_slots[i]] = to_host ? t.to(Device::cpu()) : t;
+  }
+  return slots;
+}
+
 }  // namespace
+
+struct BoundReplay::State {
+  std::shared_ptr<Executable::Impl> impl;
+  std::unique_ptr<RecordedRun> rec;
+  std::shared_ptr<Buffer> arena;
+  std::vector<Tensor> bound;  // per input: the bound tensor, or undefined
+};
+
+BoundReplay::BoundReplay(std::unique_ptr<State> state) : state_(std::move(state)) {}
+BoundReplay::~BoundReplay() = default;
+
+std::vector<Tensor> BoundReplay::run(const std::map<std::string, Tensor>& inputs) {
+  State& s = *state_;
+  Executable::Impl& impl = *s.impl;
+  std::vector<Tensor> ordered;
+  for (size_t i = 0; i < impl.inputs.size(); ++i) {
+    const std::string& name = impl.inputs[i].name;
+    auto it = inputs.find(name);
+    if (s.bound[i].defined() && it != inputs.end())
+      throw InvalidArgument("execute: input '" + name + "' is bound; do not pass it");
+    if (s.bound[i].defined()) {
+      ordered.push_back(s.bound[i]);
+    } else if (it == inputs.end()) {
+      throw InvalidArgument("execute: input '" + name + "' is missing");
+    } else {
+      ordered.push_back(it->second);
+    }
+  }
+  for (const auto& [name, tensor] : inputs) {
+    bool known = false;
+    for (const TensorInfo& info : impl.inputs) known = known || info.name == name;
+    if (!known) throw InvalidArgument("execute: the graph has no input named '" + name + "'");
+  }
+  apply_num_threads();
+  std::vector<Tensor> slots = bind_inputs(impl, ordered);
+  std::lock_guard<std::mutex> lock(impl.record_mutex);
+  return replay(impl, *s.rec, ordered, slots, OutputPlace::kDevice, true);
+}
+
+std::unique_ptr<BoundReplay> Executable::bind(const std::map<std::string, Tensor>& bound) {
+  Impl& impl = *impl_;
+  std::vector<Tensor> by_input(impl.inputs.size());
+  for (const auto& [name, t] : bound) {
+    size_t i = 0;
+    while (i < impl.inputs.size() && impl.inputs[i].name != name) ++i;
+    if (i == impl.inputs.size())
+      throw InvalidArgument("bind: the graph has no input named '" + name + "'");
+    const TensorType& want = impl.inputs[i].type;
+    if (!t.defined() || t.device().type == DeviceType::kCPU || t.dtype() != want.dtype ||
+        t.shape() != want.shape)
+      return nullptr;
+    by_input[i] = t;
+  }
+  std::lock_guard<std::mutex> lock(impl.record_mutex);
+  if (!impl.recorded) return nullptr;
+  // Every bound tensor must be where the replay reads that input (its copy step's device).
+  for (const Step& step : impl.steps) {
+    if (!step.input_copy) continue;
+    for (size_t i = 0; i < impl.input_slots.size(); ++i)
+      if (impl.input_slots[i] == step.inputs[0] && by_input[i].defined() &&
+          by_input[i].device() != step.backend->device())
+        return nullptr;
+  }
+  for (size_t i = 0; i < by_input.size(); ++i) {
+    bool read_by_copy = false;
+    for (const Step& step : impl.steps)
+      read_by_copy = read_by_copy || (step.input_copy && step.inputs[0] == impl.input_slots[i]);
+    if (by_input[i].defined() && !read_by_copy) return nullptr;
+  }
+  auto state = std::make_unique<BoundReplay::State>();
+  state->impl = impl_;
+  state->rec = record_run(impl, &by_input, &state->arena);
+  if (!state->rec) return nullptr;
+  state->bound = std::move(by_input);
+  return std::unique_ptr<BoundReplay>(new BoundReplay(std::move(state)));
+}
 
 std::vector<Tensor> Executable::execute(const std::vector<Tensor>& inputs) {
   return execute(inputs, nullptr);
@@ -165,20 +329,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
   apply_num_threads();
   if (profile != nullptr) profile->steps.clear();
   Impl& impl = *impl_;
-  if (inputs.size() != impl.inputs.size())
-    throw InvalidArgument("execute: expected " + std::to_string(impl.inputs.size()) +
-                          " inputs, got " + std::to_string(inputs.size()));
-  std::vector<Tensor> slots = impl.constants;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorInfo& info = impl.inputs[i];
-    const Tensor& t = inputs[i];
-    if (!t.defined()) throw InvalidArgument("execute: input '" + info.name + "' is undefined");
-    if (t.dtype() != info.type.dtype || t.shape() != info.type.shape)
-      throw ShapeError("execute: input '" + info.name + "' must be " + info.type.to_string() +
-                       ", got " + TensorType{t.dtype(), t.shape()}.to_string());
-    bool to_host = t.device().type != DeviceType::kCPU && impl.input_read_on_host[i];
-    slots[impl.input_slots[i]] = to_host ? t.to(Device::cpu()) : t;
-  }
+  std::vector<Tensor> slots = bind_inputs(impl, inputs);
   // A profiled run goes step by step, so each step can be timed.
   if (impl.record_stream != nullptr && profile == nullptr) {
     std::lock_guard<std::mutex> lock(impl.record_mutex);
@@ -189,45 +340,10 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
       impl.recorded = record_run(impl);
       if (!impl.recorded) impl.record_stream = nullptr;
     }
-    if (impl.recorded) {
-      RecordedRun& rec = *impl.recorded;
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (rec.input_tensors[i].defined()) impl.recorder->copy(inputs[i], rec.input_tensors[i]);
-      rec.work->replay();
-      std::vector<Tensor> outputs;
-      // Device outputs stay there as copies of their own (the next replay overwrites the recorded
-      // tensors), made as one batch of copies with one wait.
-      std::vector<RowCopy> device_copies;
-      Device copies_on = Device::cpu();
-      for (int s : impl.output_slots) {
-        const Tensor& t = rec.slots[s].defined() ? rec.slots[s] : slots[s];
-        if (place == OutputPlace::kDevice && t.device().type != DeviceType::kCPU) {
-          Tensor own = Tensor::empty(t.shape(), t.dtype(), t.device());
-          device_copies.push_back({own.raw_data(), t.nbytes(), t.raw_data(), t.nbytes(), t.nbytes(),
-                                   t.nbytes() > 0 ? size_t{1} : size_t{0}});
-          copies_on = t.device();
-          outputs.push_back(own);
-          continue;
-        }
-        Tensor host = Tensor::empty(t.shape(), t.dtype());
-        impl.recorder->copy(t, host);
-        outputs.push_back(host);
-      }
-      if (!device_copies.empty()) {
-        const DeviceOps& ops = device_ops(copies_on);
-        if (ops.copy_rows != nullptr) {
-          ops.copy_rows(device_copies.data(), device_copies.size(), copies_on);
-        } else {
-          for (const RowCopy& c : device_copies)
-            ops.copy(c.dst, copies_on, c.src, copies_on, c.width);
-        }
-      }
-      // Device outputs were copied on the device without a host wait that checks for errors.
-      if (place == OutputPlace::kDevice) impl.record_stream->synchronize();
-      return outputs;
-    }
+    if (impl.recorded) return replay(impl, *impl.recorded, inputs, slots, place, false);
   }
   ArenaLease lease(impl);
+
   run_steps(impl, slots, lease, false, profile, run_start);
   // An output that is a constant, or a view into the arena (which the next run reuses), is copied;
   // one on a device comes back to the host.
