@@ -803,8 +803,8 @@ size_t WeightCache::bytes() const {
   return n;
 }
 
-Graph load_onnx_cached(const std::string& path, const OnnxLoadOptions& options,
-                       WeightCache& cache, OnnxModelInfo* info, std::string* kept) {
+Graph load_onnx_cached(const std::string& path, const OnnxLoadOptions& options, WeightCache& cache,
+                       OnnxModelInfo* info, std::string* kept) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   onnx::ModelProto model;
   ModelFile file(path, &model);

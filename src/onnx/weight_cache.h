@@ -29,9 +29,8 @@ class WeightCache {
 // With `model`, the model is also kept there as bytes without its main-graph initializers' data
 // (what load_onnx_model needs, once `cache` holds them: the file may go after). Errors are not
 // prefixed with the path.
-Graph load_onnx_cached(const std::string& path, const OnnxLoadOptions& options,
-                       WeightCache& cache, OnnxModelInfo* info = nullptr,
-                       std::string* model = nullptr);
+Graph load_onnx_cached(const std::string& path, const OnnxLoadOptions& options, WeightCache& cache,
+                       OnnxModelInfo* info = nullptr, std::string* model = nullptr);
 // The graph of `model` (kept by load_onnx_cached), its main-graph initializers from `cache`;
 // external data and subgraphs' initializers are read relative to `base_dir`.
 Graph load_onnx_model(const std::string& model, const std::string& base_dir,

@@ -91,8 +91,9 @@ std::vector<Backend*> candidate_backends(const CompileOptions& options, bool* ho
   for (const std::string& name : options.backends) {
     Backend* b = find_backend(name);
     if (b == nullptr && name == "cuda")
-      throw DeviceError("compile: backend 'cuda' is not available (no CUDA device, or a build "
-                        "without CUDA)");
+      throw DeviceError(
+          "compile: backend 'cuda' is not available (no CUDA device, or a build "
+          "without CUDA)");
     if (b == nullptr) throw InvalidArgument("compile: backend '" + name + "' is not available");
     has_host |= b->device().type == DeviceType::kCPU;
     out.push_back(b);
@@ -203,7 +204,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   auto impl = std::make_unique<Executable::Impl>();
   std::unordered_map<int, int> slot_of;  // value id -> slot
   std::vector<Device> slot_device;       // where each slot's tensor lives during a run
-  std::vector<bool> slot_shares;  // a weight whose device copies other plans may share
+  std::vector<bool> slot_shares;         // a weight whose device copies other plans may share
   auto slot = [&](int value_id) {
     auto [it, inserted] = slot_of.emplace(value_id, static_cast<int>(impl->constants.size()));
     if (inserted) {

@@ -91,8 +91,8 @@ TEST(BoundReplay, ReadsTheBoundTensorInPlace) {
   EXPECT_THROW(exe->bind({{"nope", cache}}), InvalidArgument);
   // A host tensor, or a device tensor of another shape, cannot be bound.
   EXPECT_EQ(exe->bind({{"past", past}}), nullptr);
-  EXPECT_EQ(exe->bind({{"past", Tensor::zeros(Shape{kRows, kInner + 1}, DType::kFloat32,
-                                              Device::cuda())}}),
+  EXPECT_EQ(exe->bind({{"past",
+                        Tensor::zeros(Shape{kRows, kInner + 1}, DType::kFloat32, Device::cuda())}}),
             nullptr);
 }
 

@@ -849,9 +849,9 @@ TEST(CudaKernels, WithoutAKernelTheHostRunsIt) {
   EXPECT_NE(exe->summary().find("(on the host: cuda: "), std::string::npos) << exe->summary();
   const Tensor in = random_tensor(Shape{4, 6}, 71);
   const std::vector<Tensor> got = exe->execute({in});
-  const std::vector<Tensor> want = run_on({"cpu"}, "Einsum",
-                                          {in, constant(random_tensor(Shape{5, 6}, 72))},
-                                          {{"equation", "ij,kj->ik"}});
+  const std::vector<Tensor> want =
+      run_on({"cpu"}, "Einsum", {in, constant(random_tensor(Shape{5, 6}, 72))},
+             {{"equation", "ij,kj->ik"}});
   expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-5, 1e-4);
 }
 

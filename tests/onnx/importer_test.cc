@@ -519,8 +519,8 @@ TEST_F(OnnxImport, MicrosoftDomainMatMulNBitsOnly) {
     n->set_name("q");
     for (const char* in : {"x", "B", "S"}) n->add_input(in);
     n->add_output("y");
-    for (auto [name, v] : {std::pair<const char*, int64_t>{"K", 32}, {"N", 4}, {"bits", 4},
-                           {"block_size", 32}}) {
+    for (auto [name, v] :
+         {std::pair<const char*, int64_t>{"K", 32}, {"N", 4}, {"bits", 4}, {"block_size", 32}}) {
       auto* a = n->add_attribute();
       a->set_name(name);
       a->set_type(onnx::AttributeProto::INT);
@@ -540,10 +540,9 @@ TEST_F(OnnxImport, MicrosoftDomainMatMulNBitsOnly) {
       want[i * 4 + j] = s;
     }
   test::expect_close(y, Shape{2, 4}, want);
-  for (auto [op, domain, needle] :
-       {std::tuple<const char*, const char*, const char*>{"FusedMatMul", "com.microsoft",
-                                                          "only MatMulNBits"},
-        {"MatMulNBits", "", "domain 'com.microsoft'"}}) {
+  for (auto [op, domain, needle] : {std::tuple<const char*, const char*, const char*>{
+                                        "FusedMatMul", "com.microsoft", "only MatMulNBits"},
+                                    {"MatMulNBits", "", "domain 'com.microsoft'"}}) {
     try {
       load_onnx_bytes(nbits_model(op, domain).SerializeAsString());
       FAIL() << op << " of domain '" << domain << "' loaded";

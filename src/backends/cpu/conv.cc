@@ -190,7 +190,7 @@ class ConvKernel final : public Kernel {
     if (one_pixel) {
       // B[i][o] = W[o][i]: rows 1 apart, columns `channels` apart.
       pointwise_ = PackedMatrix::shared(*w_value, w_value->data<float>(), channels, out_channels, 1,
-                                         channels);
+                                        channels);
       epilogue_.accumulate = residual_;
       use_one_pixel_ = true;
       return;

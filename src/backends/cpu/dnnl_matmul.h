@@ -64,14 +64,15 @@ class DnnlMatmul {
     scratch_md_ = pd.scratchpad_desc();
     prim_ = dnnl::matmul(pd);
     if (packed) {
-      packed_ = derived_tensor(*const_weights, "dnnl " + md_key(wei) + " to " + md_key(wei_md_), [&] {
-        Tensor out = Tensor::empty({static_cast<int64_t>(wei_md_.get_size())}, DType::kUInt8);
-        dnnl::memory from(wei, eng, const_weights->raw_data());
-        dnnl::memory to(wei_md_, eng, out.raw_data());
-        dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
-        dnnl_stream().wait();
-        return out;
-      });
+      packed_ =
+          derived_tensor(*const_weights, "dnnl " + md_key(wei) + " to " + md_key(wei_md_), [&] {
+            Tensor out = Tensor::empty({static_cast<int64_t>(wei_md_.get_size())}, DType::kUInt8);
+            dnnl::memory from(wei, eng, const_weights->raw_data());
+            dnnl::memory to(wei_md_, eng, out.raw_data());
+            dnnl::reorder(from, to).execute(dnnl_stream(), from, to);
+            dnnl_stream().wait();
+            return out;
+          });
     }
   }
 

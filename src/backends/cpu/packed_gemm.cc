@@ -530,9 +530,8 @@ PackedMatrix PackedMatrix::shared(const Tensor& source, const float* b, int64_t 
   out.k_ = k;
   out.n_ = n;
   out.panels_ = (n + kNr - 1) / kNr;
-  out.data_ = derived_tensor(source, how, [&] {
-    return PackedMatrix(b, k, n, row_stride, col_stride).data_;
-  });
+  out.data_ = derived_tensor(source, how,
+                             [&] { return PackedMatrix(b, k, n, row_stride, col_stride).data_; });
   return out;
 }
 

@@ -25,8 +25,8 @@
 #include <mutex>
 #include <optional>
 
-#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/conv_nd.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
