@@ -1,5 +1,6 @@
-// derived_tensor: a process-wide table of weak references, keyed by the source's buffer and
-// offset and the derivation's name, purged of dead entries as it grows.
+// derived_tensor: a process-wide table of weak references, keyed by the source (its buffer, offset,
+// dtype and shape: two views of one buffer are two sources) and the derivation's name, purged of
+// dead entries as it grows.
 #include "core/derived_tensors.h"
 
 #include <map>
@@ -45,7 +46,8 @@ Tensor alive(const Entry& e, const std::shared_ptr<Buffer>& source) {
 Tensor derived_tensor(const Tensor& source, const std::string& how,
                       const std::function<Tensor()>& make) {
   if (!source.defined()) return make();
-  Key key{source.buffer().get(), source.offset(), how};
+  Key key{source.buffer().get(), source.offset(),
+          std::string(dtype_name(source.dtype())) + source.shape().to_string() + " " + how};
   Table& t = table();
   {
     std::lock_guard<std::mutex> lock(t.mutex);

@@ -13,10 +13,11 @@ namespace lumen {
 
 // The tensor `make()` derives from `source` in the way `how` names (the derivation and every
 // parameter that changes its result, e.g. "packed_gemm 768x3072 rows 3072"): a derivation made
-// earlier from the same source tensor (the same live buffer and offset) is returned instead of
-// calling make() again. Weights are never written after they are built, so a live source buffer
-// holds the same values it held when the derivation was made. An entry lives while both the
-// source's buffer and some holder of the derived tensor do. Thread-safe; make() runs unlocked.
+// earlier from the same source tensor (the same live buffer, offset, dtype and shape) is returned
+// instead of calling make() again. Weights are never written after they are built, so a live
+// source buffer holds the same values it held when the derivation was made. An entry lives while
+// both the source's buffer and some holder of the derived tensor do. Thread-safe; make() runs
+// unlocked.
 Tensor derived_tensor(const Tensor& source, const std::string& how,
                       const std::function<Tensor()>& make);
 

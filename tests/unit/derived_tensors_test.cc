@@ -31,10 +31,15 @@ TEST(DerivedTensors, SameSourceAndNameShareOneDerivation) {
   EXPECT_EQ(calls, 3);
   EXPECT_NE(c.raw_data(), a.raw_data());
   EXPECT_NE(d.raw_data(), a.raw_data());
-  // A view at another offset of the same buffer is another source.
+  // A view at another offset of the same buffer is another source, and so is a view of another
+  // shape at the same offset (a device copy must keep its source's shape).
   Tensor row = w.narrow(1, 2);
   derived_tensor(row, "double", [&] { return doubled(row, &calls); });
   EXPECT_EQ(calls, 4);
+  Tensor flat = w.reshape(Shape{35});
+  Tensor e = derived_tensor(flat, "double", [&] { return doubled(flat, &calls); });
+  EXPECT_EQ(calls, 5);
+  EXPECT_EQ(e.shape(), Shape{35});
 }
 
 TEST(DerivedTensors, ADerivationNobodyHoldsIsMadeAgain) {
