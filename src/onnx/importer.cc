@@ -780,29 +780,6 @@ Graph load_onnx(const std::string& path, const OnnxLoadOptions& options, OnnxMod
 
 namespace onnx_import {
 
-Tensor WeightCache::get(const std::string& name, const std::function<Tensor()>& load) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = tensors_.find(name);
-    if (it != tensors_.end()) return it->second;
-  }
-  Tensor t = load();
-  std::lock_guard<std::mutex> lock(mutex_);
-  return tensors_.emplace(name, std::move(t)).first->second;
-}
-
-size_t WeightCache::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return tensors_.size();
-}
-
-size_t WeightCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  size_t n = 0;
-  for (const auto& [name, t] : tensors_) n += t.nbytes();
-  return n;
-}
-
 Graph load_onnx_cached(const std::string& path, const OnnxLoadOptions& options, WeightCache& cache,
                        OnnxModelInfo* info, std::string* kept) {
   std::string dir = std::filesystem::path(path).parent_path().string();

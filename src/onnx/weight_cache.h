@@ -16,9 +16,6 @@ class WeightCache {
  public:
   // The initializer `name`: the tensor read earlier, or load() (kept for the next graph).
   Tensor get(const std::string& name, const std::function<Tensor()>& load);
-  // Initializers held, and their bytes.
-  size_t size() const;
-  size_t bytes() const;
 
  private:
   mutable std::mutex mutex_;

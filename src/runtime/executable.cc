@@ -293,20 +293,12 @@ std::unique_ptr<BoundReplay> Executable::bind(const std::map<std::string, Tensor
   }
   std::lock_guard<std::mutex> lock(impl.record_mutex);
   if (!impl.recorded) return nullptr;
-  // Every bound tensor must be where the replay reads that input (its copy step's device).
-  for (const Step& step : impl.steps) {
-    if (!step.input_copy) continue;
-    for (size_t i = 0; i < impl.input_slots.size(); ++i)
-      if (impl.input_slots[i] == step.inputs[0] && by_input[i].defined() &&
-          by_input[i].device() != step.backend->device())
-        return nullptr;
-  }
-  for (size_t i = 0; i < by_input.size(); ++i) {
-    bool read_by_copy = false;
-    for (const Step& step : impl.steps)
-      read_by_copy = read_by_copy || (step.input_copy && step.inputs[0] == impl.input_slots[i]);
-    if (by_input[i].defined() && !read_by_copy) return nullptr;
-  }
+  // Every bound tensor must be on the device where the replay reads that input from a tensor of
+  // its own (the recording's input tensors).
+  const std::vector<Tensor>& reads = impl.recorded->input_tensors;
+  for (size_t i = 0; i < by_input.size(); ++i)
+    if (by_input[i].defined() && (!reads[i].defined() || reads[i].device() != by_input[i].device()))
+      return nullptr;
   auto state = std::make_unique<BoundReplay::State>();
   state->impl = impl_;
   state->rec = record_run(impl, &by_input, &state->arena);
