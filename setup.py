@@ -32,15 +32,16 @@ class CMakeBuild(build_ext):
         if shutil.which("ccache"):
             configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         subprocess.run(configure, check=True)
-        subprocess.run(["cmake", "--build", build_dir, "--target", "_lumen", "-j",
-                        str(os.cpu_count() or 1)], check=True)
+        # Everything the build makes: the extension, liblumen and the CUDA plugin where nvcc is.
+        subprocess.run(["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 1)], check=True)
         target = os.path.abspath(self.get_ext_fullpath(ext.name))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         built = os.path.join(build_dir, "python", "lumen", os.path.basename(target))
         shutil.copyfile(built, target)
-        # liblumen under its SONAME, next to the extension ($ORIGIN is first in its rpath).
+        # liblumen and its backend plugins (liblumen_cuda) under their SONAMEs, next to the extension
+        # ($ORIGIN is first in its rpath; liblumen loads the plugins from its own folder).
         for name in os.listdir(build_dir):
-            if name.startswith("liblumen.so.") and name.count(".") == 2:
+            if name.startswith("liblumen") and name.endswith(".so.0") and name.count(".") == 2:
                 shutil.copyfile(os.path.realpath(os.path.join(build_dir, name)),
                                 os.path.join(os.path.dirname(target), name))
 

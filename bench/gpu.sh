@@ -24,11 +24,15 @@ if [ "$mode" = pack ]; then
   # the CUDA kernels (where CUDA takes the node) against their double-precision references.
   mkdir -p "$bundle"/tests/bin
   for t in "$build"/tests/*_test; do
-    case $(basename "$t") in cuda_backend_test|soak_test|concurrency_test) continue ;; esac
+    # plugin_test loads test plugins by their paths in the build tree (a CPU test; CI runs it).
+    case $(basename "$t") in cuda_backend_test|soak_test|concurrency_test|plugin_test) continue ;; esac
     cp "$t" "$bundle"/tests/bin/ && strip "$bundle"/tests/bin/"$(basename "$t")"
   done
   tar cJf "$bundle"/tests.tar.xz -C "$bundle"/tests bin && rm -r "$bundle"/tests/bin
   cp -L "$build"/liblumen.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen.so.0
+  # The CUDA backend's plugin, which liblumen loads from its own folder (gpu_env.sh keeps them
+  # together).
+  cp -L "$build"/liblumen_cuda.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen_cuda.so.0
   # The Debian libraries the GPU machine lacks, each under its soname (oneDNN compressed).
   for lib in libdnnl.so.2 libprotobuf.so.32 libonnx_proto.so.1 libOpenCL.so.1 libgomp.so.1; do
     path=$(ldd "$build"/lumen | awk -v l="$lib" '$1 == l {print $3}')

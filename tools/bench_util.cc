@@ -95,6 +95,7 @@ const char* precision_name(Precision precision) {
 }
 
 std::vector<std::string> parse_backends(const std::string& list, const Runtime& runtime) {
+  if (list == "cpu") return {"cpu"};  // listing the backends would load the GPU plugins
   std::vector<std::string> have = runtime.backends();
   if (list.empty()) return have;
   std::vector<std::string> out;

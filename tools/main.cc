@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
       std::string backends;
       for (const std::string& b : rt.backends()) backends += (backends.empty() ? "" : ", ") + b;
       std::printf("lumen %s (backends: %s)\n", lumen::version(), backends.c_str());
+      for (const std::string& line : lumen::backend_plugins())
+        std::printf("plugin %s\n", line.c_str());
       return 0;
     }
     if (args[0] == "generate") return lumen::cli::generate({args.begin() + 1, args.end()});

@@ -11,6 +11,8 @@
 #include "lumen/memory_limit.h"
 #include "lumen/npy.h"
 #include "lumen/onnx.h"
+#include "lumen/plugin.h"
+#include "lumen/precision.h"
 #include "lumen/router.h"
 #include "lumen/runtime.h"
 #include "lumen/shape.h"

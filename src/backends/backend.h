@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "backends/kernel.h"
+#include "backends/stream.h"
 #include "lumen/allocator.h"
 #include "lumen/graph.h"
-#include "lumen/runtime.h"
-#include "runtime/stream.h"
+#include "lumen/precision.h"
 
 namespace lumen {
 
@@ -43,9 +43,11 @@ class Backend {
   virtual Tensor move(const Tensor& src, Device to, Event* /*ready*/) { return src.to(to); }
 };
 
-// Backends compiled in and usable on this machine, best first.
+// Backends usable on this machine, best first: the CPU's, then those of the plugins next to
+// liblumen (loaded by the first call, core/plugins.h) whose probe finds their device.
 std::vector<Backend*> available_backends();
-// A backend by name ("cpu"), or nullptr when it is not available.
+// A backend by name ("cpu"), or nullptr when it is not available. Only a name other than "cpu"
+// loads the plugins.
 Backend* find_backend(const std::string& name);
 
 }  // namespace lumen

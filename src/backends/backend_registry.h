@@ -5,7 +5,7 @@ namespace lumen {
 
 class Backend;
 
-// Adds a backend compiled into this build (from its static initialiser). `probe` runs when the
+// Adds a backend (from a plugin's entry point, core/plugins.h). `probe` runs when the
 // backends are listed and returns nullptr where the backend cannot run on this machine (no GPU,
 // no driver).
 bool register_backend(Backend* (*probe)());

@@ -4,8 +4,8 @@
 #include <span>
 #include <string>
 
+#include "backends/stream.h"
 #include "lumen/tensor.h"
-#include "runtime/stream.h"
 
 namespace lumen {
 

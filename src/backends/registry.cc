@@ -1,7 +1,10 @@
 // The list of backends, and the build-time evaluator the graph uses to fold shape arithmetic.
+#include <mutex>
+
 #include "backends/backend.h"
 #include "backends/backend_registry.h"
 #include "backends/cpu/cpu_backend.h"
+#include "core/plugins.h"
 #include "graph/schema.h"
 
 namespace lumen {
@@ -34,21 +37,34 @@ std::vector<Backend* (*)()>& probes() {
   return list;
 }
 
+std::mutex& probes_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 }  // namespace
 
 bool register_backend(Backend* (*probe)()) {
+  std::lock_guard<std::mutex> lock(probes_mutex());
   probes().push_back(probe);
   return true;
 }
 
 std::vector<Backend*> available_backends() {
+  load_default_plugins();
+  std::vector<Backend* (*)()> list;
+  {
+    std::lock_guard<std::mutex> lock(probes_mutex());
+    list = probes();
+  }
   std::vector<Backend*> out = {&cpu::cpu_backend()};
-  for (auto probe : probes())
+  for (auto probe : list)
     if (Backend* b = probe()) out.push_back(b);
   return out;
 }
 
 Backend* find_backend(const std::string& name) {
+  if (name == "cpu") return &cpu::cpu_backend();  // never loads a plugin
   for (Backend* b : available_backends())
     if (b->name() == name) return b;
   return nullptr;

@@ -2,7 +2,9 @@
 
 #include <array>
 
+#include "core/plugins.h"
 #include "lumen/error.h"
+#include "lumen/plugin.h"
 
 namespace lumen {
 namespace {
@@ -21,8 +23,13 @@ bool register_device_ops(DeviceType type, DeviceOps ops) {
 
 const DeviceOps& device_ops(Device device) {
   const DeviceOps& ops = table()[static_cast<size_t>(device.type)];
-  if (ops.allocator == nullptr)
-    throw DeviceError("no backend for device " + device.to_string() + " in this build");
+  if (ops.allocator == nullptr && device.type != DeviceType::kCPU) load_default_plugins();
+  if (ops.allocator == nullptr) {
+    std::string plugins;
+    for (const std::string& line : backend_plugins()) plugins += "; " + line;
+    throw DeviceError("no backend for device " + device.to_string() +
+                      " (its plugin is not next to liblumen or did not load" + plugins + ")");
+  }
   return ops;
 }
 

@@ -86,11 +86,10 @@ void copy_rows(Device device, const std::vector<RowCopy>& copies) {
 // Where the cache lives: on the GPU when the compile options use CUDA and it is present (the
 // decoder's attention runs there, so present outputs come from there), else on the host.
 Device cache_device_for(const CompileOptions& compile) {
-  Backend* cuda = find_backend("cuda");
-  if (cuda == nullptr) return Device::cpu();
   const auto& b = compile.backends;
   bool uses = b.empty() || compile.is_auto() || std::find(b.begin(), b.end(), "cuda") != b.end();
-  return uses ? cuda->device() : Device::cpu();
+  Backend* cuda = uses ? find_backend("cuda") : nullptr;  // a CPU run loads no GPU plugin
+  return cuda != nullptr ? cuda->device() : Device::cpu();
 }
 
 void check_options(const GenerateOptions& o) {

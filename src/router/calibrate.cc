@@ -16,8 +16,8 @@
 #include <random>
 #include <set>
 
+#include "backends/recording.h"
 #include "graph/op_kind.h"
-#include "runtime/recording.h"
 
 namespace lumen::router {
 namespace {

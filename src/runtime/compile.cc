@@ -74,6 +74,7 @@ std::vector<int> with_added_nodes(const Graph& graph, const std::vector<int>& or
 }
 
 Backend* backend_of(Device device) {
+  if (device.type == DeviceType::kCPU) return find_backend("cpu");
   for (Backend* b : available_backends())
     if (b->device() == device) return b;
   throw DeviceError("compile: no backend for " + device.to_string());

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/recording.h"
 #include "lumen/runtime.h"
 #include "memory/liveness.h"
-#include "runtime/recording.h"
 
 namespace lumen {
 

@@ -24,6 +24,7 @@ std::vector<std::string> Runtime::backends() const {
 }
 
 MemoryStats Runtime::memory_stats(Device device) const {
+  if (device.type == DeviceType::kCPU) return find_backend("cpu")->allocator().stats();
   for (Backend* b : available_backends())
     if (b->device() == device) return b->allocator().stats();
   throw InvalidArgument("memory_stats: no backend for " + device.to_string());

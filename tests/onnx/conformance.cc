@@ -11,16 +11,21 @@
 // `like`, whose values are never read) has that declaration dropped; such a pass says so.
 //
 //   lumen_conformance CASES_DIR [--report FILE.md] [--title TEXT] [--min-pass N] [--filter TEXT]
-//                     [--backends cuda,cpu | --device cuda] [--list FILE]
+//                     [--backends cuda,cpu | --device cuda] [--list FILE] [--jobs N | --workers N]
 //
 // --backends (or --device) compiles for those backends in order (default: every available one,
 // CUDA first where there is a GPU; a list without cpu gets the host as the fallback, as `lumen run
 // --device cuda` does); --list writes one "case<TAB>status<TAB>reason" line per case, for
 // comparing two runs (with --backends, a pass's reason counts the steps on the first backend and
 // names why a step stayed on the host); the last line gives the share of steps on that backend.
+// --jobs runs that many cases at once (default 1), each still in its own process. --workers
+// starts that many long-lived processes that run the cases in turn, so a GPU's start-up (a second
+// or more per process) is paid once per worker; a crash or timeout costs its case, and the
+// worker is replaced.
 //
 // Exits 1 when fewer than N cases pass (the ratchet in tests/onnx/min_pass.txt).
 #include <onnx/onnx_pb.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,11 +34,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -291,7 +298,8 @@ std::string run_case(const fs::path& dir) {
   }
 }
 
-CaseResult run_isolated(const fs::path& dir) {
+// A case's name, ops and opset, read by the parent (its outcome comes from a child).
+CaseResult case_info(const fs::path& dir) {
   CaseResult r;
   r.name = dir.filename().string();
   onnx::ModelProto model;
@@ -301,51 +309,218 @@ CaseResult run_isolated(const fs::path& dir) {
     for (const auto& o : model.opset_import())
       if (o.domain().empty() || o.domain() == "ai.onnx") r.opset = o.version();
   }
+  return r;
+}
+
+// run_case's line for `dir`, on one line.
+std::string case_line(const fs::path& dir) {
+  std::string out = run_case(dir);
+  for (char& ch : out)
+    if (ch == '\n') ch = ' ';
+  return out;
+}
+
+// Fills r from a child's line ("status<TAB>reason"), naming files relative to the case.
+void read_line(CaseResult& r, const fs::path& dir, const std::string& out) {
+  auto tab = out.find('\t');
+  r.status = out.substr(0, tab);
+  r.reason = tab == std::string::npos ? "" : out.substr(tab + 1);
+  const std::string prefix = dir.string() + "/";
+  for (size_t at; (at = r.reason.find(prefix)) != std::string::npos;)
+    r.reason.erase(at, prefix.size());
+  if (r.status.empty()) {
+    r.status = "crash";
+    r.reason = "no result";
+  }
+}
+
+// Fills r for a child killed by `status`'s signal: a timeout (our alarm) or a crash.
+void read_death(CaseResult& r, int status) {
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.status = sig == SIGALRM ? "timeout" : "crash";
+  r.reason = sig == SIGALRM ? "over " + std::to_string(kTimeoutSeconds) + " s"
+             : sig != 0     ? std::string("signal ") + strsignal(sig)
+                            : "exited without a result";
+}
+
+// A case running in a child process of its own, and the pipe its outcome comes through.
+struct RunningCase {
+  CaseResult result;
+  fs::path dir;
+  pid_t pid = -1;
+  int fd = -1;
+};
+
+RunningCase start_case(const fs::path& dir) {
+  RunningCase c;
+  c.dir = dir;
+  c.result = case_info(dir);
   int fds[2];
   if (pipe(fds) != 0) {
-    r.status = "fail";
-    r.reason = "pipe failed";
-    return r;
+    c.result.status = "fail";
+    c.result.reason = "pipe failed";
+    return c;
   }
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
     alarm(kTimeoutSeconds);
-    std::string out = run_case(dir);
-    for (char& c : out)
-      if (c == '\n') c = ' ';
+    const std::string out = case_line(dir);
     ssize_t written = write(fds[1], out.data(), out.size());
     (void)written;
     close(fds[1]);
     _exit(0);
   }
   close(fds[1]);
+  c.pid = pid;
+  c.fd = fds[0];
+  return c;
+}
+
+CaseResult finish_case(RunningCase c) {
+  CaseResult r = std::move(c.result);
+  if (c.pid < 0) return r;
   std::string out;
   char buf[4096];
   ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
+  while ((n = read(c.fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(c.fd);
   int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    r.status = sig == SIGALRM ? "timeout" : "crash";
-    r.reason = sig == SIGALRM ? "over " + std::to_string(kTimeoutSeconds) + " s"
-                              : std::string("signal ") + strsignal(sig);
-    return r;
-  }
-  auto tab = out.find('\t');
-  r.status = out.substr(0, tab);
-  r.reason = tab == std::string::npos ? "" : out.substr(tab + 1);
-  // Name files relative to the case, not by this machine's paths.
-  for (size_t at; (at = r.reason.find(dir.string() + "/")) != std::string::npos;)
-    r.reason.erase(at, dir.string().size() + 1);
-  if (r.status.empty()) {
-    r.status = "crash";
-    r.reason = "no result";
-  }
+  waitpid(c.pid, &status, 0);
+  if (WIFSIGNALED(status))
+    read_death(r, status);
+  else
+    read_line(r, c.dir, out);
   return r;
+}
+
+// Up to `jobs` cases at once, each in a process of its own, finished in order (a child's line is
+// short, well within a pipe's buffer, so a child never waits for the parent to read).
+std::vector<CaseResult> run_forked(const std::vector<fs::path>& cases, int jobs) {
+  std::vector<CaseResult> results;
+  std::deque<RunningCase> running;
+  size_t next = 0;
+  while (next < cases.size() || !running.empty()) {
+    while (next < cases.size() && running.size() < static_cast<size_t>(jobs))
+      running.push_back(start_case(cases[next++]));
+    results.push_back(finish_case(std::move(running.front())));
+    running.pop_front();
+  }
+  return results;
+}
+
+bool read_all(int fd, void* data, size_t bytes) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = read(fd, p, bytes);
+    if (n <= 0) return false;
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A worker process: runs the cases whose indices it is sent, one after another, answering each
+// with its line (length first), until it is sent -1. Its process pays a device's start-up once for
+// many cases.
+struct Worker {
+  pid_t pid = -1;
+  int to = -1, from = -1;
+  int64_t busy = -1;  // the index of the case it runs, or -1
+};
+
+Worker spawn_worker(const std::vector<fs::path>& cases) {
+  int down[2], up[2];
+  if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed");
+  fflush(stdout);
+  Worker w;
+  w.pid = fork();
+  if (w.pid == 0) {
+    close(down[1]);
+    close(up[0]);
+    int64_t index = 0;
+    while (read_all(down[0], &index, sizeof index) && index >= 0) {
+      alarm(kTimeoutSeconds);
+      const std::string out = case_line(cases[static_cast<size_t>(index)]);
+      alarm(0);
+      const uint32_t size = static_cast<uint32_t>(out.size());
+      if (write(up[1], &size, sizeof size) != sizeof size ||
+          write(up[1], out.data(), out.size()) != static_cast<ssize_t>(out.size()))
+        _exit(1);
+    }
+    _exit(0);
+  }
+  close(down[0]);
+  close(up[1]);
+  w.to = down[1];
+  w.from = up[0];
+  return w;
+}
+
+// `workers` worker processes share the cases; a worker that dies (a crash, or the alarm of a case
+// over kTimeoutSeconds) costs only the case it was running and is replaced.
+std::vector<CaseResult> run_pooled(const std::vector<fs::path>& cases, int workers) {
+  std::vector<CaseResult> results(cases.size());
+  std::vector<Worker> pool;
+  for (int k = 0; k < workers && k < static_cast<int>(cases.size()); ++k)
+    pool.push_back(spawn_worker(cases));
+  size_t next = 0, done = 0;
+  auto dispatch = [&](Worker& w) {
+    if (next >= cases.size()) return;
+    w.busy = static_cast<int64_t>(next++);
+    results[static_cast<size_t>(w.busy)] = case_info(cases[static_cast<size_t>(w.busy)]);
+    if (write(w.to, &w.busy, sizeof w.busy) != sizeof w.busy) {
+      // The worker is gone; its death is read below.
+    }
+  };
+  for (Worker& w : pool) dispatch(w);
+  while (done < cases.size()) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> which;
+    for (size_t k = 0; k < pool.size(); ++k)
+      if (pool[k].busy >= 0) {
+        fds.push_back(pollfd{pool[k].from, POLLIN, 0});
+        which.push_back(k);
+      }
+    if (poll(fds.data(), fds.size(), -1) < 0) continue;
+    for (size_t f = 0; f < fds.size(); ++f) {
+      if (fds[f].revents == 0) continue;
+      Worker& w = pool[which[f]];
+      const size_t index = static_cast<size_t>(w.busy);
+      uint32_t size = 0;
+      std::string out;
+      bool ok = read_all(w.from, &size, sizeof size);
+      if (ok) {
+        out.resize(size);
+        ok = read_all(w.from, out.data(), size);
+      }
+      if (ok) {
+        read_line(results[index], cases[index], out);
+      } else {
+        close(w.to);
+        close(w.from);
+        int status = 0;
+        waitpid(w.pid, &status, 0);
+        read_death(results[index], status);
+        w = spawn_worker(cases);
+      }
+      w.busy = -1;
+      ++done;
+      dispatch(w);
+    }
+  }
+  for (Worker& w : pool) {
+    // -1 ends the worker (not EOF: workers started later hold copies of this pipe's write end).
+    const int64_t stop = -1;
+    if (write(w.to, &stop, sizeof stop) != sizeof stop) {
+      // Gone already: waitpid reaps it.
+    }
+    close(w.to);
+    close(w.from);
+    waitpid(w.pid, nullptr, 0);
+  }
+  return results;
 }
 
 std::string escape_md(std::string s) {
@@ -362,6 +537,30 @@ std::string escape_md(std::string s) {
 
 // Writes one suite's section of docs/onnx_coverage.md: totals, a table per opset and per op, and
 // the reason of every case that does not pass. `title` names the suite.
+// With --backends: the share of the passing cases' node steps on the first backend, from their
+// reasons ("steps on cuda: A of B").
+std::string placement(const std::vector<CaseResult>& results) {
+  const std::string key = "steps on " + compile_backends[0] + ": ";
+  long on_first = 0, steps = 0;
+  int with_host = 0;
+  for (const CaseResult& r : results) {
+    const size_t at = r.reason.find(key);
+    if (r.status != "pass" || at == std::string::npos) continue;
+    long a = 0, b = 0;
+    if (std::sscanf(r.reason.c_str() + at + key.size(), "%ld of %ld", &a, &b) != 2) continue;
+    on_first += a;
+    steps += b;
+    with_host += a < b;
+  }
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "%ld of %ld node steps of the passing cases on %s (%.1f%%); %d passing cases with "
+                "a step elsewhere",
+                on_first, steps, compile_backends[0].c_str(),
+                steps ? 100.0 * on_first / steps : 0.0, with_host);
+  return text;
+}
+
 void write_report(const std::string& path, const std::string& title,
                   const std::vector<CaseResult>& results) {
   std::map<std::string, int> counts;
@@ -379,16 +578,24 @@ void write_report(const std::string& path, const std::string& title,
   }
   std::ofstream os(path);
   int total = static_cast<int>(results.size());
+  std::string where = "on the CPU backend by `tests/onnx/conformance.sh`";
+  if (!compile_backends.empty()) {
+    std::string list;
+    for (const std::string& b : compile_backends) list += (list.empty() ? "" : ",") + b;
+    where = "by `lumen_conformance --device " + list + "` (the host runs what the device does not)";
+  }
   os << "## " << title << "\n\n"
-     << "Run on the CPU backend by `tests/onnx/conformance.sh` with every graph input fed at run "
-        "time through `OnnxSession` (rtol 1e-3, atol 1e-7; bfloat16 outputs within one bfloat16 "
-        "ulp, as ONNX before 1.14 truncated its expected bfloat16 values).\n\n"
+     << "Run " << where
+     << " with every graph input fed at run time through `OnnxSession` (rtol 1e-3, atol 1e-7; "
+        "bfloat16 outputs within one bfloat16 ulp, as ONNX before 1.14 truncated its expected "
+        "bfloat16 values).\n\n"
      << "| result | cases |\n| --- | ---: |\n";
   for (const char* s : {"pass", "fail", "unsupported", "crash", "timeout"})
     os << "| " << s << " | " << counts[s] << " |\n";
   char rate[32];
   std::snprintf(rate, sizeof(rate), "%.1f%%", total ? 100.0 * counts["pass"] / total : 0.0);
   os << "| **pass rate** | **" << rate << "** of " << total << " |\n\n";
+  if (!compile_backends.empty()) os << "Placement: " << placement(results) << ".\n\n";
   int by_value = 0;
   std::string redeclared;
   for (const auto& r : results) {
@@ -427,12 +634,13 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: lumen_conformance CASES_DIR [--report FILE] [--title TEXT] [--min-pass N] "
-                 "[--filter TEXT] [--backends cuda,cpu | --device cuda] [--list FILE]\n");
+                 "[--filter TEXT] [--backends cuda,cpu | --device cuda] [--list FILE] [--jobs N | "
+                 "--workers N]\n");
     return 2;
   }
   fs::path root = argv[1];
   std::string report, filter, list, title = "ONNX node test cases";
-  int min_pass = 0;
+  int min_pass = 0, jobs = 1, workers = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--report")
@@ -445,6 +653,10 @@ int main(int argc, char** argv) {
       title = argv[i + 1];
     else if (flag == "--list")
       list = argv[i + 1];
+    else if (flag == "--jobs")
+      jobs = std::max(1, std::stoi(argv[i + 1]));
+    else if (flag == "--workers")
+      workers = std::max(1, std::stoi(argv[i + 1]));
     else if (flag == "--backends" || flag == "--device") {
       std::stringstream names(argv[i + 1]);
       for (std::string b; std::getline(names, b, ',');) compile_backends.push_back(b);
@@ -456,37 +668,18 @@ int main(int argc, char** argv) {
     if (e.is_directory() && e.path().filename().string().find(filter) != std::string::npos)
       cases.push_back(e.path());
   std::sort(cases.begin(), cases.end());
-  std::vector<CaseResult> results;
+  std::vector<CaseResult> results =
+      workers > 0 ? run_pooled(cases, workers) : run_forked(cases, jobs);
   int pass = 0;
-  for (const auto& c : cases) {
-    results.push_back(run_isolated(c));
-    if (results.back().status == "pass")
+  for (const CaseResult& r : results) {
+    if (r.status == "pass")
       ++pass;
     else if (!filter.empty())
-      std::printf("%s: %s %s\n", results.back().name.c_str(), results.back().status.c_str(),
-                  results.back().reason.c_str());
+      std::printf("%s: %s %s\n", r.name.c_str(), r.status.c_str(), r.reason.c_str());
   }
   std::printf("conformance: %d of %zu cases pass (%.1f%%); ratchet %d\n", pass, cases.size(),
               cases.empty() ? 0.0 : 100.0 * pass / cases.size(), min_pass);
-  if (!compile_backends.empty()) {
-    // The share of the passing cases' node steps on the first backend ("steps on cuda: A of B").
-    const std::string key = "steps on " + compile_backends[0] + ": ";
-    long on_first = 0, steps = 0;
-    int with_host = 0;
-    for (const CaseResult& r : results) {
-      const size_t at = r.reason.find(key);
-      if (r.status != "pass" || at == std::string::npos) continue;
-      long a = 0, b = 0;
-      if (std::sscanf(r.reason.c_str() + at + key.size(), "%ld of %ld", &a, &b) != 2) continue;
-      on_first += a;
-      steps += b;
-      with_host += a < b;
-    }
-    std::printf("placement: %ld of %ld node steps of the passing cases on %s (%.1f%%); %d passing "
-                "cases with a step elsewhere\n",
-                on_first, steps, compile_backends[0].c_str(),
-                steps ? 100.0 * on_first / steps : 0.0, with_host);
-  }
+  if (!compile_backends.empty()) std::printf("placement: %s\n", placement(results).c_str());
   if (!report.empty()) write_report(report, title, results);
   if (!list.empty()) {
     std::ofstream out(list);

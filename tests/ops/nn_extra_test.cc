@@ -251,6 +251,10 @@ TEST(Einsum, MatchesReference) {
       {"ij,jk->ik", {{3, 0}, {0, 5}}, {"ij", "jk"}, "ik"},
       {"ij,jk->ik", {{0, 4}, {4, 5}}, {"ij", "jk"}, "ik"},
       {"ij,ij->ij", {{3, 4}, {3, 4}}, {"ij", "ij"}, "ij"},
+      // Long summed spaces (a warp per output element on CUDA), one with a diagonal and a trace.
+      {"ik,kj->ij", {{3, 300}, {300, 5}}, {"ik", "kj"}, "ij"},
+      {"iaj,jb->ab", {{20, 3, 20}, {20, 2}}, {"iaj", "jb"}, "ab"},
+      {"kk,ik->i", {{200, 200}, {2, 200}}, {"kk", "ik"}, "i"},
   };
   uint64_t seed = 100;
   for (const EinsumCase& c : cases) {

@@ -209,6 +209,19 @@ TEST_P(ReduceTest, ReduceOverEmptyDim) {
   expect_close(out[0], {1, 3}, {want, want, want});
 }
 
+// A row of -inf (an attention row masked whole) has the maximum -inf, not the lowest finite
+// float, and the minimum of a row of +inf is +inf: the reduced axis is the trailing one.
+TEST(ReduceInfinities, RowsOfInfinity) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::from_vector<float>({2, 3}, {-inf, -inf, -inf, 1.f, -inf, 2.f});
+  auto out = run_op("ReduceMax", {x}, {{"axes", {1}}, {"keepdims", 0}});
+  ASSERT_EQ(out[0].shape(), (Shape{2}));
+  EXPECT_EQ(to_doubles(out[0]), (std::vector<double>{-INFINITY, 2.0}));
+  Tensor y = Tensor::from_vector<float>({2, 3}, {inf, inf, inf, 1.f, inf, 2.f});
+  out = run_op("ReduceMin", {y}, {{"axes", {1}}, {"keepdims", 0}});
+  EXPECT_EQ(to_doubles(out[0]), (std::vector<double>{INFINITY, 1.0}));
+}
+
 TEST_P(ReduceTest, BadInputs) {
   std::string op = GetParam();
   Tensor x = random_tensor({2, 3}, 600);

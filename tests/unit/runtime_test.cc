@@ -4,12 +4,12 @@
 #include <thread>
 
 #include "backends/backend.h"
+#include "backends/stream.h"
 #include "core/half.h"
 #include "graph/op_kind.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 #include "runtime/half_storage.h"
-#include "runtime/stream.h"
 
 namespace lumen {
 namespace {

@@ -198,10 +198,12 @@ void copy_rows(const RowCopy* copies, size_t count, Device device) {
   check(cudaStreamSynchronize(stream), "copy rows on " + device.to_string());
 }
 
-const bool kDeviceOpsRegistered = register_device_ops(
-    DeviceType::kCUDA, DeviceOps{&device_allocator, &copy_bytes, &zero_bytes, &copy_rows});
-
 }  // namespace
+
+void register_cuda_device_ops() {
+  register_device_ops(DeviceType::kCUDA,
+                      DeviceOps{&device_allocator, &copy_bytes, &zero_bytes, &copy_rows});
+}
 
 Allocator& device_allocator() {
   static auto* pool = new CachingDevicePool();  // never destroyed: see allocator.h

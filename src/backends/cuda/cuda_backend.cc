@@ -56,8 +56,6 @@ Backend* probe_cuda() {
   return cuda_backend();
 }
 
-const bool kBackendRegistered = register_backend(&probe_cuda);
-
 }  // namespace
 
 CudaStream::CudaStream(int device, IndexErrors* index_errors)
@@ -310,3 +308,16 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
 }
 
 }  // namespace lumen::cuda
+
+// The plugin's entry point (core/plugins.h): registers the backend and the device's memory ops
+// once, when this build's version is the loading core's.
+extern "C" __attribute__((visibility("default"))) const char* lumen_plugin_register(
+    const char* core_version) {
+  static const std::string mismatch = std::string("built for Lumen ") + LUMEN_VERSION;
+  if (core_version == nullptr || std::string(core_version) != LUMEN_VERSION)
+    return mismatch.c_str();
+  static const bool registered = (lumen::register_backend(&lumen::cuda::probe_cuda),
+                                  lumen::cuda::register_cuda_device_ops(), true);
+  (void)registered;
+  return nullptr;
+}

@@ -15,8 +15,8 @@
 #include "backends/backend.h"
 #include "backends/cuda/index_errors.h"
 #include "backends/cuda/launch.h"
+#include "backends/recording.h"
 #include "graph/node_context.h"
-#include "runtime/recording.h"
 
 namespace lumen::cuda {
 
@@ -106,6 +106,9 @@ IndexCheck index_check(const NodeContext& ctx);
 
 // The caching pool of device memory (cuda_allocator.cc).
 Allocator& device_allocator();
+// Makes the pool and the device's copies core's DeviceOps for DeviceType::kCUDA (from the
+// plugin's entry point).
+void register_cuda_device_ops();
 
 // Builds a node's kernel; throws UnsupportedOp (ctx.fail_unsupported) for variants it cannot run.
 using KernelFactory = std::unique_ptr<Kernel> (*)(const NodeContext& ctx);

@@ -184,7 +184,7 @@ __global__ void row_reduce_kernel(const T* x, T* y, int64_t rows, int64_t n, boo
   __shared__ float part[kThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * n;
-    float acc = max ? -FLT_MAX : 0.f;
+    float acc = max ? -INFINITY : 0.f;  // a row of -inf has the maximum -inf
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
       acc = max ? max_nan(acc, to_float(row[j])) : acc + to_float(row[j]);
     part[threadIdx.x] = acc;

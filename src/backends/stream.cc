@@ -1,4 +1,4 @@
-#include "runtime/stream.h"
+#include "backends/stream.h"
 
 namespace lumen {
 namespace {

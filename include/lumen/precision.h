@@ -1,0 +1,19 @@
+// Precision: how exactly a compiled plan does float32 math (CompileOptions::precision), and what a
+// backend's kernels are built for (Backend::make_kernel).
+#pragma once
+
+namespace lumen {
+
+// How exactly float32 math is done where a backend offers a faster, rounder way.
+enum class Precision {
+  kFloat32,   // float32 throughout (the default; on CUDA, TF32 tensor cores are not used)
+  kTF32,      // CUDA matrix products and convolutions may round their inputs to TF32 (10-bit
+              // mantissa) on tensor cores, accumulating in float32; the CPU is unaffected
+  kFloat16,   // the float32 values of nodes placed on CUDA are stored as float16 (weights converted
+              // once at compile time, tensor cores for products and convolutions, float32
+              // accumulation and float32 math inside every kernel); casts at the edges keep the
+              // graph's inputs and outputs float32. Converts the Graph in place, as optimize() does
+  kBFloat16,  // as kFloat16, with bfloat16 (float32's range, 8-bit mantissa)
+};
+
+}  // namespace lumen
