@@ -81,8 +81,8 @@ def main():
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     args = ap.parse_args()
     import torch
-    version = lumen(args.lumen, "--version").strip()
-    has_cuda = "cuda" in version and torch.cuda.is_available()
+    version = lumen(args.lumen, "--version").strip().splitlines()[0]
+    has_cuda = "cuda" in version.split("backends:")[-1] and torch.cuda.is_available()
     devices = ["cpu"] + (["cuda"] if has_cuda else [])
     lum = {}
     tor = {}
