@@ -1,0 +1,98 @@
+// Smaller CUDA kernels: CumProd (a thread per column), LpNormalization (a thread per column, two
+// passes) and LRN (a thread per element, summing its channel window).
+#include "backends/cuda/any_types.cuh"
+#include "backends/cuda/extra_ops.h"
+
+namespace lumen::cuda {
+namespace {
+
+// Products of integers wrap as the type does; floats multiply in their math type.
+template <typename T>
+using prod_t = std::conditional_t<kIsFloat<T>, math_t<T>, T>;
+
+template <typename T>
+__global__ void cum_prod_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
+                                bool exclusive, bool reverse) {
+  using A = prod_t<T>;
+  ANY_GRID_LOOP(o, outer * inner) {
+    const int64_t base = (o / inner) * n * inner + o % inner;
+    A acc = A(1);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t j = reverse ? n - 1 - s : s;
+      const A v = static_cast<A>(load(x, base + j * inner));
+      if (!exclusive) acc = static_cast<A>(acc * v);
+      y[base + j * inner] = store_as<T>(acc);
+      if (exclusive) acc = static_cast<A>(acc * v);
+    }
+  }
+}
+
+template <typename T>
+__global__ void lp_norm_kernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int p) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  ANY_GRID_LOOP(o, outer * inner) {
+    const int64_t base = (o / inner) * n * inner + o % inner;
+    A norm = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const A v = static_cast<A>(load(x, base + j * inner));
+      norm += p == 1 ? (v < 0 ? -v : v) : v * v;
+    }
+    if (p != 1) norm = sqrt(norm);
+    for (int64_t j = 0; j < n; ++j) {
+      const A v = static_cast<A>(load(x, base + j * inner));
+      y[base + j * inner] = store_as<T>(norm == A(0) ? A(0) : v / norm);
+    }
+  }
+}
+
+__global__ void lrn_kernel(const float* x, float* y, int64_t batch, int64_t channels, int64_t plane,
+                           int64_t before, int64_t after, float scale, float beta, float bias) {
+  ANY_GRID_LOOP(i, batch * channels * plane) {
+    const int64_t p = i % plane, c = (i / plane) % channels, b = i / (plane * channels);
+    const int64_t lo = c - before > 0 ? c - before : 0;
+    const int64_t hi = c + after < channels - 1 ? c + after : channels - 1;
+    float sum = 0.f;
+    for (int64_t k = lo; k <= hi; ++k) {
+      const float v = x[(b * channels + k) * plane + p];
+      sum += v * v;
+    }
+    y[i] = x[i] / powf(bias + scale * sum, beta);
+  }
+}
+
+}  // namespace
+
+void launch_cum_prod(Elem t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                     bool exclusive, bool reverse, cudaStream_t stream) {
+  const int64_t count = outer * inner;
+  if (count == 0 || n == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>)
+      cum_prod_kernel<T><<<any_blocks(count), kAnyThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, exclusive, reverse);
+  });
+}
+
+void launch_lp_norm(Elem t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, int p,
+                    cudaStream_t stream) {
+  const int64_t count = outer * inner;
+  if (count == 0 || n == 0) return;
+  with_elem(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>)
+      lp_norm_kernel<T><<<any_blocks(count), kAnyThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, p);
+  });
+}
+
+void launch_lrn(const float* x, float* y, int64_t batch, int64_t channels, int64_t plane,
+                int64_t size, float alpha, float beta, float bias, cudaStream_t stream) {
+  const int64_t count = batch * channels * plane;
+  if (count == 0) return;
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  lrn_kernel<<<any_blocks(count), kAnyThreads, 0, stream>>>(
+      x, y, batch, channels, plane, before, after, alpha / static_cast<float>(size), beta, bias);
+}
+
+}  // namespace lumen::cuda
