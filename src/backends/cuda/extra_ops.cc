@@ -1,5 +1,6 @@
-// CUDA kernel classes of CumProd, LpNormalization, LRN and BitCast (a device-to-device copy of
-// the bytes, where neither side is a type whose storage is not its raw bits).
+// CUDA kernel classes of CumProd, LpNormalization, LRN, ReverseSequence and BitCast (a
+// device-to-device copy of the bytes, where neither side is a type whose storage is not its raw
+// bits).
 #include <memory>
 #include <string>
 
@@ -98,6 +99,31 @@ std::unique_ptr<Kernel> make_lrn(const NodeContext& ctx) {
   });
 }
 
+// ---- ReverseSequence: any type of 1 to 8 bytes; sequence_lens int64 on the device ----
+
+std::string check_reverse_sequence(const NodeContext& ctx) {
+  const DType t = ctx.input_dtype(0);
+  if (t != DType::kBool && !elem_of(t).has_value())
+    return std::string(dtype_name(t)) + " data stays on the host";
+  if (ctx.input_dtype(1) != DType::kInt64) return "sequence_lens must be int64";
+  if (ctx.input_shape(0).rank() < 2) return "rank below 2";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_reverse_sequence(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  int64_t inner = 1;
+  for (int d = 2; d < x.rank(); ++d) inner *= x[d];
+  const int64_t d0 = x[0], d1 = x[1];
+  const bool batch_first = ctx.attr_int("batch_axis", 1) == 0;
+  const int bytes = static_cast<int>(dtype_size(ctx.input_dtype(0)));
+  const IndexCheck check = index_check(ctx);
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_reverse_sequence(bytes, in(k, 0), out(k), static_cast<const int64_t*>(in(k, 1)), d0, d1,
+                            inner, batch_first, check, s);
+  });
+}
+
 // ---- BitCast ----
 
 bool raw_bits(DType t) {
@@ -126,6 +152,7 @@ std::unique_ptr<Kernel> make_bit_cast(const NodeContext& ctx) {
 LUMEN_REGISTER_CUDA_KERNEL(CumProd, &make_cum_prod, &check_cum_prod);
 LUMEN_REGISTER_CUDA_KERNEL(LpNormalization, &make_lp_norm, &check_lp_norm);
 LUMEN_REGISTER_CUDA_KERNEL(LRN, &make_lrn, &check_lrn);
+LUMEN_REGISTER_CUDA_KERNEL(ReverseSequence, &make_reverse_sequence, &check_reverse_sequence);
 LUMEN_REGISTER_CUDA_KERNEL(BitCast, &make_bit_cast, &check_bit_cast);
 
 }  // namespace lumen::cuda

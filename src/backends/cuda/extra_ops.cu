@@ -1,7 +1,9 @@
 // Smaller CUDA kernels: CumProd (a thread per column), LpNormalization (a thread per column, two
-// passes) and LRN (a thread per element, summing its channel window).
+// passes), LRN (a thread per element, summing its channel window) and ReverseSequence (a thread
+// per element).
 #include "backends/cuda/any_types.cuh"
 #include "backends/cuda/extra_ops.h"
+#include "backends/cuda/index_check.cuh"
 
 namespace lumen::cuda {
 namespace {
@@ -60,7 +62,47 @@ __global__ void lrn_kernel(const float* x, float* y, int64_t batch, int64_t chan
   }
 }
 
+template <typename T>
+__global__ void reverse_sequence_kernel(const T* x, T* y, const int64_t* lens, int64_t d0,
+                                        int64_t d1, int64_t inner, bool batch_first,
+                                        IndexCheck check) {
+  const int64_t time = batch_first ? d1 : d0;
+  ANY_GRID_LOOP(i, d0 * d1 * inner) {
+    const int64_t e = i % inner, row = i / inner;
+    const int64_t i0 = row / d1, i1 = row % d1;
+    const int64_t b = batch_first ? i0 : i1, t = batch_first ? i1 : i0;
+    int64_t len = lens[b];
+    if (len < 0 || len > time) {
+      if (t == 0 && e == 0) report_bad_index(check, len, 0, time + 1);
+      len = 0;
+    }
+    const int64_t src_t = t < len ? len - 1 - t : t;
+    const int64_t s0 = batch_first ? i0 : src_t, s1 = batch_first ? src_t : i1;
+    y[i] = x[(s0 * d1 + s1) * inner + e];
+  }
+}
+
 }  // namespace
+
+void launch_reverse_sequence(int elem_bytes, const void* x, void* y, const int64_t* lens,
+                             int64_t d0, int64_t d1, int64_t inner, bool batch_first,
+                             const IndexCheck& check, cudaStream_t stream) {
+  const int64_t count = d0 * d1 * inner;
+  if (count == 0) return;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    reverse_sequence_kernel<T><<<any_blocks(count), kAnyThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), lens, d0, d1, inner, batch_first, check);
+  };
+  if (elem_bytes == 1)
+    go(uint8_t{});
+  else if (elem_bytes == 2)
+    go(uint16_t{});
+  else if (elem_bytes == 4)
+    go(uint32_t{});
+  else
+    go(uint64_t{});
+}
 
 void launch_cum_prod(Elem t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                      bool exclusive, bool reverse, cudaStream_t stream) {

@@ -1,4 +1,5 @@
-// Launchers of smaller CUDA kernels (extra_ops.cu): CumProd, LpNormalization and LRN. Plain C++
+// Launchers of smaller CUDA kernels (extra_ops.cu): CumProd, LpNormalization, LRN and
+// ReverseSequence. Plain C++
 // types, so the kernel classes (extra_ops.cc) need no CUDA C++.
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/cuda/any_launch.h"
+#include "backends/cuda/index_check.h"
 
 namespace lumen::cuda {
 
@@ -24,5 +26,13 @@ void launch_lp_norm(Elem t, const void* x, void* y, int64_t outer, int64_t n, in
 // y = x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2 ...])^beta.
 void launch_lrn(const float* x, float* y, int64_t batch, int64_t channels, int64_t plane,
                 int64_t size, float alpha, float beta, float bias, cudaStream_t stream);
+
+// ReverseSequence of x seen as [d0, d1, inner] elements of `elem_bytes` (1, 2, 4 or 8): batch and
+// time are d0 and d1 (batch_first: d0 is the batch). Within batch b the first lens[b] time steps
+// are reversed, the rest copied; a length outside [0, time] is reported through `check` and that
+// entry copied unchanged.
+void launch_reverse_sequence(int elem_bytes, const void* x, void* y, const int64_t* lens,
+                             int64_t d0, int64_t d1, int64_t inner, bool batch_first,
+                             const IndexCheck& check, cudaStream_t stream);
 
 }  // namespace lumen::cuda
