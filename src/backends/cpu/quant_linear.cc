@@ -24,6 +24,7 @@
 #include "core/half.h"
 #include "core/narrow_types.h"
 #include "graph/onnx_dtype.h"
+#include "graph/schemas/quant_layout.h"
 
 namespace lumen::cpu {
 namespace {
@@ -31,37 +32,7 @@ namespace {
 constexpr int64_t kChunk = 4096;
 constexpr int64_t kParallelWork = 1 << 16;
 
-// x as [outer, axis_len, inner]; the parameter of element (o, d, i) is at
-// o * p_outer + (d / block) * p_axis + i * p_inner.
-struct ParamLayout {
-  int64_t outer = 1, axis_len = 1, inner = 1;
-  int64_t block = 1;
-  int64_t p_outer = 0, p_axis = 0, p_inner = 0;
-};
-
-ParamLayout param_layout(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const Shape& s = ctx.input_shape(1);
-  ParamLayout l;
-  if (s.numel() == 1 && s.rank() <= 1) {
-    l.inner = x.numel();
-    return l;
-  }
-  const int axis = normalize_axis(ctx.attr_int("axis", 1), x.rank());
-  for (int d = 0; d < axis; ++d) l.outer *= x[d];
-  l.axis_len = x[axis];
-  for (int d = axis + 1; d < x.rank(); ++d) l.inner *= x[d];
-  const int64_t block = ctx.attr_int("block_size", 0);
-  if (block > 0) {
-    l.block = block;
-    l.p_inner = 1;
-    l.p_axis = l.inner;
-    l.p_outer = s[axis] * l.inner;
-  } else {
-    l.p_axis = 1;
-  }
-  return l;
-}
+using ParamLayout = QuantParamLayout;
 
 // Runs body(begin, end, param_base, param_step) over every element: runs of at most kChunk
 // consecutive elements of one (o, d) row, where the parameter index of element k is
@@ -130,7 +101,7 @@ inline int32_t quantize_integer(double v, int32_t zero_point, int32_t lo, int32_
 class QuantizeLinearKernel final : public Kernel {
  public:
   explicit QuantizeLinearKernel(const NodeContext& ctx)
-      : layout_(param_layout(ctx)),
+      : layout_(quant_param_layout(ctx)),
         x_type_(ctx.input_dtype(0)),
         scale_type_(ctx.input_dtype(1)),
         out_(ctx.output(0).dtype),
@@ -274,7 +245,7 @@ class QuantizeLinearKernel final : public Kernel {
 class DequantizeLinearKernel final : public Kernel {
  public:
   explicit DequantizeLinearKernel(const NodeContext& ctx)
-      : layout_(param_layout(ctx)), x_type_(ctx.input_dtype(0)), out_(ctx.output(0).dtype) {
+      : layout_(quant_param_layout(ctx)), x_type_(ctx.input_dtype(0)), out_(ctx.output(0).dtype) {
     if (is_narrow_float(x_type_))
       for (int b = 0; b < 256; ++b) decoded_[b] = narrow_to_float(x_type_, static_cast<uint8_t>(b));
   }
@@ -289,16 +260,17 @@ class DequantizeLinearKernel final : public Kernel {
     if (is_narrow_float(x_type_)) {
       std::vector<float> zero(static_cast<size_t>(s.numel()), 0.0f);
       if (zp != nullptr)
-        for (int64_t i = 0; i < zp->numel(); ++i) zero[i] = static_cast<float>(zp->item_as_double(i));
+        for (int64_t i = 0; i < zp->numel(); ++i)
+          zero[i] = static_cast<float>(zp->item_as_double(i));
       const uint8_t* xb = static_cast<const uint8_t*>(x.raw_data());
-      store(ctx.outputs[0], scale, [&](int64_t k, int64_t p) {
-        return round_to(out_, decoded_[xb[k]] - zero[p]);
-      });
+      store(ctx.outputs[0], scale,
+            [&](int64_t k, int64_t p) { return round_to(out_, decoded_[xb[k]] - zero[p]); });
       return;
     }
     std::vector<int64_t> zero(static_cast<size_t>(s.numel()), 0);
     if (zp != nullptr)
-      for (int64_t i = 0; i < zp->numel(); ++i) zero[i] = static_cast<int64_t>(zp->item_as_double(i));
+      for (int64_t i = 0; i < zp->numel(); ++i)
+        zero[i] = static_cast<int64_t>(zp->item_as_double(i));
     if (s.numel() == 1 && out_ == DType::kFloat32 &&
         (x_type_ == DType::kUInt8 || x_type_ == DType::kInt8)) {
       dequantize_8bit(x, scale[0], zero[0], ctx.outputs[0].data<float>());

@@ -55,6 +55,12 @@ std::string check_constant_without_zero(const NodeContext& ctx, int i);
 std::string check_known_indices(const NodeContext& ctx, int i, const std::vector<int64_t>& bounds,
                                 bool negative);
 
+// The [outer, n, inner] view of a tensor of shape x along `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AxisView axis_view(const Shape& x, int axis);
+
 // A kernel whose run is a closure built at compile time.
 class ClosureKernel final : public Kernel {
  public:

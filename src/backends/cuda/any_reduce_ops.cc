@@ -106,20 +106,6 @@ std::unique_ptr<Kernel> make_reduce(const NodeContext& ctx) {
   });
 }
 
-// The [outer, n, inner] view of x along `axis`.
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-AxisView axis_view(const Shape& x, int axis) {
-  AxisView v;
-  for (int k = 0; k < x.rank(); ++k) {
-    if (k < axis) v.outer *= x[k];
-    if (k == axis) v.n = x[k];
-    if (k > axis) v.inner *= x[k];
-  }
-  return v;
-}
-
 std::string check_arg_reduce(const NodeContext& ctx) {
   std::string why = check_gpu_data(ctx, 0);
   if (!why.empty()) return why;
@@ -309,5 +295,15 @@ LUMEN_REGISTER_CUDA_KERNEL(Hardmax, &make_hardmax, &check_hardmax);
 LUMEN_REGISTER_CUDA_KERNEL(InstanceNormalization, &make_instance_norm, &check_instance_norm);
 LUMEN_REGISTER_CUDA_KERNEL(NegativeLogLikelihoodLoss, &make_loss, &check_loss);
 LUMEN_REGISTER_CUDA_KERNEL(SoftmaxCrossEntropyLoss, &make_loss, &check_loss);
+
+AxisView axis_view(const Shape& x, int axis) {
+  AxisView v;
+  for (int k = 0; k < x.rank(); ++k) {
+    if (k < axis) v.outer *= x[k];
+    if (k == axis) v.n = x[k];
+    if (k > axis) v.inner *= x[k];
+  }
+  return v;
+}
 
 }  // namespace lumen::cuda

@@ -13,20 +13,6 @@
 namespace lumen::cuda {
 namespace {
 
-struct AxisSplit {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-AxisSplit split_at(const Shape& x, int axis) {
-  AxisSplit v;
-  for (int k = 0; k < x.rank(); ++k) {
-    if (k < axis) v.outer *= x[k];
-    if (k == axis) v.n = x[k];
-    if (k > axis) v.inner *= x[k];
-  }
-  return v;
-}
-
 // ---- CumProd: the types the host takes (float16, float32, float64, 32- and 64-bit integers) ----
 
 std::string check_cum_prod(const NodeContext& ctx) {
@@ -51,7 +37,7 @@ std::string check_cum_prod(const NodeContext& ctx) {
 std::unique_ptr<Kernel> make_cum_prod(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const int axis = normalize_axis(ctx.input_ints(1, "axis").at(0), std::max(x.rank(), 1));
-  const AxisSplit v = split_at(x, axis);
+  const AxisView v = axis_view(x, axis);
   const bool exclusive = ctx.attr_int("exclusive", 0) != 0;
   const bool reverse = ctx.attr_int("reverse", 0) != 0;
   const Elem e = *elem_of(ctx.input_dtype(0));
@@ -72,7 +58,7 @@ std::string check_lp_norm(const NodeContext& ctx) {
 
 std::unique_ptr<Kernel> make_lp_norm(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
-  const AxisSplit v = split_at(x, normalize_axis(ctx.attr_int("axis", -1), x.rank()));
+  const AxisView v = axis_view(x, normalize_axis(ctx.attr_int("axis", -1), x.rank()));
   const int p = static_cast<int>(ctx.attr_int("p", 2));
   const Elem e = *elem_of(ctx.input_dtype(0));
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {

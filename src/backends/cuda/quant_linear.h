@@ -10,15 +10,11 @@
 
 #include "backends/cuda/any_launch.h"
 #include "backends/cuda/launch.h"
+#include "graph/schemas/quant_layout.h"
 
 namespace lumen::cuda {
 
-// x as [outer, axis_len, inner]; the scale and zero point of element (o, d, i) are at
-// o * p_outer + (d / block) * p_axis + i * p_inner (all 0 strides: one per tensor).
-struct QuantLayout {
-  int64_t outer = 1, axis_len = 1, inner = 1, block = 1;
-  int64_t p_outer = 0, p_axis = 0, p_inner = 0;
-};
+using QuantLayout = QuantParamLayout;  // graph/schemas/quant_layout.h
 
 // y = saturate(round_half_even(x / scale) + zero_point) into the integer type `q` (int8, uint8,
 // int16 or uint16); x and scale in storage `st`, the quotient rounded to it; NaN becomes the zero

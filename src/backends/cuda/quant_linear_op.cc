@@ -12,31 +12,6 @@
 namespace lumen::cuda {
 namespace {
 
-// The layout of the scale and zero point over x, as ONNX defines it (axis, block_size).
-QuantLayout quant_layout(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const Shape& s = ctx.input_shape(1);
-  QuantLayout l;
-  if (s.numel() == 1 && s.rank() <= 1) {
-    l.inner = x.numel();
-    return l;
-  }
-  const int axis = normalize_axis(ctx.attr_int("axis", 1), x.rank());
-  for (int d = 0; d < axis; ++d) l.outer *= x[d];
-  l.axis_len = x[axis];
-  for (int d = axis + 1; d < x.rank(); ++d) l.inner *= x[d];
-  const int64_t block = ctx.attr_int("block_size", 0);
-  if (block > 0) {
-    l.block = block;
-    l.p_inner = 1;
-    l.p_axis = l.inner;
-    l.p_outer = s[axis] * l.inner;
-  } else {
-    l.p_axis = 1;
-  }
-  return l;
-}
-
 bool is_quantized_integer(DType t, bool allow_int32) {
   return t == DType::kInt8 || t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16 ||
          (allow_int32 && t == DType::kInt32);
@@ -77,7 +52,7 @@ const void* optional_in(const KernelContext& k, int i) {
 }
 
 std::unique_ptr<Kernel> make_quantize(const NodeContext& ctx) {
-  const QuantLayout l = quant_layout(ctx);
+  const QuantLayout l = quant_param_layout(ctx);
   const Storage st = storage_of(ctx.input_dtype(0));
   const Elem q = *elem_of(ctx.output(0).dtype);
   const int64_t n = ctx.input_shape(0).numel();
@@ -87,7 +62,7 @@ std::unique_ptr<Kernel> make_quantize(const NodeContext& ctx) {
 }
 
 std::unique_ptr<Kernel> make_dequantize(const NodeContext& ctx) {
-  const QuantLayout l = quant_layout(ctx);
+  const QuantLayout l = quant_param_layout(ctx);
   const Storage st = storage_of(ctx.input_dtype(1));
   const Elem q = *elem_of(ctx.input_dtype(0));
   const int64_t n = ctx.input_shape(0).numel();

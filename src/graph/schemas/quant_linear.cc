@@ -8,6 +8,7 @@
 #include "core/narrow_types.h"
 #include "graph/onnx_dtype.h"
 #include "graph/schema.h"
+#include "graph/schemas/quant_layout.h"
 
 namespace lumen {
 namespace {
@@ -75,7 +76,8 @@ std::optional<DType> dtype_attr(const InferContext& ctx, const char* name) {
   const int64_t code = ctx.attr_int(name, 0);
   if (code == 0) return std::nullopt;
   std::optional<DType> d = dtype_from_onnx(code);
-  if (!d) ctx.fail_unsupported(std::string(name) + " " + onnx_dtype_name(code) + " is not supported");
+  if (!d)
+    ctx.fail_unsupported(std::string(name) + " " + onnx_dtype_name(code) + " is not supported");
   return d;
 }
 
@@ -85,8 +87,9 @@ void infer_quantize_linear(InferContext& ctx) {
     ctx.fail_shape(std::string("x must be float32, float16, bfloat16 or int32, not ") +
                    dtype_name(xt));
   if (!is_real_type(st) && st != DType::kInt32 && st != DType::kFloat8E8M0)
-    ctx.fail_shape(std::string("y_scale must be float32, float16, bfloat16, int32 or float8e8m0, not ") +
-                   dtype_name(st));
+    ctx.fail_shape(
+        std::string("y_scale must be float32, float16, bfloat16, int32 or float8e8m0, not ") +
+        dtype_name(st));
   std::optional<DType> out = dtype_attr(ctx, "output_dtype");
   if (ctx.has_input(2)) {
     const DType zt = ctx.input_dtype(2);
@@ -126,8 +129,8 @@ void infer_dequantize_linear(InferContext& ctx) {
                    dtype_name(*out));
   check_scale_shape(ctx, "x_scale");
   if (ctx.has_input(2) && ctx.input_dtype(2) != xt)
-    ctx.fail_shape(std::string("x_zero_point is ") + dtype_name(ctx.input_dtype(2)) +
-                   " but x is " + dtype_name(xt));
+    ctx.fail_shape(std::string("x_zero_point is ") + dtype_name(ctx.input_dtype(2)) + " but x is " +
+                   dtype_name(xt));
   check_zero_point(ctx, "x_zero_point");
   ctx.set_output(0, *out, ctx.input_shape(0));
 }
@@ -148,5 +151,29 @@ LUMEN_REGISTER_SCHEMA(DequantizeLinear, {.min_inputs = 2,
                                                    {"block_size", AttrType::kInt},
                                                    {"output_dtype", AttrType::kInt}},
                                          .infer = &infer_dequantize_linear});
+
+QuantParamLayout quant_param_layout(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& s = ctx.input_shape(1);
+  QuantParamLayout l;
+  if (s.numel() == 1 && s.rank() <= 1) {
+    l.inner = x.numel();
+    return l;
+  }
+  const int axis = normalize_axis(ctx.attr_int("axis", 1), x.rank());
+  for (int d = 0; d < axis; ++d) l.outer *= x[d];
+  l.axis_len = x[axis];
+  for (int d = axis + 1; d < x.rank(); ++d) l.inner *= x[d];
+  const int64_t block = ctx.attr_int("block_size", 0);
+  if (block > 0) {
+    l.block = block;
+    l.p_inner = 1;
+    l.p_axis = l.inner;
+    l.p_outer = s[axis] * l.inner;
+  } else {
+    l.p_axis = 1;
+  }
+  return l;
+}
 
 }  // namespace lumen
