@@ -14,7 +14,7 @@ jobs="$(nproc)"
 packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev libprotobuf-dev
   protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp
   graphviz pybind11-dev python3-dev python3-pytest python3-setuptools python3-pip python3-venv
-  clang libclang-rt-14-dev libomp-dev)
+  clang libclang-rt-14-dev libomp-dev qemu-user)
 install_deps() {
   local missing=()
   for p in "${packages[@]}"; do
@@ -39,7 +39,7 @@ build() {
 }
 
 # A second build, with clang, AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's coverage,
-# runs every test but the model zoo (the unit and op tests, ONNX's conformance cases and the kept
+# runs every test but the model zoo and the emulated CPU (the unit and op tests, ONNX's conformance cases and the kept
 # fuzz findings); any report fails the run. The same build then fuzzes the ONNX loader.
 sanitized_dir="$build_dir-asan"
 # Sanitizer builds compile at -O1 with line tables only: they take CI's time twice more, and the
@@ -63,7 +63,7 @@ sanitize_tests() {
   # Leak checking is off here: the host pool and oneDNN's primitive cache live as long as the
   # process. The soak samples resident memory, which ASan's quarantine of freed blocks makes grow.
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir "$sanitized_dir" --output-on-failure -j "$jobs" \
-    -LE "zoo|soak"
+    -LE "zoo|soak|emulated"
   # The soak once more, with LeakSanitizer on and no quarantine (so resident memory is the
   # program's): 100,000 runs must leak nothing and keep their memory steady.
   ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=0 ctest --test-dir "$sanitized_dir" \

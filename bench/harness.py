@@ -109,11 +109,20 @@ def calibrated_repeat(args, name, info):
     model = os.path.join(args.zoo, name + ".onnx")
     inp_file = os.path.join(args.zoo, name + ".input.npy")
     warm_file_cache(model, inp_file)
-    out = subprocess.run([args.lumen, "run", model, "--repeat", "5", "--input",
+    out = subprocess.run(lumen_cmd(args) + ["run", model, "--repeat", "5", "--input",
                           f"{info[0]}={inp_file}"], check=True, capture_output=True,
                          text=True).stdout
     ms = float(re.search(r"latency: median ([0-9.]+) ms", out).group(1))
     return max(args.repeat, math.ceil(args.min_time_ms / max(ms, 1e-3)))
+
+
+# The CPU kernel levels Lumen's runs reported ("... CPU threads, avx2 kernels)").
+LUMEN_KERNELS = set()
+
+
+def lumen_cmd(args):
+    """The lumen command line, with --cpu-isa where one is given."""
+    return [args.lumen] + (["--cpu-isa", args.cpu_isa] if args.cpu_isa else [])
 
 
 def run_once(runtime, args, name, info, out_file, repeat):
@@ -125,8 +134,8 @@ def run_once(runtime, args, name, info, out_file, repeat):
     warm_file_cache(model, inp_file)
     inp_name = info[0]
     if runtime == "lumen":
-        cmd = [args.lumen, "run", model, "--repeat", str(repeat), "--input",
-               f"{inp_name}={inp_file}"]
+        cmd = lumen_cmd(args) + ["run", model, "--repeat", str(repeat), "--input",
+                                 f"{inp_name}={inp_file}"]
         tmp = None
         if out_file:
             tmp = tempfile.mkdtemp()
@@ -138,6 +147,7 @@ def run_once(runtime, args, name, info, out_file, repeat):
             os.rmdir(tmp)
         m = re.search(r"latency: median ([0-9.]+) ms .*p90 ([0-9.]+) ms", out)
         create = float(re.search(r"loaded and compiled in ([0-9.]+) ms", out).group(1))
+        LUMEN_KERNELS.update(re.findall(r", (\w+) kernels\)", out))
         return {"create": create, "median": float(m.group(1)), "p90": float(m.group(2)),
                 "rss": rss}
     if runtime == "ort":
@@ -214,6 +224,8 @@ def main():
     ap.add_argument("--min-time-ms", type=float, default=500.0)
     ap.add_argument("--label", default="")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cpu-isa", default="",
+                    help="run Lumen's CPU kernels at no more than this level (baseline, avx2)")
     have_node = os.path.isdir(os.path.join(ROOT, "bench", "ort", "node_modules"))
     ap.add_argument("--ort", choices=("node", "python"), default="node" if have_node else "python")
     args = ap.parse_args()
@@ -283,7 +295,8 @@ def main():
         "",
         f"Measured by `bench/harness.py --rounds {args.rounds} --repeat {args.repeat} "
         f"--min-time-ms {args.min_time_ms:g}"
-        f"{' --label ' + args.label if args.label else ''}` on {os.cpu_count()} cores, every "
+        f"{' --label ' + args.label if args.label else ''}"
+        f"{' --cpu-isa ' + args.cpu_isa if args.cpu_isa else ''}` on {os.cpu_count()} cores, every "
         f"runtime with {args.threads} intra-op threads, interleaved (the order reversed every other round), a "
         f"fresh process per runtime, model and round, the model file read through first (so no "
         f"runtime's load time includes disk reads); latency is the median over rounds of each "
@@ -294,7 +307,8 @@ def main():
         f"all graph optimizations); PyTorch {torch_version()} eager (inference_mode) and TorchScript "
         f"(trace + freeze + optimize_for_inference). Lumen's GFLOP/s counts convolutions and "
         f"matrix products; the cores' measured FMA peak is {peak:.0f} GFLOP/s ({peak_text}). "
-        f"CPU: {cpu_name()}. "
+        f"CPU: {cpu_name()}; Lumen's own kernels at level "
+        f"{', '.join(sorted(LUMEN_KERNELS)) or '?'} (lumen/cpu_isa.h). "
         f"Every output is checked against PyTorch's reference (max|out-ref| <= 1e-4 max|ref|); "
         f"'agree' lists the runtimes that passed. CSV: bench/results/harness{suffix}.csv; chart: "
         f"docs/harness{suffix}.png.",

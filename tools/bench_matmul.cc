@@ -69,9 +69,9 @@ int bench_matmul(const std::vector<std::string>& args) {
   const double matrix_bytes = static_cast<double>(n) * n * sizeof(float);
   std::printf(
       "matmul %lld x %lld, float32 operands, precision %s (%.1f GFLOP per product), %d CPU "
-      "threads\n",
+      "threads, %s CPU kernels\n",
       static_cast<long long>(n), static_cast<long long>(n), precision_name(opt.precision),
-      flop / 1e9, num_threads());
+      flop / 1e9, num_threads(), std::string(cpu_isa_name(cpu_isa())).c_str());
   std::printf(
       "device-resident: the input already on the backend's device, the kernels' time (a profiled "
       "run's steps);\nhost-to-host: execute() on a host array to a host result, copies "

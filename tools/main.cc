@@ -10,8 +10,11 @@ namespace {
 
 void usage() {
   std::puts(
-      "usage: lumen <command> [args]\n"
-      "  --version             print the version\n"
+      "usage: lumen [--cpu-isa baseline|avx2|avx512] <command> [args]\n"
+      "  --cpu-isa LEVEL       run the CPU kernels at no more than LEVEL (for tests and "
+      "benchmarks;\n"
+      "                        default: the best this CPU has)\n"
+      "  --version             print the version, the backends and the CPU kernels' level\n"
       "  bench matmul N        N x N float32 matmul on every backend: device-resident (kernel, "
       "GFLOP/s)\n"
       "                        and host-to-host (copies included, GB/s) median ms\n"
@@ -58,6 +61,14 @@ void usage() {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
+    if (args.size() >= 2 && args[0] == "--cpu-isa") {
+      const auto isa = lumen::parse_cpu_isa(args[1]);
+      if (!isa)
+        throw lumen::InvalidArgument("--cpu-isa: unknown level '" + args[1] +
+                                     "' (baseline, avx2 or avx512)");
+      lumen::set_cpu_isa_limit(*isa);
+      args.erase(args.begin(), args.begin() + 2);
+    }
     if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
       usage();
       return args.empty() ? 2 : 0;
@@ -67,6 +78,9 @@ int main(int argc, char** argv) {
       std::string backends;
       for (const std::string& b : rt.backends()) backends += (backends.empty() ? "" : ", ") + b;
       std::printf("lumen %s (backends: %s)\n", lumen::version(), backends.c_str());
+      std::printf("cpu kernels: %s (this CPU: %s)\n",
+                  std::string(lumen::cpu_isa_name(lumen::cpu_isa())).c_str(),
+                  std::string(lumen::cpu_isa_name(lumen::cpu_isa_detected())).c_str());
       for (const std::string& line : lumen::backend_plugins())
         std::printf("plugin %s\n", line.c_str());
       return 0;

@@ -269,8 +269,9 @@ int run_model(const std::vector<std::string>& args) {
   // Profiled runs come after the timed ones, so timing every step does not disturb the latency.
   std::vector<RunProfile> profiles(profile ? static_cast<size_t>(repeat) : 0);
   for (RunProfile& p : profiles) exe->execute(inputs, &p);
-  std::printf("%s: loaded and compiled in %.1f ms (%d CPU threads)\n", model.c_str(),
-              std::chrono::duration<double, std::milli>(t1 - t0).count(), num_threads());
+  std::printf("%s: loaded and compiled in %.1f ms (%d CPU threads, %s kernels)\n", model.c_str(),
+              std::chrono::duration<double, std::milli>(t1 - t0).count(), num_threads(),
+              std::string(cpu_isa_name(cpu_isa())).c_str());
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
     double sum = 0;

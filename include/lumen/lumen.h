@@ -3,6 +3,7 @@
 
 #include "lumen/allocator.h"
 #include "lumen/attribute.h"
+#include "lumen/cpu_isa.h"
 #include "lumen/device.h"
 #include "lumen/dtype.h"
 #include "lumen/error.h"

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = os.path.join(ROOT, "models", "digits", "digits.onnx")
 
@@ -70,6 +72,31 @@ def check_router(build, tmp):
     assert "give a model file" in err, err
 
 
+def check_cpu_isa(build, tmp):
+    """--version names the CPU kernels' level; --cpu-isa runs them lower, with the same outputs
+    (within float rounding: the kernels sum in another order)."""
+    version = lumen(build, "--version")
+    m = re.search(r"^cpu kernels: (\w+) \(this CPU: (\w+)\)$", version, re.M)
+    assert m and m.group(1) == m.group(2), version
+    levels = ["baseline", "avx2", "avx512"]
+    outputs = {}
+    for level in levels[: levels.index(m.group(2)) + 1]:
+        out = lumen(build, "--cpu-isa", level, "run", MODEL, "--repeat", "2", "--output-dir",
+                    f"{tmp}/isa_{level}")
+        assert f"{level} kernels" in out, out
+        outputs[level] = {f: open(f"{tmp}/isa_{level}/{f}", "rb").read()
+                          for f in sorted(os.listdir(f"{tmp}/isa_{level}"))}
+    ref = outputs["baseline"]
+    for level, files in outputs.items():
+        assert files.keys() == ref.keys(), (level, files.keys())
+        for f in files:
+            a = np.load(f"{tmp}/isa_{level}/{f}")
+            b = np.load(f"{tmp}/isa_baseline/{f}")
+            assert np.allclose(a, b, rtol=1e-4, atol=1e-5 * np.abs(b).max()), (level, f)
+    err = lumen(build, "--cpu-isa", "sse9", "--version", ok=False)
+    assert "--cpu-isa: unknown level 'sse9'" in err, err
+
+
 def main():
     build = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,6 +140,7 @@ def main():
         assert "--trace needs a value" in err, err
         err = lumen(build, "inspect", os.path.join(tmp, "missing.onnx"), ok=False)
         assert "missing.onnx" in err, err
+        check_cpu_isa(build, tmp)
     print("cli: ok")
 
 

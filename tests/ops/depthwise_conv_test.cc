@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/depthwise_conv.h"
+#include "backends/cpu/isa.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
@@ -18,6 +19,8 @@ namespace lumen {
 namespace {
 
 TEST(DepthwiseConv, MatchesDirectConvolution) {
+  if (!cpu::has_avx2())
+    GTEST_SKIP() << "DepthwiseConv is AVX2 code, and the CPU level in use has no AVX2";
   struct Case {
     int64_t batch, h, w, c, kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/im2col_conv.h"
+#include "backends/cpu/isa.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
@@ -16,6 +17,8 @@ namespace lumen {
 namespace {
 
 TEST(Im2colConv, MatchesDirectConvolution) {
+  if (!cpu::has_avx2())
+    GTEST_SKIP() << "Im2colConv is AVX2 code, and the CPU level in use has no AVX2";
   struct Case {
     int64_t batch, h, w, c, o, kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;

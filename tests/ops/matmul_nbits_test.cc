@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/matmul_nbits.h"
 #include "core/half.h"
+#include "lumen/cpu_isa.h"
 #include "ops/op_test_util.h"
 #include "passes/rewrite.h"
 
@@ -168,10 +168,17 @@ TEST(MatMulNBitsTest, MatchesReference) {
   check_against_reference(100);
 }
 
-TEST(MatMulNBitsTest, MatchesReferenceAvx2) {
-  cpu::set_matmul_nbits_avx2_only(true);
-  check_against_reference(200);
-  cpu::set_matmul_nbits_avx2_only(false);
+// Each lower instruction-set level this CPU can run (the baseline's plain loops, AVX2 on an
+// AVX-512 machine), as a CPU without the higher ones would.
+TEST(MatMulNBitsTest, MatchesReferenceAtLowerIsaLevels) {
+  const CpuIsa detected = cpu_isa_detected();
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2}) {
+    if (isa >= detected) continue;
+    SCOPED_TRACE(std::string(cpu_isa_name(isa)));
+    set_cpu_isa_limit(isa);
+    check_against_reference(200 + static_cast<int>(isa));
+    set_cpu_isa_limit(detected);
+  }
 }
 
 // A float16 or bfloat16 model: A, scales, float zero points, bias and Y of that type (the

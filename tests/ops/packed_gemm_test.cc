@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/packed_gemm.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
@@ -60,6 +61,8 @@ void expect_matrix(const std::vector<float>& got, int64_t ldc, const std::vector
 }
 
 TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
+  if (!cpu::has_avx2())
+    GTEST_SKIP() << "packed_gemm is AVX2 code, and the CPU level in use has no AVX2";
   struct Shape3 {
     int64_t m, k, n;
   };
@@ -124,6 +127,8 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
 }
 
 TEST(PackedGemm, ZeroDepthGivesTheEpilogueOfZero) {
+  if (!cpu::has_avx2())
+    GTEST_SKIP() << "packed_gemm is AVX2 code, and the CPU level in use has no AVX2";
   std::vector<float> bias = test::random_floats(20, 7), c(3 * 20, 5.0f);
   PackedMatrix packed(nullptr, 0, 20, 20, 1);
   GemmEpilogue e;

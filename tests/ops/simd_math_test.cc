@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/simd_math.h"
 
 namespace lumen {
@@ -27,6 +28,7 @@ float lane0(__m256 v) {
 }
 
 TEST(SimdMath, ExpAndSigmoidWithinTwoUlpOverTheirRange) {
+  if (!cpu::has_avx2()) GTEST_SKIP() << "exp8 is AVX2 code, and the CPU level in use has no AVX2";
   int64_t checked = 0, worst_exp = 0, worst_sigmoid = 0;
   const uint32_t top = std::bit_cast<uint32_t>(88.0f);
   for (uint32_t magnitude = 0; magnitude < top; magnitude += 4093)
@@ -46,6 +48,7 @@ TEST(SimdMath, ExpAndSigmoidWithinTwoUlpOverTheirRange) {
 // erf8 against libm's erf in double, every 1e-4 over [-6, 6]: within 5e-7 absolute (the rational
 // approximation's error, 3.3e-7 at most here; beyond +-4 erf is +-1 to float precision).
 TEST(SimdMath, ErfWithinFiveTenMillionthsOnMinusSixToSix) {
+  if (!cpu::has_avx2()) GTEST_SKIP() << "erf8 is AVX2 code, and the CPU level in use has no AVX2";
   double worst = 0;
   for (int i = -60000; i <= 60000; ++i) {
     const float x = static_cast<float>(i) * 1e-4f;
@@ -57,6 +60,7 @@ TEST(SimdMath, ErfWithinFiveTenMillionthsOnMinusSixToSix) {
 }
 
 TEST(SimdMath, EdgesAndNaN) {
+  if (!cpu::has_avx2()) GTEST_SKIP() << "exp8 is AVX2 code, and the CPU level in use has no AVX2";
   const float inf = std::numeric_limits<float>::infinity();
   alignas(32) float in[8] = {-1000.0f, 1000.0f, -inf,  inf,
                              0.0f,     -90.0f,  90.0f, std::numeric_limits<float>::quiet_NaN()};

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/winograd.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
@@ -15,6 +16,8 @@ namespace lumen {
 namespace {
 
 TEST(Winograd, MatchesDirectConvolution) {
+  if (!cpu::has_avx2())
+    GTEST_SKIP() << "WinogradConv is AVX2 code, and the CPU level in use has no AVX2";
   struct Case {
     int64_t batch, h, w, c, o, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;

@@ -21,7 +21,6 @@
 #include <memory>
 #include <vector>
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include "backends/cpu/attention_block.h"
@@ -196,16 +195,11 @@ class AttentionKernel final : public Kernel {
       for (int64_t d = 0; d < depth; ++d)
         std::memcpy(kt + d * skp, kb + d * k_col_, static_cast<size_t>(sk) * sizeof(float));
     } else {
-      const int64_t sk8 = k_col_ == 1 ? sk / 8 * 8 : 0, depth8 = depth / 8 * 8;
+      const int64_t sk8 = k_col_ == 1 ? sk / 8 * 8 : 0;
       for (int64_t j = 0; j < sk8; j += 8) {
-        for (int64_t d = 0; d < depth8; d += 8) {
-          __m256 m[8];
-          for (int r = 0; r < 8; ++r) m[r] = _mm256_loadu_ps(kb + (j + r) * k_row_ + d);
-          transpose_8x8(m);
-          for (int r = 0; r < 8; ++r) _mm256_storeu_ps(kt + (d + r) * skp + j, m[r]);
-        }
-        for (int64_t d = depth8; d < depth; ++d)
-          for (int64_t r = 0; r < 8; ++r) kt[d * skp + j + r] = kb[(j + r) * k_row_ + d];
+        const float* rows[8];
+        for (int r = 0; r < 8; ++r) rows[r] = kb + (j + r) * k_row_;
+        transpose_rows8(rows, depth, kt + j, skp);
       }
       for (int64_t d = 0; d < depth; ++d)
         for (int64_t j = sk8; j < sk; ++j) kt[d * skp + j] = kb[j * k_row_ + d * k_col_];

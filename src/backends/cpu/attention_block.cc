@@ -1,5 +1,5 @@
 // The float32 building blocks of the CPU attention kernels (attention_block.h): register-blocked
-// micro-kernels sized for AVX2 (the build's x86-64-v3 baseline, or AVX-512 where the CPU has it):
+// micro-kernels sized for AVX2 (or AVX-512 where the CPU has it; plain SSE on older CPUs):
 // kPanel query rows times two vectors of columns (12 vector accumulators, GCC vector extensions)
 // advanced by one rank-1 update per step.
 #include "backends/cpu/attention_block.h"
@@ -7,8 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include <immintrin.h>
-
+#include "backends/cpu/isa.h"
 #include "backends/cpu/simd_math.h"
 
 namespace lumen::cpu {
@@ -97,30 +96,44 @@ template <typename V>
                  out + r * ldo + full_cols);
 }
 
-// The build's baseline (x86-64-v3: AVX2 + FMA).
-void block_product_avx2(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows,
-                        int64_t depth, int64_t cols, const float* scales, float* out, int64_t ldo) {
+// The x86-64-v2 baseline (each Vec8 in two SSE registers), and other architectures.
+void block_product_baseline(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows,
+                            int64_t depth, int64_t cols, const float* scales, float* out,
+                            int64_t ldo) {
+  block_product<Vec8>(a, lda, b, ldb, rows, depth, cols, scales, out, ldo);
+}
+
+#if LUMEN_X86
+// AVX2 + FMA.
+LUMEN_TARGET_AVX2 void block_product_avx2(const float* a, int64_t lda, const float* b, int64_t ldb,
+                                          int64_t rows, int64_t depth, int64_t cols,
+                                          const float* scales, float* out, int64_t ldo) {
   block_product<Vec8>(a, lda, b, ldb, rows, depth, cols, scales, out, ldo);
 }
 
 // AVX-512, chosen at kernel build time where the CPU has it: twice the width, as oneDNN's own
 // matmul uses on such machines (measured on [12, 128, 64] causal attention, one thread: AVX2
 // 0.77 ms against 0.55 ms for oneDNN MatMul + Softmax + MatMul).
-[[gnu::target("avx512f")]] void block_product_avx512(const float* a, int64_t lda, const float* b,
-                                                     int64_t ldb, int64_t rows, int64_t depth,
-                                                     int64_t cols, const float* scales, float* out,
-                                                     int64_t ldo) {
+LUMEN_TARGET_AVX512 void block_product_avx512(const float* a, int64_t lda, const float* b,
+                                              int64_t ldb, int64_t rows, int64_t depth,
+                                              int64_t cols, const float* scales, float* out,
+                                              int64_t ldo) {
   block_product<Vec16>(a, lda, b, ldb, rows, depth, cols, scales, out, ldo);
 }
+#endif
 
 }  // namespace
 
 BlockProduct attention_block_product() {
-  return __builtin_cpu_supports("avx512f") ? &block_product_avx512 : &block_product_avx2;
+#if LUMEN_X86
+  if (has_avx512()) return &block_product_avx512;
+  if (has_avx2()) return &block_product_avx2;
+#endif
+  return &block_product_baseline;
 }
 
 int64_t attention_block_lanes() {
-  return __builtin_cpu_supports("avx512f") ? 32 : 16;
+  return has_avx512() ? 32 : 16;
 }
 
 // s[j] = e^(s[j] - shift) for j < n, returning the sum; s has room for n rounded up to 8 (the
@@ -128,7 +141,9 @@ int64_t attention_block_lanes() {
 // stays NaN. exp8 instead of norm_math.h's portable exp (vectorised by the compiler, in two
 // passes): vit_b_16's attention steps 956-994 -> 888-916 us each (12 alternating runs in one
 // process).
-float exp_shifted_sum8(float* s, float shift, int64_t n) {
+#if LUMEN_X86
+LUMEN_AVX2_BEGIN
+float exp_shifted_sum8_avx2(float* s, float shift, int64_t n) {
   const __m256 sh = _mm256_set1_ps(shift), minus_inf = _mm256_set1_ps(-INFINITY);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; j += 8) {
@@ -146,6 +161,22 @@ float exp_shifted_sum8(float* s, float shift, int64_t n) {
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   h = _mm_add_ss(h, _mm_movehdup_ps(h));
   return _mm_cvtss_f32(h);
+}
+
+LUMEN_ISA_END
+#endif
+
+float exp_shifted_sum8(float* s, float shift, int64_t n) {
+#if LUMEN_X86
+  if (has_avx2()) return exp_shifted_sum8_avx2(s, shift, n);
+#endif
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = s[j] - shift;
+    s[j] = x == -INFINITY ? 0.0f : std::exp(x);
+    sum += s[j];
+  }
+  return sum;
 }
 
 }  // namespace lumen::cpu

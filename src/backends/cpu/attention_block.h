@@ -15,7 +15,7 @@ using BlockProduct = void (*)(const float* a, int64_t lda, const float* b, int64
                               int64_t rows, int64_t depth, int64_t cols, const float* scales,
                               float* out, int64_t ldo);
 
-// The block product for this CPU: AVX-512 where it has it, else AVX2 (the build's baseline).
+// The block product for the CPU level in use (lumen/cpu_isa.h): AVX-512, AVX2 or the baseline.
 BlockProduct attention_block_product();
 // The column width of that product's full tiles (32 with AVX-512, 16 with AVX2): operands padded
 // to a multiple of it have no column edge.

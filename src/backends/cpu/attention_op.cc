@@ -20,7 +20,6 @@
 // it. A block computes only the columns some row of it may attend (a causal block stops at its
 // last row's frontier), unless qk_matmul_output wants every score. A row with no key left is a
 // zero row, as the spec has it (not NaN).
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -33,6 +32,7 @@
 #include "backends/cpu/attention_block.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/norm_math.h"
+#include "backends/cpu/simd_convert.h"
 #include "backends/cpu/simd_transpose.h"
 #include "core/half.h"
 #include "graph/schemas/attention.h"
@@ -51,11 +51,7 @@ void load_floats(const void* src, DType t, int64_t n, float* dst) {
       return;
     case DType::kFloat16: {
       const uint16_t* s = static_cast<const uint16_t*>(src);
-      int64_t j = 0;
-      for (; j + 8 <= n; j += 8)  // F16C: part of the build's x86-64-v3 baseline
-        _mm256_storeu_ps(dst + j,
-                         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j))));
-      for (; j < n; ++j) dst[j] = half_to_float(s[j]);
+      for (int64_t j = halves_to_floats_f16c(s, dst, n); j < n; ++j) dst[j] = half_to_float(s[j]);
       return;
     }
     case DType::kBFloat16: {
@@ -229,7 +225,7 @@ class AttentionOpKernel final : public Kernel {
   // time through 8x8 register transposes (float32 keys read in place, others converted into tmp).
   void gather_kt(const Operands& op, int64_t b, int64_t h, float* kt, int64_t skp,
                  float* tmp) const {
-    const int64_t total = g_.total_len, depth = g_.head_size, depth8 = depth / 8 * 8;
+    const int64_t total = g_.total_len, depth = g_.head_size;
     const bool f32 = t_qk_ == DType::kFloat32;
     const auto row = [&](int64_t j, float* buf) {
       const char* p = key_row(op, b, h, j);
@@ -241,14 +237,7 @@ class AttentionOpKernel final : public Kernel {
     for (; j + 8 <= total; j += 8) {
       const float* rows[8];
       for (int r = 0; r < 8; ++r) rows[r] = row(j + r, tmp + r * depth);
-      for (int64_t d = 0; d < depth8; d += 8) {
-        __m256 m[8];
-        for (int r = 0; r < 8; ++r) m[r] = _mm256_loadu_ps(rows[r] + d);
-        transpose_8x8(m);
-        for (int r = 0; r < 8; ++r) _mm256_storeu_ps(kt + (d + r) * skp + j, m[r]);
-      }
-      for (int64_t d = depth8; d < depth; ++d)
-        for (int r = 0; r < 8; ++r) kt[d * skp + j + r] = rows[r][d];
+      transpose_rows8(rows, depth, kt + j, skp);
     }
     for (; j < total; ++j) {
       const float* kr = row(j, tmp);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "lumen/shape.h"
 
 namespace lumen::cpu {
@@ -74,7 +75,8 @@ template <typename F>
 void for_each_row(const BroadcastPlan& plan, F&& f);
 
 // Runs f(begin, end) over [0, n) split into chunks, in parallel when n is large; f must not
-// throw. For contiguous element-wise loops that need no broadcasting.
+// throw. For contiguous element-wise loops that need no broadcasting. Both run f through isa_call
+// (backends/cpu/isa.h), so its loops are vectorised for AVX2 where the CPU has it.
 template <typename F>
 void parallel_chunks(int64_t n, F&& f);
 
@@ -113,7 +115,7 @@ void for_each_row(const BroadcastPlan& plan, F&& f) {
   const int64_t rows = plan.rows();
   if (plan.numel() == 0) return;
   if (plan.numel() < kParallelThreshold) {
-    plan.for_rows(0, rows, [&](int64_t o, const int64_t* in) { f(o, in, inner); });
+    plan.for_rows(0, rows, [&](int64_t o, const int64_t* in) { isa_call(f, o, in, inner); });
     return;
   }
   const int n = plan.num_inputs();
@@ -129,7 +131,7 @@ void for_each_row(const BroadcastPlan& plan, F&& f) {
       plan.for_rows(row, row + 1, [&](int64_t o, const int64_t* in) {
         int64_t shifted[BroadcastPlan::kMaxInputs];
         for (int k = 0; k < n; ++k) shifted[k] = in[k] + start * plan.inner_stride(k);
-        f(o + start, static_cast<const int64_t*>(shifted), len);
+        isa_call(f, o + start, static_cast<const int64_t*>(shifted), len);
       });
     }
     return;
@@ -141,7 +143,7 @@ void for_each_row(const BroadcastPlan& plan, F&& f) {
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t begin = t * rows_per_task;
     plan.for_rows(begin, std::min(rows, begin + rows_per_task),
-                  [&](int64_t o, const int64_t* in) { f(o, in, inner); });
+                  [&](int64_t o, const int64_t* in) { isa_call(f, o, in, inner); });
   }
 }
 
@@ -149,12 +151,13 @@ template <typename F>
 void parallel_chunks(int64_t n, F&& f) {
   if (n <= 0) return;
   if (n < kParallelThreshold) {
-    f(int64_t{0}, n);
+    isa_call(f, int64_t{0}, n);
     return;
   }
   const int64_t tasks = (n + kParallelChunk - 1) / kParallelChunk;
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tasks; ++t) f(t * kParallelChunk, std::min(n, (t + 1) * kParallelChunk));
+  for (int64_t t = 0; t < tasks; ++t)
+    isa_call(f, t * kParallelChunk, std::min(n, (t + 1) * kParallelChunk));
 }
 
 }  // namespace lumen::cpu

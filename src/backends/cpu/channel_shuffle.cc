@@ -5,17 +5,39 @@
 // The output channels are planned at compile time as runs: a run takes `count` consecutive
 // channels from each of `groups` sources and interleaves them (output channel i * groups + g from
 // source g's channel i). Channels-last tensors (nothing after `axis`) of 4-byte elements with two
-// groups, ShuffleNet's case, interleave their runs 8 channels at a time in AVX2 registers.
-#include <immintrin.h>
+// groups, ShuffleNet's case, interleave their runs 8 channels at a time in AVX2 registers where the
+// CPU has them.
 #include <omp.h>
 
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
+
+#if LUMEN_X86
+#include <immintrin.h>
+#endif
 
 namespace lumen::cpu {
 namespace {
+
+#if LUMEN_X86
+LUMEN_AVX2_BEGIN
+// dst[2i] = a[i], dst[2i + 1] = b[i] for i < n - n % 8, 8 of each in registers; returns n - n % 8.
+int64_t interleave_avx2(const float* a, const float* b, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8, dst += 16) {
+    const __m256 x = _mm256_loadu_ps(a + i), y = _mm256_loadu_ps(b + i);
+    const __m256 lo = _mm256_unpacklo_ps(x, y);  // x0 y0 x1 y1 | x4 y4 x5 y5
+    const __m256 hi = _mm256_unpackhi_ps(x, y);  // x2 y2 x3 y3 | x6 y6 x7 y7
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+  return i;
+}
+LUMEN_ISA_END
+#endif
 
 constexpr int64_t kParallelBytes = int64_t{1} << 16;
 
@@ -124,13 +146,12 @@ class ChannelShuffleKernel final : public Kernel {
         reinterpret_cast<const float*>(in[b.input]) + p * in_channels_[b.input] + b.channel;
     auto* dst = reinterpret_cast<float*>(out[r.output]) + p * out_channels_ + r.first;
     int64_t i = 0;
-    for (; i + 8 <= r.count; i += 8, dst += 16) {
-      const __m256 x = _mm256_loadu_ps(pa + i), y = _mm256_loadu_ps(pb + i);
-      const __m256 lo = _mm256_unpacklo_ps(x, y);  // x0 y0 x1 y1 | x4 y4 x5 y5
-      const __m256 hi = _mm256_unpackhi_ps(x, y);  // x2 y2 x3 y3 | x6 y6 x7 y7
-      _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
-      _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+#if LUMEN_X86
+    if (has_avx2()) {
+      i = interleave_avx2(pa, pb, dst, r.count);
+      dst += 2 * i;
     }
+#endif
     for (; i < r.count; ++i, dst += 2) {
       dst[0] = pa[i];
       dst[1] = pb[i];

@@ -14,8 +14,12 @@
 
 #include <algorithm>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/simd_math.h"
 
+// The kernel is AVX2 code throughout: depthwise_conv_applies, which is not, admits it only where
+// the CPU has AVX2.
+LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 namespace {
 
@@ -95,6 +99,7 @@ template <int KW, int S, int P, GemmActivation A>
 }
 
 }  // namespace
+LUMEN_ISA_END
 
 bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t group,
                             const std::vector<int64_t>& kernel,
@@ -102,6 +107,8 @@ bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t g
   return prefer_packed_gemm() && group > 1 && in_channels == group && out_channels == group &&
          kernel.size() == 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
 }
+
+LUMEN_AVX2_BEGIN
 
 DepthwiseConv::DepthwiseConv(const float* weights, int64_t channels, int64_t kernel_h,
                              int64_t kernel_w)
@@ -288,4 +295,5 @@ void DepthwiseConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_
   }
 }
 
+LUMEN_ISA_END
 }  // namespace lumen::cpu

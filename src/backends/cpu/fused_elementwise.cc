@@ -15,6 +15,7 @@
 
 #include "backends/cpu/broadcast.h"
 #include "backends/cpu/elementwise_math.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "graph/fused_elementwise.h"
 
@@ -155,15 +156,16 @@ class FusedElementwiseKernel final : public Kernel {
     float* out = ctx.outputs[0].data<float>();
     const float* src[kEwMaxRegisters] = {};
     for (size_t k = 0; k < inputs_.size(); ++k) src[k] = ctx.inputs[k].data<float>();
+    const auto range = [&](int64_t b0, int64_t b1) { run_blocks(src, out, b0, b1); };
     if (numel < kParallelThreshold) {
-      run_blocks(src, out, 0, blocks);
+      isa_call(range, int64_t{0}, blocks);
       return;
     }
     const int64_t task_blocks = std::max<int64_t>(1, kParallelChunk / block_);
     const int64_t tasks = (blocks + task_blocks - 1) / task_blocks;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < tasks; ++t)
-      run_blocks(src, out, t * task_blocks, std::min(blocks, (t + 1) * task_blocks));
+      isa_call(range, t * task_blocks, std::min(blocks, (t + 1) * task_blocks));
   }
   int in_place_input() const override {
     return in_place_;

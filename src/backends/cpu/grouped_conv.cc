@@ -16,6 +16,11 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/isa.h"
+
+// The kernel is AVX2 code throughout: grouped_conv8_applies, which is not, admits it only where
+// the CPU has AVX2.
+LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 namespace {
 
@@ -76,7 +81,28 @@ constexpr std::array<std::array<BlockFn, kMaxBlock>, 2> kBlocks = {
     block_table<1>(std::make_index_sequence<kMaxBlock>()),
     block_table<2>(std::make_index_sequence<kMaxBlock>())};
 
+// Copies input rows [ih0, ih0 + rows) of one group's 8 channels (xg; pixels `channels` floats
+// apart) into `packed` (rows row_stride apart, pixels 8 apart), input column c - pad_left at
+// column c for c < cols, zeros outside the image. A function of its own, not code inside the
+// caller's OpenMP region: clang does not compile an outlined region for the target of its
+// function.
+void pack_rows(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, int64_t ih0,
+               int64_t rows, int64_t cols, int64_t pad_left, float* packed, int64_t row_stride) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = packed + r * row_stride;
+    const int64_t ih = ih0 + r;
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t iw = c - pad_left;
+      const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
+      _mm256_storeu_ps(dst + c * kLanes,
+                       inside ? _mm256_loadu_ps(xg + (ih * in_w + iw) * channels) : zero);
+    }
+  }
+}
+
 }  // namespace
+LUMEN_ISA_END
 
 bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t group,
                            const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
@@ -86,6 +112,8 @@ bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t gr
          kernel[1] == kTaps && strides.size() == 2 && strides[0] >= 1 && strides[1] >= 1 &&
          strides[1] <= 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
 }
+
+LUMEN_AVX2_BEGIN
 
 GroupedConv8::GroupedConv8(const float* weights, int64_t out_channels) : channels_(out_channels) {
   constexpr int64_t kVol = kTaps * kTaps;
@@ -136,17 +164,7 @@ void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
       const int64_t ih0 = oh0 * stride_h - pad_top, rows = (oh1 - oh0 - 1) * stride_h + kTaps;
       for (int64_t g = pair * kPair; g < std::min(groups, (pair + 1) * kPair); ++g) {
         const float* xg = x + n * in_h * in_w * channels_ + g * kLanes;
-        const __m256 zero = _mm256_setzero_ps();
-        for (int64_t r = 0; r < rows; ++r) {
-          float* dst = packed.data() + r * row_stride;
-          const int64_t ih = ih0 + r;
-          for (int64_t c = 0; c < cols; ++c) {
-            const int64_t iw = c - pad_left;
-            const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
-            _mm256_storeu_ps(dst + c * kLanes,
-                             inside ? _mm256_loadu_ps(xg + (ih * in_w + iw) * channels_) : zero);
-          }
-        }
+        pack_rows(xg, channels_, in_h, in_w, ih0, rows, cols, pad_left, packed.data(), row_stride);
         const float* wg = w_.data() + g * kTaps * kTaps * kLanes * kLanes;
         const float* bias = epilogue.bias ? epilogue.bias + g * kLanes : nullptr;
         for (int64_t oh = oh0; oh < oh1; ++oh) {
@@ -164,4 +182,5 @@ void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
   }
 }
 
+LUMEN_ISA_END
 }  // namespace lumen::cpu

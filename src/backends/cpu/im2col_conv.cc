@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/isa.h"
 #include "lumen/tensor.h"
 
 namespace lumen::cpu {
@@ -21,6 +22,9 @@ bool im2col_conv_applies(int64_t in_channels, int64_t group, const std::vector<i
   return dilations[0] == 1 && dilations[1] == 1 && kernel[0] * kernel[1] > 1 &&
          std::max(strides[0], strides[1]) >= 2;
 }
+
+// The kernel is AVX2 code throughout: im2col_conv_applies admits it only where the CPU has AVX2.
+LUMEN_AVX2_BEGIN
 
 Im2colConv::Im2colConv(const float* weights, int64_t out_channels, int64_t in_channels,
                        int64_t kernel_h, int64_t kernel_w)
@@ -63,4 +67,5 @@ void Im2colConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w, 
   }
 }
 
+LUMEN_ISA_END
 }  // namespace lumen::cpu

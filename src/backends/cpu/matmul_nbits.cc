@@ -7,7 +7,8 @@
 //  - more rows (prefill): each thread dequantizes a chunk of K x 64 columns into a buffer that
 //    stays in cache and runs a register-blocked float micro-kernel over it for every row of A.
 // float16 / bfloat16 A, bias and Y are converted to and from float32 around the same kernels.
-// AVX2 + FMA code, and AVX-512 code chosen at run time when the CPU has it. Threads split N
+// AVX2 + FMA code, and AVX-512 code, chosen by the CPU level in use when the kernel is built
+// (plain loops below AVX2). Threads split N
 // (and the rows too where N has fewer 64-column tiles than threads).
 //
 // The weights are repacked at compile time into panels of 16 columns: per panel, 4-bit rows in
@@ -15,19 +16,17 @@
 // row), K padded with zeros to whole blocks; per panel and block, 16 scales and 16 zero points
 // (uint8, or float32 where the model gives float zero points): 4 + 1 bytes per block of a column
 // beside its block_size / 2 bytes of 4-bit weights.
-#include "backends/cpu/matmul_nbits.h"
-
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/float_rows.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "graph/matmul_nbits.h"
 
@@ -40,8 +39,6 @@ constexpr int64_t kGemvRows = 8;  // up to this many rows of A: the matrix-vecto
 constexpr int64_t kGemvParallelMin = int64_t{1} << 18;
 constexpr int64_t kTilePanels = 4;  // panels per thread tile of the prefill path (64 columns)
 constexpr int64_t kChunkK = 256;    // rows of K dequantized at once by the prefill path (at least)
-
-std::atomic<bool> avx2_only{false};  // set_matmul_nbits_avx2_only
 
 // Fully unrolls the loops over the rows a micro-kernel keeps in registers (GCC otherwise may keep
 // a memory copy of the accumulator arrays and store to it on every step).
@@ -145,7 +142,47 @@ inline void store_row(float* y, const float* acc, int64_t col0, int64_t cols, co
 }
 
 // ---------------------------------------------------------------------------------------------
+// Baseline (a CPU without AVX2): each panel's chunk of K dequantized by plain loops into a buffer,
+// then multiplied row by row.
+
+template <int kBits>
+void run_baseline(const PackedNBits& w, const float* a, int64_t m, float* y, const float* bias) {
+  const NBitsLayout& l = w.layout;
+  const int64_t bs = l.block_size;
+  const bool parallel = w.panels > 1 && m * l.k * l.n >= kGemvParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t p = 0; p < w.panels; ++p) {
+    float* wbuf = scratch(0, kChunkK * kPanel);
+    float* acc = scratch(1, m * kPanel);
+    std::fill(acc, acc + m * kPanel, 0.0f);
+    const uint8_t* q = w.panel_q(p);
+    for (int64_t k0 = 0; k0 < l.k; k0 += kChunkK) {
+      const int64_t kc = std::min(kChunkK, l.k - k0);
+      for (int64_t k = k0; k < k0 + kc; ++k) {
+        const int64_t at = w.block_at(p, k / bs);
+        for (int64_t j = 0; j < kPanel; ++j) {
+          const int v =
+              kBits == 8 ? q[k * kPanel + j] : (q[(k / 2) * kPanel + j] >> (4 * (k & 1))) & 0xF;
+          const float zero = w.float_zero ? w.zero_f32[at + j] : w.zero_u8[at + j];
+          wbuf[(k - k0) * kPanel + j] = (static_cast<float>(v) - zero) * w.scale[at + j];
+        }
+      }
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t k = 0; k < kc; ++k) {
+          const float av = a[r * l.k + k0 + k];
+          for (int64_t j = 0; j < kPanel; ++j) acc[r * kPanel + j] += av * wbuf[k * kPanel + j];
+        }
+    }
+    const int64_t col0 = p * kPanel, cols = std::min(kPanel, l.n - col0);
+    for (int64_t r = 0; r < m; ++r)
+      store_row(y + r * l.n + col0, acc + r * kPanel, col0, cols, bias);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // AVX2 + FMA
+
+LUMEN_AVX2_BEGIN
 
 // The 4 float vectors of rows k..k+3 of 8 columns (half h of a panel) at q (k a multiple of 4).
 template <int kBits>
@@ -338,6 +375,8 @@ void micro_avx2(const float* a, int64_t lda, const float* b, int64_t kc, float* 
   }
 }
 
+LUMEN_ISA_END
+
 // ---------------------------------------------------------------------------------------------
 // AVX-512
 
@@ -345,11 +384,11 @@ void micro_avx2(const float* a, int64_t lda, const float* b, int64_t kc, float* 
 // -Wmaybe-uninitialized reports wherever they are inlined.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define LUMEN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+LUMEN_AVX512_BEGIN
 
 // The 4 float vectors of rows k..k+3 of a panel's 16 columns at q (k a multiple of 4).
 template <int kBits>
-LUMEN_AVX512 inline void decode4_avx512(const uint8_t* q, int64_t k, __m512* w) {
+inline void decode4_avx512(const uint8_t* q, int64_t k, __m512* w) {
   if constexpr (kBits == 4) {
     const uint8_t* p = q + (k / 2) * kPanel;
     const __m512i mask = _mm512_set1_epi32(0xF);
@@ -368,7 +407,7 @@ LUMEN_AVX512 inline void decode4_avx512(const uint8_t* q, int64_t k, __m512* w) 
 }
 
 // The zero points of panel p's block blk.
-LUMEN_AVX512 inline __m512 zeros_avx512(const PackedNBits& w, int64_t p, int64_t blk) {
+inline __m512 zeros_avx512(const PackedNBits& w, int64_t p, int64_t blk) {
   const int64_t at = w.block_at(p, blk);
   if (w.float_zero) return _mm512_loadu_ps(w.zero_f32.data() + at);
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
@@ -377,8 +416,8 @@ LUMEN_AVX512 inline __m512 zeros_avx512(const PackedNBits& w, int64_t p, int64_t
 
 // As gemv_panel_avx2, 16 columns per vector.
 template <int kBits, int kRows>
-LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float* a,
-                                    const float* sums, float* out) {
+void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float* a, const float* sums,
+                       float* out) {
   const NBitsLayout& l = w.layout;
   const int64_t blocks = l.n_blocks(), bs = l.block_size;
   const uint8_t* q = w.panel_q(p);
@@ -415,8 +454,7 @@ LUMEN_AVX512 void gemv_panel_avx512(const PackedNBits& w, int64_t p, const float
 }
 
 template <int kBits>
-LUMEN_AVX512 void dequant_panel_avx512(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc,
-                                       float* dst) {
+void dequant_panel_avx512(const PackedNBits& w, int64_t p, int64_t k0, int64_t kc, float* dst) {
   const int64_t bs = w.layout.block_size;
   const uint8_t* q = w.panel_q(p);
   for (int64_t k = k0; k < k0 + kc; k += 4) {
@@ -433,8 +471,8 @@ LUMEN_AVX512 void dequant_panel_avx512(const PackedNBits& w, int64_t p, int64_t 
 // c[r, 0:32] += a[r, :kc] x [b0 | b1] (two dequantized panels, kc x 16 each) for kRows rows
 // (12 x 32 at most: 24 accumulators).
 template <int kRows>
-LUMEN_AVX512 void micro_avx512(const float* a, int64_t lda, const float* b0p, const float* b1p,
-                               int64_t kc, float* c, int64_t ldc) {
+void micro_avx512(const float* a, int64_t lda, const float* b0p, const float* b1p, int64_t kc,
+                  float* c, int64_t ldc) {
   __m512 c0[kRows], c1[kRows];
   LUMEN_UNROLL
   for (int r = 0; r < kRows; ++r) {
@@ -457,7 +495,7 @@ LUMEN_AVX512 void micro_avx512(const float* a, int64_t lda, const float* b0p, co
   }
 }
 
-#undef LUMEN_AVX512
+LUMEN_ISA_END
 #pragma GCC diagnostic pop
 
 // ---------------------------------------------------------------------------------------------
@@ -576,9 +614,7 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
 class MatMulNBitsKernel final : public Kernel {
  public:
   MatMulNBitsKernel(PackedNBits w, bool has_bias)
-      : w_(std::move(w)),
-        has_bias_(has_bias),
-        avx512_(!avx2_only.load() && __builtin_cpu_supports("avx512f")) {}
+      : w_(std::move(w)), has_bias_(has_bias), isa_(cpu_isa()) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.inputs[kNBitsA];
@@ -601,15 +637,17 @@ class MatMulNBitsKernel final : public Kernel {
   bool reads_input(int k) const override { return k == kNBitsA || k == kNBitsBias; }
 
   std::string describe() const override {
-    return std::string(avx512_ ? "avx512" : "avx2") + " " + std::to_string(w_.layout.bits) +
-           "-bit, block " + std::to_string(w_.layout.block_size);
+    return std::string(cpu_isa_name(isa_)) + " " + std::to_string(w_.layout.bits) + "-bit, block " +
+           std::to_string(w_.layout.block_size);
   }
 
  private:
   template <int kBits>
   void dispatch(const float* x, int64_t m, float* y, const float* bias) const {
     const bool gemv = m <= kGemvRows;
-    if (avx512_)
+    if (isa_ == CpuIsa::kBaseline)
+      run_baseline<kBits>(w_, x, m, y, bias);
+    else if (isa_ == CpuIsa::kAvx512)
       gemv ? run_gemv<kBits, true>(w_, x, m, y, bias) : run_tiled<kBits, true>(w_, x, m, y, bias);
     else
       gemv ? run_gemv<kBits, false>(w_, x, m, y, bias) : run_tiled<kBits, false>(w_, x, m, y, bias);
@@ -617,7 +655,7 @@ class MatMulNBitsKernel final : public Kernel {
 
   PackedNBits w_;
   bool has_bias_;
-  bool avx512_;
+  CpuIsa isa_;  // the level in use when the kernel was built
 };
 
 std::string check_matmul_nbits(const NodeContext& ctx) {
@@ -652,10 +690,6 @@ std::unique_ptr<Kernel> make_matmul_nbits(const NodeContext& ctx) {
 }
 
 }  // namespace
-
-void set_matmul_nbits_avx2_only(bool on) {
-  avx2_only.store(on);
-}
 
 LUMEN_REGISTER_CPU_KERNEL(MatMulNBits, &make_matmul_nbits, &check_matmul_nbits);
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/norm_math.h"
 
@@ -37,15 +38,16 @@ class BatchNormKernel final : public Kernel {
     }
     const int64_t planes = batch_ * channels;
     const bool parallel = planes * spatial > kNormParallelWork;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t p = 0; p < planes; ++p) {
+    const auto plane = [&](int64_t p) {
       const float ac = a[p % channels];
       const float bc = b[p % channels];
       const float* in = x + p * spatial;
       float* out = y + p * spatial;
 #pragma omp simd
       for (int64_t i = 0; i < spatial; ++i) out[i] = in[i] * ac + bc;
-    }
+    };
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < planes; ++p) isa_call(plane, p);
   }
 
   int in_place_input() const override {
@@ -119,8 +121,7 @@ class LayerNormKernel final : public Kernel {
     }
     const float eps = epsilon_;
     const bool parallel = rows * n > kNormParallelWork;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r = 0; r < rows; ++r) {
+    const auto row = [&](int64_t r) {
       const float* in = x + r * n;
       float* out = y + r * n;
       // n == 0 gives NaN statistics (0/0), as a mean over nothing should.
@@ -141,7 +142,9 @@ class LayerNormKernel final : public Kernel {
       }
       if (mean_out) mean_out[r] = mean;
       if (inv_out) inv_out[r] = inv;
-    }
+    };
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r = 0; r < rows; ++r) isa_call(row, r);
   }
 
  private:

@@ -1,7 +1,8 @@
 // The packed GEMM of packed_gemm.h: a 6 x 16 AVX2/FMA micro-kernel (12 accumulator registers)
 // over B panels packed at compile time, blocked for the caches (kKc rows of B per block, at most
 // kMc rows of A per tile, so a tile's packed A block stays in L2 while each 16-column B panel
-// stays in L1), tiles shared out over the OpenMP threads.
+// stays in L1), tiles shared out over the OpenMP threads. The micro-kernel and packed_gemm are
+// AVX2 code: prefer_packed_gemm admits them only where the CPU level in use is AVX2.
 #include "backends/cpu/packed_gemm.h"
 
 #include <immintrin.h>
@@ -12,11 +13,13 @@
 #include <cstring>
 
 #include "backends/cpu/elementwise_math.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/simd_math.h"
 #include "backends/cpu/simd_transpose.h"
 #include "core/derived_tensors.h"
 
 namespace lumen::cpu {
+LUMEN_AVX2_BEGIN
 namespace {
 
 constexpr int64_t kMr = 6;    // rows of C per micro-kernel call
@@ -246,11 +249,13 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
 
 }  // namespace
 
+LUMEN_ISA_END
+
 bool prefer_packed_gemm() {
-  static const bool kPrefer = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                              !__builtin_cpu_supports("avx512f");
-  return kPrefer;
+  return cpu_isa() == CpuIsa::kAvx2;
 }
+
+LUMEN_AVX2_BEGIN
 
 // Tiles of at most kMc rows by a share of the columns, over the OpenMP threads; per tile, block
 // by block of k, A's block is packed once and each B panel runs down the tile's rows.
@@ -398,7 +403,21 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   }
 }
 
-void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
+// The activations activate8() computes, 8 values at a time over y[0, cols - cols % 8); returns
+// how many it did.
+static int64_t activate_rows8(float* y, int64_t cols, const GemmEpilogue& e) {
+  int64_t done = 0;
+  for (; done + 8 <= cols; done += 8)
+    _mm256_storeu_ps(y + done, activate8(_mm256_loadu_ps(y + done), e));
+  return done;
+}
+LUMEN_ISA_END
+
+namespace {
+
+// finish_row's work, inlined into a baseline and an AVX2 copy (isa_call).
+[[gnu::always_inline]] inline void finish_row_body(float* y, int64_t cols, int64_t col0,
+                                                   const GemmEpilogue& e) {
   if (e.bias) {
     const float* bias = e.bias + col0;
 #pragma omp simd
@@ -408,9 +427,8 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
   // row and the other activations below.
   int64_t done = 0;
   if (e.activation != GemmActivation::kNone && e.activation != GemmActivation::kRelu &&
-      activates_in_registers(e.activation)) {
-    for (; done + 8 <= cols; done += 8)
-      _mm256_storeu_ps(y + done, activate8(_mm256_loadu_ps(y + done), e));
+      activates_in_registers(e.activation) && has_avx2()) {
+    done = activate_rows8(y, cols, e);
     y += done;
     cols -= done;
   }
@@ -465,6 +483,13 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
       }
       break;
   }
+}
+
+}  // namespace
+
+void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
+  const auto body = [&] { finish_row_body(y, cols, col0, e); };
+  isa_call(body);
 }
 
 bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta,

@@ -7,8 +7,6 @@
 // Channels-last 2-D pooling runs a direct kernel that reduces each window's channel vectors:
 // oneDNN 2.6's avx2 pooling took 0.43 ms on squeezenet's first MaxPool (64 channels, 111x111,
 // 3x3 stride 2) where the direct kernel takes about a tenth of that.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -18,14 +16,63 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/max_pool_direct.h"
 #include "graph/schemas/conv_geometry.h"
+
+#if LUMEN_X86
+#include <immintrin.h>
+#endif
 
 namespace lumen::cpu {
 namespace {
 
 constexpr int64_t kParallelWork = 1 << 15;
+
+#if LUMEN_X86
+LUMEN_AVX2_BEGIN
+// max(in, acc) keeps acc where in is NaN, as `in > acc ? in : acc` does. (A function, not a
+// lambda in the template below: its instantiation would not be compiled for AVX2.)
+template <bool kMax>
+inline __m256 pool_reduce8(__m256 in, __m256 acc) {
+  return kMax ? _mm256_max_ps(in, acc) : _mm256_add_ps(in, acc);
+}
+
+// out[i] = max (or scale * sum) over t < count of taps[t][i], for i < c - c % 8: blocks of 32
+// channels, then of 8, reduced over every tap in registers. Returns c - c % 8.
+template <bool kMax>
+int64_t reduce_taps_avx2(const float* const* taps, int64_t count, int64_t c, float scale,
+                         float* out) {
+  const auto reduce = pool_reduce8<kMax>;
+  const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  const __m256 vscale = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 32 <= c; i += 32) {
+    __m256 a0 = _mm256_set1_ps(init), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t t = 0; t < count; ++t) {
+      const float* in = taps[t];
+      a0 = reduce(_mm256_loadu_ps(in + i), a0);
+      a1 = reduce(_mm256_loadu_ps(in + i + 8), a1);
+      a2 = reduce(_mm256_loadu_ps(in + i + 16), a2);
+      a3 = reduce(_mm256_loadu_ps(in + i + 24), a3);
+    }
+    if constexpr (!kMax) {
+      a0 = _mm256_mul_ps(a0, vscale), a1 = _mm256_mul_ps(a1, vscale);
+      a2 = _mm256_mul_ps(a2, vscale), a3 = _mm256_mul_ps(a3, vscale);
+    }
+    _mm256_storeu_ps(out + i, a0), _mm256_storeu_ps(out + i + 8, a1);
+    _mm256_storeu_ps(out + i + 16, a2), _mm256_storeu_ps(out + i + 24, a3);
+  }
+  for (; i + 8 <= c; i += 8) {
+    __m256 a = _mm256_set1_ps(init);
+    for (int64_t t = 0; t < count; ++t) a = reduce(_mm256_loadu_ps(taps[t] + i), a);
+    _mm256_storeu_ps(out + i, kMax ? a : _mm256_mul_ps(a, vscale));
+  }
+  return i;
+}
+LUMEN_ISA_END
+#endif
 
 // One spatial axis of a pooling window; missing leading axes (1-D, 2-D) are size-1 axes.
 struct Axis {
@@ -174,10 +221,6 @@ class PoolKernel final : public Kernel {
     const int64_t rows = planes_ / c * ah.out;  // images x output rows
     const int64_t work = rows * aw.out * ah.k * aw.k * c;
     const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-    // max(in, acc) keeps acc where in is NaN, as `in > acc ? in : acc` does.
-    const auto reduce = [](__m256 in, __m256 acc) {
-      return kMax ? _mm256_max_ps(in, acc) : _mm256_add_ps(in, acc);
-    };
     // Each thread lists its taps on its stack (windows of up to kStackTaps taps) or in a vector
     // made once per call: a thread_local vector cost a __tls_get_addr call per use in the shared
     // library, several per output pixel (SqueezeNet's 3x3 stride-2 pool over 111 x 111 x 64:
@@ -205,29 +248,10 @@ class PoolKernel final : public Kernel {
             }
           }
           const float scale = kMax ? 1.0f : 1.0f / (counts_[1][oh] * counts_[2][ow]);
-          const __m256 vscale = _mm256_set1_ps(scale);
           int64_t i = 0;
-          for (; i + 32 <= c; i += 32) {
-            __m256 a0 = _mm256_set1_ps(init), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t t = 0; t < count; ++t) {
-              const float* in = taps[t];
-              a0 = reduce(_mm256_loadu_ps(in + i), a0);
-              a1 = reduce(_mm256_loadu_ps(in + i + 8), a1);
-              a2 = reduce(_mm256_loadu_ps(in + i + 16), a2);
-              a3 = reduce(_mm256_loadu_ps(in + i + 24), a3);
-            }
-            if constexpr (!kMax) {
-              a0 = _mm256_mul_ps(a0, vscale), a1 = _mm256_mul_ps(a1, vscale);
-              a2 = _mm256_mul_ps(a2, vscale), a3 = _mm256_mul_ps(a3, vscale);
-            }
-            _mm256_storeu_ps(out + i, a0), _mm256_storeu_ps(out + i + 8, a1);
-            _mm256_storeu_ps(out + i + 16, a2), _mm256_storeu_ps(out + i + 24, a3);
-          }
-          for (; i + 8 <= c; i += 8) {
-            __m256 a = _mm256_set1_ps(init);
-            for (int64_t t = 0; t < count; ++t) a = reduce(_mm256_loadu_ps(taps[t] + i), a);
-            _mm256_storeu_ps(out + i, kMax ? a : _mm256_mul_ps(a, vscale));
-          }
+#if LUMEN_X86
+          if (has_avx2()) i = reduce_taps_avx2<kMax>(taps, count, c, scale, out);
+#endif
           for (; i < c; ++i) {
             float a = init;
             for (int64_t t = 0; t < count; ++t) {

@@ -9,10 +9,6 @@
 // integer targets take an integer (floats truncated as for int8) and wrap to their width.
 #include <omp.h>
 
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,8 +17,10 @@
 #include <string>
 #include <type_traits>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/shape_ops_cast.h"
+#include "backends/cpu/simd_convert.h"
 #include "core/half.h"
 #include "core/narrow_types.h"
 
@@ -114,19 +112,16 @@ void cast_range(const void* src, void* dst, int64_t begin, int64_t end) {
   const S* s = static_cast<const S*>(src);
   D* d = static_cast<D*>(dst);
   int64_t i = begin;
-#ifdef __F16C__
   if constexpr (std::is_same_v<D, F16> && std::is_same_v<S, float>) {
-    for (; i + 8 <= end; i += 8) {
-      __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
-    }
+    i += floats_to_halves_f16c(s + begin, reinterpret_cast<uint16_t*>(d + begin), end - begin);
   } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, F16>) {
-    for (; i + 8 <= end; i += 8)
-      _mm256_storeu_ps(d + i,
-                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    i +=
+        halves_to_floats_f16c(reinterpret_cast<const uint16_t*>(s + begin), d + begin, end - begin);
   }
-#endif
-  for (; i < end; ++i) d[i] = convert<D>(s[i]);
+  const auto rest = [&](int64_t from) {
+    for (int64_t j = from; j < end; ++j) d[j] = convert<D>(s[j]);
+  };
+  isa_call(rest, i);
 }
 
 using CastFn = void (*)(const void* src, void* dst, int64_t begin, int64_t end);
@@ -302,13 +297,11 @@ class CastKernel final : public Kernel {
       if (is_narrow(from) && is_narrow(to)) {
         narrow_fn_ = &narrow_to_narrow_range;
       } else if (is_narrow(to)) {
-        narrow_fn_ = visit_dtype<NarrowFn>(from, [](auto s) -> NarrowFn {
-          return &to_narrow_range<decltype(s)>;
-        });
+        narrow_fn_ = visit_dtype<NarrowFn>(
+            from, [](auto s) -> NarrowFn { return &to_narrow_range<decltype(s)>; });
       } else {
-        narrow_fn_ = visit_dtype<NarrowFn>(to, [](auto d) -> NarrowFn {
-          return &from_narrow_range<decltype(d)>;
-        });
+        narrow_fn_ = visit_dtype<NarrowFn>(
+            to, [](auto d) -> NarrowFn { return &from_narrow_range<decltype(d)>; });
       }
       return;
     }

@@ -9,10 +9,36 @@
 // large negative x (true value below that). NaN in gives NaN out.
 #pragma once
 
-#include <immintrin.h>
-
+#include "backends/cpu/isa.h"
 #include "backends/cpu/packed_gemm.h"
 
+namespace lumen::cpu {
+
+// Whether activate8 computes this activation (the others are finish_row()'s alone).
+inline bool activates_in_registers(GemmActivation act) {
+  switch (act) {
+    case GemmActivation::kNone:
+    case GemmActivation::kRelu:
+    case GemmActivation::kLeakyRelu:
+    case GemmActivation::kClip:
+    case GemmActivation::kSigmoid:
+    case GemmActivation::kHardSwish:
+    case GemmActivation::kSwish:
+    case GemmActivation::kGeluErf:
+    case GemmActivation::kGeluTanh:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace lumen::cpu
+
+// Everything below is compiled for AVX2 (backends/cpu/isa.h): callers check has_avx2() first.
+#if LUMEN_X86
+#include <immintrin.h>
+
+LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 
 // e^x for x in the clamp range (outside it, e^x at the nearest bound). Written for a short chain
@@ -80,24 +106,6 @@ inline __m256 erf8(__m256 x) {
   return _mm256_div_ps(_mm256_mul_ps(x, p), q);
 }
 
-// Whether activate8 computes this activation (the others are finish_row()'s alone).
-inline bool activates_in_registers(GemmActivation act) {
-  switch (act) {
-    case GemmActivation::kNone:
-    case GemmActivation::kRelu:
-    case GemmActivation::kLeakyRelu:
-    case GemmActivation::kClip:
-    case GemmActivation::kSigmoid:
-    case GemmActivation::kHardSwish:
-    case GemmActivation::kSwish:
-    case GemmActivation::kGeluErf:
-    case GemmActivation::kGeluTanh:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The epilogue's activation on 8 values, for the activations activates_in_registers() names
 // (others pass through unchanged). Comparisons keep finish_row()'s results, NaN included.
 inline __m256 activate8(__m256 v, const GemmEpilogue& e) {
@@ -142,3 +150,5 @@ inline __m256 activate8(__m256 v, const GemmEpilogue& e) {
 }
 
 }  // namespace lumen::cpu
+LUMEN_ISA_END
+#endif  // LUMEN_X86

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/norm_math.h"
 
@@ -98,18 +99,20 @@ class SoftmaxKernel final : public Kernel {
     if (outer * n * inner == 0) return;
     const bool parallel = outer * n * inner > kNormParallelWork;
     if (inner == 1) {
+      const auto row = [&](int64_t o) { softmax_row<kLog>(x + o * n, y + o * n, n); };
 #pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t o = 0; o < outer; ++o) softmax_row<kLog>(x + o * n, y + o * n, n);
+      for (int64_t o = 0; o < outer; ++o) isa_call(row, o);
       return;
     }
     const int64_t chunks = (inner + kInnerChunk - 1) / kInnerChunk;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t t = 0; t < outer * chunks; ++t) {
+    const auto task = [&](int64_t t) {
       int64_t o = t / chunks;
       int64_t j0 = (t % chunks) * kInnerChunk;
       int64_t off = o * n * inner + j0;
       softmax_columns<kLog>(x + off, y + off, n, inner, std::min(kInnerChunk, inner - j0));
-    }
+    };
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t t = 0; t < outer * chunks; ++t) isa_call(task, t);
   }
 
  private:

@@ -2,12 +2,12 @@
 // at compile time (size-1 axes dropped, input axes that stay neighbours merged); what is left runs
 // as a view (identity), a row copy (innermost axis kept), or cache-blocked 2-D plane transposes
 // with an AVX2 8x8 micro-kernel for 4-byte elements.
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/movement_copy.h"
 #include "backends/cpu/simd_transpose.h"
@@ -27,16 +27,22 @@ inline void transpose_tile_scalar(const T* src, int64_t lds, T* dst, int64_t ldd
     for (int64_t a = a0; a < a1; ++a) dst[b * ldd + a] = src[a * lds + b];
 }
 
-#ifdef __AVX2__
-// 8x8 block of 32-bit elements: dst row k = src column k.
-inline void transpose_block_8x8(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd) {
-  const float* s = reinterpret_cast<const float*>(src);
-  float* d = reinterpret_cast<float*>(dst);
-  __m256 m[8];
-  for (int64_t r = 0; r < 8; ++r) m[r] = _mm256_loadu_ps(s + r * lds);
-  transpose_8x8(m);
-  for (int64_t r = 0; r < 8; ++r) _mm256_storeu_ps(d + r * ldd, m[r]);
+#if LUMEN_X86
+LUMEN_AVX2_BEGIN
+// The tile's whole 8x8 blocks of 32-bit elements, each transposed in registers.
+void transpose_blocks_avx2(const uint32_t* src, int64_t lds, uint32_t* dst, int64_t ldd, int64_t a0,
+                           int64_t a8, int64_t b0, int64_t b8) {
+  for (int64_t b = b0; b < b8; b += 8)
+    for (int64_t a = a0; a < a8; a += 8) {
+      const float* s = reinterpret_cast<const float*>(src + a * lds + b);
+      float* d = reinterpret_cast<float*>(dst + b * ldd + a);
+      __m256 m[8];
+      for (int64_t r = 0; r < 8; ++r) m[r] = _mm256_loadu_ps(s + r * lds);
+      transpose_8x8(m);
+      for (int64_t r = 0; r < 8; ++r) _mm256_storeu_ps(d + r * ldd, m[r]);
+    }
 }
+LUMEN_ISA_END
 #endif
 
 // The whole of a plane only kA rows tall (a0 = 0, a1 = kA; NCHW -> NHWC with 3 channels): with kA
@@ -53,12 +59,11 @@ inline void transpose_tile(const T* src, int64_t lds, T* dst, int64_t ldd, int64
                            int64_t b0, int64_t b1) {
   if (a0 == 0 && a1 == 3) return transpose_short<T, 3>(src, lds, dst, ldd, b0, b1);
   if (a0 == 0 && a1 == 4) return transpose_short<T, 4>(src, lds, dst, ldd, b0, b1);
-#ifdef __AVX2__
+#if LUMEN_X86
   if constexpr (sizeof(T) == 4) {
+    if (!has_avx2()) return transpose_tile_scalar(src, lds, dst, ldd, a0, a1, b0, b1);
     int64_t a8 = a0 + (a1 - a0) / 8 * 8, b8 = b0 + (b1 - b0) / 8 * 8;
-    for (int64_t b = b0; b < b8; b += 8)
-      for (int64_t a = a0; a < a8; a += 8)
-        transpose_block_8x8(src + a * lds + b, lds, dst + b * ldd + a, ldd);
+    transpose_blocks_avx2(src, lds, dst, ldd, a0, a8, b0, b8);
     transpose_tile_scalar(src, lds, dst, ldd, a8, a1, b0, b1);
     transpose_tile_scalar(src, lds, dst, ldd, a0, a8, b8, b1);
     return;

@@ -10,8 +10,12 @@
 
 #include <algorithm>
 
+#include "backends/cpu/isa.h"
 #include "lumen/tensor.h"
 
+// The kernel is AVX2 code throughout (packed_gemm's products and transforms vectorised 8 wide):
+// winograd_form, which is not, admits it only where the CPU has AVX2.
+LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 namespace {
 
@@ -230,6 +234,7 @@ void run_form(const std::vector<PackedMatrix>& u, int64_t c, int64_t o, const fl
 }
 
 }  // namespace
+LUMEN_ISA_END
 
 std::optional<WinogradForm> winograd_form(int64_t out_h, int64_t out_w, int64_t in_channels,
                                           int64_t out_channels) {
@@ -249,6 +254,8 @@ std::optional<WinogradForm> winograd_form(int64_t out_h, int64_t out_w, int64_t 
   // 2-15 ms slower in 6 interleaved rounds of 30 runs).
   return out_h * out_w >= int64_t{28} * 28 ? WinogradForm::kF4x4 : WinogradForm::kF2x2;
 }
+
+LUMEN_AVX2_BEGIN
 
 WinogradConv::WinogradConv(const float* weights, int64_t out_channels, int64_t in_channels,
                            WinogradForm form)
@@ -270,4 +277,5 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
                     out_w, y, epilogue);
 }
 
+LUMEN_ISA_END
 }  // namespace lumen::cpu

@@ -1,0 +1,36 @@
+// CpuIsa: the instruction-set level Lumen's own CPU kernels run at. One library serves every
+// x86-64 CPU: it is compiled for the x86-64-v2 baseline, and the kernels that pay for it carry
+// AVX2 and AVX-512 forms chosen once at start-up from the CPU's features. On other architectures
+// (arm64) the level is always kBaseline.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace lumen {
+
+// Ordered: a higher level can run every lower level's code.
+enum class CpuIsa {
+  kBaseline,  // x86-64-v2 (SSE4.2) on x86-64; the compiler's default elsewhere
+  kAvx2,      // x86-64-v3: AVX2, FMA, F16C
+  kAvx512,    // x86-64-v4: AVX-512 F/BW/DQ/VL (Lumen's AVX2 kernels still run where it has none)
+};
+
+// The level in use: the detected level, lowered by set_cpu_isa_limit. Cheap (one atomic read).
+CpuIsa cpu_isa();
+
+// The highest level this CPU and operating system support (what cpu_isa() is unless limited).
+CpuIsa cpu_isa_detected();
+
+// For tests and benchmarks: runs Lumen's kernels at no more than `limit` (a limit above the
+// detected level means the detected level). Returns the level now in use. Affects kernels built
+// after the call; call it before compiling models, not while one runs.
+CpuIsa set_cpu_isa_limit(CpuIsa limit);
+
+// "baseline", "avx2" or "avx512".
+std::string_view cpu_isa_name(CpuIsa isa);
+
+// The level named by cpu_isa_name's spelling; nullopt for any other string.
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
+
+}  // namespace lumen
