@@ -59,8 +59,10 @@ inline bool has_avx512() {
 }
 
 #if LUMEN_X86
+// flatten: f and everything it calls are inlined here, so they are compiled for AVX2 (without it
+// GCC kept larger functors as calls into their baseline code: float Add ran 4 floats wide).
 template <typename F, typename... Args>
-LUMEN_TARGET_AVX2 auto call_avx2(F& f, Args... args) {
+LUMEN_TARGET_AVX2 __attribute__((flatten)) auto call_avx2(F& f, Args... args) {
   return f(args...);
 }
 #endif

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/float_types.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/norm_math.h"
 
@@ -232,17 +233,21 @@ class GroupNormKernel final : public Kernel {
       mean[g] += d / count;
       inv[g] = 1.0 / std::sqrt(var + epsilon_);
     }
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t p = 0; p < planes; ++p) {
+    // (x - mean) * a + bias: x - mean loses nothing where x is near the mean (far from zero),
+    // where x * a + (bias - mean * a) would cancel two large terms and keep their rounding
+    // unless the CPU fuses the multiply-add.
+    const auto plane = [&](int64_t p) {
       const int64_t c = p % channels_, g = p / per_group;
-      const double a = static_cast<double>(static_cast<C>(scale[c])) * inv[g];
-      const C ac = static_cast<C>(a);
-      const C bc = static_cast<C>(static_cast<double>(static_cast<C>(bias[c])) - mean[g] * a);
+      const C ac = static_cast<C>(static_cast<double>(static_cast<C>(scale[c])) * inv[g]);
+      const C mc = static_cast<C>(mean[g]);
+      const C bc = static_cast<C>(bias[c]);
       const T* in = x + p * spatial;
       T* out = y + p * spatial;
 #pragma omp simd
-      for (int64_t i = 0; i < spatial; ++i) out[i] = T(static_cast<C>(in[i]) * ac + bc);
-    }
+      for (int64_t i = 0; i < spatial; ++i) out[i] = T((static_cast<C>(in[i]) - mc) * ac + bc);
+    };
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t p = 0; p < planes; ++p) isa_call(plane, p);
   }
 
   float epsilon_;
