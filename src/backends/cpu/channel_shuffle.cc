@@ -114,11 +114,12 @@ class ChannelShuffleKernel final : public Kernel {
     const int64_t total_bytes =
         outer_ * out_channels_ * inner_ * elem_size_ * static_cast<int64_t>(out.size());
     const bool interleave8 = inner_ == 1 && elem_size_ == 4 && groups_ == 2;
+    const bool avx2 = has_avx2();  // once per run, not per row
 #pragma omp parallel for schedule(static) if (total_bytes > kParallelBytes)
     for (int64_t p = 0; p < outer_; ++p) {
       for (const Run& r : runs_) {
         if (interleave8 && r.sources.size() == 2) {
-          interleave_pair(p, r, in, out);
+          interleave_pair(p, r, in, out, avx2);
           continue;
         }
         const int64_t block = inner_ * elem_size_;  // bytes of one channel in one outer row
@@ -138,7 +139,7 @@ class ChannelShuffleKernel final : public Kernel {
   // A two-group run of a channels-last row of 4-byte elements: 8 channels of each source per
   // step, interleaved in registers.
   void interleave_pair(int64_t p, const Run& r, const std::vector<const char*>& in,
-                       const std::vector<char*>& out) const {
+                       const std::vector<char*>& out, bool avx2) const {
     const Source a = r.sources[0], b = r.sources[1];
     const auto* pa =
         reinterpret_cast<const float*>(in[a.input]) + p * in_channels_[a.input] + a.channel;
@@ -147,7 +148,7 @@ class ChannelShuffleKernel final : public Kernel {
     auto* dst = reinterpret_cast<float*>(out[r.output]) + p * out_channels_ + r.first;
     int64_t i = 0;
 #if LUMEN_X86
-    if (has_avx2()) {
+    if (avx2) {
       i = interleave_avx2(pa, pb, dst, r.count);
       dst += 2 * i;
     }

@@ -259,6 +259,9 @@ LUMEN_AVX2_BEGIN
 
 // Tiles of at most kMc rows by a share of the columns, over the OpenMP threads; per tile, block
 // by block of k, A's block is packed once and each B panel runs down the tile's rows.
+// finish_row for packed_gemm, which runs only at the AVX2 level: no dispatch per row.
+void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
+
 void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
                  int64_t ldc, const GemmEpilogue& e) {
   const int64_t n = b.n(), k = b.k();
@@ -326,7 +329,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
       for (int64_t jp = jp0; jp < jp1; ++jp) {
         const int64_t col0 = jp * kNr, cols = std::min(kNr, n - col0);
         row_kernel(a, 1, k, b.panel(0, jp), c + col0, cols, e.accumulate);
-        if (finishes) finish_row(c + col0, cols, col0, e);
+        if (finishes) finish_row_avx2(c + col0, cols, col0, e);
       }
       return;
     }
@@ -338,7 +341,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
         float* y = c + (row0 + r) * ldc;
         const int64_t col0 = jp0 * kNr, cols = std::min(n, jp1 * kNr) - col0;
         if (!e.accumulate) std::fill(y + col0, y + col0 + cols, 0.0f);
-        finish_row(y + col0, cols, col0, e);
+        finish_row_avx2(y + col0, cols, col0, e);
       }
       return;
     }
@@ -381,7 +384,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
                           !first || e.accumulate, fin_here && last ? &e : nullptr, col0,
                           next ? next + pf0 * kNr : nullptr, pf_lines, pf_every);
           if (last && finishes && !done)
-            for (int64_t r = 0; r < prow; ++r) finish_row(tile + r * ldc, cols, col0, e);
+            for (int64_t r = 0; r < prow; ++r) finish_row_avx2(tile + r * ldc, cols, col0, e);
         }
       }
     }
@@ -416,8 +419,9 @@ LUMEN_ISA_END
 namespace {
 
 // finish_row's work, inlined into a baseline and an AVX2 copy (isa_call).
+// `avx2`: whether activate8 may run (the CPU level in use has AVX2).
 [[gnu::always_inline]] inline void finish_row_body(float* y, int64_t cols, int64_t col0,
-                                                   const GemmEpilogue& e) {
+                                                   const GemmEpilogue& e, bool avx2) {
   if (e.bias) {
     const float* bias = e.bias + col0;
 #pragma omp simd
@@ -427,7 +431,7 @@ namespace {
   // row and the other activations below.
   int64_t done = 0;
   if (e.activation != GemmActivation::kNone && e.activation != GemmActivation::kRelu &&
-      activates_in_registers(e.activation) && has_avx2()) {
+      activates_in_registers(e.activation) && avx2) {
     done = activate_rows8(y, cols, e);
     y += done;
     cols -= done;
@@ -488,9 +492,16 @@ namespace {
 }  // namespace
 
 void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
-  const auto body = [&] { finish_row_body(y, cols, col0, e); };
+  const bool avx2 = has_avx2();
+  const auto body = [&] { finish_row_body(y, cols, col0, e, avx2); };
   isa_call(body);
 }
+
+LUMEN_AVX2_BEGIN
+void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
+  finish_row_body(y, cols, col0, e, true);
+}
+LUMEN_ISA_END
 
 bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta,
                          GemmEpilogue* out) {

@@ -220,6 +220,7 @@ class PoolKernel final : public Kernel {
     float* y = ctx.outputs[0].data<float>();
     const int64_t rows = planes_ / c * ah.out;  // images x output rows
     const int64_t work = rows * aw.out * ah.k * aw.k * c;
+    const bool avx2 = has_avx2();  // once per run, not per pixel
     const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
     // Each thread lists its taps on its stack (windows of up to kStackTaps taps) or in a vector
     // made once per call: a thread_local vector cost a __tls_get_addr call per use in the shared
@@ -250,7 +251,7 @@ class PoolKernel final : public Kernel {
           const float scale = kMax ? 1.0f : 1.0f / (counts_[1][oh] * counts_[2][ow]);
           int64_t i = 0;
 #if LUMEN_X86
-          if (has_avx2()) i = reduce_taps_avx2<kMax>(taps, count, c, scale, out);
+          if (avx2) i = reduce_taps_avx2<kMax>(taps, count, c, scale, out);
 #endif
           for (; i < c; ++i) {
             float a = init;

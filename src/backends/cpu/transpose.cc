@@ -56,12 +56,12 @@ inline void transpose_short(const T* __restrict src, int64_t lds, T* __restrict 
 
 template <typename T>
 inline void transpose_tile(const T* src, int64_t lds, T* dst, int64_t ldd, int64_t a0, int64_t a1,
-                           int64_t b0, int64_t b1) {
+                           int64_t b0, int64_t b1, bool avx2) {
   if (a0 == 0 && a1 == 3) return transpose_short<T, 3>(src, lds, dst, ldd, b0, b1);
   if (a0 == 0 && a1 == 4) return transpose_short<T, 4>(src, lds, dst, ldd, b0, b1);
 #if LUMEN_X86
   if constexpr (sizeof(T) == 4) {
-    if (!has_avx2()) return transpose_tile_scalar(src, lds, dst, ldd, a0, a1, b0, b1);
+    if (!avx2) return transpose_tile_scalar(src, lds, dst, ldd, a0, a1, b0, b1);
     int64_t a8 = a0 + (a1 - a0) / 8 * 8, b8 = b0 + (b1 - b0) / 8 * 8;
     transpose_blocks_avx2(src, lds, dst, ldd, a0, a8, b0, b8);
     transpose_tile_scalar(src, lds, dst, ldd, a8, a1, b0, b1);
@@ -175,8 +175,10 @@ class TransposeKernel final : public Kernel {
     int64_t b_bands = planes * a_blocks >= threads ? 1 : std::min(b_blocks, 4 * threads);
     int64_t band = (b_blocks + b_bands - 1) / b_bands * kTile;  // b elements per band
     int64_t units = planes * a_blocks * b_bands;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t u = 0; u < units; ++u) {
+    const bool avx2 = has_avx2();  // once per run, not per tile
+    // One unit's tiles, from the AVX2 copy where the CPU has it (the short planes' loops
+    // vectorise 8 wide there).
+    const auto unit = [&](int64_t u) {
       int64_t plane = u / (a_blocks * b_bands), a0 = (u / b_bands % a_blocks) * kTile;
       int64_t a1 = std::min(na, a0 + kTile);
       int64_t b_lo = (u % b_bands) * band, b_hi = std::min(nb, b_lo + band);
@@ -188,8 +190,11 @@ class TransposeKernel final : public Kernel {
         doff += i * os[k];
       }
       for (int64_t b0 = b_lo; b0 < b_hi; b0 += kTile)
-        transpose_tile(src + soff, lds, dst + doff, ldd, a0, a1, b0, std::min(b_hi, b0 + kTile));
-    }
+        transpose_tile(src + soff, lds, dst + doff, ldd, a0, a1, b0, std::min(b_hi, b0 + kTile),
+                       avx2);
+    };
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t u = 0; u < units; ++u) isa_call(unit, u);
   }
 
   size_t elem_size_;
