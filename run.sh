@@ -4,6 +4,7 @@
 #   ./run.sh test   install, build, run every test, then again under ASan + UBSan (no zoo), fuzz
 #                   the ONNX loader (300,000 fixed inputs), the concurrency tests under TSan
 #   ./run.sh tsan   the concurrency tests under ThreadSanitizer alone
+#   ./run.sh arm64  cross-build for arm64 (aarch64) and run the unit and op tests under qemu-user
 #   ./run.sh fuzz [SECONDS]   explore with the ONNX loader fuzzer (default a minute)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,15 +16,15 @@ packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev 
   protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp
   graphviz pybind11-dev python3-dev python3-pytest python3-setuptools python3-pip python3-venv
   clang libclang-rt-14-dev libomp-dev qemu-user)
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
 install_deps() {
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "$@"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return
   echo "run.sh: installing ${missing[*]}"
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
@@ -93,6 +94,25 @@ tsan_tests() {
     ctest --test-dir "$dir" --output-on-failure -L concurrency
 }
 
+# arm64: Debian's cross compiler builds the library, the CLI and the tests for aarch64 against
+# Debian's arm64 oneDNN, protobuf, ONNX and GoogleTest (unpacked into the build folder, since their
+# -dev packages cannot be installed beside the amd64 ones: cmake/arm64-sysroot.sh), and the unit,
+# op and ONNX tests run under qemu-user, one emulator per test program.
+arm64_tests() {
+  local dir="$build_dir-arm64"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+    $sudo apt-get update -qq
+  fi
+  install_deps g++-aarch64-linux-gnu qemu-user
+  cmake/arm64-sysroot.sh "$dir/sysroot"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DLUMEN_ARM64_SYSROOT="$PWD/$dir/sysroot" \
+    "${launcher[@]}" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" -LE "soak|concurrency"
+}
+
 # A project outside the tree finds the installed package and runs the API example.
 check_install() {
   local prefix="$PWD/$build_dir/install"
@@ -102,8 +122,8 @@ check_install() {
   LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" "$build_dir/consumer/consumer"
 }
 
-install_deps
-build
+install_deps "${packages[@]}"
+[ "$mode" = arm64 ] || build
 case "$mode" in
   run)
     "$build_dir/classify_digits" models/digits
@@ -121,17 +141,21 @@ case "$mode" in
     sanitize_tests
     fuzz --runs 300000
     tsan_tests
+    arm64_tests
     echo "run.sh: all tests passed"
     ;;
   tsan)
     tsan_tests
+    ;;
+  arm64)
+    arm64_tests
     ;;
   fuzz)
     [ -x "$sanitized_dir/tests/load_model_fuzzer" ] || sanitized_build
     fuzz "${2:-60}"
     ;;
   *)
-    echo "usage: ./run.sh [test|tsan|fuzz]" >&2
+    echo "usage: ./run.sh [test|tsan|arm64|fuzz]" >&2
     exit 2
     ;;
 esac

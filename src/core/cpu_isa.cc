@@ -8,6 +8,8 @@
 #include <cpuid.h>
 #endif
 
+#include "core/cpu_isa_level.h"
+
 namespace lumen {
 namespace {
 
@@ -33,10 +35,9 @@ CpuIsa detect() {
   return CpuIsa::kBaseline;
 }
 
-// The level in use, or -1 before the first query (so static initialisers elsewhere may ask).
-std::atomic<int> active{-1};
-
 }  // namespace
+
+std::atomic<int> cpu_isa_level{-1};
 
 CpuIsa cpu_isa_detected() {
   static const CpuIsa detected = detect();
@@ -44,17 +45,17 @@ CpuIsa cpu_isa_detected() {
 }
 
 CpuIsa cpu_isa() {
-  const int level = active.load(std::memory_order_relaxed);
+  const int level = cpu_isa_level.load(std::memory_order_relaxed);
   if (level >= 0) return static_cast<CpuIsa>(level);
   const CpuIsa detected = cpu_isa_detected();
   int expected = -1;
-  active.compare_exchange_strong(expected, static_cast<int>(detected));
-  return static_cast<CpuIsa>(active.load(std::memory_order_relaxed));
+  cpu_isa_level.compare_exchange_strong(expected, static_cast<int>(detected));
+  return static_cast<CpuIsa>(cpu_isa_level.load(std::memory_order_relaxed));
 }
 
 CpuIsa set_cpu_isa_limit(CpuIsa limit) {
   const CpuIsa use = limit < cpu_isa_detected() ? limit : cpu_isa_detected();
-  active.store(static_cast<int>(use), std::memory_order_relaxed);
+  cpu_isa_level.store(static_cast<int>(use), std::memory_order_relaxed);
   return use;
 }
 

@@ -142,7 +142,11 @@ TEST(Runtime, ReleaseWeightsFreesPackedWeightsOnly) {
   CompileOptions options;
   options.release_weights = true;
   Executable* exe = g.compile(&rt, options);
+#if defined(__x86_64__)
+  // Packed by Lumen's GEMM or reordered by oneDNN's; on arm64 oneDNN 2.6's reference GEMM reads
+  // the weight where it lies, so it stays.
   EXPECT_FALSE(packed->data.has_value());
+#endif
   EXPECT_TRUE(read->data.has_value());
   auto out = exe->execute(std::vector<Tensor>{x, s});
   test::expect_close(out[0], {3, 8}, reference_mlp(x, w, zero_bias));

@@ -9,13 +9,16 @@
 // reads serve every vector from L1.
 #include "backends/cpu/depthwise_conv.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/simd_math.h"
+#include "lumen/error.h"
+
+#if LUMEN_X86
+#include <immintrin.h>
 
 // The kernel is AVX2 code throughout: depthwise_conv_applies, which is not, admits it only where
 // the CPU has AVX2.
@@ -297,3 +300,25 @@ void DepthwiseConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_
 
 LUMEN_ISA_END
 }  // namespace lumen::cpu
+
+#else
+// Off x86 the kernel does not exist (its AVX2 code has no NEON form yet): the gate admits
+// nothing, so the constructor and run are never reached.
+namespace lumen::cpu {
+
+bool depthwise_conv_applies(int64_t, int64_t, int64_t, const std::vector<int64_t>&,
+                            const std::vector<int64_t>&) {
+  return false;
+}
+
+DepthwiseConv::DepthwiseConv(const float*, int64_t, int64_t, int64_t) {
+  throw UnsupportedOp("DepthwiseConv: AVX2 kernel on a CPU without AVX2");
+}
+
+void DepthwiseConv::run(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, int64_t, float*, const GemmEpilogue&) const {
+  throw UnsupportedOp("DepthwiseConv: AVX2 kernel on a CPU without AVX2");
+}
+
+}  // namespace lumen::cpu
+#endif  // LUMEN_X86

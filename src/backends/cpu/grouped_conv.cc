@@ -8,7 +8,6 @@
 // broadcasts, which issue once per cycle here, no longer bound the multiply-adds.
 #include "backends/cpu/grouped_conv.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +16,10 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "lumen/error.h"
+
+#if LUMEN_X86
+#include <immintrin.h>
 
 // The kernel is AVX2 code throughout: grouped_conv8_applies, which is not, admits it only where
 // the CPU has AVX2.
@@ -184,3 +187,25 @@ void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
 
 LUMEN_ISA_END
 }  // namespace lumen::cpu
+
+#else
+// Off x86 the kernel does not exist (its AVX2 code has no NEON form yet): the gate admits
+// nothing, so the constructor and run are never reached.
+namespace lumen::cpu {
+
+bool grouped_conv8_applies(int64_t, int64_t, int64_t, const std::vector<int64_t>&,
+                           const std::vector<int64_t>&, const std::vector<int64_t>&) {
+  return false;
+}
+
+GroupedConv8::GroupedConv8(const float*, int64_t) {
+  throw UnsupportedOp("GroupedConv8: AVX2 kernel on a CPU without AVX2");
+}
+
+void GroupedConv8::run(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, float*, const GemmEpilogue&) const {
+  throw UnsupportedOp("GroupedConv8: AVX2 kernel on a CPU without AVX2");
+}
+
+}  // namespace lumen::cpu
+#endif  // LUMEN_X86

@@ -13,6 +13,7 @@
 // the functor directly and the regions' code must be left out with #if LUMEN_X86.
 #pragma once
 
+#include "core/cpu_isa_level.h"
 #include "lumen/cpu_isa.h"
 
 #if defined(__x86_64__)
@@ -49,13 +50,18 @@ popcnt,avx512f,avx512bw,avx512dq,avx512vl,avx512cd\"))), apply_to = function)")
 
 namespace lumen::cpu {
 
+// cpu_isa(), read inline.
+inline CpuIsa isa_level() {
+  const int level = cpu_isa_level.load(std::memory_order_relaxed);
+  return level >= 0 ? static_cast<CpuIsa>(level) : cpu_isa();
+}
 // True when the level in use is at least AVX2 (x86-64-v3).
 inline bool has_avx2() {
-  return cpu_isa() >= CpuIsa::kAvx2;
+  return isa_level() >= CpuIsa::kAvx2;
 }
 // True when the level in use is AVX-512 (x86-64-v4).
 inline bool has_avx512() {
-  return cpu_isa() >= CpuIsa::kAvx512;
+  return isa_level() >= CpuIsa::kAvx512;
 }
 
 #if LUMEN_X86

@@ -16,7 +16,6 @@
 // row), K padded with zeros to whole blocks; per panel and block, 16 scales and 16 zero points
 // (uint8, or float32 where the model gives float zero points): 4 + 1 bytes per block of a column
 // beside its block_size / 2 bytes of 4-bit weights.
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -29,6 +28,10 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "graph/matmul_nbits.h"
+
+#if LUMEN_X86
+#include <immintrin.h>
+#endif
 
 namespace lumen::cpu {
 namespace {
@@ -110,32 +113,6 @@ float* scratch(int which, int64_t n) {
   return b.data();
 }
 
-// Rows of A for the matrix-vector path: each copied into k_pad floats (zeros past K), with the
-// sum of each block (in the calling thread's scratch).
-struct PaddedRows {
-  float* a = nullptr;
-  float* block_sums = nullptr;
-};
-
-PaddedRows pad_rows(const float* a, int64_t rows, const PackedNBits& w) {
-  const NBitsLayout& l = w.layout;
-  const int64_t blocks = l.n_blocks();
-  PaddedRows r;
-  r.a = scratch(0, rows * w.k_pad);
-  r.block_sums = scratch(1, rows * blocks);
-  std::fill(r.a, r.a + rows * w.k_pad, 0.0f);
-  for (int64_t i = 0; i < rows; ++i) {
-    std::memcpy(r.a + i * w.k_pad, a + i * l.k, static_cast<size_t>(l.k) * sizeof(float));
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      float s = 0;
-      const float* x = r.a + i * w.k_pad + blk * l.block_size;
-      for (int64_t k = 0; k < l.block_size; ++k) s += x[k];
-      r.block_sums[i * blocks + blk] = s;
-    }
-  }
-  return r;
-}
-
 // Writes `cols` (<= 16) outputs of one row from a 16-float buffer, adding the bias.
 inline void store_row(float* y, const float* acc, int64_t col0, int64_t cols, const float* bias) {
   for (int64_t j = 0; j < cols; ++j) y[j] = acc[j] + (bias ? bias[col0 + j] : 0.0f);
@@ -180,7 +157,34 @@ void run_baseline(const PackedNBits& w, const float* a, int64_t m, float* y, con
 }
 
 // ---------------------------------------------------------------------------------------------
-// AVX2 + FMA
+// AVX2 + FMA (x86 only, as the AVX-512 code and the drivers that call both)
+
+#if LUMEN_X86
+// Rows of A for the matrix-vector path: each copied into k_pad floats (zeros past K), with the
+// sum of each block (in the calling thread's scratch).
+struct PaddedRows {
+  float* a = nullptr;
+  float* block_sums = nullptr;
+};
+
+PaddedRows pad_rows(const float* a, int64_t rows, const PackedNBits& w) {
+  const NBitsLayout& l = w.layout;
+  const int64_t blocks = l.n_blocks();
+  PaddedRows r;
+  r.a = scratch(0, rows * w.k_pad);
+  r.block_sums = scratch(1, rows * blocks);
+  std::fill(r.a, r.a + rows * w.k_pad, 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(r.a + i * w.k_pad, a + i * l.k, static_cast<size_t>(l.k) * sizeof(float));
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      float s = 0;
+      const float* x = r.a + i * w.k_pad + blk * l.block_size;
+      for (int64_t k = 0; k < l.block_size; ++k) s += x[k];
+      r.block_sums[i * blocks + blk] = s;
+    }
+  }
+  return r;
+}
 
 LUMEN_AVX2_BEGIN
 
@@ -610,11 +614,12 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
     }
   }
 }
+#endif  // LUMEN_X86
 
 class MatMulNBitsKernel final : public Kernel {
  public:
   MatMulNBitsKernel(PackedNBits w, bool has_bias)
-      : w_(std::move(w)), has_bias_(has_bias), isa_(cpu_isa()) {}
+      : w_(std::move(w)), has_bias_(has_bias), isa_(isa_level()) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.inputs[kNBitsA];
@@ -644,13 +649,16 @@ class MatMulNBitsKernel final : public Kernel {
  private:
   template <int kBits>
   void dispatch(const float* x, int64_t m, float* y, const float* bias) const {
+#if LUMEN_X86
     const bool gemv = m <= kGemvRows;
-    if (isa_ == CpuIsa::kBaseline)
-      run_baseline<kBits>(w_, x, m, y, bias);
-    else if (isa_ == CpuIsa::kAvx512)
-      gemv ? run_gemv<kBits, true>(w_, x, m, y, bias) : run_tiled<kBits, true>(w_, x, m, y, bias);
-    else
-      gemv ? run_gemv<kBits, false>(w_, x, m, y, bias) : run_tiled<kBits, false>(w_, x, m, y, bias);
+    if (isa_ == CpuIsa::kAvx512)
+      return gemv ? run_gemv<kBits, true>(w_, x, m, y, bias)
+                  : run_tiled<kBits, true>(w_, x, m, y, bias);
+    if (isa_ == CpuIsa::kAvx2)
+      return gemv ? run_gemv<kBits, false>(w_, x, m, y, bias)
+                  : run_tiled<kBits, false>(w_, x, m, y, bias);
+#endif
+    run_baseline<kBits>(w_, x, m, y, bias);
   }
 
   PackedNBits w_;

@@ -1,11 +1,12 @@
 // The packed GEMM of packed_gemm.h: a 6 x 16 AVX2/FMA micro-kernel (12 accumulator registers)
 // over B panels packed at compile time, blocked for the caches (kKc rows of B per block, at most
 // kMc rows of A per tile, so a tile's packed A block stays in L2 while each 16-column B panel
-// stays in L1), tiles shared out over the OpenMP threads. The micro-kernel and packed_gemm are
-// AVX2 code: prefer_packed_gemm admits them only where the CPU level in use is AVX2.
+// stays in L1), tiles shared out over the OpenMP threads. The micro-kernel is AVX2 code:
+// prefer_packed_gemm admits packed_gemm as the default GEMM only where the CPU level in use is
+// AVX2. Below AVX2 (and off x86) packed_gemm runs a portable form the compiler vectorises, for the
+// callers that take it at every level (the one-pixel convolutions).
 #include "backends/cpu/packed_gemm.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -18,12 +19,22 @@
 #include "backends/cpu/simd_transpose.h"
 #include "core/derived_tensors.h"
 
+#if LUMEN_X86
+#include <immintrin.h>
+#endif
+
 namespace lumen::cpu {
+namespace {
+
+constexpr int64_t kNr = 16;  // columns of a packed panel (two AVX2 registers)
+
+}  // namespace
+
+#if LUMEN_X86
 LUMEN_AVX2_BEGIN
 namespace {
 
-constexpr int64_t kMr = 6;    // rows of C per micro-kernel call
-constexpr int64_t kNr = 16;   // columns of C per micro-kernel call (two 8-float registers)
+constexpr int64_t kMr = 6;    // rows of C per micro-kernel call (of kNr columns)
 constexpr int64_t kKc = 256;  // rows of B per block: a 16-column panel is 16 KiB, in L1
 constexpr int64_t kMc = 96;   // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
 constexpr int64_t kParallelFlops = 1 << 20;
@@ -250,20 +261,22 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
 }  // namespace
 
 LUMEN_ISA_END
+#endif  // LUMEN_X86
 
 bool prefer_packed_gemm() {
   return cpu_isa() == CpuIsa::kAvx2;
 }
 
+#if LUMEN_X86
 LUMEN_AVX2_BEGIN
+
+// finish_row for packed_gemm_avx2, which runs only at the AVX2 level: no dispatch per row.
+void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
 
 // Tiles of at most kMc rows by a share of the columns, over the OpenMP threads; per tile, block
 // by block of k, A's block is packed once and each B panel runs down the tile's rows.
-// finish_row for packed_gemm, which runs only at the AVX2 level: no dispatch per row.
-void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
-
-void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
-                 int64_t ldc, const GemmEpilogue& e) {
+static void packed_gemm_avx2(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
+                             float* c, int64_t ldc, const GemmEpilogue& e) {
   const int64_t n = b.n(), k = b.k();
   if (m == 0 || n == 0) return;
   const int64_t panels = (n + kNr - 1) / kNr;
@@ -415,6 +428,11 @@ static int64_t activate_rows8(float* y, int64_t cols, const GemmEpilogue& e) {
   return done;
 }
 LUMEN_ISA_END
+#else
+static int64_t activate_rows8(float*, int64_t, const GemmEpilogue&) {
+  return 0;
+}
+#endif  // LUMEN_X86
 
 namespace {
 
@@ -497,11 +515,49 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
   isa_call(body);
 }
 
+#if LUMEN_X86
 LUMEN_AVX2_BEGIN
 void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
   finish_row_body(y, cols, col0, e, true);
 }
 LUMEN_ISA_END
+#endif
+
+// packed_gemm below AVX2: per row of A and panel of B, 16 sums the compiler vectorises (SSE on
+// x86-64-v2, NEON on arm64), then the epilogue through finish_row. Rows in parallel.
+static void packed_gemm_portable(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
+                                 float* c, int64_t ldc, const GemmEpilogue& e) {
+  const int64_t n = b.n(), k = b.k(), panels = (n + kNr - 1) / kNr;
+  const bool parallel = 2 * m * n * k > (int64_t{1} << 20) && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = a + i * lda;
+    float* y = c + i * ldc;
+    for (int64_t jp = 0; jp < panels; ++jp) {
+      const float* panel = b.panel(0, jp);
+      const int64_t cols = std::min(kNr, n - jp * kNr);
+      float acc[kNr] = {};
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float x = row[kk];
+        const float* w = panel + kk * kNr;
+#pragma omp simd
+        for (int64_t j = 0; j < kNr; ++j) acc[j] += x * w[j];
+      }
+      float* out = y + jp * kNr;
+      for (int64_t j = 0; j < cols; ++j) out[j] = e.accumulate ? out[j] + acc[j] : acc[j];
+    }
+    finish_row(y, n, 0, e);
+  }
+}
+
+void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
+                 int64_t ldc, const GemmEpilogue& e) {
+  if (m == 0 || b.n() == 0) return;
+#if LUMEN_X86
+  if (has_avx2()) return packed_gemm_avx2(m, a, lda, b, c, ldc, e);
+#endif
+  packed_gemm_portable(m, a, lda, b, c, ldc, e);
+}
 
 bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta,
                          GemmEpilogue* out) {
