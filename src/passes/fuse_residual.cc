@@ -5,7 +5,8 @@
 // sum post-op, in place over z when z dies there. Off the CPU any 2-D convolution takes it (the
 // CUDA kernel adds z in its epilogue or in cuDNN's fused call). The activation the
 // fuse-activation pass may add afterwards applies after the sum, as in ResNet's conv -> add ->
-// relu.
+// relu. On the CPU a FusedMatMul without an activation takes z the same way (oneDNN's sum post-op,
+// or the packed GEMM starting from z): the residual Adds of a transformer layer.
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -28,6 +29,9 @@ int residual_target(const Graph& graph, int y, bool cpu_only) {
   if (!cpu_only && conv.op == OpKind::kConv && conv.inputs.size() <= 3 &&
       graph.value(conv.inputs[0]).type.shape.rank() == 4)
     return v.producer;
+  if (cpu_only && conv.op == OpKind::kFusedMatMul && conv.inputs.size() <= 3 &&
+      empty_activation(conv))
+    return v.producer;
   if (conv.op != OpKind::kFusedConv || conv.inputs.size() > 3 || !empty_activation(conv)) return -1;
   return channels_last == cpu_only ? v.producer : -1;
 }
@@ -49,7 +53,7 @@ class FuseResidualPass : public Pass {
         int out = add.outputs[0];
         if (!can_replace_uses(graph, out, y)) continue;
         Node& conv = graph.node(conv_id);
-        conv.op = OpKind::kFusedConv;
+        if (conv.op != OpKind::kFusedMatMul) conv.op = OpKind::kFusedConv;
         conv.inputs.resize(3, -1);  // bias may be omitted
         conv.inputs.push_back(-1);
         set_input(graph, conv_id, 3, z);

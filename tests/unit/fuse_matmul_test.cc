@@ -2,6 +2,7 @@
 // the expected ops and give the numbers of a naive double-precision matmul + bias + activation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -170,6 +171,61 @@ TEST(FuseMatMul, MatMulReadTwiceOrAddOfComputedValueIsNotFused) {
   std::map<std::string, int> ops = ops_of(graph);
   EXPECT_EQ(ops["FusedMatMul"], 0);
   EXPECT_EQ(ops["MatMul"], 2);
+}
+
+// A transformer's residual: MatMul + bias, then + Z, then an activation, becomes one FusedMatMul
+// with Z as its fourth input (fuse-residual), on the packed GEMM (AVX2) and on oneDNN's sum
+// post-op (below AVX2 here; AVX-512 machines take it too), with Z dying there (Y written over it)
+// and with Z a graph input (copied into Y first).
+TEST(FuseResidual, MatMulBiasAddReluIsOneFusedMatMul) {
+  Tensor x = test::random_tensor({2, 5, 16}, 40, -1, 1);
+  Tensor w = test::random_tensor({16, 24}, 41, -1, 1);
+  Tensor b = test::random_tensor({24}, 42, -1, 1);
+  Tensor z = test::random_tensor({2, 5, 24}, 43, -1, 1);
+  const std::vector<double> product =
+      reference(x, w, &b, false, false, identity);  // op(A) x op(B) + bias
+  const std::vector<double> zs = test::to_doubles(z);
+  for (bool z_dies : {true, false}) {
+    SCOPED_TRACE(z_dies ? "Z computed, dying at the Add" : "Z a graph input");
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* zin = graph.add_input("z", z.shape());
+    Value* zv = z_dies ? graph.add_op("Neg", {graph.add_op("Neg", {zin})}) : zin;
+    Value* y = graph.add_op("Add", {graph.add_op("MatMul", {in, graph.add_constant("w", w)}),
+                                    graph.add_constant("b", b)});
+    graph.mark_output(graph.add_op("Relu", {graph.add_op("Add", {y, zv})}));
+    graph.optimize();
+    std::map<std::string, int> ops = ops_of(graph);
+    EXPECT_EQ(ops["FusedMatMul"], 1);
+    EXPECT_EQ(ops["Add"], 0);
+    EXPECT_EQ(ops["Relu"], 0);
+    std::vector<double> want(product.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, product[i] + zs[i]);
+    const CpuIsa before = cpu_isa();
+    for (CpuIsa level : {before, CpuIsa::kBaseline}) {
+      SCOPED_TRACE(cpu_isa_name(level));
+      set_cpu_isa_limit(level);
+      Runtime rt;
+      Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{x, z})[0];
+      test::expect_close(got, {2, 5, 24}, want, 1e-5, 1e-4);
+    }
+    set_cpu_isa_limit(before);
+  }
+}
+
+// Z must be shaped like Y: a residual that broadcasts stays an Add.
+TEST(FuseResidual, MatMulResidualThatBroadcastsIsNotFused) {
+  Graph graph;
+  Value* in = graph.add_input("x", {2, 5, 16});
+  Value* y = graph.add_op(
+      "Add",
+      {graph.add_op("MatMul", {in, graph.add_constant("w", test::random_tensor({16, 24}, 44))}),
+       graph.add_constant("b", test::random_tensor({24}, 45))});
+  graph.mark_output(graph.add_op("Add", {y, graph.add_input("z", {5, 24})}));
+  graph.optimize();
+  std::map<std::string, int> ops = ops_of(graph);
+  EXPECT_EQ(ops["FusedMatMul"], 1);
+  EXPECT_EQ(ops["Add"], 1);
 }
 
 TEST(FoldTranspose, AttentionKeyTransposeIsReadTransposed) {

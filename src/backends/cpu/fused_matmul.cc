@@ -1,7 +1,9 @@
-// CPU kernel of FusedMatMul: Y = activation(op(A) x op(B) + bias) as one oneDNN matmul, the bias
-// as the primitive's bias and the activation as an eltwise post-op applied while each output tile
+// CPU kernel of FusedMatMul: Y = activation(op(A) x op(B) + bias + Z) as one oneDNN matmul, the
+// bias as the primitive's bias, the residual Z as a sum post-op and the activation as an eltwise
+// post-op, applied while each output tile
 // is written; op() (trans_a / trans_b) is a stride swap in the memory descriptor, never a copy.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -12,9 +14,11 @@
 namespace lumen::cpu {
 namespace {
 
-// The node's activation as a oneDNN eltwise post-op (empty for none).
-dnnl::post_ops activation_post_ops(const NodeContext& ctx) {
+// The node's residual (a sum post-op: the primitive adds what Y holds) and activation as oneDNN
+// post-ops (empty for neither).
+dnnl::post_ops activation_post_ops(const NodeContext& ctx, bool residual) {
   dnnl::post_ops ops;
+  if (residual) ops.append_sum(1.0f);
   std::string act = ctx.attr_string("activation", "");
   float alpha = ctx.attr_float("activation_alpha", 0.0f);
   float beta = ctx.attr_float("activation_beta", 0.0f);
@@ -92,13 +96,14 @@ class FusedMatMulKernel final : public Kernel {
       batch *= out_batch[i];
     }
     has_bias_ = ctx.has_input(2);
+    residual_ = ctx.num_inputs() > 3 && ctx.has_input(3);
     out_numel_ = batch * m * n;
     if (out_numel_ == 0) {
       mode_ = Mode::kEmpty;
       return;
     }
     dnnl::primitive_attr attr;
-    attr.set_post_ops(activation_post_ops(ctx));
+    attr.set_post_ops(activation_post_ops(ctx, residual_));
     if (k == 0) {
       // Y = activation(bias or 0): a 1x1 product of zeros carries the epilogue row by row.
       mode_ = Mode::kZeroK;
@@ -119,7 +124,9 @@ class FusedMatMulKernel final : public Kernel {
         parse_gemm_epilogue(ctx.attr_string("activation", ""),
                             ctx.attr_float("activation_alpha", 0.0f),
                             ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
-      // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
+      // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why), which
+      // starts from what Y holds when there is a residual.
+      epilogue_.accumulate = residual_;
       mode_ = Mode::kPacked;
       rows_ = batch * m;
       n_ = n;
@@ -175,9 +182,16 @@ class FusedMatMulKernel final : public Kernel {
     return mode_ != Mode::kDirect || !mm_.packed();
   }
 
+  // Y may be written over a dying residual Z: the sum post-op (or the packed GEMM) then reads Z
+  // where it lies.
+  int in_place_input() const override { return residual_ ? 3 : -1; }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
+    // The residual is summed from Y: copied there unless Y was planned over it (in place).
+    if (residual_ && ctx.inputs[3].raw_data() != y)
+      std::memcpy(y, ctx.inputs[3].raw_data(), static_cast<size_t>(out_numel_) * sizeof(float));
     const float* bias = has_bias_ ? ctx.inputs[2].data<float>() : nullptr;
     if (mode_ == Mode::kZeroK) {
       std::vector<float> zeros(static_cast<size_t>(rows_ + n_), 0.0f);
@@ -209,6 +223,7 @@ class FusedMatMulKernel final : public Kernel {
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   bool has_bias_ = false;
+  bool residual_ = false;  // input 3, Z, added before the activation
   int64_t out_numel_ = 0;
   int64_t rows_ = 0, n_ = 0;  // kZeroK, kPacked: the output seen as [rows_, n_]
   int64_t k_ = 0;             // kPacked: A's columns

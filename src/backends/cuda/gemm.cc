@@ -143,6 +143,7 @@ int64_t batch_numel(const Shape& s) {
 std::string check_fused_matmul(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
+  if (ctx.num_inputs() > 3 && ctx.has_input(3)) return "a residual input (a CPU-only fusion)";
   UnaryOp op{};
   float a = 0.f, b = 0.f;
   if (!fused_activation(ctx, &op, &a, &b))

@@ -1,7 +1,9 @@
 // Schema of FusedMatMul, made by the optimizer (fuse-matmul and fold-transpose passes), never by
 // importers: Y = activation(op(A) x op(B) + bias), numpy.matmul's batch broadcasting, where op()
 // swaps the last two dimensions of an operand when its trans_a / trans_b attribute is 1 and bias
-// is an optional 1-D [N] added to every row.
+// is an optional 1-D [N] added to every row. An optional fourth input Z (the fuse-residual pass,
+// CPU graphs only), shaped like Y, is added before the activation:
+// Y = activation(op(A) x op(B) + bias + Z).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -61,13 +63,16 @@ void infer_fused_matmul(InferContext& ctx) {
   std::vector<int64_t> out = batch.dims();
   out.push_back(a[-2]);
   out.push_back(b[-1]);
+  if (ctx.num_inputs() > 3 && ctx.has_input(3) && ctx.input_shape(3) != Shape(out))
+    ctx.fail_shape("the residual input Z must be " + Shape(out).to_string() + " like Y, got " +
+                   ctx.input_shape(3).to_string());
   ctx.set_output(0, t, Shape(out));
 }
 
 }  // namespace
 
 LUMEN_REGISTER_SCHEMA(FusedMatMul, {.min_inputs = 2,
-                                    .max_inputs = 3,
+                                    .max_inputs = 4,
                                     .attrs = {{"trans_a", AttrType::kInt},
                                               {"trans_b", AttrType::kInt},
                                               {"activation", AttrType::kString},
