@@ -27,6 +27,8 @@ namespace lumen::cpu {
 namespace {
 
 constexpr int64_t kNr = 16;  // columns of a packed panel (two AVX2 registers)
+// Multiply-adds (times 2) below which a product runs on one thread.
+constexpr int64_t kParallelFlops = 1 << 20;
 
 }  // namespace
 
@@ -37,7 +39,6 @@ namespace {
 constexpr int64_t kMr = 6;    // rows of C per micro-kernel call (of kNr columns)
 constexpr int64_t kKc = 256;  // rows of B per block: a 16-column panel is 16 KiB, in L1
 constexpr int64_t kMc = 96;   // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
-constexpr int64_t kParallelFlops = 1 << 20;
 constexpr int64_t kLargeB = int64_t{32} << 20;  // bytes of B beyond which it streams from DRAM
 constexpr int64_t kTileC = int64_t{256} << 10;  // most bytes of C per tile (half of L2)
 // Floats of B ahead of a matrix-vector product's reads that it prefetches (1 KiB).
@@ -277,8 +278,7 @@ void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e
 // by block of k, A's block is packed once and each B panel runs down the tile's rows.
 static void packed_gemm_avx2(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
                              float* c, int64_t ldc, const GemmEpilogue& e) {
-  const int64_t n = b.n(), k = b.k();
-  if (m == 0 || n == 0) return;
+  const int64_t n = b.n(), k = b.k();  // m, n > 0: packed_gemm returns before
   const int64_t panels = (n + kNr - 1) / kNr;
   // Tiles of whole 6-row panels, at most kMc rows, spread evenly (their heights differ by at most
   // one panel), by shares of the column panels; the tile count a multiple of the threads where
@@ -528,7 +528,7 @@ LUMEN_ISA_END
 static void packed_gemm_portable(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
                                  float* c, int64_t ldc, const GemmEpilogue& e) {
   const int64_t n = b.n(), k = b.k(), panels = (n + kNr - 1) / kNr;
-  const bool parallel = 2 * m * n * k > (int64_t{1} << 20) && !omp_in_parallel();
+  const bool parallel = 2 * m * n * k > kParallelFlops && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < m; ++i) {
     const float* row = a + i * lda;
