@@ -10,10 +10,14 @@ namespace {
 
 void usage() {
   std::puts(
-      "usage: lumen [--cpu-isa baseline|avx2|avx512] <command> [args]\n"
+      "usage: lumen [--cpu-isa baseline|avx2|avx512] [--cpu-kernels measure|lumen|onednn] "
+      "<command> [args]\n"
       "  --cpu-isa LEVEL       run the CPU kernels at no more than LEVEL (for tests and "
       "benchmarks;\n"
       "                        default: the best this CPU has)\n"
+      "  --cpu-kernels WHICH   at AVX-512, nodes both Lumen's kernels and oneDNN's can run take\n"
+      "                        the faster as measured (default), or always one side (for "
+      "benchmarks)\n"
       "  --version             print the version, the backends and the CPU kernels' level\n"
       "  bench matmul N        N x N float32 matmul on every backend: device-resident (kernel, "
       "GFLOP/s)\n"
@@ -67,6 +71,16 @@ int main(int argc, char** argv) {
         throw lumen::InvalidArgument("--cpu-isa: unknown level '" + args[1] +
                                      "' (baseline, avx2 or avx512)");
       lumen::set_cpu_isa_limit(*isa);
+      args.erase(args.begin(), args.begin() + 2);
+    }
+    if (args.size() >= 2 && args[0] == "--cpu-kernels") {
+      const std::string& which = args[1];
+      if (which != "measure" && which != "lumen" && which != "onednn")
+        throw lumen::InvalidArgument("--cpu-kernels: unknown choice '" + which +
+                                     "' (measure, lumen or onednn)");
+      lumen::set_cpu_kernel_choice(which == "lumen"    ? lumen::CpuKernelChoice::kLumen
+                                   : which == "onednn" ? lumen::CpuKernelChoice::kOneDnn
+                                                       : lumen::CpuKernelChoice::kMeasure);
       args.erase(args.begin(), args.begin() + 2);
     }
     if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {

@@ -27,6 +27,15 @@ CpuIsa cpu_isa_detected();
 // after the call; call it before compiling models, not while one runs.
 CpuIsa set_cpu_isa_limit(CpuIsa limit);
 
+// Where both Lumen's own CPU kernels and oneDNN's can run a node (the packed GEMM of constant-
+// weight matrix products, the Winograd, im2col, grouped and depthwise convolutions), which one
+// does. At AVX2 Lumen's, below it oneDNN's, whatever this says; at AVX-512 the faster of the two,
+// timed per node when the kernel is built (kMeasure, the default), or for tests and benchmarks
+// always one side. Affects kernels built after the call.
+enum class CpuKernelChoice { kMeasure, kLumen, kOneDnn };
+void set_cpu_kernel_choice(CpuKernelChoice choice);
+CpuKernelChoice cpu_kernel_choice();
+
 // "baseline", "avx2" or "avx512".
 std::string_view cpu_isa_name(CpuIsa isa);
 

@@ -126,14 +126,20 @@ TEST(MatMul, RankAboveOneDnnLimit) {
   check_matmul(Shape(a), Shape(b));
 }
 
+// Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, then measured.
 TEST(MatMul, ConstantB) {
-  check_matmul({8, 32}, {32, 16}, true);
-  check_matmul({64, 256}, {256, 128}, true);
-  check_matmul({1, 256}, {256, 128}, true);
-  check_matmul({2, 3, 40}, {40, 24}, true);
-  check_matmul({2, 3, 4}, {2, 4, 5}, true);
-  check_matmul({2, 1, 4, 5}, {3, 5, 6}, true);
-  check_matmul({5}, {5}, true);
+  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn,
+                             CpuKernelChoice::kMeasure}) {
+    set_cpu_kernel_choice(pick);
+    SCOPED_TRACE(::testing::Message() << "pick " << static_cast<int>(pick));
+    check_matmul({8, 32}, {32, 16}, true);
+    check_matmul({64, 256}, {256, 128}, true);
+    check_matmul({1, 256}, {256, 128}, true);
+    check_matmul({2, 3, 40}, {40, 24}, true);
+    check_matmul({2, 3, 4}, {2, 4, 5}, true);
+    check_matmul({2, 1, 4, 5}, {3, 5, 6}, true);
+    check_matmul({5}, {5}, true);
+  }
 }
 
 // One output column runs as a matrix-vector product (gemv.h): rows over threads, long rows split.
@@ -283,12 +289,17 @@ TEST(Gemm, AlphaBetaAndNoC) {
 }
 
 TEST(Gemm, ConstantWeights) {
-  check_gemm(32, 256, 128, {{128}, 1.0f, 1.0f, false, true}, true);
-  check_gemm(1, 256, 128, {{1, 128}, 1.0f, 1.0f, false, true}, true);
-  check_gemm(16, 100, 60, {{16, 60}, 0.5f, 1.5f, true, false}, true);
-  // B as given (not transposed), without C and with a bias: packed_gemm on AVX2 machines.
-  check_gemm(21, 70, 50, {{-1}, 1.0f, 1.0f, false, false}, true);
-  check_gemm(21, 70, 50, {{50}, 1.0f, 1.0f, false, false}, true);
+  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn,
+                             CpuKernelChoice::kMeasure}) {
+    set_cpu_kernel_choice(pick);
+    SCOPED_TRACE(::testing::Message() << "pick " << static_cast<int>(pick));
+    check_gemm(32, 256, 128, {{128}, 1.0f, 1.0f, false, true}, true);
+    check_gemm(1, 256, 128, {{1, 128}, 1.0f, 1.0f, false, true}, true);
+    check_gemm(16, 100, 60, {{16, 60}, 0.5f, 1.5f, true, false}, true);
+    // B as given (not transposed), without C and with a bias: packed_gemm's forms.
+    check_gemm(21, 70, 50, {{-1}, 1.0f, 1.0f, false, false}, true);
+    check_gemm(21, 70, 50, {{50}, 1.0f, 1.0f, false, false}, true);
+  }
 }
 
 TEST(Gemm, OneColumn) {

@@ -1,9 +1,9 @@
 // Lumen's packed GEMM (src/backends/cpu/packed_gemm.h) against double-precision references on
 // random data: matrix products of every edge shape (rows and columns that are not multiples of the
 // micro-kernel's 6 x 16, k across its 256-row blocks, strided and transposed operands) with each
-// epilogue, every output element checked. Its AVX2 form runs where the CPU level in use has AVX2
-// (the MatMul kernels choose it only at exactly that level), its portable form elsewhere (the
-// `_baseline_isa` run of this program, and arm64).
+// epilogue, every output element checked, at every level up to the one in use: the AVX-512 form,
+// the AVX2 form and the portable form (the only one below AVX2, in the `_baseline_isa` run of this
+// program, and on arm64).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,7 +60,16 @@ void expect_matrix(const std::vector<float>& got, int64_t ldc, const std::vector
   EXPECT_EQ(bad, 0);
 }
 
+// The CPU levels up to the one in use, each set as the limit in turn (restored after).
+std::vector<CpuIsa> levels_in_use() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (isa <= cpu_isa()) out.push_back(isa);
+  return out;
+}
+
 TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
+  const CpuIsa in_use = cpu_isa();
   struct Shape3 {
     int64_t m, k, n;
   };
@@ -71,10 +80,15 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   // a row panel of 2 to 5 rows, the partial-panel kernels'; 8 x 301 and 15 x 77 end on 2 and 3
   // rows with an odd depth (those kernels take steps of k in pairs, the last one alone).
   // 96 x 20 x 11000: so wide that column shares are cut to 256 KB of C each (42 panels).
+  // 6 x 40 x 48 and 12 x 33 x 80: an odd count of panels, the AVX-512 form's last step one panel.
   const Shape3 shapes[] = {{1, 1, 1},      {5, 3, 15},    {6, 256, 16},    {7, 257, 17},
                            {13, 600, 40},  {100, 70, 33}, {131, 512, 100}, {853, 61, 64},
                            {70, 300, 260}, {1, 700, 300}, {8, 300, 48},    {9, 520, 32},
-                           {8, 301, 32},   {15, 77, 48},  {96, 20, 11000}};
+                           {8, 301, 32},   {15, 77, 48},  {96, 20, 11000}, {6, 40, 48},
+                           {12, 33, 80}};
+  for (CpuIsa level : levels_in_use()) {
+  set_cpu_isa_limit(level);
+  SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
   uint64_t seed = 100;
   for (const Shape3& s : shapes)
     for (int variant = 0; variant < 4; ++variant) {
@@ -122,9 +136,14 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
                 EXPECT_EQ(c[i * ldc + s.n], accumulate ? residual[i * ldc + s.n] : 7.0f);
           }
     }
+  }
+  set_cpu_isa_limit(in_use);
 }
 
 TEST(PackedGemm, ZeroDepthGivesTheEpilogueOfZero) {
+  const CpuIsa in_use = cpu_isa();
+  for (CpuIsa level : levels_in_use()) {
+  set_cpu_isa_limit(level);
   std::vector<float> bias = test::random_floats(20, 7), c(3 * 20, 5.0f);
   PackedMatrix packed(nullptr, 0, 20, 20, 1);
   GemmEpilogue e;
@@ -135,6 +154,8 @@ TEST(PackedGemm, ZeroDepthGivesTheEpilogueOfZero) {
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 20; ++j) want[i * 20 + j] = std::max(0.0, double(bias[j]));
   expect_matrix(c, 20, want, 3, 20, 1.0);
+  }
+  set_cpu_isa_limit(in_use);
 }
 
 }  // namespace

@@ -307,6 +307,54 @@ TEST(FusedMatMulKernel, GeluAndSwishEpiloguesWithBatchedB) {
   }
 }
 
+// Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, and measured,
+// with and without a bias, a residual and B transposed, over tile edges of both GEMMs.
+TEST(FusedMatMulKernel, ConstantWeightsOnEitherGemm) {
+  const std::map<std::string, Act> acts = {
+      {"", identity},
+      {"Relu", [](double v) { return std::max(v, 0.0); }},
+      {"GeluErf", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+  };
+  struct Dims3 {
+    int64_t m, k, n;
+  };
+  uint64_t seed = 300;
+  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn,
+                             CpuKernelChoice::kMeasure}) {
+    set_cpu_kernel_choice(pick);
+    SCOPED_TRACE(::testing::Message() << "pick " << static_cast<int>(pick));
+    for (Dims3 d : {Dims3{7, 40, 48}, Dims3{130, 64, 100}, Dims3{1, 300, 70}})
+      for (bool trans_b : {false, true})
+        for (bool residual : {false, true})
+          for (const auto& [name, f] : acts) {
+            SCOPED_TRACE(::testing::Message() << d.m << "x" << d.k << "x" << d.n << " " << name
+                                              << (trans_b ? " B^T" : "")
+                                              << (residual ? " residual" : ""));
+            Tensor a = test::random_tensor({d.m, d.k}, ++seed, -1, 1);
+            Tensor b = test::random_tensor(trans_b ? Shape{d.n, d.k} : Shape{d.k, d.n}, ++seed,
+                                           -1, 1);
+            Tensor c = test::random_tensor({d.n}, ++seed, -1, 1);
+            Tensor z = test::random_tensor({d.m, d.n}, ++seed, -1, 1);
+            Graph graph;
+            std::vector<Value*> in = {graph.add_input("a", a.shape()), graph.add_constant("b", b),
+                                      graph.add_constant("c", c)};
+            if (residual) in.push_back(graph.add_input("z", z.shape()));
+            graph.mark_output(graph.add_op(
+                "FusedMatMul", in,
+                {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"activation", std::string(name)}}));
+            std::vector<double> want = reference(a, b, &c, false, trans_b, identity);
+            const std::vector<double> zs = test::to_doubles(z);
+            for (size_t i = 0; i < want.size(); ++i) want[i] = f(want[i] + (residual ? zs[i] : 0));
+            Runtime rt;
+            std::vector<Tensor> inputs = {a};
+            if (residual) inputs.push_back(z);
+            test::expect_close(graph.compile(&rt)->execute(inputs)[0], {d.m, d.n}, want, 1e-5,
+                               1e-4);
+          }
+  }
+  set_cpu_kernel_choice(CpuKernelChoice::kMeasure);
+}
+
 TEST(FusedMatMulKernel, BadNodesAreRejected) {
   Graph graph;
   Value* a = graph.add_input("a", {3, 4});

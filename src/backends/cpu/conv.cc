@@ -12,6 +12,8 @@
 #include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/grouped_conv.h"
 #include "backends/cpu/im2col_conv.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 #include "backends/cpu/winograd.h"
@@ -223,7 +225,8 @@ class ConvKernel final : public Kernel {
       in_hw_ = {x[2], x[3]};
       pad_ = {g.pad_begin[0], g.pad_begin[1]};
       strides_ = {g.strides[0], g.strides[1]};
-      return;
+      // At AVX-512 oneDNN's primitive is built too, and the faster of the two kept (below).
+      if (!has_avx512()) return;
     }
 
     // Pointwise stride-1 convolutions run fastest as a plain GEMM on NCHW (measured with
@@ -282,7 +285,10 @@ class ConvKernel final : public Kernel {
     });
     for (const auto& r : {&src_reorder_, &dst_reorder_, &w_reorder_})
       if (r->has_value()) scratch_bytes_ = std::max(scratch_bytes_, (*r)->scratch_bytes);
+    if (own_kernel()) choose_own_or_onednn(ctx, g, group);
   }
+
+  std::string describe() const override { return describe_choice(choice_, own_name_); }
 
   // Y may be written over a dying residual Z: the sum post-op then reads Z where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
@@ -306,7 +312,14 @@ class ConvKernel final : public Kernel {
                   pointwise_.n(), e);
       return;
     }
-    if (own_kernel()) {
+    compute(x, ctx.inputs[1], bias, y, own_kernel());
+  }
+
+ private:
+  // y = the convolution of x (y holds the residual where there is one) by Lumen's own kernel or by
+  // oneDNN's primitive; w is read only where the weights were not packed at build time.
+  void compute(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool own) const {
+    if (own) {
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
       if (use_depthwise_)
@@ -348,7 +361,7 @@ class ConvKernel final : public Kernel {
       memory weights = packed_w_;
       Tensor w_tmp;
       if (!weights) {
-        weights = memory(w_user_, eng, ctx.inputs[1].raw_data());
+        weights = memory(w_user_, eng, w.raw_data());
         if (w_reorder_) {
           w_tmp = scratch(w_md_.get_size());
           memory packed(w_md_, eng, w_tmp.raw_data());
@@ -379,7 +392,54 @@ class ConvKernel final : public Kernel {
     });
   }
 
- private:
+  // At AVX-512, where both Lumen's kernel and oneDNN's primitive were built: times both on random
+  // data of the node's shapes (kernel_choice.h) and keeps the faster, releasing the other.
+  void choose_own_or_onednn(const NodeContext& ctx, const ConvGeometry& g, int64_t group) {
+    own_name_ = use_winograd_ ? "Winograd"
+                : use_grouped_ ? "GroupedConv8"
+                : use_im2col_  ? "Im2colConv"
+                               : "DepthwiseConv";
+    std::string key = "Conv " + own_name_ + " x " + ctx.input_shape(0).to_string() + " w " +
+                      ctx.input_shape(1).to_string() + " y " + ctx.output(0).shape.to_string() +
+                      " group " + std::to_string(group) + " " +
+                      ctx.attr_string("activation", "") + (has_bias_ ? " bias" : "") +
+                      (residual_ ? " residual" : "");
+    for (size_t i = 0; i < g.strides.size(); ++i)
+      key += " s" + std::to_string(g.strides[i]) + " p" + std::to_string(g.pad_begin[i]) + "," +
+             std::to_string(g.pad_end[i]);
+    const Tensor& w = *ctx.input_value(1);
+    Tensor x, y, bias;
+    const auto random = [](const Shape& shape) {
+      Tensor t = Tensor::empty(shape, DType::kFloat32);
+      const std::vector<float> values = timing_data(t.numel());
+      std::copy(values.begin(), values.begin() + t.numel(), t.data<float>());
+      return t;
+    };
+    choice_ = pick_lumen_kernel(
+        key,
+        [&] {
+          x = random(ctx.input_shape(0));
+          y = random(ctx.output(0).shape);
+          if (has_bias_) bias = random(ctx.input_shape(2));
+        },
+        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
+        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false); });
+    if (choice_.lumen) {
+      prim_ = dnnl::primitive();
+      packed_w_ = memory();
+      src_reorder_.reset();
+      dst_reorder_.reset();
+      w_reorder_.reset();
+      scratch_bytes_ = 0;
+      return;
+    }
+    use_winograd_ = use_grouped_ = use_im2col_ = use_depthwise_ = false;
+    winograd_ = WinogradConv();
+    grouped_ = GroupedConv8();
+    im2col_ = Im2colConv();
+    depthwise_ = DepthwiseConv();
+  }
+
   // Whether one of Lumen's own convolution kernels runs this node (not oneDNN).
   bool own_kernel() const { return use_winograd_ || use_grouped_ || use_im2col_ || use_depthwise_; }
 
@@ -461,6 +521,9 @@ class ConvKernel final : public Kernel {
   // Depthwise channels-last convolutions (depthwise_conv.h).
   bool use_depthwise_ = false;
   DepthwiseConv depthwise_;
+  // Where both could run (AVX-512): Lumen's kernel or oneDNN's, and why; the kernel's name.
+  KernelChoice choice_;
+  std::string own_name_;
   // 1x1 convolutions of one-pixel images: the weights transposed for packed_gemm.
   bool use_one_pixel_ = false;
   PackedMatrix pointwise_;

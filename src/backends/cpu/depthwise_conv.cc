@@ -107,7 +107,7 @@ LUMEN_ISA_END
 bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t group,
                             const std::vector<int64_t>& kernel,
                             const std::vector<int64_t>& dilations) {
-  return prefer_packed_gemm() && group > 1 && in_channels == group && out_channels == group &&
+  return has_avx2() && group > 1 && in_channels == group && out_channels == group &&
          kernel.size() == 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
 }
 

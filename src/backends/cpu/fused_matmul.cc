@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/kernel_choice.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -120,26 +122,51 @@ class FusedMatMulKernel final : public Kernel {
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     mode_ = Mode::kDirect;
     bool b_flat = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t d) { return d == 1; });
-    if (b_flat && !trans_a && b_const && prefer_packed_gemm() &&
-        parse_gemm_epilogue(ctx.attr_string("activation", ""),
-                            ctx.attr_float("activation_alpha", 0.0f),
-                            ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
-      // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why), which
-      // starts from what Y holds when there is a residual.
-      epilogue_.accumulate = residual_;
-      mode_ = Mode::kPacked;
-      rows_ = batch * m;
-      n_ = n;
-      k_ = k;
-      packed_ = PackedMatrix::shared(*b_value, b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
-      return;
-    }
-    if (b_flat && !trans_a) {
+    const auto init_flat = [&] {
       Md bias = bias_md(2, n);
       dnnl_call(where_, [&] {
         mm_.init(plain_md({batch * m, k}), matrix_md(k, n, trans_b), has_bias_ ? &bias : nullptr,
                  plain_md({batch * m, n}), attr, b_value);
       });
+    };
+    if (b_flat && !trans_a && b_const && lumen_kernel_candidate() &&
+        parse_gemm_epilogue(ctx.attr_string("activation", ""),
+                            ctx.attr_float("activation_alpha", 0.0f),
+                            ctx.attr_float("activation_beta", 0.0f), &epilogue_)) {
+      // Constant weights: Lumen's packed GEMM (packed_gemm.h says why) where kernel_choice.h
+      // picks it, starting from what Y holds when there is a residual.
+      epilogue_.accumulate = residual_;
+      rows_ = batch * m;
+      n_ = n;
+      k_ = k;
+      packed_ = PackedMatrix::shared(*b_value, b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
+      if (has_avx512()) init_flat();
+      std::vector<float> a, bias, c;
+      choice_ = pick_lumen_kernel(
+          "FusedMatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" +
+              std::to_string(n) + (trans_b ? " B^T " : " ") + ctx.attr_string("activation", "") +
+              (has_bias_ ? " bias" : "") + (residual_ ? " residual" : ""),
+          [&] {
+            a = timing_data(rows_ * k);
+            c = timing_data(rows_ * n);
+            if (has_bias_) bias = timing_data(n);
+          },
+          [&] {
+            GemmEpilogue e = epilogue_;
+            e.bias = has_bias_ ? bias.data() : nullptr;
+            packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, e);
+          },
+          [&] { mm_.execute(a.data(), b_const, has_bias_ ? bias.data() : nullptr, c.data()); });
+      if (choice_.lumen) {
+        mode_ = Mode::kPacked;
+        mm_ = DnnlMatmul();
+      } else {
+        packed_ = PackedMatrix();
+      }
+      return;
+    }
+    if (b_flat && !trans_a) {
+      init_flat();
       return;
     }
     if (r + 2 <= DNNL_MAX_NDIMS) {
@@ -181,6 +208,8 @@ class FusedMatMulKernel final : public Kernel {
     if (mode_ == Mode::kPacked) return false;
     return mode_ != Mode::kDirect || !mm_.packed();
   }
+
+  std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
 
   // Y may be written over a dying residual Z: the sum post-op (or the packed GEMM) then reads Z
   // where it lies.
@@ -229,6 +258,7 @@ class FusedMatMulKernel final : public Kernel {
   int64_t k_ = 0;             // kPacked: A's columns
   PackedMatrix packed_;       // kPacked: the constant B
   GemmEpilogue epilogue_;     // kPacked: the activation (the bias is bound per run)
+  KernelChoice choice_;       // packed_gemm or oneDNN, and why, where both could run
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;

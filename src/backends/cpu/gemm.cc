@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/gemv.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -61,18 +63,37 @@ class MatMulKernel final : public Kernel {
       mode_ = Mode::kVector;
       return;
     }
-    if (b_flat && b_const && bs.rank() >= 2 && prefer_packed_gemm()) {
-      // Constant weights on an AVX2 machine: Lumen's packed GEMM (packed_gemm.h says why).
-      mode_ = Mode::kPacked;
-      packed_ = PackedMatrix::shared(*b_value, b_const, k, n, n, 1);
-      return;
-    }
-    if (b_flat) {
+    const auto init_flat = [&] {
       // Here A's batch equals the output's, so [batch, M, K] is simply [batch * M, K].
       dnnl_call(where_, [&] {
         mm_.init(plain_md({batch * m, k}), plain_md({k, n}), nullptr, plain_md({batch * m, n}), {},
                  b_value);
       });
+    };
+    if (b_flat && b_const && bs.rank() >= 2 && lumen_kernel_candidate()) {
+      // Constant weights: Lumen's packed GEMM (packed_gemm.h says why) where kernel_choice.h picks
+      // it.
+      packed_ = PackedMatrix::shared(*b_value, b_const, k, n, n, 1);
+      if (has_avx512()) init_flat();
+      std::vector<float> a, c;
+      choice_ = pick_lumen_kernel(
+          "MatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" + std::to_string(n),
+          [&] {
+            a = timing_data(rows_ * k);
+            c = timing_data(rows_ * n);
+          },
+          [&] { packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, {}); },
+          [&] { mm_.execute(a.data(), b_const, nullptr, c.data()); });
+      if (choice_.lumen) {
+        mode_ = Mode::kPacked;
+        mm_ = DnnlMatmul();
+      } else {
+        packed_ = PackedMatrix();
+      }
+      return;
+    }
+    if (b_flat) {
+      init_flat();
       return;
     }
     if (r + 2 <= DNNL_MAX_NDIMS) {
@@ -117,6 +138,8 @@ class MatMulKernel final : public Kernel {
     return mode_ != Mode::kDirect || !mm_.packed();
   }
 
+  std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
@@ -153,6 +176,7 @@ class MatMulKernel final : public Kernel {
   int64_t out_numel_ = 0;
   int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked, kVector: A as [rows_, k_], the output [rows_, n_]
   PackedMatrix packed_;               // kPacked: the constant B
+  KernelChoice choice_;                 // packed_gemm or oneDNN, and why, where both could run
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;
@@ -196,8 +220,11 @@ class GemmKernel final : public Kernel {
     const float* b_const = b_value ? b_value->data<float>() : nullptr;
     // Constant B, A as given, no scale and at most a bias: packed_gemm where it is preferred
     // (as MatMul's kPacked; B is k x n, or n x k read transposed).
-    if (b_const && prefer_packed_gemm() && !trans_a && alpha == 1.0f && c_mode_ != CMode::kSum) {
+    const bool packable =
+        b_const && lumen_kernel_candidate() && !trans_a && alpha == 1.0f && c_mode_ != CMode::kSum;
+    if (packable)
       packed_ = PackedMatrix::shared(*b_value, b_const, k_, n_, trans_b ? 1 : n_, trans_b ? k_ : 1);
+    if (packable && !has_avx512()) {
       use_packed_ = true;
       return;
     }
@@ -213,7 +240,31 @@ class GemmKernel final : public Kernel {
       mm_.init(matrix_md(m_, k_, trans_a), matrix_md(k_, n_, trans_b),
                c_mode_ == CMode::kBias ? &bias_md : nullptr, plain_md({m_, n_}), attr, b_value);
     });
+    if (!packable) return;
+    const bool with_bias = c_mode_ == CMode::kBias;
+    std::vector<float> a, bias, c;
+    choice_ = pick_lumen_kernel(
+        "Gemm " + std::to_string(m_) + "x" + std::to_string(k_) + "x" + std::to_string(n_) +
+            (trans_b ? " B^T" : "") + (with_bias ? " bias" : ""),
+        [&] {
+          a = timing_data(m_ * k_);
+          c = timing_data(m_ * n_);
+          bias = timing_data(n_);
+        },
+        [&] {
+          GemmEpilogue e;
+          e.bias = with_bias ? bias.data() : nullptr;
+          packed_gemm(m_, a.data(), k_, packed_, c.data(), n_, e);
+        },
+        [&] { mm_.execute(a.data(), b_const, with_bias ? bias.data() : nullptr, c.data()); });
+    use_packed_ = choice_.lumen;
+    if (use_packed_)
+      mm_ = DnnlMatmul();
+    else
+      packed_ = PackedMatrix();
   }
+
+  std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
 
   // Packed constant weights are not kept by the executable (when the product runs at all).
   bool reads_input(int k) const override {
@@ -294,6 +345,7 @@ class GemmKernel final : public Kernel {
   DnnlMatmul mm_;
   bool use_packed_ = false;  // constant B on packed_gemm
   PackedMatrix packed_;
+  KernelChoice choice_;  // packed_gemm or oneDNN, and why, where both could run
 };
 
 std::unique_ptr<Kernel> make_matmul(const NodeContext& ctx) {

@@ -110,7 +110,7 @@ LUMEN_ISA_END
 bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t group,
                            const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
                            const std::vector<int64_t>& dilations) {
-  return prefer_packed_gemm() && group > 1 && in_channels == group * kLanes &&
+  return has_avx2() && group > 1 && in_channels == group * kLanes &&
          out_channels == group * kLanes && kernel.size() == 2 && kernel[0] == kTaps &&
          kernel[1] == kTaps && strides.size() == 2 && strides[0] >= 1 && strides[1] >= 1 &&
          strides[1] <= 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;

@@ -16,7 +16,7 @@ namespace lumen::cpu {
 bool im2col_conv_applies(int64_t in_channels, int64_t group, const std::vector<int64_t>& kernel,
                          const std::vector<int64_t>& strides,
                          const std::vector<int64_t>& dilations) {
-  if (!prefer_packed_gemm() || group != 1 || in_channels < 64 || kernel.size() != 2 ||
+  if (!has_avx2() || group != 1 || in_channels < 64 || kernel.size() != 2 ||
       strides.size() != 2 || dilations.size() != 2)
     return false;
   return dilations[0] == 1 && dilations[1] == 1 && kernel[0] * kernel[1] > 1 &&

@@ -1,10 +1,8 @@
-// The packed GEMM of packed_gemm.h: a 6 x 16 AVX2/FMA micro-kernel (12 accumulator registers)
-// over B panels packed at compile time, blocked for the caches (kKc rows of B per block, at most
-// kMc rows of A per tile, so a tile's packed A block stays in L2 while each 16-column B panel
-// stays in L1), tiles shared out over the OpenMP threads. The micro-kernel is AVX2 code:
-// prefer_packed_gemm admits packed_gemm as the default GEMM only where the CPU level in use is
-// AVX2. Below AVX2 (and off x86) packed_gemm runs a portable form the compiler vectorises, for the
-// callers that take it at every level (the one-pixel convolutions).
+// The packed GEMM of packed_gemm.h at AVX2: a 6 x 16 AVX2/FMA micro-kernel (12 accumulator
+// registers) over B panels packed at compile time, under the tiling of packed_gemm_tiles.inc
+// (blocked for the caches, tiles shared out over the OpenMP threads). packed_gemm() dispatches:
+// the AVX-512 form (packed_gemm_avx512.cc) where the level in use is AVX-512, this one at AVX2,
+// and below AVX2 (and off x86) a portable form the compiler vectorises.
 #include "backends/cpu/packed_gemm.h"
 
 #include <omp.h>
@@ -26,9 +24,8 @@
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kNr = 16;  // columns of a packed panel (two AVX2 registers)
-// Multiply-adds (times 2) below which a product runs on one thread.
-constexpr int64_t kParallelFlops = 1 << 20;
+constexpr int64_t kNr = kPackedPanelCols;  // two AVX2 registers
+constexpr int64_t kParallelFlops = kGemmParallelFlops;
 
 }  // namespace
 
@@ -36,38 +33,17 @@ constexpr int64_t kParallelFlops = 1 << 20;
 LUMEN_AVX2_BEGIN
 namespace {
 
-constexpr int64_t kMr = 6;    // rows of C per micro-kernel call (of kNr columns)
+constexpr int64_t kPanelStep = 1;  // a micro-kernel call covers one panel (16 columns)
 constexpr int64_t kKc = 256;  // rows of B per block: a 16-column panel is 16 KiB, in L1
-constexpr int64_t kMc = 96;   // rows of A per tile: a 96 x 256 block is 96 KiB, in L2
-constexpr int64_t kLargeB = int64_t{32} << 20;  // bytes of B beyond which it streams from DRAM
-constexpr int64_t kTileC = int64_t{256} << 10;  // most bytes of C per tile (half of L2)
-// Floats of B ahead of a matrix-vector product's reads that it prefetches (1 KiB).
-constexpr int64_t kRowPrefetch = 256;
+inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t panel_stride, float* c,
+                        int64_t ldc, int64_t rows, int64_t cols, bool load_c,
+                        const GemmEpilogue* fin, int64_t col0, const float* pf, int64_t pf_lines,
+                        int64_t pf_every);
+inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* b,
+                       int64_t panel_stride, float* c, int64_t cols, bool load_c);
+void finish_row_isa(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
 
-// Copies `rows` (at most 6) rows of kc elements, lda apart, into a (kc x 6) panel:
-// dst[kk * 6 + r], zero past `rows`. Packed, the micro-kernel reads A as one contiguous stream
-// (in place, rows 4 KiB apart would share L1 sets and evict each other).
-inline void pack_a(const float* a, int64_t lda, int64_t rows, int64_t kc, float* dst) {
-  int64_t kk = 0;
-  if (rows == kMr) {
-    // Eight columns at a time: an 8 x 8 transpose of the six rows and two zero rows, each
-    // transposed column stored 6 floats apart (its last two lanes are overwritten by the next
-    // store, or not stored at the panel's end).
-    for (; kk + 8 <= kc; kk += 8, dst += 8 * kMr) {
-      __m256 m[8];
-      for (int64_t r = 0; r < kMr; ++r) m[r] = _mm256_loadu_ps(a + r * lda + kk);
-      m[6] = m[7] = _mm256_setzero_ps();
-      transpose_8x8(m);
-      for (int64_t col = 0; col < 7; ++col) _mm256_storeu_ps(dst + col * kMr, m[col]);
-      if (kk + 8 < kc)
-        _mm256_storeu_ps(dst + 7 * kMr, m[7]);
-      else  // the panel's end: six lanes only, the next panel may be another thread's
-        _mm256_maskstore_ps(dst + 7 * kMr, _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0), m[7]);
-    }
-  }
-  for (; kk < kc; ++kk, dst += kMr)
-    for (int64_t r = 0; r < kMr; ++r) dst[r] = r < rows ? a[r * lda + kk] : 0.0f;
-}
+#include "backends/cpu/packed_gemm_tiles.inc"
 
 // The epilogue on two registers of one row (columns col0 .. col0 + 16 of the bias), for an
 // activation activate8() computes: applied in registers, it saves a finish_row() call per row,
@@ -194,8 +170,8 @@ inline void partial_kernel(const float* a, int64_t kc, const float* b, float* c,
 // b[kk][0..16), four steps of k at a time into eight accumulators. A single row (a matrix-vector
 // product, as in a batch-1 MLP) is bound by reading B from memory: the 6-row kernel would spend
 // 12 multiply-adds per 64 bytes of B, this one 2, so it keeps up with DRAM.
-inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* b, float* c,
-                       int64_t cols, bool load_c) {
+inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* b,
+                       int64_t /*panel_stride*/, float* c, int64_t cols, bool load_c) {
   __m256 acc[8];
   for (__m256& v : acc) v = _mm256_setzero_ps();
   int64_t kk = 0;
@@ -228,7 +204,8 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
 // through a 6 x 16 buffer. With `fin` (the last block of k, an activation activate8() computes) a
 // tile of 16 columns is finished too; the return value says whether it was. pf_lines lines from pf
 // are prefetched: by micro_kernel over its steps, otherwise first.
-inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, int64_t ldc,
+inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t /*panel_stride*/,
+                        float* c, int64_t ldc,
                         int64_t rows, int64_t cols, bool load_c, const GemmEpilogue* fin,
                         int64_t col0, const float* pf, int64_t pf_lines, int64_t pf_every) {
   if (cols != kNr) fin = nullptr;  // the bias has only cols values left
@@ -239,7 +216,7 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
   for (int64_t l = 0; l < pf_lines; ++l)
     _mm_prefetch(reinterpret_cast<const char*>(pf + l * kNr), _MM_HINT_T0);
   if (rows == 1) {
-    row_kernel(a, kMr, kc, b, c, cols, load_c);
+    row_kernel(a, kMr, kc, b, 0, c, cols, load_c);
     return false;
   }
   if (cols == kNr) {  // 2 to 5 rows
@@ -264,161 +241,8 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, float* c, in
 LUMEN_ISA_END
 #endif  // LUMEN_X86
 
-bool prefer_packed_gemm() {
-  return cpu_isa() == CpuIsa::kAvx2;
-}
-
 #if LUMEN_X86
 LUMEN_AVX2_BEGIN
-
-// finish_row for packed_gemm_avx2, which runs only at the AVX2 level: no dispatch per row.
-void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
-
-// Tiles of at most kMc rows by a share of the columns, over the OpenMP threads; per tile, block
-// by block of k, A's block is packed once and each B panel runs down the tile's rows.
-static void packed_gemm_avx2(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
-                             float* c, int64_t ldc, const GemmEpilogue& e) {
-  const int64_t n = b.n(), k = b.k();  // m, n > 0: packed_gemm returns before
-  const int64_t panels = (n + kNr - 1) / kNr;
-  // Tiles of whole 6-row panels, at most kMc rows, spread evenly (their heights differ by at most
-  // one panel), by shares of the column panels; the tile count a multiple of the threads where
-  // the columns are too few to share.
-  const int64_t row_panels = (m + kMr - 1) / kMr;
-  // Each tile of rows reads all of B once: where B is larger than the caches (GPT-2's 768 x 50257
-  // vocabulary projection, 154 MB), tiles of up to twice kMc rows halve that traffic (128 x 768 x
-  // 50257 on 2 threads: 129-145 -> 146-159 GFLOP/s, three interleaved runs).
-  const int64_t b_bytes = k * n * static_cast<int64_t>(sizeof(float));
-  const int64_t mc = b_bytes > kLargeB ? 2 * kMc : kMc;
-  int64_t m_tiles = (m + mc - 1) / mc;
-  const bool parallel =
-      2 * m * n * k > kParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel();
-  const int64_t threads = parallel ? omp_get_max_threads() : 1;
-  // About 8 tiles per thread, taken dynamically, each with at least 8 column panels (A is packed
-  // once per tile): on a machine whose cores are shared (a VM with steal time), a thread that is
-  // held up leaves its tiles to the others instead of keeping them waiting at the end. Against
-  // 2 static tiles per thread, medians over interleaved runs on 2 threads (two runs each):
-  // 197x768x3072 117 -> 127 and 114 -> 125 GFLOP/s, 3136x96x384 120 -> 134 and 116 -> 130,
-  // 128x768x3072 133 -> 136 and 133 -> 143, 64x1024x1024 115 -> 113 and 116 -> 114.
-  int64_t n_tiles = std::min(std::max<int64_t>(1, panels / 8),
-                             std::max<int64_t>(1, (8 * threads + m_tiles - 1) / m_tiles));
-  // A tile's C is loaded and stored once per block of k: kept to 256 KB, it stays in L2 between
-  // blocks. GPT-2's vocabulary product (128 x 768 x 50257) had tiles of 128 x 3152 (1.6 MB) that
-  // went to memory and back for each of its 3 blocks; in tiles of at most 256 KB it ran
-  // in 58.1-58.7 ms instead of 63.5 (two runs of 12, alternating in one process).
-  const int64_t tile_rows = (row_panels + m_tiles - 1) / m_tiles * kMr;
-  const int64_t max_panels = std::max<int64_t>(8, kTileC / (tile_rows * kNr * 4));
-  n_tiles = std::max(n_tiles, (panels + max_panels - 1) / max_panels);
-  const int64_t panels_per_tile = (panels + n_tiles - 1) / n_tiles;
-  n_tiles = (panels + panels_per_tile - 1) / panels_per_tile;
-  if ((m_tiles * n_tiles) % threads != 0)
-    m_tiles = std::min(row_panels, (m_tiles * n_tiles + threads - 1) / threads * threads / n_tiles);
-  const int64_t tiles = m_tiles * n_tiles;
-
-  // Where several column shares would each pack the same rows of A, A is packed once for all of
-  // them (in parallel, before the tiles): block of k by block, row panel by row panel.
-  const bool share_a = parallel && n_tiles > 1 && m > 1 && k > 0;
-  thread_local std::vector<float> shared_a;
-  if (share_a) shared_a.resize(static_cast<size_t>(row_panels * k * kMr));
-  float* const packed_all = shared_a.data();
-  const int64_t pack_tasks = share_a ? (k + kKc - 1) / kKc * row_panels : 0;
-  const auto pack_task = [&](int64_t task) {
-    const int64_t k0 = task / row_panels * kKc, ip = task % row_panels, r0 = ip * kMr;
-    const int64_t kc = std::min(kKc, k - k0);
-    pack_a(a + r0 * lda + k0, lda, std::min(kMr, m - r0), kc,
-           packed_all + k0 * row_panels * kMr + ip * kc * kMr);
-  };
-
-  const bool finishes = e.bias || e.activation != GemmActivation::kNone;
-  const bool fin_here = finishes && activates_in_registers(e.activation);
-  const auto run_tile = [&](int64_t t) {
-    const int64_t mt = t / n_tiles, nt = t % n_tiles;
-    const int64_t p0 = mt * row_panels / m_tiles, p1 = (mt + 1) * row_panels / m_tiles;
-    const int64_t row0 = p0 * kMr, rows = std::min(p1 * kMr, m) - row0;
-    if (rows <= 0) return;
-    const int64_t jp0 = nt * panels_per_tile, jp1 = std::min(panels, jp0 + panels_per_tile);
-    if (m == 1) {
-      // A matrix-vector product: each panel of B read once, top to bottom, as one stream (A
-      // unpacked, no blocks of k).
-      for (int64_t jp = jp0; jp < jp1; ++jp) {
-        const int64_t col0 = jp * kNr, cols = std::min(kNr, n - col0);
-        row_kernel(a, 1, k, b.panel(0, jp), c + col0, cols, e.accumulate);
-        if (finishes) finish_row_avx2(c + col0, cols, col0, e);
-      }
-      return;
-    }
-    const int64_t m_panels = (rows + kMr - 1) / kMr;
-    thread_local std::vector<float> packed_a;
-    if (!share_a) packed_a.resize(static_cast<size_t>(m_panels * kKc * kMr));
-    if (k == 0) {  // nothing to multiply: C is the residual (or zero), then the epilogue
-      for (int64_t r = 0; r < rows; ++r) {
-        float* y = c + (row0 + r) * ldc;
-        const int64_t col0 = jp0 * kNr, cols = std::min(n, jp1 * kNr) - col0;
-        if (!e.accumulate) std::fill(y + col0, y + col0 + cols, 0.0f);
-        finish_row_avx2(y + col0, cols, col0, e);
-      }
-      return;
-    }
-    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-      const int64_t kc = std::min(kKc, k - k0);
-      const bool first = k0 == 0, last = k0 + kc == k;
-      const float* tile_a = packed_a.data();
-      if (share_a) {
-        tile_a = packed_all + k0 * row_panels * kMr + p0 * kc * kMr;
-      } else {
-        for (int64_t ip = 0; ip < m_panels; ++ip) {
-          const int64_t r0 = row0 + ip * kMr;
-          pack_a(a + r0 * lda + k0, lda, std::min(kMr, m - r0), kc, &packed_a[ip * kc * kMr]);
-        }
-      }
-      for (int64_t jp = jp0; jp < jp1; ++jp) {
-        const float* panel = b.panel(k0, jp);
-        const int64_t col0 = jp * kNr, cols = std::min(kNr, n - col0);
-        // The panel this tile runs next (the next column panel, or the first of the next block
-        // of k) is prefetched into L1 while this one runs, a share of its rows during each
-        // micro-kernel call. Issued before each call as a burst, the prefetches stalled the core
-        // (2.6% of bert_base's cycles, on the instruction after them) and paid only for B of
-        // 2 MB or more; spread over the call's steps of k (micro_kernel's pf), they pay for any
-        // B. Whole models compiled twice in one process, run alternately, burst for B of 2 MB
-        // and up against spread for all: bert_base 3.0%, vit_b_16 2.8%, mlp20 1.9%, bert_tiny
-        // 6-9%, googlenet 1.9%, resnet50 0.8% faster.
-        const float* next = jp + 1 < jp1   ? b.panel(k0, jp + 1)
-                            : k0 + kKc < k ? b.panel(k0 + kKc, jp0)
-                                           : nullptr;
-        const int64_t next_rows = jp + 1 < jp1 ? kc : std::min(kKc, k - k0 - kKc);
-        const int64_t chunk = (next_rows + m_panels - 1) / m_panels;
-        const int64_t pf_every = std::max<int64_t>(1, kc / std::max<int64_t>(1, chunk));
-        for (int64_t ip = 0; ip < m_panels; ++ip) {
-          const int64_t pf0 = std::min(next_rows, ip * chunk);
-          const int64_t pf_lines = next ? std::min(next_rows, pf0 + chunk) - pf0 : 0;
-          const int64_t r0 = row0 + ip * kMr, prow = std::min(kMr, m - r0);
-          float* tile = c + r0 * ldc + col0;
-          const bool done =
-              tile_kernel(tile_a + ip * kc * kMr, kc, panel, tile, ldc, prow, cols,
-                          !first || e.accumulate, fin_here && last ? &e : nullptr, col0,
-                          next ? next + pf0 * kNr : nullptr, pf_lines, pf_every);
-          if (last && finishes && !done)
-            for (int64_t r = 0; r < prow; ++r) finish_row_avx2(tile + r * ldc, cols, col0, e);
-        }
-      }
-    }
-  };
-  // Called inside a parallel region, the product runs on the calling thread without opening a
-  // region of its own: even a one-thread region costs microseconds.
-  if (parallel) {
-#pragma omp parallel
-    {
-      if (share_a) {
-#pragma omp for schedule(static)
-        for (int64_t task = 0; task < pack_tasks; ++task) pack_task(task);
-      }
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < tiles; ++t) run_tile(t);
-    }
-  } else {
-    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
-  }
-}
-
 // The activations activate8() computes, 8 values at a time over y[0, cols - cols % 8); returns
 // how many it did.
 static int64_t activate_rows8(float* y, int64_t cols, const GemmEpilogue& e) {
@@ -517,9 +341,12 @@ void finish_row(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
 
 #if LUMEN_X86
 LUMEN_AVX2_BEGIN
-void finish_row_avx2(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
+namespace {
+// finish_row for the AVX2 tiling, which runs only at that level: no dispatch per row.
+void finish_row_isa(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e) {
   finish_row_body(y, cols, col0, e, true);
 }
+}  // namespace
 LUMEN_ISA_END
 #endif
 
@@ -554,7 +381,8 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
                  int64_t ldc, const GemmEpilogue& e) {
   if (m == 0 || b.n() == 0) return;
 #if LUMEN_X86
-  if (has_avx2()) return packed_gemm_avx2(m, a, lda, b, c, ldc, e);
+  if (has_avx512()) return packed_gemm_avx512(m, a, lda, b, c, ldc, e);
+  if (has_avx2()) return gemm_tiles(m, a, lda, b, c, ldc, e);
 #endif
   packed_gemm_portable(m, a, lda, b, c, ldc, e);
 }

@@ -1,13 +1,13 @@
-// Lumen's own float32 GEMM for AVX2 + FMA machines, for matrix products with constant weights:
-// B (the weights) is packed once, at compile time, into the micro-kernel's column panels; A is
-// packed per call, block by block. Bias, a residual already in C and an activation are applied
-// while each output tile is still in cache.
+// Lumen's own float32 GEMM for matrix products with constant weights: B (the weights) is packed
+// once, at compile time, into column panels; A is packed per call, block by block. Bias, a
+// residual already in C and an activation are applied while each output tile is still in cache.
+// Micro-kernels for AVX2 + FMA (6 x 16) and AVX-512 (6 x 32, packed_gemm_avx512.cc) over the same
+// panels, and a portable form below AVX2 and on arm64.
 //
 // Why: on AVX2-only CPUs oneDNN 2.6 runs matmul through its jit sgemm, which repacks B on every
 // call: 64x1024x1024 ran at 89 GFLOP/s on 2 Zen cores (this GEMM: 135), and the 20-layer MLP of
-// the zoo took 30.5 ms against 18.5 ms. Convolutions stay on oneDNN, whose avx2 kernels measured
-// faster than this GEMM used as an implicit im2col (resnet18 22.9 ms against 25.3 ms). On AVX-512
-// machines oneDNN's brgemm kernels pack their weights and stay in use (prefer_packed_gemm()).
+// the zoo took 30.5 ms against 18.5 ms. On AVX-512 machines oneDNN's brgemm kernels pack their
+// weights too, and each node takes the faster of the two as measured (kernel_choice.h).
 #pragma once
 
 #include <cstdint>
@@ -17,9 +17,10 @@
 
 namespace lumen::cpu {
 
-// Whether the CPU's MatMul / FusedMatMul kernels use packed_gemm for constant weights (AVX2 and
-// FMA without AVX-512) instead of oneDNN's matmul.
-bool prefer_packed_gemm();
+// Columns of a packed panel (PackedMatrix).
+inline constexpr int64_t kPackedPanelCols = 16;
+// Multiply-adds (times 2) below which a product runs on one thread.
+inline constexpr int64_t kGemmParallelFlops = int64_t{1} << 20;
 
 // The activation an epilogue applies to each output.
 enum class GemmActivation {
@@ -79,5 +80,10 @@ class PackedMatrix {
 // C[m x n] (rows ldc apart) = epilogue(A x B), A m x b.k() row-major with rows lda apart.
 void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
                  int64_t ldc, const GemmEpilogue& epilogue);
+
+// packed_gemm's AVX-512 form (packed_gemm_avx512.cc): only where the CPU level in use is AVX-512,
+// and with m, n > 0.
+void packed_gemm_avx512(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
+                        int64_t ldc, const GemmEpilogue& epilogue);
 
 }  // namespace lumen::cpu

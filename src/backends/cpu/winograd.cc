@@ -245,7 +245,7 @@ std::optional<WinogradForm> winograd_form(int64_t out_h, int64_t out_w, int64_t 
   // model), except on large images with 128 or more input channels: DenseNet's 128 -> 32 layers
   // gain at 56x56 (1.70 against 2.29 ms and 1.39 against 1.86 ms, interleaved) but not at 28x28
   // or below (with either form).
-  if (!prefer_packed_gemm() || out_h * out_w < 49) return std::nullopt;
+  if (!has_avx2() || out_h * out_w < 49) return std::nullopt;
   if (std::min(in_channels, out_channels) < 64 &&
       !(in_channels >= 128 && out_channels >= 32 && out_h * out_w >= int64_t{56} * 56))
     return std::nullopt;

@@ -1,0 +1,95 @@
+// The measured choice between Lumen's CPU kernels and oneDNN's (kernel_choice.h).
+#include "backends/cpu/kernel_choice.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "backends/cpu/isa.h"
+
+namespace lumen::cpu {
+namespace {
+
+std::atomic<CpuKernelChoice> forced{CpuKernelChoice::kMeasure};
+
+// Seconds one call of f takes.
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+}  // namespace lumen::cpu
+
+namespace lumen {
+
+void set_cpu_kernel_choice(CpuKernelChoice choice) {
+  cpu::forced.store(choice);
+}
+
+CpuKernelChoice cpu_kernel_choice() {
+  return cpu::forced.load();
+}
+
+}  // namespace lumen
+
+namespace lumen::cpu {
+
+std::string describe_choice(const KernelChoice& choice, const std::string& name) {
+  if (choice.why.empty()) return "";
+  return (choice.lumen ? name : std::string("oneDNN")) + " (" + choice.why + ")";
+}
+
+bool lumen_kernel_candidate() {
+  return has_avx2();
+}
+
+KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
+                               const std::function<void()>& lumen,
+                               const std::function<void()>& onednn) {
+  if (!has_avx512()) return {true, "avx2"};
+  if (forced.load() != CpuKernelChoice::kMeasure)
+    return {forced.load() == CpuKernelChoice::kLumen, "forced"};
+  static std::mutex mutex;
+  static std::map<std::string, KernelChoice> picked;
+  const std::string full_key = key + " threads " + std::to_string(omp_get_max_threads());
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = picked.find(full_key); it != picked.end()) return it->second;
+  }
+  prepare();
+  // A first call each (oneDNN's first execution sets up its kernels' state, Lumen's touches its
+  // buffers), then interleaved rounds, the fastest of each; fewer rounds for nodes that take long.
+  const double first = seconds_of(lumen) + seconds_of(onednn);
+  const int rounds = first > 40e-3 ? 1 : first > 4e-3 ? 2 : 5;
+  double t_lumen = 1e30, t_onednn = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    t_lumen = std::min(t_lumen, seconds_of(lumen));
+    t_onednn = std::min(t_onednn, seconds_of(onednn));
+  }
+  char why[96];
+  std::snprintf(why, sizeof why, "measured %.4f ms, oneDNN %.4f ms", t_lumen * 1e3,
+                t_onednn * 1e3);
+  const KernelChoice choice{t_lumen <= t_onednn, why};
+  std::lock_guard<std::mutex> lock(mutex);
+  picked.emplace(full_key, choice);
+  return choice;
+}
+
+std::vector<float> timing_data(int64_t count) {
+  std::vector<float> out(static_cast<size_t>(std::max<int64_t>(count, 1)));
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : out) v = dist(gen);
+  return out;
+}
+
+}  // namespace lumen::cpu

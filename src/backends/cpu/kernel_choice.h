@@ -1,0 +1,42 @@
+// Which implementation runs a CPU node that both Lumen's own kernels and oneDNN can run: the
+// packed GEMM (constant-weight MatMul, Gemm, FusedMatMul) and the Winograd, im2col, grouped and
+// depthwise convolutions against oneDNN's matmul and convolution primitives. On AVX2 machines
+// Lumen's kernels (measured faster there, packed_gemm.h and conv.cc say where); below AVX2
+// oneDNN; on AVX-512 machines, where oneDNN's AVX-512 kernels are strong too, the faster of the
+// two on the node, timed when the kernel is built, once per distinct node in the process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lumen/cpu_isa.h"
+
+namespace lumen::cpu {
+
+// Which implementation a node runs on, and why ("avx2", "forced", or the two times measured).
+struct KernelChoice {
+  bool lumen = true;
+  std::string why;
+};
+
+// "NAME (why)" or "oneDNN (why)"; "" where there was nothing to choose (a kernel's describe()).
+std::string describe_choice(const KernelChoice& choice, const std::string& name);
+
+// Whether Lumen's kernels are candidates at the CPU level in use (AVX2 or AVX-512).
+bool lumen_kernel_candidate();
+
+// At AVX2: Lumen's. At AVX-512, as set_cpu_kernel_choice says (lumen/cpu_isa.h): Lumen's where `lumen` ran faster than `onednn` (each one run of
+// the node on the same inputs, made by `prepare`, which is called first and only when timing:
+// first an untimed call each, then the fastest of interleaved rounds). `key` names everything
+// that changes their cost (op, shapes, attributes); the answer is kept per key and thread count,
+// so the layers of a model that repeat a node time it once.
+KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
+                               const std::function<void()>& lumen,
+                               const std::function<void()>& onednn);
+
+// `count` random floats in [-1, 1) (the same each call): inputs for those timings.
+std::vector<float> timing_data(int64_t count);
+
+}  // namespace lumen::cpu
