@@ -46,8 +46,10 @@ ORT_JS = os.path.join(ROOT, "bench", "ort", "session.js")
 ORT_PY = os.path.join(ROOT, "bench", "ort_runner.py")
 TORCH_RUNNER = os.path.join(ROOT, "bench", "torch_runner.py")
 RUNTIMES = ("lumen", "ort", "eager", "frozen")
+# "lumen-onednn" (not run by default): Lumen with `--cpu-kernels onednn`, every node that oneDNN can
+# run on oneDNN, beside Lumen's measured choice (lumen/cpu_isa.h; the same at AVX2 and below).
 LABELS = {"lumen": "Lumen", "ort": "ONNX Runtime", "eager": "PyTorch eager",
-          "frozen": "TorchScript frozen"}
+          "frozen": "TorchScript frozen", "lumen-onednn": "Lumen, oneDNN kernels only"}
 RTOL = 1e-4
 
 
@@ -133,8 +135,9 @@ def run_once(runtime, args, name, info, out_file, repeat):
     inp_file = os.path.join(zoo, name + ".input.npy")
     warm_file_cache(model, inp_file)
     inp_name = info[0]
-    if runtime == "lumen":
-        cmd = lumen_cmd(args) + ["run", model, "--repeat", str(repeat), "--input",
+    if runtime in ("lumen", "lumen-onednn"):
+        variant = ["--cpu-kernels", "onednn"] if runtime == "lumen-onednn" else []
+        cmd = lumen_cmd(args) + variant + ["run", model, "--repeat", str(repeat), "--input",
                                  f"{inp_name}={inp_file}"]
         tmp = None
         if out_file:
@@ -290,6 +293,7 @@ def main():
         v = row.get(f"{rt}_{k}")
         return fmt.format(v) if v is not None and math.isfinite(v) else "-"
 
+    onednn_only = "lumen-onednn" in runtimes
     lines = [
         f"### Every zoo model on Lumen, ONNX Runtime and PyTorch{' (' + args.label + ')' if args.label else ''}",
         "",
@@ -314,8 +318,10 @@ def main():
         f"docs/harness{suffix}.png.",
         "",
         "| model | GFLOP | runs | Lumen ms (p90) | ORT ms (p90) | eager ms | frozen ms | Lumen/ORT | "
-        "Lumen GFLOP/s (% peak) | load+compile ms Lumen / ORT | peak RSS MB Lumen / ORT | agree |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "Lumen GFLOP/s (% peak) | load+compile ms Lumen / ORT | peak RSS MB Lumen / ORT | agree |"
+        + (" Lumen oneDNN-only ms | Lumen / oneDNN-only |" if onednn_only else ""),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+        + (" ---: | ---: |" if onednn_only else ""),
     ]
     ratios = []
     for r in rows:
@@ -331,11 +337,22 @@ def main():
             f"{(f'{gf:.0f}' + (f' ({100 * gf / peak:.0f}%)' if math.isfinite(peak) else '')) if gf else '-'} | "
             f"{cell(r, 'lumen', 'create', '{:.0f}')} / {cell(r, 'ort', 'create', '{:.0f}')} | "
             f"{cell(r, 'lumen', 'rss', '{:.0f}')} / {cell(r, 'ort', 'rss', '{:.0f}')} | "
-            f"{agree or 'none'} |")
+            f"{agree or 'none'} |"
+            + (f" {cell(r, 'lumen-onednn', 'median', '{:.2f}')} | "
+               f"{r.get('lumen_median', math.nan) / r.get('lumen-onednn_median', math.nan):.3f} |"
+               if onednn_only else ""))
     g = geomean(ratios)
     faster = sum(1 for x in ratios if x < 1)
     lines += ["", f"Geometric mean of Lumen/ORT: {g:.3f}; Lumen faster on {faster} of "
               f"{len(ratios)} models."]
+    if onednn_only:
+        own = [r.get("lumen_median", math.nan) / r.get("lumen-onednn_median", math.nan)
+               for r in rows]
+        only = [r.get("lumen-onednn_median", math.nan) / r.get("ort_median", math.nan)
+                for r in rows]
+        lines.append(f"Lumen with oneDNN's kernels only (`--cpu-kernels onednn`): Lumen/ORT "
+                     f"{geomean(only):.3f}; Lumen (measured choice) / oneDNN-only "
+                     f"{geomean(own):.3f}.")
     for (name, rt), e in sorted(errors.items()):
         lines.append(f"- {name} on {LABELS[rt]} failed: {e}")
     write_section(f"harness{suffix}", "\n".join(lines))

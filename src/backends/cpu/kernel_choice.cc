@@ -45,7 +45,15 @@ namespace lumen::cpu {
 
 std::string describe_choice(const KernelChoice& choice, const std::string& name) {
   if (choice.why.empty()) return "";
-  return (choice.lumen ? name : std::string("oneDNN")) + " (" + choice.why + ")";
+  if (choice.lumen_ms < 0) return (choice.lumen ? name : std::string("oneDNN")) + " (" + choice.why + ")";
+  char text[160];
+  if (choice.lumen)
+    std::snprintf(text, sizeof text, "%s %.4f ms, oneDNN %.4f ms (measured)", name.c_str(),
+                  choice.lumen_ms, choice.onednn_ms);
+  else
+    std::snprintf(text, sizeof text, "oneDNN %.4f ms, %s %.4f ms (measured)", choice.onednn_ms,
+                  name.c_str(), choice.lumen_ms);
+  return text;
 }
 
 bool lumen_kernel_candidate() {
@@ -75,10 +83,7 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
     t_lumen = std::min(t_lumen, seconds_of(lumen));
     t_onednn = std::min(t_onednn, seconds_of(onednn));
   }
-  char why[96];
-  std::snprintf(why, sizeof why, "measured %.4f ms, oneDNN %.4f ms", t_lumen * 1e3,
-                t_onednn * 1e3);
-  const KernelChoice choice{t_lumen <= t_onednn, why};
+  const KernelChoice choice{t_lumen <= t_onednn, "measured", t_lumen * 1e3, t_onednn * 1e3};
   std::lock_guard<std::mutex> lock(mutex);
   picked.emplace(full_key, choice);
   return choice;
