@@ -5,8 +5,9 @@
 //    is the most a multi-threaded GEMM can reach here: on a VM whose virtual cores share
 //    physical resources it is well below the FMA-only peak of lumen_fma_peak.
 // 2. The products of the zoo's transformers and MLP (rows x inner x columns), on all threads:
-//    packed_gemm next to OpenBLAS's cblas_sgemm (loaded at run time from libopenblas.so.0 when it
-//    is there), interleaved, the median of many runs each.
+//    packed_gemm at the CPU's level, its AVX2 form where that level is AVX-512, oneDNN's matmul
+//    (weights packed once, as the MatMul kernels use it) and OpenBLAS's cblas_sgemm (loaded at run
+//    time from libopenblas.so.0 when it is there), interleaved, the median of many runs each.
 // Prints one line per measurement, "key value ..." (bench/gemm_ceiling.py reads them).
 #include <dlfcn.h>
 #include <omp.h>
@@ -18,7 +19,9 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/dnnl_matmul.h"
 #include "backends/cpu/packed_gemm.h"
+#include "lumen/cpu_isa.h"
 
 namespace {
 
@@ -66,7 +69,8 @@ double median(std::vector<double> v) {
 
 int main() {
   const int threads = omp_get_max_threads();
-  std::printf("threads %d\n", threads);
+  std::printf("threads %d level %s\n", threads,
+              std::string(lumen::cpu_isa_name(lumen::cpu_isa())).c_str());
   std::printf("in_cache_one_thread %.1f\n", in_cache_rate());
   std::vector<double> rates(static_cast<size_t>(threads));
 #pragma omp parallel
@@ -78,21 +82,38 @@ int main() {
   Sgemm sgemm = nullptr;
   if (void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL))
     sgemm = reinterpret_cast<Sgemm>(dlsym(lib, "cblas_sgemm"));
-  const int64_t shapes[][3] = {{128, 768, 768},  {128, 768, 3072},  {128, 3072, 768},
-                               {197, 768, 2304}, {197, 768, 3072},  {197, 3072, 768},
-                               {64, 1024, 1024}, {1024, 1024, 1024}};
+  const int64_t shapes[][3] = {
+      {128, 768, 768},  {128, 768, 3072}, {128, 3072, 768},   {197, 768, 2304}, {197, 768, 3072},
+      {197, 3072, 768}, {64, 1024, 1024}, {1024, 1024, 1024}, {1, 1024, 1024},  {7, 512, 512}};
+  const lumen::CpuIsa level = lumen::cpu_isa();
+  const bool avx2_too = level == lumen::CpuIsa::kAvx512;
   for (const auto& s : shapes) {
     const int64_t m = s[0], k = s[1], n = s[2];
     const std::vector<float> a = random_matrix(m * k, 3), b = random_matrix(k * n, 4);
     std::vector<float> c(static_cast<size_t>(m * n)), c_ref(c.size());
     const PackedMatrix packed(b.data(), k, n, n, 1);
+    lumen::Tensor b_tensor = lumen::Tensor::empty(lumen::Shape{k, n}, lumen::DType::kFloat32);
+    std::copy(b.begin(), b.end(), b_tensor.data<float>());
+    lumen::cpu::DnnlMatmul onednn;
+    onednn.init(lumen::cpu::plain_md({m, k}), lumen::cpu::plain_md({k, n}), nullptr,
+                lumen::cpu::plain_md({m, n}), {}, &b_tensor);
     const double flop = 2.0 * m * n * k;
     const int runs = std::max(5, static_cast<int>(4e9 / flop));
-    std::vector<double> ours, theirs;
+    std::vector<double> ours, ours_avx2, dnnl, theirs;
     for (int r = 0; r < runs; ++r) {
       double t0 = seconds();
       lumen::cpu::packed_gemm(m, a.data(), k, packed, c.data(), n, GemmEpilogue{});
       ours.push_back(seconds() - t0);
+      if (avx2_too) {
+        lumen::set_cpu_isa_limit(lumen::CpuIsa::kAvx2);
+        t0 = seconds();
+        lumen::cpu::packed_gemm(m, a.data(), k, packed, c.data(), n, GemmEpilogue{});
+        ours_avx2.push_back(seconds() - t0);
+        lumen::set_cpu_isa_limit(level);
+      }
+      t0 = seconds();
+      onednn.execute(a.data(), b.data(), nullptr, c_ref.data());
+      dnnl.push_back(seconds() - t0);
       if (!sgemm) continue;
       t0 = seconds();
       sgemm(kRowMajor, kNoTrans, kNoTrans, static_cast<int>(m), static_cast<int>(n),
@@ -103,9 +124,11 @@ int main() {
     double diff = 0.0;
     for (size_t i = 0; sgemm && i < c.size(); ++i)
       diff = std::max(diff, static_cast<double>(std::fabs(c[i] - c_ref[i])));
-    std::printf("gemm %lld %lld %lld lumen %.1f openblas %.1f max_diff %.1e\n",
-                static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
-                flop / median(ours) * 1e-9, sgemm ? flop / median(theirs) * 1e-9 : 0.0, diff);
+    std::printf(
+        "gemm %lld %lld %lld lumen %.1f lumen_avx2 %.1f onednn %.1f openblas %.1f max_diff %.1e\n",
+        static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n),
+        flop / median(ours) * 1e-9, avx2_too ? flop / median(ours_avx2) * 1e-9 : 0.0,
+        flop / median(dnnl) * 1e-9, sgemm ? flop / median(theirs) * 1e-9 : 0.0, diff);
   }
   return 0;
 }

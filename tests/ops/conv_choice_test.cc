@@ -1,7 +1,7 @@
 // Channels-last convolutions that both Lumen's own kernels (Winograd, GroupedConv8, Im2colConv,
-// DepthwiseConv) and oneDNN's primitive can run: each side forced in turn, then the measured choice
-// (lumen/cpu_isa.h, set_cpu_kernel_choice), every output element against a naive double-precision
-// convolution, with bias, activation and residual.
+// DepthwiseConv, and at AVX-512 pointwise ones on packed_gemm) and oneDNN's primitive can run: each
+// side forced in turn, then the measured choice (lumen/cpu_isa.h, set_cpu_kernel_choice), every
+// output element against a naive double-precision convolution, with bias, activation and residual.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,6 +65,7 @@ TEST(ConvChoice, OwnKernelsAndOneDnnAgree) {
       {"GroupedConv8", 32, 32, 12, 10, 3, 1, 1, 4, "Relu"},
       {"Im2colConv", 64, 48, 13, 11, 3, 2, 1, 1, ""},
       {"DepthwiseConv", 24, 24, 11, 9, 3, 1, 1, 24, "Swish"},
+      {"packed_gemm (AVX-512 only)", 40, 72, 9, 7, 1, 1, 0, 1, "Relu"},
   };
   uint64_t seed = 500;
   for (CpuKernelChoice choice :

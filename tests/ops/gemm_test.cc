@@ -126,10 +126,11 @@ TEST(MatMul, RankAboveOneDnnLimit) {
   check_matmul(Shape(a), Shape(b));
 }
 
-// Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, then measured.
+// Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, then
+// measured.
 TEST(MatMul, ConstantB) {
-  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn,
-                             CpuKernelChoice::kMeasure}) {
+  for (CpuKernelChoice pick :
+       {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn, CpuKernelChoice::kMeasure}) {
     set_cpu_kernel_choice(pick);
     SCOPED_TRACE(::testing::Message() << "pick " << static_cast<int>(pick));
     check_matmul({8, 32}, {32, 16}, true);
@@ -289,8 +290,8 @@ TEST(Gemm, AlphaBetaAndNoC) {
 }
 
 TEST(Gemm, ConstantWeights) {
-  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn,
-                             CpuKernelChoice::kMeasure}) {
+  for (CpuKernelChoice pick :
+       {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn, CpuKernelChoice::kMeasure}) {
     set_cpu_kernel_choice(pick);
     SCOPED_TRACE(::testing::Message() << "pick " << static_cast<int>(pick));
     check_gemm(32, 256, 128, {{128}, 1.0f, 1.0f, false, true}, true);

@@ -81,61 +81,60 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   // rows with an odd depth (those kernels take steps of k in pairs, the last one alone).
   // 96 x 20 x 11000: so wide that column shares are cut to 256 KB of C each (42 panels).
   // 6 x 40 x 48 and 12 x 33 x 80: an odd count of panels, the AVX-512 form's last step one panel.
-  const Shape3 shapes[] = {{1, 1, 1},      {5, 3, 15},    {6, 256, 16},    {7, 257, 17},
-                           {13, 600, 40},  {100, 70, 33}, {131, 512, 100}, {853, 61, 64},
-                           {70, 300, 260}, {1, 700, 300}, {8, 300, 48},    {9, 520, 32},
-                           {8, 301, 32},   {15, 77, 48},  {96, 20, 11000}, {6, 40, 48},
-                           {12, 33, 80}};
+  const Shape3 shapes[] = {
+      {1, 1, 1},       {5, 3, 15},    {6, 256, 16},    {7, 257, 17},  {13, 600, 40}, {100, 70, 33},
+      {131, 512, 100}, {853, 61, 64}, {70, 300, 260},  {1, 700, 300}, {8, 300, 48},  {9, 520, 32},
+      {8, 301, 32},    {15, 77, 48},  {96, 20, 11000}, {6, 40, 48},   {12, 33, 80}};
   for (CpuIsa level : levels_in_use()) {
-  set_cpu_isa_limit(level);
-  SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
-  uint64_t seed = 100;
-  for (const Shape3& s : shapes)
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool trans_b = variant & 1, strided = variant & 2;
-      SCOPED_TRACE(::testing::Message()
-                   << s.m << "x" << s.k << "x" << s.n << (trans_b ? " B transposed" : "")
-                   << (strided ? " strided" : ""));
-      const int64_t lda = s.k + (strided ? 3 : 0), ldc = s.n + (strided ? 5 : 0);
-      std::vector<float> a = test::random_floats(s.m * lda, ++seed);
-      std::vector<float> b = test::random_floats(s.k * s.n, ++seed);
-      std::vector<float> bias = test::random_floats(s.n, ++seed);
-      std::vector<float> residual = test::random_floats(s.m * ldc, ++seed);
-      PackedMatrix packed = trans_b ? PackedMatrix(b.data(), s.k, s.n, 1, s.k)
-                                    : PackedMatrix(b.data(), s.k, s.n, s.n, 1);
-      for (GemmActivation act :
-           {GemmActivation::kNone, GemmActivation::kRelu, GemmActivation::kLeakyRelu,
-            GemmActivation::kClip, GemmActivation::kSigmoid, GemmActivation::kTanh,
-            GemmActivation::kHardSwish, GemmActivation::kSwish, GemmActivation::kGeluErf,
-            GemmActivation::kGeluTanh})
-        for (bool with_bias : {false, true})
-          for (bool accumulate : {false, true}) {
-            SCOPED_TRACE(::testing::Message()
-                         << "activation " << static_cast<int>(act) << (with_bias ? " bias" : "")
-                         << (accumulate ? " residual" : ""));
-            GemmEpilogue e;
-            e.activation = act;
-            e.alpha = act == GemmActivation::kClip ? -0.3f : 0.1f;
-            e.beta = 0.4f;
-            e.bias = with_bias ? bias.data() : nullptr;
-            e.accumulate = accumulate;
-            std::vector<float> c = accumulate ? residual : std::vector<float>(s.m * ldc, 7.0f);
-            cpu::packed_gemm(s.m, a.data(), lda, packed, c.data(), ldc, e);
-            std::vector<double> want(s.m * s.n);
-            for (int64_t i = 0; i < s.m; ++i)
-              for (int64_t j = 0; j < s.n; ++j) {
-                double acc = with_bias ? bias[j] : 0.0;
-                if (accumulate) acc += residual[i * ldc + j];
-                for (int64_t q = 0; q < s.k; ++q)
-                  acc += double(a[i * lda + q]) * (trans_b ? b[j * s.k + q] : b[q * s.n + j]);
-                want[i * s.n + j] = activate(acc, act, e.alpha, e.beta);
-              }
-            expect_matrix(c, ldc, want, s.m, s.n, std::sqrt(double(s.k)));
-            if (strided)  // the gaps between C's rows are left alone
+    set_cpu_isa_limit(level);
+    SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
+    uint64_t seed = 100;
+    for (const Shape3& s : shapes)
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool trans_b = variant & 1, strided = variant & 2;
+        SCOPED_TRACE(::testing::Message()
+                     << s.m << "x" << s.k << "x" << s.n << (trans_b ? " B transposed" : "")
+                     << (strided ? " strided" : ""));
+        const int64_t lda = s.k + (strided ? 3 : 0), ldc = s.n + (strided ? 5 : 0);
+        std::vector<float> a = test::random_floats(s.m * lda, ++seed);
+        std::vector<float> b = test::random_floats(s.k * s.n, ++seed);
+        std::vector<float> bias = test::random_floats(s.n, ++seed);
+        std::vector<float> residual = test::random_floats(s.m * ldc, ++seed);
+        PackedMatrix packed = trans_b ? PackedMatrix(b.data(), s.k, s.n, 1, s.k)
+                                      : PackedMatrix(b.data(), s.k, s.n, s.n, 1);
+        for (GemmActivation act :
+             {GemmActivation::kNone, GemmActivation::kRelu, GemmActivation::kLeakyRelu,
+              GemmActivation::kClip, GemmActivation::kSigmoid, GemmActivation::kTanh,
+              GemmActivation::kHardSwish, GemmActivation::kSwish, GemmActivation::kGeluErf,
+              GemmActivation::kGeluTanh})
+          for (bool with_bias : {false, true})
+            for (bool accumulate : {false, true}) {
+              SCOPED_TRACE(::testing::Message()
+                           << "activation " << static_cast<int>(act) << (with_bias ? " bias" : "")
+                           << (accumulate ? " residual" : ""));
+              GemmEpilogue e;
+              e.activation = act;
+              e.alpha = act == GemmActivation::kClip ? -0.3f : 0.1f;
+              e.beta = 0.4f;
+              e.bias = with_bias ? bias.data() : nullptr;
+              e.accumulate = accumulate;
+              std::vector<float> c = accumulate ? residual : std::vector<float>(s.m * ldc, 7.0f);
+              cpu::packed_gemm(s.m, a.data(), lda, packed, c.data(), ldc, e);
+              std::vector<double> want(s.m * s.n);
               for (int64_t i = 0; i < s.m; ++i)
-                EXPECT_EQ(c[i * ldc + s.n], accumulate ? residual[i * ldc + s.n] : 7.0f);
-          }
-    }
+                for (int64_t j = 0; j < s.n; ++j) {
+                  double acc = with_bias ? bias[j] : 0.0;
+                  if (accumulate) acc += residual[i * ldc + j];
+                  for (int64_t q = 0; q < s.k; ++q)
+                    acc += double(a[i * lda + q]) * (trans_b ? b[j * s.k + q] : b[q * s.n + j]);
+                  want[i * s.n + j] = activate(acc, act, e.alpha, e.beta);
+                }
+              expect_matrix(c, ldc, want, s.m, s.n, std::sqrt(double(s.k)));
+              if (strided)  // the gaps between C's rows are left alone
+                for (int64_t i = 0; i < s.m; ++i)
+                  EXPECT_EQ(c[i * ldc + s.n], accumulate ? residual[i * ldc + s.n] : 7.0f);
+            }
+      }
   }
   set_cpu_isa_limit(in_use);
 }
@@ -143,17 +142,17 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
 TEST(PackedGemm, ZeroDepthGivesTheEpilogueOfZero) {
   const CpuIsa in_use = cpu_isa();
   for (CpuIsa level : levels_in_use()) {
-  set_cpu_isa_limit(level);
-  std::vector<float> bias = test::random_floats(20, 7), c(3 * 20, 5.0f);
-  PackedMatrix packed(nullptr, 0, 20, 20, 1);
-  GemmEpilogue e;
-  e.bias = bias.data();
-  e.activation = GemmActivation::kRelu;
-  cpu::packed_gemm(3, nullptr, 0, packed, c.data(), 20, e);
-  std::vector<double> want(3 * 20);
-  for (int64_t i = 0; i < 3; ++i)
-    for (int64_t j = 0; j < 20; ++j) want[i * 20 + j] = std::max(0.0, double(bias[j]));
-  expect_matrix(c, 20, want, 3, 20, 1.0);
+    set_cpu_isa_limit(level);
+    std::vector<float> bias = test::random_floats(20, 7), c(3 * 20, 5.0f);
+    PackedMatrix packed(nullptr, 0, 20, 20, 1);
+    GemmEpilogue e;
+    e.bias = bias.data();
+    e.activation = GemmActivation::kRelu;
+    cpu::packed_gemm(3, nullptr, 0, packed, c.data(), 20, e);
+    std::vector<double> want(3 * 20);
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 20; ++j) want[i * 20 + j] = std::max(0.0, double(bias[j]));
+    expect_matrix(c, 20, want, 3, 20, 1.0);
   }
   set_cpu_isa_limit(in_use);
 }

@@ -307,8 +307,8 @@ TEST(FusedMatMulKernel, GeluAndSwishEpiloguesWithBatchedB) {
   }
 }
 
-// Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, and measured,
-// with and without a bias, a residual and B transposed, over tile edges of both GEMMs.
+// Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, and
+// measured, with and without a bias, a residual and B transposed, over tile edges of both GEMMs.
 TEST(FusedMatMulKernel, ConstantWeightsOnEitherGemm) {
   const std::map<std::string, Act> acts = {
       {"", identity},
@@ -319,20 +319,20 @@ TEST(FusedMatMulKernel, ConstantWeightsOnEitherGemm) {
     int64_t m, k, n;
   };
   uint64_t seed = 300;
-  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn,
-                             CpuKernelChoice::kMeasure}) {
+  for (CpuKernelChoice pick :
+       {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn, CpuKernelChoice::kMeasure}) {
     set_cpu_kernel_choice(pick);
     SCOPED_TRACE(::testing::Message() << "pick " << static_cast<int>(pick));
     for (Dims3 d : {Dims3{7, 40, 48}, Dims3{130, 64, 100}, Dims3{1, 300, 70}})
       for (bool trans_b : {false, true})
         for (bool residual : {false, true})
           for (const auto& [name, f] : acts) {
-            SCOPED_TRACE(::testing::Message() << d.m << "x" << d.k << "x" << d.n << " " << name
-                                              << (trans_b ? " B^T" : "")
-                                              << (residual ? " residual" : ""));
+            SCOPED_TRACE(::testing::Message()
+                         << d.m << "x" << d.k << "x" << d.n << " " << name
+                         << (trans_b ? " B^T" : "") << (residual ? " residual" : ""));
             Tensor a = test::random_tensor({d.m, d.k}, ++seed, -1, 1);
-            Tensor b = test::random_tensor(trans_b ? Shape{d.n, d.k} : Shape{d.k, d.n}, ++seed,
-                                           -1, 1);
+            Tensor b =
+                test::random_tensor(trans_b ? Shape{d.n, d.k} : Shape{d.k, d.n}, ++seed, -1, 1);
             Tensor c = test::random_tensor({d.n}, ++seed, -1, 1);
             Tensor z = test::random_tensor({d.m, d.n}, ++seed, -1, 1);
             Graph graph;

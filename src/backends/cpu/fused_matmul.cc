@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
-#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 

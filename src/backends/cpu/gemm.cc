@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
-#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/gemv.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -176,7 +176,7 @@ class MatMulKernel final : public Kernel {
   int64_t out_numel_ = 0;
   int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked, kVector: A as [rows_, k_], the output [rows_, n_]
   PackedMatrix packed_;               // kPacked: the constant B
-  KernelChoice choice_;                 // packed_gemm or oneDNN, and why, where both could run
+  KernelChoice choice_;               // packed_gemm or oneDNN, and why, where both could run
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;

@@ -45,7 +45,8 @@ namespace lumen::cpu {
 
 std::string describe_choice(const KernelChoice& choice, const std::string& name) {
   if (choice.why.empty()) return "";
-  if (choice.lumen_ms < 0) return (choice.lumen ? name : std::string("oneDNN")) + " (" + choice.why + ")";
+  if (choice.lumen_ms < 0)
+    return (choice.lumen ? name : std::string("oneDNN")) + " (" + choice.why + ")";
   char text[160];
   if (choice.lumen)
     std::snprintf(text, sizeof text, "%s %.4f ms, oneDNN %.4f ms (measured)", name.c_str(),

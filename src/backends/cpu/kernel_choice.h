@@ -29,11 +29,12 @@ std::string describe_choice(const KernelChoice& choice, const std::string& name)
 // Whether Lumen's kernels are candidates at the CPU level in use (AVX2 or AVX-512).
 bool lumen_kernel_candidate();
 
-// At AVX2: Lumen's. At AVX-512, as set_cpu_kernel_choice says (lumen/cpu_isa.h): Lumen's where `lumen` ran faster than `onednn` (each one run of
-// the node on the same inputs, made by `prepare`, which is called first and only when timing:
-// first an untimed call each, then the fastest of interleaved rounds). `key` names everything
-// that changes their cost (op, shapes, attributes); the answer is kept per key and thread count,
-// so the layers of a model that repeat a node time it once.
+// At AVX2: Lumen's. At AVX-512, as set_cpu_kernel_choice says (lumen/cpu_isa.h): Lumen's where
+// `lumen` ran faster than `onednn` (each one run of the node on the same inputs, made by `prepare`,
+// which is called first and only when timing: first an untimed call each, then the fastest of
+// interleaved rounds). `key` names everything that changes their cost (op, shapes, attributes); the
+// answer is kept per key and thread count, so the layers of a model that repeat a node time it
+// once.
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void()>& lumen,
                                const std::function<void()>& onednn);

@@ -34,7 +34,7 @@ LUMEN_AVX2_BEGIN
 namespace {
 
 constexpr int64_t kPanelStep = 1;  // a micro-kernel call covers one panel (16 columns)
-constexpr int64_t kKc = 256;  // rows of B per block: a 16-column panel is 16 KiB, in L1
+constexpr int64_t kKc = 256;       // rows of B per block: a 16-column panel is 16 KiB, in L1
 inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t panel_stride, float* c,
                         int64_t ldc, int64_t rows, int64_t cols, bool load_c,
                         const GemmEpilogue* fin, int64_t col0, const float* pf, int64_t pf_lines,
@@ -205,9 +205,9 @@ inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* 
 // tile of 16 columns is finished too; the return value says whether it was. pf_lines lines from pf
 // are prefetched: by micro_kernel over its steps, otherwise first.
 inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t /*panel_stride*/,
-                        float* c, int64_t ldc,
-                        int64_t rows, int64_t cols, bool load_c, const GemmEpilogue* fin,
-                        int64_t col0, const float* pf, int64_t pf_lines, int64_t pf_every) {
+                        float* c, int64_t ldc, int64_t rows, int64_t cols, bool load_c,
+                        const GemmEpilogue* fin, int64_t col0, const float* pf, int64_t pf_lines,
+                        int64_t pf_every) {
   if (cols != kNr) fin = nullptr;  // the bias has only cols values left
   if (rows == kMr && cols == kNr) {
     micro_kernel(a, kc, b, c, ldc, load_c, fin, col0, pf, pf_lines, pf_every);

@@ -109,8 +109,7 @@ inline void micro_kernel(const float* a, int64_t a_step, int64_t kc, const float
   const auto prefetch = [&](int64_t line) __attribute__((always_inline)) {
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p)
-      _mm_prefetch(reinterpret_cast<const char*>(pf + p * panel_stride + line * kNr),
-                   _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pf + p * panel_stride + line * kNr), _MM_HINT_T0);
   };
   int64_t kk = 0, line = 0;
   if (pf_lines > 0 && kSets == 1)
@@ -143,14 +142,14 @@ inline void rows_kernel(const float* a, int64_t a_step, int64_t kc, const float*
                         int64_t pf_every) {
   switch ((cols + kNr - 1) / kNr) {
     case 1:
-      return micro_kernel<R, 1>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin, col0,
-                                pf, pf_lines, pf_every);
+      return micro_kernel<R, 1>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin, col0, pf,
+                                pf_lines, pf_every);
     case 2:
-      return micro_kernel<R, 2>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin, col0,
-                                pf, pf_lines, pf_every);
+      return micro_kernel<R, 2>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin, col0, pf,
+                                pf_lines, pf_every);
     case 3:
-      return micro_kernel<R, 3>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin, col0,
-                                pf, pf_lines, pf_every);
+      return micro_kernel<R, 3>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin, col0, pf,
+                                pf_lines, pf_every);
     default:
       return micro_kernel<R, kPanelStep>(a, a_step, kc, b, panel_stride, c, ldc, cols, load_c, fin,
                                          col0, pf, pf_lines, pf_every);
@@ -161,9 +160,9 @@ inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t pane
                         int64_t ldc, int64_t rows, int64_t cols, bool load_c,
                         const GemmEpilogue* fin, int64_t col0, const float* pf, int64_t pf_lines,
                         int64_t pf_every) {
-  using Rows = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
-                        int64_t, bool, const GemmEpilogue*, int64_t, const float*, int64_t,
-                        int64_t);
+  using Rows =
+      void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+               bool, const GemmEpilogue*, int64_t, const float*, int64_t, int64_t);
   static constexpr Rows kRows[kMr + 1] = {nullptr,         &rows_kernel<1>, &rows_kernel<2>,
                                           &rows_kernel<3>, &rows_kernel<4>, &rows_kernel<5>,
                                           &rows_kernel<6>};
