@@ -402,6 +402,20 @@ class ConvKernel final : public Kernel {
     });
   }
 
+  // Flushes both sides' weights from the caches (kernel_choice.h): Lumen's kernel's transformed
+  // copy and oneDNN's packed one (or w, where the primitive reads it as given).
+  void evict_weights(const Tensor& w) const {
+    if (use_pointwise_) pointwise_.evict();
+    if (use_winograd_) winograd_.evict();
+    if (use_grouped_) grouped_.evict();
+    if (use_im2col_) im2col_.evict();
+    if (use_depthwise_) depthwise_.evict();
+    if (packed_w_)
+      evict_from_caches(packed_w_.get_data_handle(), w_md_.get_size());
+    else
+      evict_from_caches(w.raw_data(), w.nbytes());
+  }
+
   // At AVX-512, where both Lumen's kernel and oneDNN's primitive were built: times both on random
   // data of the node's shapes (kernel_choice.h) and keeps the faster, releasing the other.
   void choose_own_or_onednn(const NodeContext& ctx, const ConvGeometry& g, int64_t group) {
@@ -432,7 +446,7 @@ class ConvKernel final : public Kernel {
           y = random(ctx.output(0).shape);
           if (has_bias_) bias = random(ctx.input_shape(2));
         },
-        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
+        [&] { evict_weights(w); }, [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
         [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false); });
     if (choice_.lumen) {
       prim_ = dnnl::primitive();

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/simd_math.h"
 #include "lumen/error.h"
 
@@ -322,3 +323,11 @@ void DepthwiseConv::run(const float*, int64_t, int64_t, int64_t, int64_t, int64_
 
 }  // namespace lumen::cpu
 #endif  // LUMEN_X86
+
+namespace lumen::cpu {
+
+void DepthwiseConv::evict() const {
+  evict_from_caches(w_.data(), w_.size() * sizeof(float));
+}
+
+}  // namespace lumen::cpu

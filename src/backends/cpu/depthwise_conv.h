@@ -39,6 +39,9 @@ class DepthwiseConv {
            int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t out_h, int64_t out_w,
            float* y, const GemmEpilogue& epilogue) const;
 
+  // Flushes the transformed weights from the CPU's caches (kernel_choice.h).
+  void evict() const;
+
  private:
   int64_t channels_ = 0;
   int64_t padded_ = 0;  // channels rounded up to whole vectors

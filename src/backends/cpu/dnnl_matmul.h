@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/kernel_choice.h"
 #include "core/derived_tensors.h"
 #include "lumen/tensor.h"
 
@@ -78,6 +79,12 @@ class DnnlMatmul {
 
   // Whether the constant weights were packed at init (execute() then ignores `wei`).
   bool packed() const { return packed_.defined(); }
+
+  // Flushes the weights execute() reads (the packed copy, or `wei`) from the CPU's caches.
+  void evict(const Tensor& wei) const {
+    const Tensor& w = packed_.defined() ? packed_ : wei;
+    evict_from_caches(w.raw_data(), w.nbytes());
+  }
 
   void execute(const float* src, const float* wei, const float* bias, float* dst) const {
     dnnl::engine& eng = dnnl_engine();

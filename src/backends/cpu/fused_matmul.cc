@@ -152,6 +152,10 @@ class FusedMatMulKernel final : public Kernel {
             if (has_bias_) bias = timing_data(n);
           },
           [&] {
+            packed_.evict();
+            mm_.evict(*b_value);
+          },
+          [&] {
             GemmEpilogue e = epilogue_;
             e.bias = has_bias_ ? bias.data() : nullptr;
             packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, e);

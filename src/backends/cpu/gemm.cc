@@ -82,6 +82,10 @@ class MatMulKernel final : public Kernel {
             a = timing_data(rows_ * k);
             c = timing_data(rows_ * n);
           },
+          [&] {
+            packed_.evict();
+            mm_.evict(*b_value);
+          },
           [&] { packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, {}); },
           [&] { mm_.execute(a.data(), b_const, nullptr, c.data()); });
       if (choice_.lumen) {
@@ -250,6 +254,10 @@ class GemmKernel final : public Kernel {
           a = timing_data(m_ * k_);
           c = timing_data(m_ * n_);
           bias = timing_data(n_);
+        },
+        [&] {
+          packed_.evict();
+          mm_.evict(*b_value);
         },
         [&] {
           GemmEpilogue e;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "lumen/error.h"
 
 #if LUMEN_X86
@@ -209,3 +210,11 @@ void GroupedConv8::run(const float*, int64_t, int64_t, int64_t, int64_t, int64_t
 
 }  // namespace lumen::cpu
 #endif  // LUMEN_X86
+
+namespace lumen::cpu {
+
+void GroupedConv8::evict() const {
+  evict_from_caches(w_.data(), w_.size() * sizeof(float));
+}
+
+}  // namespace lumen::cpu

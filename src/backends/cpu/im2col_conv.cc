@@ -16,8 +16,8 @@ namespace lumen::cpu {
 bool im2col_conv_applies(int64_t in_channels, int64_t group, const std::vector<int64_t>& kernel,
                          const std::vector<int64_t>& strides,
                          const std::vector<int64_t>& dilations) {
-  if (!has_avx2() || group != 1 || in_channels < 64 || kernel.size() != 2 ||
-      strides.size() != 2 || dilations.size() != 2)
+  if (!has_avx2() || group != 1 || in_channels < 64 || kernel.size() != 2 || strides.size() != 2 ||
+      dilations.size() != 2)
     return false;
   return dilations[0] == 1 && dilations[1] == 1 && kernel[0] * kernel[1] > 1 &&
          std::max(strides[0], strides[1]) >= 2;
@@ -68,4 +68,12 @@ void Im2colConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w, 
 }
 
 LUMEN_ISA_END
+}  // namespace lumen::cpu
+
+namespace lumen::cpu {
+
+void Im2colConv::evict() const {
+  weights_.evict();
+}
+
 }  // namespace lumen::cpu

@@ -36,6 +36,9 @@ class Im2colConv {
            int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t out_h, int64_t out_w,
            float* y, const GemmEpilogue& epilogue) const;
 
+  // Flushes the transformed weights from the CPU's caches (kernel_choice.h).
+  void evict() const;
+
  private:
   int64_t channels_ = 0, kernel_h_ = 0, kernel_w_ = 0;
   PackedMatrix weights_;  // (kh * kw * C) x O, rows in (kh, kw, C) order

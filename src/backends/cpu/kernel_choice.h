@@ -6,6 +6,7 @@
 // two on the node, timed when the kernel is built, once per distinct node in the process.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,12 +33,20 @@ bool lumen_kernel_candidate();
 // At AVX2: Lumen's. At AVX-512, as set_cpu_kernel_choice says (lumen/cpu_isa.h): Lumen's where
 // `lumen` ran faster than `onednn` (each one run of the node on the same inputs, made by `prepare`,
 // which is called first and only when timing: first an untimed call each, then the fastest of
-// interleaved rounds). `key` names everything that changes their cost (op, shapes, attributes); the
-// answer is kept per key and thread count, so the layers of a model that repeat a node time it
-// once.
+// interleaved rounds). Before every call `evict` flushes both sides' weights from the caches: in
+// a model each layer's weights come from memory or a far cache, and timed on cache-warm weights
+// Lumen's kernels (the Winograd forms' weights are 4 times larger) looked faster than they ran in
+// the model (resnet50 and efficientnet_b0 on 2 Xeon threads: 14% and 10% slower than oneDNN
+// alone). `key` names everything that changes their cost (op, shapes, attributes); the answer is
+// kept per key and thread count, so the layers of a model that repeat a node time it once.
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
+                               const std::function<void()>& evict,
                                const std::function<void()>& lumen,
                                const std::function<void()>& onednn);
+
+// Flushes [data, data + bytes) from every level of the CPU's caches, so that the next read comes
+// from memory (a no-op off x86, where no choice is timed).
+void evict_from_caches(const void* data, size_t bytes);
 
 // `count` random floats in [-1, 1) (the same each call): inputs for those timings.
 std::vector<float> timing_data(int64_t count);

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/elementwise_math.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/simd_math.h"
 #include "backends/cpu/simd_transpose.h"
 #include "core/derived_tensors.h"
@@ -453,6 +454,10 @@ PackedMatrix PackedMatrix::shared(const Tensor& source, const float* b, int64_t 
   out.data_ = derived_tensor(source, how,
                              [&] { return PackedMatrix(b, k, n, row_stride, col_stride).data_; });
   return out;
+}
+
+void PackedMatrix::evict() const {
+  if (data_.defined()) evict_from_caches(data_.raw_data(), data_.nbytes());
 }
 
 const float* PackedMatrix::panel(int64_t k0, int64_t jp) const {

@@ -69,6 +69,8 @@ class PackedMatrix {
   int64_t n() const { return n_; }
   // Row k0 of the panel of columns [16 * jp, 16 * jp + 16); the rows after it follow, 16 apart.
   const float* panel(int64_t k0, int64_t jp) const;
+  // Flushes the packed data from the CPU's caches (kernel_choice.h).
+  void evict() const;
 
  private:
   int64_t k_ = 0, n_ = 0, panels_ = 0;

@@ -279,3 +279,11 @@ void WinogradConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
 
 LUMEN_ISA_END
 }  // namespace lumen::cpu
+
+namespace lumen::cpu {
+
+void WinogradConv::evict() const {
+  for (const PackedMatrix& u : u_) u.evict();
+}
+
+}  // namespace lumen::cpu

@@ -44,6 +44,9 @@ class WinogradConv {
            int64_t pad_left, int64_t out_h, int64_t out_w, float* y,
            const GemmEpilogue& epilogue) const;
 
+  // Flushes the transformed weights from the CPU's caches (kernel_choice.h).
+  void evict() const;
+
  private:
   int64_t in_channels_ = 0, out_channels_ = 0;
   WinogradForm form_ = WinogradForm::kF2x2;
