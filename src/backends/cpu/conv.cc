@@ -402,18 +402,20 @@ class ConvKernel final : public Kernel {
     });
   }
 
-  // Flushes both sides' weights from the caches (kernel_choice.h): Lumen's kernel's transformed
-  // copy and oneDNN's packed one (or w, where the primitive reads it as given).
-  void evict_weights(const Tensor& w) const {
-    if (use_pointwise_) pointwise_.evict();
-    if (use_winograd_) winograd_.evict();
-    if (use_grouped_) grouped_.evict();
-    if (use_im2col_) im2col_.evict();
-    if (use_depthwise_) depthwise_.evict();
-    if (packed_w_)
+  // Flushes one side's weights from the caches (kernel_choice.h): Lumen's kernel's transformed
+  // copy, or oneDNN's packed one (or w, where the primitive reads it as given).
+  void evict_weights(const Tensor& w, bool lumen) const {
+    if (lumen) {
+      if (use_pointwise_) pointwise_.evict();
+      if (use_winograd_) winograd_.evict();
+      if (use_grouped_) grouped_.evict();
+      if (use_im2col_) im2col_.evict();
+      if (use_depthwise_) depthwise_.evict();
+    } else if (packed_w_) {
       evict_from_caches(packed_w_.get_data_handle(), w_md_.get_size());
-    else
+    } else {
       evict_from_caches(w.raw_data(), w.nbytes());
+    }
   }
 
   // At AVX-512, where both Lumen's kernel and oneDNN's primitive were built: times both on random
@@ -446,7 +448,8 @@ class ConvKernel final : public Kernel {
           y = random(ctx.output(0).shape);
           if (has_bias_) bias = random(ctx.input_shape(2));
         },
-        [&] { evict_weights(w); }, [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
+        [&](bool lumen) { evict_weights(w, lumen); },
+        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
         [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false); });
     if (choice_.lumen) {
       prim_ = dnnl::primitive();

@@ -151,9 +151,11 @@ class FusedMatMulKernel final : public Kernel {
             c = timing_data(rows_ * n);
             if (has_bias_) bias = timing_data(n);
           },
-          [&] {
-            packed_.evict();
-            mm_.evict(*b_value);
+          [&](bool lumen) {
+            if (lumen)
+              packed_.evict();
+            else
+              mm_.evict(*b_value);
           },
           [&] {
             GemmEpilogue e = epilogue_;

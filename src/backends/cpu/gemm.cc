@@ -82,9 +82,11 @@ class MatMulKernel final : public Kernel {
             a = timing_data(rows_ * k);
             c = timing_data(rows_ * n);
           },
-          [&] {
-            packed_.evict();
-            mm_.evict(*b_value);
+          [&](bool lumen) {
+            if (lumen)
+              packed_.evict();
+            else
+              mm_.evict(*b_value);
           },
           [&] { packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, {}); },
           [&] { mm_.execute(a.data(), b_const, nullptr, c.data()); });
@@ -255,9 +257,11 @@ class GemmKernel final : public Kernel {
           c = timing_data(m_ * n_);
           bias = timing_data(n_);
         },
-        [&] {
-          packed_.evict();
-          mm_.evict(*b_value);
+        [&](bool lumen) {
+          if (lumen)
+            packed_.evict();
+          else
+            mm_.evict(*b_value);
         },
         [&] {
           GemmEpilogue e;
