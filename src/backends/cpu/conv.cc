@@ -448,7 +448,9 @@ class ConvKernel final : public Kernel {
           y = random(ctx.output(0).shape);
           if (has_bias_) bias = random(ctx.input_shape(2));
         },
-        [&](bool lumen) { evict_weights(w, lumen); },
+        [&](bool lumen) {
+          if (w.nbytes() > kColdWeightBytes) evict_weights(w, lumen);
+        },
         [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
         [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false); });
     if (choice_.lumen) {

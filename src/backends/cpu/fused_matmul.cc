@@ -152,6 +152,7 @@ class FusedMatMulKernel final : public Kernel {
             if (has_bias_) bias = timing_data(n);
           },
           [&](bool lumen) {
+            if (b_value->nbytes() <= kColdWeightBytes) return;
             if (lumen)
               packed_.evict();
             else

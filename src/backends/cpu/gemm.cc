@@ -83,6 +83,7 @@ class MatMulKernel final : public Kernel {
             c = timing_data(rows_ * n);
           },
           [&](bool lumen) {
+            if (b_value->nbytes() <= kColdWeightBytes) return;
             if (lumen)
               packed_.evict();
             else
@@ -258,6 +259,7 @@ class GemmKernel final : public Kernel {
           bias = timing_data(n_);
         },
         [&](bool lumen) {
+          if (b_value->nbytes() <= kColdWeightBytes) return;
           if (lumen)
             packed_.evict();
           else
