@@ -31,15 +31,15 @@ std::string describe_choice(const KernelChoice& choice, const std::string& name)
 bool lumen_kernel_candidate();
 
 // At AVX2: Lumen's. At AVX-512, as set_cpu_kernel_choice says (lumen/cpu_isa.h): Lumen's where
-// `lumen` ran faster than `onednn` (each one run of the node on the same inputs, made by `prepare`,
-// which is called first and only when timing: first an untimed call each, then the fastest of
-// interleaved rounds). Before every call `evict(side)` flushes that side's weights (side true:
-// Lumen's) from the caches: in
-// a model each layer's weights come from memory or a far cache, and timed on cache-warm weights
-// Lumen's kernels (the Winograd forms' weights are 4 times larger) looked faster than they ran in
-// the model (resnet50 and efficientnet_b0 on 2 Xeon threads: 14% and 10% slower than oneDNN
-// alone). `key` names everything that changes their cost (op, shapes, attributes); the answer is
-// kept per key and thread count, so the layers of a model that repeat a node time it once.
+// `lumen` ran at least 5% faster than `onednn` (each one run of the node on the same inputs, made
+// by `prepare`, which is called first and only when timing: first an untimed call each, then the
+// fastest of interleaved rounds). Before every call `evict(side)` flushes that side's weights (side
+// true: Lumen's) from the caches: in a model each layer's weights come from memory or a far cache,
+// and timed on cache-warm weights Lumen's kernels (the Winograd forms' weights are 4 times larger)
+// looked faster than they ran in the model (resnet50 and efficientnet_b0 on 2 Xeon threads: 14% and
+// 10% slower than oneDNN alone). `key` names everything that changes their cost (op, shapes,
+// attributes); the answer is kept per key and thread count, so the layers of a model that repeat a
+// node time it once.
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void(bool lumen)>& evict,
                                const std::function<void()>& lumen,
