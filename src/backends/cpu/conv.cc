@@ -434,6 +434,7 @@ class ConvKernel final : public Kernel {
       key += " s" + std::to_string(g.strides[i]) + " p" + std::to_string(g.pad_begin[i]) + "," +
              std::to_string(g.pad_end[i]);
     const Tensor& w = *ctx.input_value(1);
+    const bool cold = w.nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
     Tensor x, y, bias;
     const auto random = [](const Shape& shape) {
       Tensor t = Tensor::empty(shape, DType::kFloat32);
@@ -449,7 +450,7 @@ class ConvKernel final : public Kernel {
           if (has_bias_) bias = random(ctx.input_shape(2));
         },
         [&](bool lumen) {
-          if (w.nbytes() > kColdWeightBytes) evict_weights(w, lumen);
+          if (cold) evict_weights(w, lumen);
         },
         [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
         [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false); });

@@ -142,6 +142,8 @@ class FusedMatMulKernel final : public Kernel {
       packed_ = PackedMatrix::shared(*b_value, b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
       if (has_avx512()) init_flat();
       std::vector<float> a, bias, c;
+      const bool cold =
+          b_value->nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
       choice_ = pick_lumen_kernel(
           "FusedMatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" +
               std::to_string(n) + (trans_b ? " B^T " : " ") + ctx.attr_string("activation", "") +
@@ -152,7 +154,7 @@ class FusedMatMulKernel final : public Kernel {
             if (has_bias_) bias = timing_data(n);
           },
           [&](bool lumen) {
-            if (b_value->nbytes() <= kColdWeightBytes) return;
+            if (!cold) return;
             if (lumen)
               packed_.evict();
             else

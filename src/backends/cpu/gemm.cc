@@ -76,6 +76,8 @@ class MatMulKernel final : public Kernel {
       packed_ = PackedMatrix::shared(*b_value, b_const, k, n, n, 1);
       if (has_avx512()) init_flat();
       std::vector<float> a, c;
+      const bool cold =
+          b_value->nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
       choice_ = pick_lumen_kernel(
           "MatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" + std::to_string(n),
           [&] {
@@ -83,7 +85,7 @@ class MatMulKernel final : public Kernel {
             c = timing_data(rows_ * n);
           },
           [&](bool lumen) {
-            if (b_value->nbytes() <= kColdWeightBytes) return;
+            if (!cold) return;
             if (lumen)
               packed_.evict();
             else
@@ -250,6 +252,8 @@ class GemmKernel final : public Kernel {
     if (!packable) return;
     const bool with_bias = c_mode_ == CMode::kBias;
     std::vector<float> a, bias, c;
+    const bool cold =
+        b_value->nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
     choice_ = pick_lumen_kernel(
         "Gemm " + std::to_string(m_) + "x" + std::to_string(k_) + "x" + std::to_string(n_) +
             (trans_b ? " B^T" : "") + (with_bias ? " bias" : ""),
@@ -259,7 +263,7 @@ class GemmKernel final : public Kernel {
           bias = timing_data(n_);
         },
         [&](bool lumen) {
-          if (b_value->nbytes() <= kColdWeightBytes) return;
+          if (!cold) return;
           if (lumen)
             packed_.evict();
           else

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <random>
 
+#include <unistd.h>
+
 #include "backends/cpu/isa.h"
 
 #if LUMEN_X86
@@ -138,6 +140,21 @@ void evict_from_caches(const void* data, size_t bytes) {
   (void)data;
   (void)bytes;
 #endif
+}
+
+bool weights_stream_from_memory(const Graph& graph) {
+  size_t cache = 0;
+  for (int level : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long bytes = sysconf(level);
+    if (bytes > 0) {
+      cache = static_cast<size_t>(bytes);
+      break;
+    }
+  }
+  size_t weights = 0;
+  for (int id = 0; id < graph.num_values(); ++id)
+    if (graph.value(id).is_weight()) weights += graph.value(id).data->nbytes();
+  return cache > 0 && weights > cache;
 }
 
 std::vector<float> timing_data(int64_t count) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lumen/cpu_isa.h"
+#include "lumen/graph.h"
 
 namespace lumen::cpu {
 
@@ -45,11 +46,17 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
                                const std::function<void()>& lumen,
                                const std::function<void()>& onednn);
 
-// Weights of more bytes than this (the node's, as given) are flushed before each timed call
-// (pick_lumen_kernel's `evict`); smaller ones stay warm. A model's large layers read their weights
-// from memory, but flushed small ones made timings of oneDNN's 1x1 convolutions twice what they
-// took in the model (resnet50's 64 -> 256 channel layers on 16 Xeon threads: 0.20 against 0.10 ms).
+// A node's weights are flushed before each timed call (pick_lumen_kernel's `evict`) where they
+// are more than this many bytes (as given) and the model's weights together outgrow the
+// last-level cache (weights_stream_from_memory), as a run of it then reads them; otherwise they
+// stay warm. Flushed small ones made timings of oneDNN's 1x1 convolutions twice what they took in
+// the model (resnet50's 64 -> 256 channel layers on 16 Xeon threads: 0.20 against 0.10 ms), and
+// flushed weights of a model that fits in the cache picked Lumen's GEMM for squeezenet1_1's
+// classifier, slower in the model.
 inline constexpr size_t kColdWeightBytes = size_t{1} << 20;
+
+// Whether `graph`'s weights together outgrow the CPU's last-level cache.
+bool weights_stream_from_memory(const Graph& graph);
 
 // Flushes [data, data + bytes) from every level of the CPU's caches, so that the next read comes
 // from memory (a no-op off x86, where no choice is timed).
