@@ -99,8 +99,7 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
   // Lumen's only by a margin: timed alone, a kernel within a few percent of the other ran either
   // side of it in the model (BERT-base's products on 2 Xeon threads), so near ties keep oneDNN.
   constexpr double kMargin = 0.95;
-  const KernelChoice choice{t_lumen < kMargin * t_onednn, "measured", t_lumen * 1e3,
-                            t_onednn * 1e3};
+  KernelChoice choice{t_lumen < kMargin * t_onednn, "measured", t_lumen * 1e3, t_onednn * 1e3};
   std::lock_guard<std::mutex> lock(mutex);
   picked.emplace(full_key, choice);
   return choice;
@@ -109,19 +108,19 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
 #if LUMEN_X86
 namespace {
 
-constexpr uintptr_t kLine = 64;
+constexpr size_t kLine = 64;
 
 // CLFLUSHOPT (CPUID leaf 7, EBX bit 23): flushes of different lines overlap, where CLFLUSH's are
 // ordered one after another (resnet50's choices, 12 weight flushes per node, took 3 s to compile).
 bool has_clflushopt() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  static const bool has =
+  static const bool kHas =
       __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ebx & (1u << 23)) != 0;
-  return has;
+  return kHas;
 }
 
-__attribute__((target("clflushopt"))) void flush_lines_opt(uintptr_t begin, uintptr_t end) {
-  for (uintptr_t p = begin; p < end; p += kLine) _mm_clflushopt(reinterpret_cast<void*>(p));
+__attribute__((target("clflushopt"))) void flush_lines_opt(const char* begin, const char* end) {
+  for (const char* p = begin; p < end; p += kLine) _mm_clflushopt(const_cast<char*>(p));
 }
 
 }  // namespace
@@ -129,12 +128,13 @@ __attribute__((target("clflushopt"))) void flush_lines_opt(uintptr_t begin, uint
 
 void evict_from_caches(const void* data, size_t bytes) {
 #if LUMEN_X86
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kLine - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+  // From the start of the line holding `data` to its end, line by line.
+  const char* end = static_cast<const char*>(data) + bytes;
+  const char* begin = static_cast<const char*>(data) - reinterpret_cast<uintptr_t>(data) % kLine;
   if (has_clflushopt())
     flush_lines_opt(begin, end);
   else
-    for (uintptr_t p = begin; p < end; p += kLine) _mm_clflush(reinterpret_cast<const void*>(p));
+    for (const char* p = begin; p < end; p += kLine) _mm_clflush(p);
   _mm_mfence();
 #else
   (void)data;
