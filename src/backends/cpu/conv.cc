@@ -434,7 +434,7 @@ class ConvKernel final : public Kernel {
       key += " s" + std::to_string(g.strides[i]) + " p" + std::to_string(g.pad_begin[i]) + "," +
              std::to_string(g.pad_end[i]);
     const Tensor& w = *ctx.input_value(1);
-    const bool cold = w.nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
+    bool cold = false;
     Tensor x, y, bias;
     const auto random = [](const Shape& shape) {
       Tensor t = Tensor::empty(shape, DType::kFloat32);
@@ -448,6 +448,7 @@ class ConvKernel final : public Kernel {
           x = random(ctx.input_shape(0));
           y = random(ctx.output(0).shape);
           if (has_bias_) bias = random(ctx.input_shape(2));
+          cold = w.nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
         },
         [&](bool lumen) {
           if (cold) evict_weights(w, lumen);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/gemm_choice.h"
 #include "backends/cpu/isa.h"
-#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -141,37 +141,12 @@ class FusedMatMulKernel final : public Kernel {
       k_ = k;
       packed_ = PackedMatrix::shared(*b_value, b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
       if (has_avx512()) init_flat();
-      std::vector<float> a, bias, c;
-      const bool cold =
-          b_value->nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
-      choice_ = pick_lumen_kernel(
-          "FusedMatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" +
-              std::to_string(n) + (trans_b ? " B^T " : " ") + ctx.attr_string("activation", "") +
-              (has_bias_ ? " bias" : "") + (residual_ ? " residual" : ""),
-          [&] {
-            a = timing_data(rows_ * k);
-            c = timing_data(rows_ * n);
-            if (has_bias_) bias = timing_data(n);
-          },
-          [&](bool lumen) {
-            if (!cold) return;
-            if (lumen)
-              packed_.evict();
-            else
-              mm_.evict(*b_value);
-          },
-          [&] {
-            GemmEpilogue e = epilogue_;
-            e.bias = has_bias_ ? bias.data() : nullptr;
-            packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, e);
-          },
-          [&] { mm_.execute(a.data(), b_const, has_bias_ ? bias.data() : nullptr, c.data()); });
-      if (choice_.lumen) {
-        mode_ = Mode::kPacked;
-        mm_ = DnnlMatmul();
-      } else {
-        packed_ = PackedMatrix();
-      }
+      choice_ = pick_gemm("FusedMatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" +
+                              std::to_string(n) + (trans_b ? " B^T " : " ") +
+                              ctx.attr_string("activation", "") + (has_bias_ ? " bias" : "") +
+                              (residual_ ? " residual" : ""),
+                          ctx.graph(), *b_value, rows_, k, n, epilogue_, has_bias_, packed_, mm_);
+      if (choice_.lumen) mode_ = Mode::kPacked;
       return;
     }
     if (b_flat && !trans_a) {

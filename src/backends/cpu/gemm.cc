@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_matmul.h"
+#include "backends/cpu/gemm_choice.h"
 #include "backends/cpu/gemv.h"
 #include "backends/cpu/isa.h"
-#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/kernel_registry.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -75,30 +75,10 @@ class MatMulKernel final : public Kernel {
       // it.
       packed_ = PackedMatrix::shared(*b_value, b_const, k, n, n, 1);
       if (has_avx512()) init_flat();
-      std::vector<float> a, c;
-      const bool cold =
-          b_value->nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
-      choice_ = pick_lumen_kernel(
+      choice_ = pick_gemm(
           "MatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" + std::to_string(n),
-          [&] {
-            a = timing_data(rows_ * k);
-            c = timing_data(rows_ * n);
-          },
-          [&](bool lumen) {
-            if (!cold) return;
-            if (lumen)
-              packed_.evict();
-            else
-              mm_.evict(*b_value);
-          },
-          [&] { packed_gemm(rows_, a.data(), k_, packed_, c.data(), n_, {}); },
-          [&] { mm_.execute(a.data(), b_const, nullptr, c.data()); });
-      if (choice_.lumen) {
-        mode_ = Mode::kPacked;
-        mm_ = DnnlMatmul();
-      } else {
-        packed_ = PackedMatrix();
-      }
+          ctx.graph(), *b_value, rows_, k, n, {}, false, packed_, mm_);
+      if (choice_.lumen) mode_ = Mode::kPacked;
       return;
     }
     if (b_flat) {
@@ -251,35 +231,11 @@ class GemmKernel final : public Kernel {
     });
     if (!packable) return;
     const bool with_bias = c_mode_ == CMode::kBias;
-    std::vector<float> a, bias, c;
-    const bool cold =
-        b_value->nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
-    choice_ = pick_lumen_kernel(
-        "Gemm " + std::to_string(m_) + "x" + std::to_string(k_) + "x" + std::to_string(n_) +
-            (trans_b ? " B^T" : "") + (with_bias ? " bias" : ""),
-        [&] {
-          a = timing_data(m_ * k_);
-          c = timing_data(m_ * n_);
-          bias = timing_data(n_);
-        },
-        [&](bool lumen) {
-          if (!cold) return;
-          if (lumen)
-            packed_.evict();
-          else
-            mm_.evict(*b_value);
-        },
-        [&] {
-          GemmEpilogue e;
-          e.bias = with_bias ? bias.data() : nullptr;
-          packed_gemm(m_, a.data(), k_, packed_, c.data(), n_, e);
-        },
-        [&] { mm_.execute(a.data(), b_const, with_bias ? bias.data() : nullptr, c.data()); });
+    choice_ =
+        pick_gemm("Gemm " + std::to_string(m_) + "x" + std::to_string(k_) + "x" +
+                      std::to_string(n_) + (trans_b ? " B^T" : "") + (with_bias ? " bias" : ""),
+                  ctx.graph(), *b_value, m_, k_, n_, {}, with_bias, packed_, mm_);
     use_packed_ = choice_.lumen;
-    if (use_packed_)
-      mm_ = DnnlMatmul();
-    else
-      packed_ = PackedMatrix();
   }
 
   std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }

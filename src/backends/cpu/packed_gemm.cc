@@ -36,13 +36,6 @@ namespace {
 
 constexpr int64_t kPanelStep = 1;  // a micro-kernel call covers one panel (16 columns)
 constexpr int64_t kKc = 256;       // rows of B per block: a 16-column panel is 16 KiB, in L1
-inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t panel_stride, float* c,
-                        int64_t ldc, int64_t rows, int64_t cols, bool load_c,
-                        const GemmEpilogue* fin, int64_t col0, const float* pf, int64_t pf_lines,
-                        int64_t pf_every);
-inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* b,
-                       int64_t panel_stride, float* c, int64_t cols, bool load_c);
-void finish_row_isa(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
 
 #include "backends/cpu/packed_gemm_tiles.inc"
 

@@ -40,13 +40,6 @@ constexpr int64_t kPanelStep = 4;  // a micro-kernel call covers four panels (64
 // products of BERT-base at 128 tokens ran at 320-350 GFLOP/s with 128 rows, 370-415 with 256 and
 // 380-430 with 512, oneDNN's brgemm at 375-440 in the same runs).
 constexpr int64_t kKc = 512;
-inline bool tile_kernel(const float* a, int64_t kc, const float* b, int64_t panel_stride, float* c,
-                        int64_t ldc, int64_t rows, int64_t cols, bool load_c,
-                        const GemmEpilogue* fin, int64_t col0, const float* pf, int64_t pf_lines,
-                        int64_t pf_every);
-inline void row_kernel(const float* a, int64_t a_step, int64_t kc, const float* b,
-                       int64_t panel_stride, float* c, int64_t cols, bool load_c);
-void finish_row_isa(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e);
 
 #include "backends/cpu/packed_gemm_tiles.inc"
 
