@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -82,6 +83,9 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
   Graph(Graph&&) noexcept;
   Graph& operator=(Graph&&) noexcept;
+  // A copy of every value and node; constant data (weights) is shared, not copied. Subgraphs of
+  // control-flow attributes are shared too.
+  Graph clone() const;
 
   // A graph input the caller binds at execute time.
   Value* add_input(const std::string& name, const Shape& shape, DType dtype = DType::kFloat32);
@@ -151,6 +155,11 @@ class Graph {
   void infer_node(int id);
   // Re-infers every live node in topological order.
   void infer_all();
+  // Nodes (by name) that folding at build time and the optimizer's constant folding leave to run
+  // although their inputs are known: those whose outputs in a shape family depend on the sizes
+  // (onnx/shape_family.h). Set before the nodes are added.
+  void keep_unfolded(std::set<std::string> node_names);
+  bool is_kept_unfolded(const Node& node) const;
   std::string unique_name(std::string_view base);
 
  private:
@@ -160,6 +169,7 @@ class Graph {
   std::vector<int> inputs_;
   std::vector<int> outputs_;
   std::unordered_set<std::string> names_;
+  std::set<std::string> unfolded_;
   bool weights_released_ = false;  // an earlier compile freed packed weights (release_weights)
   int name_counter_ = 0;
 };

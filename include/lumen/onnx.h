@@ -57,6 +57,12 @@ struct OnnxLoadOptions {
   // Optional inputs that are empty; every other optional input holds a value (an optional tensor's
   // shape comes from input_shapes, an optional sequence's from sequence_shapes).
   std::set<std::string> empty_optionals;
+  // Nodes (by name) that run even where folding could compute their outputs when the graph is
+  // built (Graph::keep_unfolded).
+  std::set<std::string> unfolded;
+  // OnnxSession only: compile a plan for every new set of input shapes, instead of one plan for
+  // every size of the model's symbolic dims (for comparisons; see OnnxSession).
+  bool plan_per_shape = false;
 };
 
 // An input as the model declares it: dims of -1 are symbolic (their name in `symbols`). For a
@@ -118,8 +124,27 @@ Graph load_onnx_bytes(std::string_view bytes, const OnnxLoadOptions& options = {
 // axes, TopK's K given at run time) are read at each run, and their values join the plan's key:
 // the same values reuse a plan, new ones compile one. At most max_plans() plans are kept (the
 // least recently used goes first). run() may be called from several threads at once.
+//
+// Symbolic dims (batch, sequence) do not cost a compile per size: the first run at sizes of 2 or
+// more builds the graph at a few sizes around them and, where those are one graph up to the
+// numbers the sizes decide (shape_family.h), compiles it once with kernels that run at any size
+// (Kernel::runs_any_shape). A run at other sizes then evaluates those numbers, re-plans memory and
+// builds only the kernels that are not shared (cheap ones: views, element-wise, attention);
+// nothing is imported, optimized, packed or timed again. A symbolic dim of size 1 keeps its own
+// family (broadcasting differs), and a model whose graph is not one across sizes (shape
+// arithmetic that is not multilinear, size-dependent large constants, control flow) compiles per
+// shape as before; stats() tells which happened.
 class OnnxSession {
  public:
+  // What the session did for the shapes it was given (counts since construction).
+  struct Stats {
+    size_t compiles = 0;  // plans imported, optimized and compiled (families' first plans too)
+    size_t sized = 0;     // plans made from a family at new sizes, without a compile
+    size_t families = 0;  // families fitted
+    size_t kernels_shared = 0;  // kernels sized plans took from their family's first plan
+    size_t kernels_built = 0;   // kernels sized plans built for themselves
+    std::string refused;        // why the last family that could not be fitted was not, or ""
+  };
   // Plans kept by default: enough for the shapes and values a served model sees in turn, few
   // enough that a stream of distinct values does not hold unbounded memory.
   static constexpr size_t kDefaultMaxPlans = 32;
@@ -163,6 +188,7 @@ class OnnxSession {
   // The most plans kept; at least 1. Lowering it evicts the least recently used at once.
   size_t max_plans() const;
   void set_max_plans(size_t n);
+  Stats stats() const;
   // The inputs and outputs as the model declares them.
   const OnnxModelInfo& info() const { return info_; }
 
@@ -170,6 +196,11 @@ class OnnxSession {
   struct Plan;
   struct Lists;
   struct Weights;
+  struct Family;
+  // Fills `plan` from the family of `shapes` (fitting it first if new); false where the shapes
+  // have no family or it was refused, and the plan is compiled for the shapes alone.
+  bool plan_from_family_locked(const std::map<std::string, Shape>& shapes,
+                               const OnnxLoadOptions& options, const std::shared_ptr<Plan>& plan);
   std::shared_ptr<Plan> acquire(const std::map<std::string, Tensor>& inputs,
                                 const std::map<std::string, Shape>& shapes,
                                 const Lists* lists = nullptr);
@@ -183,6 +214,9 @@ class OnnxSession {
   size_t max_plans_ = kDefaultMaxPlans;
   uint64_t clock_ = 0;                                  // advances on every use of a plan
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // key: input shapes and values as text
+  // key: input shapes with each symbolic dim of size 2 or more as "*"
+  std::map<std::string, std::shared_ptr<Family>> families_;
+  Stats stats_;
 };
 
 // Reads a serialized onnx.TensorProto (the conformance suite's input_0.pb files).

@@ -78,6 +78,7 @@ enum class OutputPlace {
 };
 
 class BoundReplay;
+class KernelDonorScope;
 
 // A compiled graph: kernels made once, constants bound, steps in order. execute() may be called
 // from several threads at once; each call uses its own intermediate buffers.
@@ -114,6 +115,7 @@ class Executable {
  private:
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, RunProfile* profile,
                           OutputPlace place);
+  friend class KernelDonorScope;  // runtime internals: hands kernels to plans of other sizes
   std::shared_ptr<Impl> impl_;
 };
 

@@ -74,6 +74,18 @@ void bind_model(py::module_& m) {
       .def_property_readonly("opset", [](const OnnxSession& s) { return s.info().opset; })
       .def_property_readonly("producer", [](const OnnxSession& s) { return s.info().producer; })
       .def("num_plans", &OnnxSession::num_plans)
+      .def("stats",
+           [](const OnnxSession& s) {
+             const OnnxSession::Stats st = s.stats();
+             py::dict d;
+             d["compiles"] = st.compiles;
+             d["sized"] = st.sized;
+             d["families"] = st.families;
+             d["kernels_shared"] = st.kernels_shared;
+             d["kernels_built"] = st.kernels_built;
+             d["refused"] = st.refused;
+             return d;
+           })
       .def_property_readonly("value_inputs",
                              [](const OnnxSession& s) { return s.info().value_inputs; })
       .def(

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/stream.h"
+#include "lumen/graph.h"
 #include "lumen/tensor.h"
 
 namespace lumen {
@@ -18,6 +19,9 @@ struct KernelContext {
   // For a copy to the host: an event on the source device's stream recorded once the input was
   // made, so the copy need not wait for work queued after it (null: it waits for all of it).
   Event* ready = nullptr;
+  // The types the plan gives the outputs (one per output; empty where the caller has none): a
+  // kernel that makes its outputs (a view) and runs at any shape reads its output shape here.
+  std::span<const TensorType> output_types = {};
 };
 
 // Built once per node at compile time (where library primitives are chosen); run() is const and
@@ -36,6 +40,24 @@ class Kernel {
   // How the kernel runs the node, where it chose among ways at compile time (which library
   // algorithm, what it measured), for profiles; "" when there was nothing to choose.
   virtual std::string describe() const { return ""; }
+  // True when run() takes every size from ctx (the tensors and output_types), never from the
+  // shapes the node had when the kernel was built: one kernel then serves the node at every size
+  // of a dynamic plan's symbolic dimensions (same ranks, dtypes, attributes and constants).
+  virtual bool runs_any_shape() const { return false; }
 };
+
+// While one lives on a thread, kernels built there are for a plan that runs at many sizes of its
+// symbolic dimensions: where a node can run on a kernel that runs_any_shape() or on one chosen by
+// timing it at the present sizes, the first is built (a choice timed at one size says nothing of
+// the others, and timing at every size is a compile per size). Scopes nest.
+class AnyShapeScope {
+ public:
+  AnyShapeScope();
+  ~AnyShapeScope();
+  AnyShapeScope(const AnyShapeScope&) = delete;
+  AnyShapeScope& operator=(const AnyShapeScope&) = delete;
+};
+// Whether an AnyShapeScope lives on this thread.
+bool building_for_any_shape();
 
 }  // namespace lumen

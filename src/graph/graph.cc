@@ -24,6 +24,23 @@ Graph::~Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 
+Graph Graph::clone() const {
+  Graph copy;
+  copy.values_ = values_;
+  copy.nodes_ = nodes_;
+  copy.inputs_ = inputs_;
+  copy.outputs_ = outputs_;
+  copy.names_ = names_;
+  copy.weights_released_ = weights_released_;
+  copy.name_counter_ = name_counter_;
+  copy.unfolded_ = unfolded_;
+  return copy;
+}
+
+void Graph::keep_unfolded(std::set<std::string> node_names) { unfolded_ = std::move(node_names); }
+
+bool Graph::is_kept_unfolded(const Node& node) const { return unfolded_.count(node.name) > 0; }
+
 Value& Graph::value(int id) {
   if (id < 0 || id >= num_values()) throw InvalidArgument("no value with id " + std::to_string(id));
   return values_[id];
@@ -249,7 +266,7 @@ void Graph::infer_node(int id) {
   schema.infer(ctx);
 
   // Fold small deterministic nodes whose inputs are all known (shape arithmetic).
-  bool known = schema.foldable && node_evaluator() != nullptr;
+  bool known = schema.foldable && node_evaluator() != nullptr && !is_kept_unfolded(n);
   for (int k = 0; known && k < num_in; ++k) known = n.inputs[k] < 0 || ctx.input_value(k);
   // An output whose shape depends on the data (kDynamicDim) is bounded by the inputs, which are
   // known here; folding it gives it its concrete shape.

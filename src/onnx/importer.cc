@@ -198,6 +198,7 @@ class Importer final : public Scope {
     // (lumen run) can fix them and load again.
     for (std::string& name : find_value_inputs(model_, opset_))
       if (!options_.input_values.count(name)) out.value_inputs.push_back(std::move(name));
+    graph_.keep_unfolded(options_.unfolded);
     onnx::GraphProto& g = *model_.mutable_graph();
     if (g.sparse_initializer_size() > 0)
       throw UnsupportedOp("sparse initializers are not supported");

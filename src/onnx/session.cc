@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lumen/onnx.h"
+#include "onnx/session_state.h"
 #include "onnx/weight_cache.h"
 
 namespace lumen {
@@ -53,23 +54,6 @@ std::string value_text(const Tensor& t, bool for_key) {
 }
 
 }  // namespace
-
-// A plan keeps its Graph alive next to the Executable compiled from it, in a Runtime of its own
-// so that evicting the plan frees the executable (memory pools are per device, not per Runtime).
-struct OnnxSession::Plan {
-  Runtime runtime;
-  Graph graph;
-  Executable* executable = nullptr;
-  std::set<std::string> fixed;  // value inputs compiled in as constants
-  uint64_t last_used = 0;
-  std::vector<OnnxOutputForm> forms;  // how the graph's outputs make up the model's
-};
-
-struct OnnxSession::Weights {
-  onnx_import::WeightCache cache;
-  std::string model;     // the model without its weights' data (load_onnx_cached)
-  std::string base_dir;  // where its external data lies
-};
 
 // The structure of sequence and optional inputs for one run: element shapes, empty optionals.
 struct OnnxSession::Lists {
@@ -147,6 +131,13 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::stri
   }
   if (!values_said.empty()) values_said += ")";
   auto plan = std::make_shared<Plan>();
+  if (lists == nullptr && info_.value_inputs.empty() && !options_.plan_per_shape &&
+      plan_from_family_locked(shapes, options, plan)) {
+    plan->last_used = ++clock_;
+    plans_.emplace(key, plan);
+    evict_locked();
+    return plan;
+  }
   try {
     OnnxModelInfo built;
     plan->graph = onnx_import::load_onnx_model(weights_->model, weights_->base_dir, options,
@@ -162,6 +153,7 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::stri
     if (values_said.empty()) throw;
     rethrow_with(e, values_said);
   }
+  ++stats_.compiles;
   plan->fixed.insert(info_.value_inputs.begin(), info_.value_inputs.end());
   plan->last_used = ++clock_;
   plans_.emplace(key, plan);
@@ -318,6 +310,11 @@ std::vector<OnnxValue> OnnxSession::run_values(const std::map<std::string, OnnxV
 size_t OnnxSession::num_plans() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return plans_.size();
+}
+
+OnnxSession::Stats OnnxSession::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
 }
 
 size_t OnnxSession::max_plans() const {

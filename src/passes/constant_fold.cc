@@ -25,7 +25,7 @@ class ConstantFoldPass : public Pass {
  private:
   static bool fold(Graph& graph, int id) {
     Node& n = graph.node(id);
-    if (!op_schema(n.op).foldable) return false;
+    if (!op_schema(n.op).foldable || graph.is_kept_unfolded(n)) return false;
     for (const auto& [key, attr] : n.attrs)
       if (attr.type() == AttrType::kGraph) return false;
     bool known = true;

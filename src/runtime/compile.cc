@@ -12,6 +12,7 @@
 #include "runtime/executable_impl.h"
 #include "runtime/float_widening.h"
 #include "runtime/half_storage.h"
+#include "runtime/kernel_donor.h"
 #include "runtime/threads.h"
 
 namespace lumen {
@@ -291,6 +292,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     // hands tensors over, on the host.
     if (is_control_flow(n.op)) step.kernel = make_control_flow_kernel(runtime, options, *this, n);
     n.backend = step.backend->name();
+    if (!step.kernel) step.kernel = donated_kernel(n.name, op_name(n.op), *step.backend);
     if (!step.kernel) step.kernel = step.backend->make_kernel(*this, n, options.precision);
     Device device = step.backend->device();
     for (int in : n.inputs) {

@@ -100,6 +100,7 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
                               : Tensor(arena, offset, type.shape, type.dtype);
       }
     KernelContext ctx{step_inputs, step_outputs, &step.backend->default_stream()};
+    ctx.output_types = step.output_types;
     if (step.wait >= 0) ctx.ready = events[step.wait].get();
     const Clock::time_point step_start = Clock::now();
     step.kernel->run(ctx);

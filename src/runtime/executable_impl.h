@@ -14,7 +14,7 @@
 namespace lumen {
 
 struct Step {
-  std::unique_ptr<Kernel> kernel;
+  std::shared_ptr<Kernel> kernel;  // shared with the plans of other sizes where it runs_any_shape()
   Backend* backend = nullptr;
   std::vector<int> inputs;   // slot per input; -1 for an omitted optional input
   std::vector<int> outputs;  // slot per output

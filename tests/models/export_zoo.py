@@ -48,11 +48,14 @@ class MLP(nn.Module):
 class Transformer(nn.Module):
     """BERT-like encoder (causal=False: post-norm) or GPT-like decoder (causal=True: pre-norm, causal
     mask): token and learned position embeddings, nn.TransformerEncoder (batch_first, GELU), final
-    LayerNorm; the GPT one adds a language-model head over the vocabulary."""
+    LayerNorm; the GPT one adds a language-model head over the vocabulary. With dynamic_seq (encoders
+    only) the position table holds `seq` rows and the first len(ids) of them are used, so the model
+    takes any sequence length up to `seq`."""
 
-    def __init__(self, causal, vocab, seq, d, heads, layers):
+    def __init__(self, causal, vocab, seq, d, heads, layers, dynamic_seq=False):
         super().__init__()
         self.causal = causal
+        self.dynamic_seq = dynamic_seq
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.randn(1, seq, d) * 0.02)
         layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0,
@@ -75,7 +78,7 @@ class Transformer(nn.Module):
         self.register_buffer("mask", mask if causal else None)
 
     def forward(self, ids):
-        x = self.tok(ids) + self.pos
+        x = self.tok(ids) + (self.pos[:, :ids.shape[1]] if self.dynamic_seq else self.pos)
         x = self.encoder(x, mask=self.mask) if self.causal else self.encoder(x)
         x = self.norm(x)
         return self.head(x) if self.head is not None else x
@@ -140,6 +143,13 @@ MODELS = {
     # BERT-base-like: 12 layers, d=768, 12 heads, seq 128, BERT's vocabulary size.
     "bert_base": (lambda: Transformer(False, vocab=30522, seq=128, d=768, heads=12, layers=12),
                   "input_ids", (1, 128), "int64"),
+    # The same with a dynamic sequence axis (1..512): one session for every sentence length.
+    "bert_base_dynamic": (lambda: Transformer(False, vocab=30522, seq=512, d=768, heads=12,
+                                              layers=12, dynamic_seq=True),
+                          "input_ids", (1, 128), "int64"),
+    "bert_tiny_dynamic": (lambda: Transformer(False, vocab=1000, seq=64, d=256, heads=4, layers=2,
+                                              dynamic_seq=True),
+                          "input_ids", (1, 32), "int64"),
     # GPT-2-small-like: 12 pre-norm causal layers, d=768, 12 heads, seq 128, GPT-2's vocabulary.
     "gpt2_small": (lambda: Transformer(True, vocab=50257, seq=128, d=768, heads=12, layers=12),
                    "input_ids", (1, 128), "int64"),
@@ -180,6 +190,14 @@ def make_input(shape, dtype, vocab=1000):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def dynamic_axes(model, input_name):
+    """The batch axis, and the sequence axis of a dynamic-sequence encoder."""
+    axes = {0: "batch"}
+    if getattr(model, "dynamic_seq", False):
+        axes[1] = "sequence"
+    return {input_name: axes, "output": dict(axes)}
+
+
 def export(name, outdir, force):
     onnx_path = os.path.join(outdir, name + ".onnx")
     in_path = os.path.join(outdir, name + ".input.npy")
@@ -214,7 +232,7 @@ def export(name, outdir, force):
     kwargs = {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
     torch.onnx.export(model, (xt,), tmp, opset_version=OPSET, input_names=[input_name],
                       output_names=["output"],
-                      dynamic_axes={input_name: {0: "batch"}, "output": {0: "batch"}},
+                      dynamic_axes=dynamic_axes(model, input_name),
                       do_constant_folding=True, **kwargs)
     np.save(in_path, x)
     np.save(exp_path, expected.numpy())

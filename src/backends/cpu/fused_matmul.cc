@@ -199,12 +199,16 @@ class FusedMatMulKernel final : public Kernel {
   // where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
 
+  // The packed form folds A's batch into the rows, which it takes per run.
+  bool runs_any_shape() const override { return mode_ == Mode::kPacked; }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
+    const int64_t out_numel = ctx.outputs[0].numel();
     // The residual is summed from Y: copied there unless Y was planned over it (in place).
     if (residual_ && ctx.inputs[3].raw_data() != y)
-      std::memcpy(y, ctx.inputs[3].raw_data(), static_cast<size_t>(out_numel_) * sizeof(float));
+      std::memcpy(y, ctx.inputs[3].raw_data(), static_cast<size_t>(out_numel) * sizeof(float));
     const float* bias = has_bias_ ? ctx.inputs[2].data<float>() : nullptr;
     if (mode_ == Mode::kZeroK) {
       std::vector<float> zeros(static_cast<size_t>(rows_ + n_), 0.0f);
@@ -215,7 +219,7 @@ class FusedMatMulKernel final : public Kernel {
     if (mode_ == Mode::kPacked) {
       GemmEpilogue e = epilogue_;
       e.bias = bias;
-      packed_gemm(rows_, a, k_, packed_, y, n_, e);
+      packed_gemm(out_numel / n_, a, k_, packed_, y, n_, e);
       return;
     }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.

@@ -129,6 +129,11 @@ class MatMulKernel final : public Kernel {
 
   std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
 
+  // The packed and matrix-vector forms fold A's batch into the rows, which they take per run.
+  bool runs_any_shape() const override {
+    return mode_ == Mode::kPacked || mode_ == Mode::kVector;
+  }
+
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
@@ -137,12 +142,14 @@ class MatMulKernel final : public Kernel {
       return;
     }
     const float* a = ctx.inputs[0].data<float>();
+    // Rows come from the output, so one kernel serves every row count (runs_any_shape).
+    const int64_t rows = ctx.outputs[0].numel() / n_;
     if (mode_ == Mode::kPacked) {
-      packed_gemm(rows_, a, k_, packed_, y, n_, GemmEpilogue{});
+      packed_gemm(rows, a, k_, packed_, y, n_, GemmEpilogue{});
       return;
     }
     if (mode_ == Mode::kVector) {
-      matrix_vector(rows_, k_, a, k_, ctx.inputs[1].data<float>(), y);
+      matrix_vector(rows, k_, a, k_, ctx.inputs[1].data<float>(), y);
       return;
     }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
@@ -240,6 +247,11 @@ class GemmKernel final : public Kernel {
 
   std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
 
+  // On packed_gemm with at most a bias, M is taken per run (A as given, so never transposed).
+  bool runs_any_shape() const override {
+    return use_packed_ && m_ * n_ > 0 && k_ > 0 && c_mode_ != CMode::kSum;
+  }
+
   // Packed constant weights are not kept by the executable (when the product runs at all).
   bool reads_input(int k) const override {
     return k != 1 || m_ * n_ == 0 || vector_ || (!use_packed_ && !mm_.packed());
@@ -265,7 +277,7 @@ class GemmKernel final : public Kernel {
     if (use_packed_) {
       GemmEpilogue e;
       e.bias = c_mode_ == CMode::kBias ? c : nullptr;
-      packed_gemm(m_, a, k_, packed_, y, n_, e);
+      packed_gemm(ctx.outputs[0].numel() / n_, a, k_, packed_, y, n_, e);
       return;
     }
     dnnl_call(where_, [&] { mm_.execute(a, b, c_mode_ == CMode::kBias ? c : nullptr, y); });

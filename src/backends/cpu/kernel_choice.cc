@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/isa.h"
+#include "backends/kernel.h"
 
 #if LUMEN_X86
 #include <cpuid.h>
@@ -75,6 +76,7 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
   if (!has_avx512()) return {true, "avx2"};
   if (forced.load() != CpuKernelChoice::kMeasure)
     return {forced.load() == CpuKernelChoice::kLumen, "forced"};
+  if (building_for_any_shape()) return {true, "runs at any size"};
   static std::mutex mutex;
   static std::map<std::string, KernelChoice> picked;
   const std::string full_key = key + " threads " + std::to_string(omp_get_max_threads());

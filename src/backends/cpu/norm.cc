@@ -88,34 +88,35 @@ std::vector<float> expand_param(const Tensor& t, const Shape& norm) {
 
 class LayerNormKernel final : public Kernel {
  public:
-  explicit LayerNormKernel(const NodeContext& ctx) : epsilon_(ctx.attr_float("epsilon", 1e-5f)) {
-    const Shape& x = ctx.input_shape(0);
-    int axis = normalize_axis(ctx.attr_int("axis", -1), x.rank());
-    std::vector<int64_t> norm;
-    for (int d = 0; d < axis; ++d) rows_ *= x.dims()[d];
-    for (int d = axis; d < x.rank(); ++d) norm.push_back(x.dims()[d]);
-    norm_shape_ = Shape(std::move(norm));
-    n_ = norm_shape_.numel();
-  }
+  explicit LayerNormKernel(const NodeContext& ctx)
+      : epsilon_(ctx.attr_float("epsilon", 1e-5f)),
+        axis_(normalize_axis(ctx.attr_int("axis", -1), ctx.input_shape(0).rank())) {}
+
+  // Rows and the normalized dims are taken from X per run.
+  bool runs_any_shape() const override { return true; }
 
   void run(KernelContext& ctx) const override {
     const float* x = ctx.inputs[0].data<float>();
     float* y = ctx.outputs[0].data<float>();
     float* mean_out = ctx.outputs.size() > 1 ? ctx.outputs[1].data<float>() : nullptr;
     float* inv_out = ctx.outputs.size() > 2 ? ctx.outputs[2].data<float>() : nullptr;
-    const int64_t rows = rows_, n = n_;
+    const std::vector<int64_t>& dims = ctx.inputs[0].shape().dims();
+    int64_t rows = 1;
+    for (int d = 0; d < axis_; ++d) rows *= dims[d];
+    const Shape norm_shape(std::vector<int64_t>(dims.begin() + axis_, dims.end()));
+    const int64_t n = norm_shape.numel();
     if (rows == 0) return;
     std::vector<float> scale_dense, bias_dense;
     const float* scale = ctx.inputs[1].data<float>();
     if (ctx.inputs[1].numel() != n) {
-      scale_dense = expand_param(ctx.inputs[1], norm_shape_);
+      scale_dense = expand_param(ctx.inputs[1], norm_shape);
       scale = scale_dense.data();
     }
     const float* bias = nullptr;
     if (ctx.inputs.size() > 2 && ctx.inputs[2].defined()) {
       bias = ctx.inputs[2].data<float>();
       if (ctx.inputs[2].numel() != n) {
-        bias_dense = expand_param(ctx.inputs[2], norm_shape_);
+        bias_dense = expand_param(ctx.inputs[2], norm_shape);
         bias = bias_dense.data();
       }
     }
@@ -149,9 +150,7 @@ class LayerNormKernel final : public Kernel {
 
  private:
   float epsilon_;
-  int64_t rows_ = 1;
-  int64_t n_ = 1;
-  Shape norm_shape_;
+  int axis_ = 0;  // the first normalized dim
 };
 
 std::unique_ptr<Kernel> make_batch_norm(const NodeContext& ctx) {

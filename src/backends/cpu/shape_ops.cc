@@ -94,12 +94,16 @@ struct RowLayout {
 };
 
 // Identity, Reshape, Flatten, Squeeze and Unsqueeze: the output is the input seen with the shape
-// inferred at build time, sharing its memory.
+// the plan gives it (inferred at build time), sharing its memory.
 class ViewKernel final : public Kernel {
  public:
   explicit ViewKernel(Shape shape) : shape_(std::move(shape)) {}
   bool makes_outputs() const override { return true; }
-  void run(KernelContext& ctx) const override { ctx.outputs[0] = ctx.inputs[0].reshape(shape_); }
+  bool runs_any_shape() const override { return true; }
+  void run(KernelContext& ctx) const override {
+    const bool planned = !ctx.output_types.empty() && ctx.output_types[0].shape.is_static();
+    ctx.outputs[0] = ctx.inputs[0].reshape(planned ? ctx.output_types[0].shape : shape_);
+  }
 
  private:
   Shape shape_;
