@@ -32,14 +32,16 @@ class Model:
         self._generator = None
         self.generation_stats = None
 
-    def compile(self, device="auto", precision="fp32"):
+    def compile(self, device="auto", precision="fp32", plan_per_shape=False):
         """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
         router), "cpu", or "cuda" (lumen.DeviceError when this build or machine has none).
         precision: "fp32" (exact float32), "tf32" (CUDA matrix products and convolutions on TF32
         tensor cores; the CPU is unaffected), or "fp16" (what runs on CUDA stores its values as
         float16 and uses tensor cores, computing in float32 inside each kernel; inputs and outputs
-        stay float32; the CPU is unaffected), or "bf16" (the same with bfloat16). Returns the
-        model."""
+        stay float32; the CPU is unaffected), or "bf16" (the same with bfloat16).
+        New sizes of the model's symbolic dims (batch, sequence) are planned without a compile
+        where the model allows (see stats()); plan_per_shape=True compiles each set of input
+        shapes on its own instead (for comparisons). Returns the model."""
         if device == "auto":
             backends = ["auto"]  # the router: each node where it is predicted to run fastest
         else:
@@ -47,10 +49,18 @@ class Model:
         if precision not in ("fp32", "tf32", "fp16", "bf16"):
             raise _lumen.InvalidArgument(f"compile: precision must be 'fp32', 'tf32', 'fp16' or "
                                          f"'bf16', got {precision!r}")
-        self._session = _lumen._Session(self.path, backends, precision)
+        self._session = _lumen._Session(self.path, backends, precision, plan_per_shape)
         self.device, self.precision = device, precision
         self._backends, self._generator = backends, None
         return self
+
+    def stats(self):
+        """What the model's session did for the shapes it ran: a dict of "compiles" (plans
+        imported, optimized and compiled), "sized" (plans made for new sizes of the symbolic dims
+        without a compile), "families", "kernels_shared" and "kernels_built" (by those plans),
+        and "refused" (why the last model pattern that could not be planned for every size was
+        not, or "")."""
+        return self._session.stats()
 
     def _feeds(self, args, kwargs):
         if len(args) > len(self._names):

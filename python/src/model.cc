@@ -47,14 +47,17 @@ Precision to_precision(const std::string& name) {
 void bind_model(py::module_& m) {
   py::class_<OnnxSession>(m, "_Session")
       .def(py::init([](const std::string& path, const std::vector<std::string>& backends,
-                       const std::string& precision) {
+                       const std::string& precision, bool plan_per_shape) {
              CompileOptions compile;
              compile.backends = backends;
              compile.precision = to_precision(precision);
+             OnnxLoadOptions load;
+             load.plan_per_shape = plan_per_shape;
              py::gil_scoped_release release;
-             return std::make_unique<OnnxSession>(path, OnnxLoadOptions{}, compile);
+             return std::make_unique<OnnxSession>(path, load, compile);
            }),
-           py::arg("path"), py::arg("backends"), py::arg("precision") = "fp32")
+           py::arg("path"), py::arg("backends"), py::arg("precision") = "fp32",
+           py::arg("plan_per_shape") = false)
       .def(
           "run",
           [](OnnxSession& s, const py::dict& inputs) {

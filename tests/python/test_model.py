@@ -201,3 +201,43 @@ def test_shape_inputs_given_at_run_time(tmp_path):
     assert "reshape" in model.summary() or "Reshape" in model.summary()
     with pytest.raises(lumen.ShapeError, match=r"'shape'.*\[5, 5\]"):
         model(x, np.array([5, 5], np.int64), np.array([0], np.int64))
+
+
+def test_new_sequence_lengths_do_not_compile(tmp_path):
+    """A torch encoder exported with dynamic batch and sequence axes: one compile, then every new
+    length is planned from its shape family; each output matches torch's."""
+    torch.manual_seed(0)
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = torch.nn.Embedding(100, 32)
+            self.pos = torch.nn.Parameter(torch.randn(1, 40, 32) * 0.1)
+            self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0,
+                                                          batch_first=True)
+
+        def forward(self, ids):
+            return self.layer(self.tok(ids) + self.pos[:, :ids.shape[1]])
+
+    net = Encoder().eval()
+    path = str(tmp_path / "encoder.onnx")
+    torch.onnx.export(net, (torch.randint(0, 100, (1, 8)),), path, input_names=["ids"],
+                      output_names=["y"], opset_version=13,
+                      dynamic_axes={"ids": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    model = lumen.load_onnx(path).compile("cpu")
+    rng = np.random.default_rng(5)
+    for length in (8, 3, 17, 40, 2, 25):
+        ids = rng.integers(0, 100, (1, length)).astype(np.int64)
+        with torch.no_grad():
+            want = net(torch.from_numpy(ids)).numpy()
+        close(model(ids).numpy(), want, rtol=1e-4)
+    stats = model.stats()
+    assert stats["compiles"] == 1 and stats["sized"] == 5, stats
+    assert stats["kernels_shared"] > 0
+    # plan_per_shape compiles each length.
+    exact = lumen.load_onnx(path).compile("cpu", plan_per_shape=True)
+    for length in (8, 3):
+        exact(rng.integers(0, 100, (1, length)).astype(np.int64))
+    assert exact.stats()["compiles"] == 2 and exact.stats()["sized"] == 0
+    with pytest.raises(lumen.ShapeError):
+        model(rng.integers(0, 100, (1, 41)).astype(np.int64))  # past the position table
