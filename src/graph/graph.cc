@@ -37,6 +37,50 @@ Graph Graph::clone() const {
   return copy;
 }
 
+Graph Graph::compacted(std::vector<int>* value_ids, std::vector<int>* node_ids) const {
+  std::vector<int> value_map(values_.size(), -1), node_map(nodes_.size(), -1);
+  std::vector<bool> used(values_.size(), false);
+  for (int in : inputs_) used[in] = true;
+  for (int out : outputs_) used[out] = true;
+  for (const Node& n : nodes_) {
+    if (n.removed) continue;
+    for (int in : n.inputs)
+      if (in >= 0) used[in] = true;
+    for (int out : n.outputs) used[out] = true;
+  }
+  Graph copy;
+  for (const Node& n : nodes_) {
+    if (n.removed) continue;
+    node_map[n.id] = static_cast<int>(copy.nodes_.size());
+    copy.nodes_.push_back(n);
+  }
+  for (const Value& v : values_) {
+    if (!used[v.id]) continue;
+    value_map[v.id] = static_cast<int>(copy.values_.size());
+    Value& c = copy.values_.emplace_back(v);
+    c.id = value_map[v.id];
+    c.producer = v.producer >= 0 ? node_map[v.producer] : -1;
+    c.consumers.clear();
+    for (int k : v.consumers)
+      if (node_map[k] >= 0) c.consumers.push_back(node_map[k]);
+  }
+  for (Node& n : copy.nodes_) {
+    n.id = node_map[n.id];
+    for (int& in : n.inputs)
+      if (in >= 0) in = value_map[in];
+    for (int& out : n.outputs) out = value_map[out];
+  }
+  for (int in : inputs_) copy.inputs_.push_back(value_map[in]);
+  for (int out : outputs_) copy.outputs_.push_back(value_map[out]);
+  copy.names_ = names_;
+  copy.unfolded_ = unfolded_;
+  copy.weights_released_ = weights_released_;
+  copy.name_counter_ = name_counter_;
+  if (value_ids != nullptr) *value_ids = std::move(value_map);
+  if (node_ids != nullptr) *node_ids = std::move(node_map);
+  return copy;
+}
+
 void Graph::keep_unfolded(std::set<std::string> node_names) { unfolded_ = std::move(node_names); }
 
 bool Graph::is_kept_unfolded(const Node& node) const { return unfolded_.count(node.name) > 0; }

@@ -200,9 +200,8 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
   family->hi_ = at;
   for (size_t j = 0; j < k; ++j) family->hi_[j] = at[j] > 2 ? at[j] - 1 : at[j] + 1;
   *graph_at = build(at, unfolded);
-  family->graph_ = graph_at->clone();
   Reading first;
-  read_graph<Reading, Place>(family->graph_, nullptr, true, &first);
+  read_graph<Reading, Place>(*graph_at, nullptr, true, &first);
   if (!first.mismatch.empty()) {
     *why = first.mismatch + " is not sized";
     return nullptr;
@@ -219,7 +218,7 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
       *why = "the build at " + point_text(point) + " failed: " + e.what();
       return false;
     }
-    read_graph<Reading, Place>(g, &family->graph_, false, r);
+    read_graph<Reading, Place>(g, graph_at, false, r);
     if (r->structure != first.structure || r->numbers.size() != first.numbers.size()) {
       *why = "the graph at " + point_text(point) + " has other nodes or values than at " +
              point_text(at);
@@ -278,10 +277,25 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
         return nullptr;
       }
     }
+    family->keep_live(*graph_at);
     return family;
   }
   *why = "no check build: " + last_failure;
   return nullptr;
+}
+
+void ShapeFamily::keep_live(const Graph& graph) {
+  std::vector<int> value_map, node_map;
+  graph_ = graph.compacted(&value_map, &node_map);
+  std::vector<Varying> kept;
+  for (Varying& v : varying_) {
+    const bool on_value = v.place.kind == Place::Kind::kDim || v.place.kind == Place::Kind::kConstant;
+    const int id = on_value ? value_map[v.place.id] : node_map[v.place.id];
+    if (id < 0) continue;  // a removed node or a dead value: no plan reads it
+    v.place.id = id;
+    kept.push_back(std::move(v));
+  }
+  varying_ = std::move(kept);
 }
 
 Graph ShapeFamily::instantiate(const std::vector<int64_t>& point) const {

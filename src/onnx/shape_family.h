@@ -77,11 +77,14 @@ class ShapeFamily {
                                                std::set<std::string>* differing);
 
   ShapeFamily() = default;
+  // Keeps `graph` (the first probe) without its removed nodes and dead values, which every plan
+  // would otherwise copy, and renumbers the places of the varying numbers to match.
+  void keep_live(const Graph& graph);
   // The value at `point` of a number with the given corner values; false where it is not whole.
   bool evaluate(const std::vector<int64_t>& corners, const std::vector<int64_t>& point,
                 int64_t* out) const;
 
-  Graph graph_;  // the graph at the first probe (every constant and attribute as built there)
+  Graph graph_;  // the first probe's live part (every constant and attribute as built there)
   std::vector<int64_t> lo_, hi_;
   std::vector<Varying> varying_;
 };

@@ -22,6 +22,10 @@ class ArenaLease {
       own_ = true;
       return;
     }
+    if (impl.arena_pool) {
+      arena_ = impl.arena_pool->take(impl.layout.plan.arena_bytes);
+      return;
+    }
     std::lock_guard<std::mutex> lock(impl.arena_mutex);
     if (!impl.free_arenas.empty()) {
       arena_ = std::move(impl.free_arenas.back());
@@ -30,6 +34,10 @@ class ArenaLease {
   }
   ~ArenaLease() {
     if (!arena_ || own_) return;
+    if (impl_.arena_pool) {
+      impl_.arena_pool->give(std::move(arena_));
+      return;
+    }
     std::lock_guard<std::mutex> lock(impl_.arena_mutex);
     impl_.free_arenas.push_back(std::move(arena_));
   }
@@ -57,6 +65,28 @@ class ArenaLease {
 };
 
 }  // namespace
+
+std::shared_ptr<Buffer> ArenaPool::take(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if ((*it)->size() >= bytes && (best == free_.end() || (*it)->size() < (*best)->size()))
+      best = it;
+  if (best == free_.end()) return nullptr;
+  std::shared_ptr<Buffer> arena = std::move(*best);
+  free_.erase(best);
+  return arena;
+}
+
+void ArenaPool::give(std::shared_ptr<Buffer> arena) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(std::move(arena));
+  if (free_.size() <= kMaxFree) return;
+  auto smallest = std::min_element(free_.begin(), free_.end(), [](const auto& a, const auto& b) {
+    return a->size() < b->size();
+  });
+  free_.erase(smallest);
+}
 
 Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executable::~Executable() = default;

@@ -37,6 +37,22 @@ struct RecordedRun {
                                       // undefined where the input is not read on the device
 };
 
+// Arenas shared by the plans of one shape family (onnx/shape_family.h): a run takes the smallest
+// free arena large enough for its plan, so a new size reuses memory already touched instead of
+// faulting in an arena of its own, and the family holds a few arenas, not one per size.
+class ArenaPool {
+ public:
+  // A free arena of at least `bytes`, or null.
+  std::shared_ptr<Buffer> take(size_t bytes);
+  // Returns an arena; beyond kMaxFree free arenas, the smallest is released.
+  void give(std::shared_ptr<Buffer> arena);
+
+ private:
+  static constexpr size_t kMaxFree = 4;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<Buffer>> free_;
+};
+
 struct Executable::Impl {
   std::vector<Step> steps;
   std::vector<Tensor> constants;  // one per slot: set for constant slots, undefined otherwise
@@ -51,6 +67,9 @@ struct Executable::Impl {
   std::vector<std::string> slot_names;  // for the memory report
   std::mutex arena_mutex;
   std::vector<std::shared_ptr<Buffer>> free_arenas;
+  // Set for the plans of a shape family: their arenas come from and go back to it (free_arenas
+  // is then unused).
+  std::shared_ptr<ArenaPool> arena_pool;
   // Per graph input: whether a host kernel reads it (an input given on a device is then copied
   // to the host first).
   std::vector<bool> input_read_on_host;

@@ -21,6 +21,7 @@ KernelDonorScope::KernelDonorScope(const Executable& donor) : outer_(innermost) 
   for (const Step& step : donor.impl_->steps)
     if (!step.input_copy && step.op != "Copy" && step.kernel->runs_any_shape())
       kernels_.emplace(key_of(step.node, step.op, step.backend->name()), step.kernel);
+  arenas_ = donor.impl_->arena_pool;
   innermost = this;
 }
 
@@ -36,6 +37,11 @@ std::shared_ptr<Kernel> donated_kernel(const std::string& node, const std::strin
   }
   ++taken_count;
   return it->second;
+}
+
+std::shared_ptr<ArenaPool> arena_pool_for_new_plan() {
+  if (innermost != nullptr && innermost->arenas_) return innermost->arenas_;
+  return building_for_any_shape() ? std::make_shared<ArenaPool>() : nullptr;
 }
 
 KernelDonations kernel_donations() {
