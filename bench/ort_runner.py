@@ -4,7 +4,7 @@ onnxruntime-node is not installed (the GPU machine's Python has onnxruntime). Sa
 bench/ort/session.js:
 
     bench/ort_runner.py MODEL.onnx [--threads 2] [--repeat N] [--input NAME=FILE.npy]
-                        [--output FILE.npy]
+                        [--output FILE.npy] [--lengths A,B,...]
 
 Creates a session (all graph optimizations, N intra-op threads, one inter-op thread, sequential),
 feeds the given .npy inputs or random ones of the declared shape (symbolic dims 1), runs once,
@@ -22,6 +22,26 @@ DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)
           "tensor(bool)": np.bool_}
 
 
+def run_lengths(session, lengths, repeat, create_ms):
+    """Each length in turn: a first run, then `repeat` timed runs; one JSON line as lengths.js."""
+    name = session.get_inputs()[0].name
+    rng = np.random.default_rng(0)
+    runs = []
+    for length in lengths:
+        feeds = {name: rng.integers(0, 1000, (1, length)).astype(np.int64)}
+        t = time.perf_counter()
+        session.run(None, feeds)
+        first_ms = (time.perf_counter() - t) * 1e3
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            session.run(None, feeds)
+            times.append((time.perf_counter() - t) * 1e3)
+        times.sort()
+        runs.append({"length": length, "first_ms": first_ms, "median_ms": times[len(times) // 2]})
+    print(json.dumps({"create_ms": create_ms, "runs": runs}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -29,6 +49,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--input", action="append", default=[])
     ap.add_argument("--output", default="")
+    ap.add_argument("--lengths", default="",
+                    help="A,B,...: a model of one int64 [1, seq] input run at each length in turn "
+                         "(bench/ort/lengths.js's protocol and output)")
     args = ap.parse_args()
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
@@ -38,6 +61,9 @@ def main():
     t0 = time.perf_counter()
     session = ort.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
     create_ms = (time.perf_counter() - t0) * 1e3
+    if args.lengths:
+        run_lengths(session, [int(v) for v in args.lengths.split(",")], args.repeat, create_ms)
+        return
     given = dict(kv.split("=", 1) for kv in args.input)
     rng = np.random.default_rng(0)
     feeds = {}

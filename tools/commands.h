@@ -25,6 +25,13 @@ int bench_memory(const std::vector<std::string>& args);
 // then Relu as two steps against one FusedConv, per backend: steps per run and time per run.
 int bench_fusion(const std::vector<std::string>& args);
 
+// `lumen bench lengths MODEL.onnx [--lengths A,B,...] [--count N] [--max-length M] [--repeat R]
+// [--seed S] [--vocab V] [--device cpu|cuda] [--threads N]`: a model of one [1, seq] ids input run
+// at many lengths (given, or N random in 1..M) by two sessions, the default one (shape families)
+// and one with plan_per_shape; per length the first call and the median of R later calls of each,
+// and the largest relative difference of their outputs; then each session's compile counts.
+int bench_lengths(const std::vector<std::string>& args);
+
 // `lumen generate MODEL.onnx --ids 464,3290,318 [--ids ...] [--batch B] [--max-new-tokens N]
 // [--device cpu|cuda|cuda,cpu] [--precision P] [--sample] [--temperature T] [--top-k K]
 // [--top-p P] [--seed S] [--eos ID] [--max-length N] [--threads N] [--warmup] [--memory-every N]`:

@@ -1,7 +1,10 @@
 // `lumen inspect MODEL.onnx [--optimized] [--passes] [--dot FILE] [--svg FILE] [--memory]
 // [--shape NAME=1x3x224x224]`: what a model holds, without running it; --optimized runs the
 // optimizer first (--passes also prints what each pass did), so --dot/--svg draw and --memory
-// plans the optimized graph; --memory compiles it and prints the arena plan.
+// plans the optimized graph; --memory compiles it and prints the arena plan, and for a model with
+// symbolic dims the arena at sizes of each.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -55,6 +58,73 @@ void print_memory_plan(Graph& graph) {
   for (size_t i = 0; i < r.tensors.size() && i < 5; ++i)
     std::printf("    %-40s %-24s %8.2f MB at %zu\n", r.tensors[i].name.c_str(),
                 r.tensors[i].type.to_string().c_str(), mb(r.tensors[i].bytes), r.tensors[i].offset);
+}
+
+// The arena as a function of the symbolic dims the caller did not fix: for each one in turn, plans
+// of the model's OnnxSession (one compile, then plans from its shape family) at sizes 2 to 512
+// (the others at 1, or as fixed), its arena and lower bound at each, and the line through the
+// arena where it is one (arena = a + b * dim at every size planned).
+void print_memory_by_dims(const std::string& path, const OnnxModelInfo& info,
+                          const OnnxLoadOptions& options) {
+  std::map<std::string, Shape> base;
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, int>>>> symbols;
+  for (const OnnxInputInfo& in : info.inputs) {
+    if (in.kind != OnnxValueKind::kTensor) return;
+    auto fixed = options.input_shapes.find(in.name);
+    std::vector<int64_t> dims = in.dims;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d] >= 0) continue;
+      if (fixed != options.input_shapes.end()) {
+        dims[d] = fixed->second[static_cast<int>(d)];
+        continue;
+      }
+      dims[d] = 1;
+      const std::string name = in.symbols[d].empty() ? in.name + "#" + std::to_string(d)
+                                                     : in.symbols[d];
+      auto it = std::find_if(symbols.begin(), symbols.end(),
+                             [&](const auto& s) { return s.first == name; });
+      if (it == symbols.end()) it = symbols.insert(symbols.end(), {name, {}});
+      it->second.push_back({in.name, static_cast<int>(d)});
+    }
+    base[in.name] = Shape(dims);
+  }
+  if (symbols.empty() || !info.value_inputs.empty()) return;
+  OnnxSession session(path, options);
+  std::printf("memory by size of the symbolic dims (the others at 1)\n");
+  for (const auto& [name, places] : symbols) {
+    std::vector<std::pair<int64_t, size_t>> arenas;
+    for (int64_t size : {2, 8, 32, 128, 512}) {
+      std::map<std::string, Shape> shapes = base;
+      for (const auto& [input, d] : places) shapes[input][d] = size;
+      Executable* plan = nullptr;
+      try {
+        plan = session.plan_for(shapes);
+      } catch (const ShapeError&) {
+        break;  // past what the model takes (a position table's length)
+      }
+      if (plan == nullptr) break;
+      const MemoryReport r = plan->memory_report();
+      std::printf("  %-12s %6lld   arena %10.2f MB   lower bound %10.2f MB\n", name.c_str(),
+                  static_cast<long long>(size), mb(r.arena_bytes), mb(r.lower_bound_bytes));
+      arenas.push_back({size, r.arena_bytes});
+    }
+    if (arenas.size() < 3) continue;
+    const auto [x0, y0] = arenas.front();
+    const auto [x1, y1] = arenas.back();
+    const double slope = (static_cast<double>(y1) - static_cast<double>(y0)) / double(x1 - x0);
+    bool line = true;
+    for (const auto& [x, y] : arenas)
+      line = line && std::abs(static_cast<double>(y0) + slope * double(x - x0) - double(y)) < 1.0;
+    if (line)
+      std::printf("  arena = %.0f + %.0f * %s bytes at every size above\n",
+                  static_cast<double>(y0) - slope * double(x0), slope, name.c_str());
+    else
+      std::printf("  arena is not one line in %s (the planner packs tensors of other sizes)\n",
+                  name.c_str());
+  }
+  const OnnxSession::Stats st = session.stats();
+  std::printf("  (%zu compile%s, %zu plans made from shape families)\n", st.compiles,
+              st.compiles == 1 ? "" : "s", st.sized);
 }
 
 // Multiply-adds times two of the ops that dominate a model's arithmetic (convolutions and matrix
@@ -190,7 +260,10 @@ int inspect_model(const std::vector<std::string>& args) {
     write_svg(graph.to_dot(), svg);
     std::printf("wrote %s\n", svg.c_str());
   }
-  if (memory) print_memory_plan(graph);
+  if (memory) {
+    print_memory_plan(graph);
+    print_memory_by_dims(args[0], info, options);
+  }
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// The `lumen` command line: --version, run, inspect, plan, tune, bench matmul|memory|fusion.
+// The `lumen` command line: --version, run, inspect, plan, tune, bench matmul|memory|fusion|lengths.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -29,6 +29,10 @@ void usage() {
       "        [--shape NAME=64x1024] [--device cpu] [--no-optimize]\n"
       "  bench fusion          Conv+Relu as two kernels vs one FusedConv: steps and ms per run\n"
       "        [--device cpu,cuda] [--batch B] [--channels C] [--size S] [--runs R]\n"
+      "  bench lengths MODEL   a [1, seq] ids model at many lengths: one session (shape families)\n"
+      "                        vs a plan compiled per length; first call and median ms of each\n"
+      "        [--count N] [--max-length M] [--lengths A,B] [--repeat R] [--device cpu|cuda] "
+      "[--threads N]\n"
       "  run MODEL.onnx        run a model on given (--input NAME=FILE.npy) or random inputs\n"
       "        [--shape NAME=1x3x224x224] [--output-dir DIR] [--device cpu|cuda|cuda,cpu|auto] "
       "[--repeat "
@@ -109,6 +113,7 @@ int main(int argc, char** argv) {
       if (args[1] == "matmul") return lumen::cli::bench_matmul(rest);
       if (args[1] == "memory") return lumen::cli::bench_memory(rest);
       if (args[1] == "fusion") return lumen::cli::bench_fusion(rest);
+      if (args[1] == "lengths") return lumen::cli::bench_lengths(rest);
     }
     std::fprintf(stderr, "lumen: unknown command '%s'\n", args[0].c_str());
     usage();
