@@ -52,7 +52,10 @@ def main():
     cmd = [args.lumen, "bench", "lengths", path, "--count", str(args.count), "--max-length",
            str(args.max_length), "--repeat", str(args.repeat), "--threads", str(args.threads),
            "--device", args.device]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
+    out = proc.stdout
     print(out, flush=True)
     rows, summary = [], []
     for line in out.splitlines():
