@@ -86,8 +86,9 @@ int bench_lengths(const std::vector<std::string>& args) {
     }
   }
   if (count < 1 || max_length < 1 || repeat < 1 || vocab < 1)
-    throw InvalidArgument("lumen bench lengths: --count, --max-length, --repeat and --vocab must "
-                          "be positive");
+    throw InvalidArgument(
+        "lumen bench lengths: --count, --max-length, --repeat and --vocab must "
+        "be positive");
   std::mt19937_64 rng(seed);
   if (lengths.empty())
     for (int64_t k = 0; k < count; ++k)

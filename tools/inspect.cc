@@ -79,8 +79,8 @@ void print_memory_by_dims(const std::string& path, const OnnxModelInfo& info,
         continue;
       }
       dims[d] = 1;
-      const std::string name = in.symbols[d].empty() ? in.name + "#" + std::to_string(d)
-                                                     : in.symbols[d];
+      const std::string name =
+          in.symbols[d].empty() ? in.name + "#" + std::to_string(d) : in.symbols[d];
       auto it = std::find_if(symbols.begin(), symbols.end(),
                              [&](const auto& s) { return s.first == name; });
       if (it == symbols.end()) it = symbols.insert(symbols.end(), {name, {}});

@@ -1,4 +1,5 @@
-// The `lumen` command line: --version, run, inspect, plan, tune, bench matmul|memory|fusion|lengths.
+// The `lumen` command line: --version, run, inspect, plan, tune, bench
+// matmul|memory|fusion|lengths.
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -89,7 +89,8 @@ class Graph {
   // The same with only the live nodes and the values they and the graph's inputs and outputs
   // use, renumbered in their order (removed nodes and dead values gone); constant data shared.
   // With the maps, (*value_map)[old id] and (*node_map)[old id] receive the new ids (-1: gone).
-  Graph compacted(std::vector<int>* value_map = nullptr, std::vector<int>* node_map = nullptr) const;
+  Graph compacted(std::vector<int>* value_map = nullptr,
+                  std::vector<int>* node_map = nullptr) const;
 
   // A graph input the caller binds at execute time.
   Value* add_input(const std::string& name, const Shape& shape, DType dtype = DType::kFloat32);

@@ -8,9 +8,15 @@ thread_local int any_shape_depth = 0;
 
 }  // namespace
 
-AnyShapeScope::AnyShapeScope() { ++any_shape_depth; }
-AnyShapeScope::~AnyShapeScope() { --any_shape_depth; }
+AnyShapeScope::AnyShapeScope() {
+  ++any_shape_depth;
+}
+AnyShapeScope::~AnyShapeScope() {
+  --any_shape_depth;
+}
 
-bool building_for_any_shape() { return any_shape_depth > 0; }
+bool building_for_any_shape() {
+  return any_shape_depth > 0;
+}
 
 }  // namespace lumen

@@ -81,9 +81,13 @@ Graph Graph::compacted(std::vector<int>* value_ids, std::vector<int>* node_ids) 
   return copy;
 }
 
-void Graph::keep_unfolded(std::set<std::string> node_names) { unfolded_ = std::move(node_names); }
+void Graph::keep_unfolded(std::set<std::string> node_names) {
+  unfolded_ = std::move(node_names);
+}
 
-bool Graph::is_kept_unfolded(const Node& node) const { return unfolded_.count(node.name) > 0; }
+bool Graph::is_kept_unfolded(const Node& node) const {
+  return unfolded_.count(node.name) > 0;
+}
 
 Value& Graph::value(int id) {
   if (id < 0 || id >= num_values()) throw InvalidArgument("no value with id " + std::to_string(id));

@@ -48,8 +48,8 @@ SymbolPoint symbol_point(const OnnxModelInfo& info, const std::map<std::string, 
     for (int d = 0; d < shape.rank(); ++d) {
       int symbol = -1;
       if (declared != nullptr && declared->dims[d] < 0) {
-        const bool named = d < static_cast<int>(declared->symbols.size()) &&
-                           !declared->symbols[d].empty();
+        const bool named =
+            d < static_cast<int>(declared->symbols.size()) && !declared->symbols[d].empty();
         const std::string name = named ? declared->symbols[d] : input + "#" + std::to_string(d);
         for (size_t j = 0; j < p.names.size(); ++j)
           if (p.names[j] == name) symbol = static_cast<int>(j);

@@ -158,8 +158,7 @@ bool ShapeFamily::evaluate(const std::vector<int64_t>& corners, const std::vecto
   for (size_t j = 0; j < k; ++j) den *= hi_[j] - lo_[j];
   for (size_t c = 0; c < corners.size(); ++c) {
     __int128 w = corners[c];
-    for (size_t j = 0; j < k; ++j)
-      w *= ((c >> j) & 1) != 0 ? point[j] - lo_[j] : hi_[j] - point[j];
+    for (size_t j = 0; j < k; ++j) w *= ((c >> j) & 1) != 0 ? point[j] - lo_[j] : hi_[j] - point[j];
     num += w;
   }
   if (num % den != 0) return false;
@@ -289,7 +288,8 @@ void ShapeFamily::keep_live(const Graph& graph) {
   graph_ = graph.compacted(&value_map, &node_map);
   std::vector<Varying> kept;
   for (Varying& v : varying_) {
-    const bool on_value = v.place.kind == Place::Kind::kDim || v.place.kind == Place::Kind::kConstant;
+    const bool on_value =
+        v.place.kind == Place::Kind::kDim || v.place.kind == Place::Kind::kConstant;
     const int id = on_value ? value_map[v.place.id] : node_map[v.place.id];
     if (id < 0) continue;  // a removed node or a dead value: no plan reads it
     v.place.id = id;

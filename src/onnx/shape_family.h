@@ -27,8 +27,8 @@ class ShapeFamily {
  public:
   // Builds (imports and optimizes) the graph with the symbols at the given values, leaving the
   // nodes named in `unfolded` unfolded (Graph::keep_unfolded).
-  using Builder =
-      std::function<Graph(const std::vector<int64_t>& point, const std::set<std::string>& unfolded)>;
+  using Builder = std::function<Graph(const std::vector<int64_t>& point,
+                                      const std::set<std::string>& unfolded)>;
 
   // The family through `at` (one value per symbol, each at least 2: a dim of 1 broadcasts and
   // passes treat it apart, so sizes of 1 are left out of families), from 2^k + 1 builds for k
@@ -70,8 +70,7 @@ class ShapeFamily {
 
   // One fit with the nodes named in `unfolded` kept unfolded; null where it fails, with *why, and
   // in *differing the names of the nodes whose folded outputs differed between probes.
-  static std::unique_ptr<ShapeFamily> fit_once(const std::vector<int64_t>& at,
-                                               const Builder& build,
+  static std::unique_ptr<ShapeFamily> fit_once(const std::vector<int64_t>& at, const Builder& build,
                                                const std::set<std::string>& unfolded,
                                                Graph* graph_at, std::string* why,
                                                std::set<std::string>* differing);

@@ -25,7 +25,9 @@ KernelDonorScope::KernelDonorScope(const Executable& donor) : outer_(innermost) 
   innermost = this;
 }
 
-KernelDonorScope::~KernelDonorScope() { innermost = outer_; }
+KernelDonorScope::~KernelDonorScope() {
+  innermost = outer_;
+}
 
 std::shared_ptr<Kernel> donated_kernel(const std::string& node, const std::string& op,
                                        const Backend& backend) {

@@ -139,7 +139,8 @@ std::vector<double> encoder_reference(const Weights& w, const Tensor& x) {
       double h[kH];
       for (int64_t j = 0; j < kH; ++j) {
         double acc = w.b[j];
-        for (int64_t k = 0; k < kD; ++k) acc += double(xp[(b * seq + s) * kD + k]) * w.w[k * kH + j];
+        for (int64_t k = 0; k < kD; ++k)
+          acc += double(xp[(b * seq + s) * kD + k]) * w.w[k * kH + j];
         h[j] = std::max(acc, 0.0) + w.pos[s * kH + j];
       }
       for (int64_t head = 0; head < 4; ++head) {

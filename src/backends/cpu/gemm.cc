@@ -130,9 +130,7 @@ class MatMulKernel final : public Kernel {
   std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
 
   // The packed and matrix-vector forms fold A's batch into the rows, which they take per run.
-  bool runs_any_shape() const override {
-    return mode_ == Mode::kPacked || mode_ == Mode::kVector;
-  }
+  bool runs_any_shape() const override { return mode_ == Mode::kPacked || mode_ == Mode::kVector; }
 
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
