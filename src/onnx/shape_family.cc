@@ -208,13 +208,17 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
   const size_t corners = size_t{1} << k;
   std::vector<std::vector<int64_t>> numbers(corners);
   numbers[0] = first.numbers;
-  // Builds and reads a probe; false (with *why) where it is not the first probe's graph.
+  // Builds and reads a probe; false (with *why) where it is not the first probe's graph, or where
+  // it does not build (then *built is false too).
+  bool built = true;
   const auto probe = [&](const std::vector<int64_t>& point, Reading* r) {
     Graph g;
+    built = true;
     try {
       g = build(point, unfolded);
     } catch (const Error& e) {
       *why = "the build at " + point_text(point) + " failed: " + e.what();
+      built = false;
       return false;
     }
     read_graph<Reading, Place>(g, graph_at, false, r);
@@ -246,7 +250,9 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
     for (size_t c = 0; c < corners; ++c) v.corners[c] = numbers[c][i];
     family->varying_.push_back(std::move(v));
   }
-  // A probe off the grid checks every number: the first candidate point that builds.
+  // A probe off the grid checks every number: the first candidate point that builds (one past the
+  // sizes the model takes does not). One that builds into another graph refuses the family: the
+  // graph depends on the sizes in a way the numbers do not say.
   std::string last_failure;
   for (int t = 0; t < 3; ++t) {
     std::vector<int64_t> point(k);
@@ -257,6 +263,7 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
     }
     Reading r;
     if (!probe(point, &r)) {
+      if (built) return nullptr;
       last_failure = *why;
       continue;
     }
