@@ -63,7 +63,8 @@ def main():
         if parts and parts[0].isdigit():
             rows.append({"length": int(parts[0]), "family_first": float(parts[1]),
                          "exact_first": float(parts[2]), "family": float(parts[3]),
-                         "exact": float(parts[4]), "rel": float(parts[5])})
+                         "exact": float(parts[4]), "rel": float(parts[5]),
+                         "plan": float(parts[6])})
         elif line.startswith(("family:", "exact:")):
             summary.append(line)
     lengths = ",".join(str(r["length"]) for r in rows)
@@ -94,11 +95,11 @@ def main():
         "",
         f"One session over {len(rows)} random lengths in 1..{args.max_length}, in this order. "
         "Family: Lumen's default session; exact: plan_per_shape (a compile per length). First: "
-        "the first call at that length (a new plan and its first run; exact's includes its "
-        f"compile); ms: the median of {args.repeat} later calls, the two sessions alternating. "
+        "the first call at that length (a new plan, in brackets the time making it, and its first "
+        f"run; exact's includes its compile); ms: the median of {args.repeat} later calls, the two sessions alternating. "
         + " ".join(s.strip() + "." for s in summary),
         "",
-        "| length | family first ms | exact first ms | family ms | exact ms | family / exact |"
+        "| length | family first ms (plan) | exact first ms | family ms | exact ms | family / exact |"
         + (" ORT first ms | ORT ms | family / ORT |" if ort else "") + " max rel diff |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if ort else "")
         + " ---: |",
@@ -109,7 +110,8 @@ def main():
         ratios.append(ratio)
         if k > 0:  # the very first call fits the family and compiles: counted apart
             first_ratios.append(r["family_first"] / r["exact"])
-        line = (f"| {r['length']} | {r['family_first']:.2f} | {r['exact_first']:.2f} | "
+        line = (f"| {r['length']} | {r['family_first']:.2f} ({r['plan']:.2f}) | "
+                f"{r['exact_first']:.2f} | "
                 f"{r['family']:.2f} | {r['exact']:.2f} | {ratio:.3f} |")
         if ort:
             o = ort["runs"][k]

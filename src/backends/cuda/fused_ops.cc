@@ -3,7 +3,9 @@
 // descriptor its launch takes; attention also chooses between two ways by timing them.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -194,6 +196,7 @@ class AttentionKernel final : public Kernel {
 
  private:
   static constexpr size_t kMaxScoreBytes = size_t{64} << 20;
+  static constexpr size_t kMaxChoices = 4096;
 
   void launch(cudaStream_t stream, const void* q, const void* k, const void* v, const void* mask,
               void* y) const {
@@ -211,8 +214,38 @@ class AttentionKernel final : public Kernel {
   }
 
   // Times both ways on scratch tensors and keeps the GEMMs only when they are faster.
+  // Times the two ways once per geometry (the dtype, Q, K, V and mask shapes, K's layout): a
+  // model's layers share one, and a plan for each new sequence length (a shape family's) times it
+  // once, not once per layer. Kept for the process, at most kMaxChoices geometries.
   void choose(CudaBackend& be, const Shape& q, const Shape& k, const Shape& v,
               const NodeContext& ctx) {
+    static std::mutex mutex;
+    static std::map<std::string, std::pair<float, float>> chosen;  // key -> (gemm, fused) ms
+    const std::string key = std::string(dtype_name(ctx.input_dtype(0))) + q.to_string() +
+                            k.to_string() + v.to_string() +
+                            (has_mask_ ? ctx.input_shape(3).to_string() : "-") +
+                            (d_.k_transposed ? "T" : "");
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = chosen.find(key);
+      if (it != chosen.end()) {
+        gemm_ms_ = it->second.first;
+        fused_ms_ = it->second.second;
+        if (gemm_ms_ >= fused_ms_) {
+          qk_.reset();
+          pv_.reset();
+        }
+        return;
+      }
+    }
+    time_both(be, q, k, v, ctx);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (chosen.size() >= kMaxChoices) chosen.clear();
+    chosen[key] = {gemm_ms_, fused_ms_};
+  }
+
+  void time_both(CudaBackend& be, const Shape& q, const Shape& k, const Shape& v,
+                 const NodeContext& ctx) {
     const Device dev = Device::cuda();
     const DType t = ctx.input_dtype(0);
     Tensor sq = Tensor::zeros(q, t, dev), sk = Tensor::zeros(k, t, dev);
