@@ -4,7 +4,9 @@
 // ThreadSanitizer by `./run.sh test` (label `concurrency`).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -40,6 +42,21 @@ Executable* compile_digits(Runtime& rt, int64_t batch) {
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// The same shape and dtype, and float32 values within 1e-5 of the largest |b|: the plans of a
+// session's shape family may run other kernels than a plan compiled alone (Lumen's where a
+// compile alone times Lumen's against oneDNN's), so their sums round differently.
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != DType::kFloat32 || b.dtype() != DType::kFloat32 || a.shape() != b.shape())
+    return false;
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  float scale = 0.0f;
+  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(y[i]));
+  for (int64_t i = 0; i < b.numel(); ++i)
+    if (!(std::abs(x[i] - y[i]) <= 1e-5f * scale)) return false;
+  return true;
 }
 
 // Runs `work(thread, run)` from kThreads threads at once, each kRunsPerThread times after a
@@ -114,8 +131,8 @@ TEST(Concurrency, ModelsCompileInParallel) {
   EXPECT_EQ(mismatches, 0);
 }
 
-// OnnxSession compiles a plan per batch size on first use; threads asking for new sizes at once
-// must each get the right plan.
+// OnnxSession makes a plan per batch size on first use (from the shape family of batches of 2 and
+// more); threads asking for new sizes at once must each get the right plan.
 TEST(Concurrency, SessionPlansForNewShapesFromManyThreads) {
   Tensor images = read_npy(kDigits + "/test_x.npy");
   OnnxSession session(kDigits + "/digits.onnx");
@@ -128,7 +145,7 @@ TEST(Concurrency, SessionPlansForNewShapesFromManyThreads) {
   int mismatches = run_concurrently(
       [&](int t, int r) {
         size_t k = static_cast<size_t>(t + r) % inputs.size();
-        return same_bits(session.run({{"image", inputs[k]}}).at(0), serial[k]);
+        return same_values(session.run({{"image", inputs[k]}}).at(0), serial[k]);
       },
       20);
   EXPECT_EQ(mismatches, 0);
