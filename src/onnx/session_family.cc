@@ -18,6 +18,12 @@ struct SymbolPoint {
   std::map<std::string, std::vector<std::pair<int, int>>> where;  // input name -> (dim, symbol)
 };
 
+// The name of dim d of a declared input: its symbol, or "input#d" for an unnamed one.
+std::string symbol_name(const OnnxInputInfo& in, int d) {
+  const bool named = d < static_cast<int>(in.symbols.size()) && !in.symbols[d].empty();
+  return named ? in.symbols[d] : in.name + "#" + std::to_string(d);
+}
+
 SymbolPoint symbol_point(const OnnxModelInfo& info, const std::map<std::string, Shape>& shapes) {
   SymbolPoint p;
   std::map<std::string, int64_t> size_of;
@@ -28,9 +34,7 @@ SymbolPoint symbol_point(const OnnxModelInfo& info, const std::map<std::string, 
     if (static_cast<int>(in.dims.size()) != s.rank()) return {};
     for (int d = 0; d < s.rank(); ++d) {
       if (in.dims[d] >= 0) continue;
-      const bool named = d < static_cast<int>(in.symbols.size()) && !in.symbols[d].empty();
-      const std::string name = named ? in.symbols[d] : in.name + "#" + std::to_string(d);
-      auto [at, fresh] = size_of.emplace(name, s[d]);
+      auto [at, fresh] = size_of.emplace(symbol_name(in, d), s[d]);
       if (!fresh && at->second != s[d]) return {};
     }
   }
@@ -48,9 +52,7 @@ SymbolPoint symbol_point(const OnnxModelInfo& info, const std::map<std::string, 
     for (int d = 0; d < shape.rank(); ++d) {
       int symbol = -1;
       if (declared != nullptr && declared->dims[d] < 0) {
-        const bool named =
-            d < static_cast<int>(declared->symbols.size()) && !declared->symbols[d].empty();
-        const std::string name = named ? declared->symbols[d] : input + "#" + std::to_string(d);
+        const std::string name = symbol_name(*declared, d);
         for (size_t j = 0; j < p.names.size(); ++j)
           if (p.names[j] == name) symbol = static_cast<int>(j);
       }

@@ -246,7 +246,7 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
     bool varies = false;
     for (size_t c = 1; c < corners; ++c) varies |= numbers[c][i] != numbers[0][i];
     if (!varies) continue;
-    Varying v{first.places[i], std::vector<int64_t>(corners)};
+    Varying v{first.places[i], std::vector<int64_t>(corners), i};
     for (size_t c = 0; c < corners; ++c) v.corners[c] = numbers[c][i];
     family->varying_.push_back(std::move(v));
   }
@@ -270,11 +270,7 @@ std::unique_ptr<ShapeFamily> ShapeFamily::fit_once(const std::vector<int64_t>& a
     size_t next = 0;
     for (size_t i = 0; i < first.numbers.size(); ++i) {
       int64_t want = first.numbers[i];
-      const bool varies = next < family->varying_.size() &&
-                          family->varying_[next].place.kind == first.places[i].kind &&
-                          family->varying_[next].place.id == first.places[i].id &&
-                          family->varying_[next].place.index == first.places[i].index &&
-                          family->varying_[next].place.attr == first.places[i].attr;
+      const bool varies = next < family->varying_.size() && family->varying_[next].number == i;
       if (varies && !family->evaluate(family->varying_[next++].corners, point, &want)) want = -1;
       if (want != r.numbers[i]) {
         *why = "a number of the graph (" + std::to_string(r.numbers[i]) + " at " +

@@ -65,6 +65,7 @@ class ShapeFamily {
   struct Varying {
     Place place;
     std::vector<int64_t> corners;
+    size_t number = 0;  // its index in a probe's walk of the graph
   };
   struct Reading;  // one probe's numbers and structure (shape_family.cc)
 
