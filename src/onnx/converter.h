@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "lumen/graph.h"
@@ -157,6 +158,20 @@ class ImportContext {
   std::vector<const ListValue*> list_inputs_;
   std::map<int, ListValue> list_outputs_;
 };
+
+// The training-preview domain, whose deterministic optimizer ops (opset 1) lumen runs.
+inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+// ONNX Runtime's contrib domain, of which lumen runs MatMulNBits and QLinearAdd (opset 1).
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
+// Whether op_type is one of the com.microsoft ops lumen runs.
+bool is_microsoft_op(const std::string& op_type);
+// Whether op_type is one of the training domain's ops lumen runs.
+bool is_training_op(const std::string& op_type);
+// The opset since which op_type has kept its meaning (7 unless listed): models older than opset 7
+// are read when every node's op is older than the model.
+int64_t stable_since(const std::string& op_type);
+// Ops whose converters read their subgraph attributes themselves.
+const std::unordered_set<std::string>& subgraph_ops();
 
 // Returns the node's outputs, in order (as many as ctx.num_outputs()).
 using Converter = std::vector<Value*> (*)(ImportContext& ctx);

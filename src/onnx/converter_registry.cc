@@ -1,6 +1,8 @@
 // The converter registry (ops registered by LUMEN_ONNX_CONVERTER for an opset range) and the
 // importer's error re-wording (converter.h).
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "onnx/converter.h"
@@ -35,6 +37,34 @@ class MarkedInvalidModel final : public InvalidModel, public NodeBuildFailure {
 };
 
 }  // namespace
+
+bool is_microsoft_op(const std::string& op_type) {
+  return op_type == "MatMulNBits" || op_type == "QLinearAdd";
+}
+
+bool is_training_op(const std::string& op_type) {
+  return op_type == "Adagrad" || op_type == "Adam" || op_type == "Momentum";
+}
+
+// Opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched by it.
+int64_t stable_since(const std::string& op_type) {
+  static const std::unordered_map<std::string, int64_t> kSince = {
+      {"Abs", 6},           {"Ceil", 6},        {"Constant", 1}, {"Elu", 6},
+      {"Exp", 6},           {"Flatten", 1},     {"Floor", 6},    {"GlobalAveragePool", 1},
+      {"GlobalMaxPool", 1}, {"HardSigmoid", 6}, {"Identity", 1}, {"InstanceNormalization", 6},
+      {"LeakyRelu", 6},     {"Log", 6},         {"Neg", 6},      {"Not", 1},
+      {"Reciprocal", 6},    {"Relu", 6},        {"Selu", 6},     {"Sigmoid", 6},
+      {"Softplus", 1},      {"Softsign", 1},    {"Sqrt", 6},     {"Tanh", 6},
+      {"Transpose", 1},
+  };
+  auto it = kSince.find(op_type);
+  return it == kSince.end() ? 7 : it->second;
+}
+
+const std::unordered_set<std::string>& subgraph_ops() {
+  static const std::unordered_set<std::string> kOps = {"If", "Loop", "Scan", "SequenceMap"};
+  return kOps;
+}
 
 bool is_node_build_failure(const Error& e) {
   return dynamic_cast<const NodeBuildFailure*>(&e) != nullptr;

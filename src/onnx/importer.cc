@@ -29,39 +29,6 @@ constexpr const char* kNeedsValue = "must be known when the graph is built";
 // Nodes that inlined subgraphs (unrolled loops, SequenceMap bodies) may add to one model; a node
 // of nested inlined subgraphs counts once per level.
 constexpr int64_t kMaxInlinedNodes = 1 << 17;
-// The training-preview domain, whose deterministic optimizer ops (opset 1) lumen runs.
-constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
-
-// ONNX Runtime's contrib domain, of which lumen runs MatMulNBits (opset 1) only.
-constexpr const char* kMicrosoftDomain = "com.microsoft";
-
-// Whether op_type is one of the training domain's ops lumen runs.
-bool is_training_op(const std::string& op_type) {
-  return op_type == "Adagrad" || op_type == "Adam" || op_type == "Momentum";
-}
-
-// Models older than opset 7 are read when every node's op has kept its meaning since the version
-// listed here (opset 7 changed broadcasting and dropped consumed_inputs; these ops were untouched).
-int64_t stable_since(const std::string& op_type) {
-  static const std::unordered_map<std::string, int64_t> kSince = {
-      {"Abs", 6},           {"Ceil", 6},        {"Constant", 1}, {"Elu", 6},
-      {"Exp", 6},           {"Flatten", 1},     {"Floor", 6},    {"GlobalAveragePool", 1},
-      {"GlobalMaxPool", 1}, {"HardSigmoid", 6}, {"Identity", 1}, {"InstanceNormalization", 6},
-      {"LeakyRelu", 6},     {"Log", 6},         {"Neg", 6},      {"Not", 1},
-      {"Reciprocal", 6},    {"Relu", 6},        {"Selu", 6},     {"Sigmoid", 6},
-      {"Softplus", 1},      {"Softsign", 1},    {"Sqrt", 6},     {"Tanh", 6},
-      {"Transpose", 1},
-  };
-  auto it = kSince.find(op_type);
-  return it == kSince.end() ? kMinOpset : it->second;
-}
-
-// Ops whose converters read their subgraph attributes themselves.
-const std::unordered_set<std::string>& subgraph_ops() {
-  static const std::unordered_set<std::string> kOps = {"If", "Loop", "Scan", "SequenceMap"};
-  return kOps;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open '" + path + "'");
@@ -540,13 +507,13 @@ class Importer final : public Scope {
                             kTrainingDomain + "'");
     } else if (node.domain() == kMicrosoftDomain) {
       where = "node '" + label + "' (" + op_type + ", " + kMicrosoftDomain + ")";
-      if (op_type != "MatMulNBits")
-        throw UnsupportedOp(where + ": lumen runs only MatMulNBits of domain '" + kMicrosoftDomain +
-                            "'");
+      if (!is_microsoft_op(op_type))
+        throw UnsupportedOp(where + ": lumen runs only MatMulNBits and QLinearAdd of domain '" +
+                            kMicrosoftDomain + "'");
     } else if (!node.domain().empty() && node.domain() != "ai.onnx") {
       throw UnsupportedOp(where + ": domain '" + node.domain() + "' is not supported");
-    } else if (op_type == "MatMulNBits") {
-      throw UnsupportedOp(where + ": MatMulNBits is an op of domain '" + kMicrosoftDomain +
+    } else if (is_microsoft_op(op_type)) {
+      throw UnsupportedOp(where + ": " + op_type + " is an op of domain '" + kMicrosoftDomain +
                           "', not of the default domain");
     } else if (opset_ == 0) {
       throw InvalidModel(where + ": the model imports no opset of the default domain");

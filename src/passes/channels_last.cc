@@ -8,7 +8,12 @@
 // elements, so only the ops that name an axis change (Conv, the pools, Concat's and
 // ChannelShuffle's axis, the global pools, which become a ReduceMean/ReduceMax over the spatial
 // axes). Constant operands of binary ops (per-channel scales, biases) are transposed once here.
+//
+// Quantized models take part the same way: QLinearConv, per-tensor QuantizeLinear and
+// DequantizeLinear (element-wise) and QLinearAdd, whose 8-bit activations then stay in
+// (N, H, W, C) between oneDNN's int8 convolutions.
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <numeric>
 #include <set>
@@ -20,10 +25,18 @@
 namespace lumen {
 namespace {
 
-enum class Role { kNone, kConv, kPool, kUnary, kBinary, kConcat, kShuffle, kGlobalPool };
+// kQBinary: QLinearAdd, whose activations are inputs 0 and 3.
+enum class Role { kNone, kConv, kPool, kUnary, kBinary, kQBinary, kConcat, kShuffle, kGlobalPool };
 
 bool is_float_4d(const Value& v) {
   return v.type.dtype == DType::kFloat32 && v.type.shape.rank() == 4 && v.type.shape.is_static();
+}
+
+// A float32 or 8-bit (N, C, H, W) activation of known shape.
+bool is_activation_4d(const Value& v) {
+  const DType t = v.type.dtype;
+  return (t == DType::kFloat32 || t == DType::kUInt8 || t == DType::kInt8) &&
+         v.type.shape.rank() == 4 && v.type.shape.is_static();
 }
 
 int64_t attr_int(const Node& n, const char* name, int64_t fallback) {
@@ -42,7 +55,42 @@ bool permutable_constant(const Value& v) {
   return is_constant(v) && v.data->dtype() == DType::kFloat32 && v.type.shape.rank() <= 4;
 }
 
+// The role of a quantized op (QLinearConv, per-tensor QuantizeLinear and DequantizeLinear,
+// QLinearAdd), or kNone.
+Role quantized_role(const Graph& graph, const Node& n) {
+  if (n.outputs.size() != 1 || !is_activation_4d(graph.value(n.outputs[0]))) return Role::kNone;
+  auto activation_in = [&](int k) {
+    return k < static_cast<int>(n.inputs.size()) && n.inputs[k] >= 0 &&
+           !is_constant(graph.value(n.inputs[k])) && is_activation_4d(graph.value(n.inputs[k]));
+  };
+  // Every input but the activations is a one-element constant (a scale or zero point).
+  auto parameters_scalar = [&](std::initializer_list<int> activations) {
+    for (int k = 0; k < static_cast<int>(n.inputs.size()); ++k)
+      if (std::find(activations.begin(), activations.end(), k) == activations.end() &&
+          !scalar_constant(graph, n.inputs[k]))
+        return false;
+    return true;
+  };
+  switch (n.op) {
+    case OpKind::kQLinearConv:
+      return attr_int(n, "channels_last", 0) == 0 && activation_in(0) ? Role::kConv : Role::kNone;
+    case OpKind::kQuantizeLinear:
+    case OpKind::kDequantizeLinear:
+      return attr_int(n, "block_size", 0) == 0 && activation_in(0) && parameters_scalar({0})
+                 ? Role::kUnary
+                 : Role::kNone;
+    case OpKind::kQLinearAdd:
+      return activation_in(0) && activation_in(3) && parameters_scalar({0, 3}) ? Role::kQBinary
+                                                                               : Role::kNone;
+    default:
+      return Role::kNone;
+  }
+}
+
 Role role_of(const Graph& graph, const Node& n) {
+  if (n.op == OpKind::kQLinearConv || n.op == OpKind::kQuantizeLinear ||
+      n.op == OpKind::kDequantizeLinear || n.op == OpKind::kQLinearAdd)
+    return quantized_role(graph, n);
   if (n.outputs.empty() || !is_float_4d(graph.value(n.outputs[0]))) return Role::kNone;
   if (n.inputs.empty() || n.inputs[0] < 0) return Role::kNone;
   auto activation_in = [&](int k) { return is_float_4d(graph.value(n.inputs[k])); };
@@ -126,7 +174,8 @@ std::vector<int> activation_inputs(const Graph& graph, const Node& n, Role role)
   for (int k = 0; k < static_cast<int>(n.inputs.size()); ++k) {
     int in = n.inputs[k];
     if (in < 0 || is_constant(graph.value(in))) continue;
-    bool all = role == Role::kBinary || role == Role::kConcat || role == Role::kShuffle;
+    bool all = role == Role::kBinary || role == Role::kQBinary || role == Role::kConcat ||
+               role == Role::kShuffle;
     if (k == 0 || all) ks.push_back(k);
   }
   return ks;

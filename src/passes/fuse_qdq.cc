@@ -8,6 +8,9 @@
 // range). A float bias becomes int32 in units of x_scale * w_scale[m] (round half to even); a
 // DequantizeLinear'd int32 bias whose scale is that product is taken as it is. A Gemm with a bias
 // (C of N elements; QLinearMatMul has none) becomes Reshape -> 1x1 QLinearConv -> Reshape.
+//   DQ(a_q), DQ(b_q) -> Add [-> Relu | Clip] -> QuantizeLinear -> y_q
+// becomes QLinearAdd(a_q, ..., b_q, ..., y_scale, y_zero_point) when a, b and y share one 8-bit
+// type and every parameter is per tensor: its kernel computes in float32 as the three ops do.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -174,6 +177,72 @@ class FuseQdqPass : public Pass {
            std::nearbyint(hi / s) + static_cast<float>(z) >= qmax;
   }
 
+  // DQ(a), DQ(b) -> Add `core` [-> `relu`] -> Quantize `q_id` as one QLinearAdd.
+  static bool fuse_add(Graph& graph, int q_id, int relu, int core, DType type) {
+    const Node& c = graph.node(core);
+    if (c.inputs.size() != 2 || c.inputs[0] < 0 || c.inputs[1] < 0) return false;
+    std::optional<Dequant> da = match_dequant(graph, c.inputs[0], false);
+    std::optional<Dequant> db = match_dequant(graph, c.inputs[1], false);
+    if (!da || !db || da->per_axis || db->per_axis) return false;
+    if (graph.value(da->q).type.dtype != type || graph.value(db->q).type.dtype != type)
+      return false;
+    const Node& q = graph.node(q_id);
+    const int out = q.outputs[0];
+    const int y_zero = zero_point_or(graph, q.inputs.size() > 2 ? q.inputs[2] : -1, type,
+                                     graph.value(out).name);
+    const std::vector<int> inputs = {
+        da->q, da->scale, zero_point_or(graph, da->zero, type, graph.value(da->q).name),
+        db->q, db->scale, zero_point_or(graph, db->zero, type, graph.value(db->q).name),
+        q.inputs[1], y_zero};
+    const std::string base = c.name.empty() ? "qdq" : c.name;
+    Node& fused = graph.add_node(OpKind::kQLinearAdd, inputs, 1, {},
+                                 graph.unique_name(base + "_int8"));
+    const int fused_id = fused.id;
+    std::vector<int> dead = {q_id};
+    if (relu >= 0) dead.push_back(relu);
+    dead.push_back(core);
+    return commit(graph, {fused_id}, fused.outputs[0], out, dead, {da->node, db->node});
+  }
+
+  // Replaces the uses of `out` with `fused_out` (made by the new nodes `added`, inferred here),
+  // removes the nodes `dead` and the DequantizeLinear nodes `dequants` once nothing reads them;
+  // undoes the new nodes and returns false when the types differ or the uses cannot move.
+  static bool commit(Graph& graph, const std::vector<int>& added, int fused_out, int out,
+                     const std::vector<int>& dead, const std::vector<int>& dequants) {
+    auto undo = [&] {
+      for (auto it = added.rbegin(); it != added.rend(); ++it) remove_node(graph, *it);
+      return false;
+    };
+    try {
+      for (int id : added) graph.infer_node(id);
+    } catch (const Error&) {
+      return undo();
+    }
+    if (!(graph.value(fused_out).type == graph.value(out).type) ||
+        !can_replace_uses(graph, out, fused_out))
+      return undo();
+    std::vector<int> constants;
+    for (int n : dead)
+      for (int in : graph.node(n).inputs)
+        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
+    replace_uses(graph, out, fused_out);
+    for (int n : dead) remove_node(graph, n);
+    // The inputs' DequantizeLinear nodes go once nothing else reads them.
+    for (int d : dequants) {
+      const Node& dn = graph.node(d);
+      if (dn.removed || sole_reader(graph, dn.outputs[0]) >= 0) continue;
+      bool used = graph.value(dn.outputs[0]).is_output;
+      for (int r : graph.value(dn.outputs[0]).consumers) used = used || !graph.node(r).removed;
+      if (used) continue;
+      for (int in : dn.inputs)
+        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
+      graph.value(dn.outputs[0]).data.reset();
+      remove_node(graph, d);
+    }
+    for (int k : constants) release_if_unused(graph, k);
+    return true;
+  }
+
   static bool fuse(Graph& graph, int q_id) {
     const Node& q = graph.node(q_id);
     if (q.outputs.size() != 1 || q.inputs.size() < 2) return false;
@@ -208,6 +277,7 @@ class FuseQdqPass : public Pass {
     const int core = graph.value(core_out).producer;
     if (core < 0 || graph.node(core).removed || graph.node(core).outputs.size() != 1) return false;
     const OpKind op = graph.node(core).op;
+    if (op == OpKind::kAdd) return fuse_add(graph, q_id, relu, core, out_type);
     if (op != OpKind::kConv && op != OpKind::kMatMul && op != OpKind::kGemm) return false;
     const Node& c = graph.node(core);
     if (c.inputs.size() < 2 || c.inputs[0] < 0 || c.inputs[1] < 0) return false;
@@ -306,42 +376,17 @@ class FuseQdqPass : public Pass {
     const int fused_id = fused.id;
     int fused_out = fused.outputs[0];
     added.push_back(fused_id);
-    auto undo = [&] {
-      for (auto it = added.rbegin(); it != added.rend(); ++it) remove_node(graph, *it);
-      return false;
-    };
-    try {
-      graph.infer_node(fused_id);
-      if (gemm_bias) {
+    if (gemm_bias) {
+      try {
+        graph.infer_node(fused_id);
         added.push_back(reshape(fused_out, {xs_shape[0], out_channels}));
-        fused_out = graph.node(added.back()).outputs[0];
+      } catch (const Error&) {
+        for (auto it = added.rbegin(); it != added.rend(); ++it) remove_node(graph, *it);
+        return false;
       }
-    } catch (const Error&) {
-      return undo();
+      fused_out = graph.node(added.back()).outputs[0];
     }
-    if (!(graph.value(fused_out).type == graph.value(out).type) ||
-        !can_replace_uses(graph, out, fused_out))
-      return undo();
-    std::vector<int> constants;
-    for (int n : dead)
-      for (int in : graph.node(n).inputs)
-        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
-    replace_uses(graph, out, fused_out);
-    for (int n : dead) remove_node(graph, n);
-    // The activations' and weights' DequantizeLinear nodes go once nothing else reads them.
-    for (int d : {dx->node, dw->node}) {
-      const Node& dn = graph.node(d);
-      if (dn.removed || sole_reader(graph, dn.outputs[0]) >= 0) continue;
-      bool used = graph.value(dn.outputs[0]).is_output;
-      for (int r : graph.value(dn.outputs[0]).consumers) used = used || !graph.node(r).removed;
-      if (used) continue;
-      for (int in : dn.inputs)
-        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
-      graph.value(dn.outputs[0]).data.reset();
-      remove_node(graph, d);
-    }
-    for (int k : constants) release_if_unused(graph, k);
-    return true;
+    return commit(graph, added, fused_out, out, dead, {dx->node, dw->node});
   }
 };
 

@@ -2,6 +2,7 @@
 // 8-bit tensors with zero points (x per tensor, w per tensor or per output channel), accumulated
 // exactly in int32. Padding holds x's zero point, so it adds nothing. QLinearConv adds the int32
 // bias and requantizes: y = saturate(round(acc * x_scale * w_scale[m] / y_scale) + y_zero_point).
+// QLinearConv with channels_last=1 reads x and writes y as (N, ..., C).
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -16,8 +17,10 @@ namespace {
 
 class IntegerConvBase : public Kernel {
  protected:
-  IntegerConvBase(const NodeContext& ctx, int x_in, int w_in) : x_in_(x_in), w_in_(w_in) {
-    const Shape& x = ctx.input_shape(x_in);
+  IntegerConvBase(const NodeContext& ctx, int x_in, int w_in)
+      : x_in_(x_in), w_in_(w_in), channels_last_(is_channels_last(ctx)) {
+    const Shape x =
+        channels_last_ ? to_channels_first(ctx.input_shape(x_in)) : ctx.input_shape(x_in);
     const Shape& w = ctx.input_shape(w_in);
     const ConvGeometry g = window_geometry(ctx, x, conv_kernel_shape(ctx, w), false);
     batch_ = x[0];
@@ -68,6 +71,8 @@ class IntegerConvBase : public Kernel {
     const int64_t cg = in_channels_ / group_, mg = out_channels_ / group_;
     const int64_t taps = cg * kernel_spatial_, os = out_spatial_, ks = kernel_spatial_;
     const int64_t is = in_spatial_, in_channels = in_channels_;
+    // x's element steps between channels and between spatial positions.
+    const int64_t c_step = channels_last_ ? 1 : is, s_step = channels_last_ ? in_channels : 1;
     const void* xd = x.raw_data();
     const void* wd = w.raw_data();
     const DType xt = x.dtype(), wt = w.dtype();
@@ -82,13 +87,13 @@ class IntegerConvBase : public Kernel {
       const int64_t n = task / group_, g = task % group_;
       std::vector<int16_t> rows(static_cast<size_t>(os * taps));
       for (int64_t c = 0; c < cg; ++c) {
-        const int64_t x_base = (n * in_channels + g * cg + c) * is;
+        const int64_t x_base = n * in_channels * is + (g * cg + c) * c_step;
         for (int64_t kp = 0; kp < ks; ++kp) {
           const int64_t* src = source_.data() + kp * os;
           int16_t* col = rows.data() + c * ks + kp;
           for (int64_t o = 0; o < os; ++o)
             col[o * taps] = src[o] >= 0
-                                ? static_cast<int16_t>(load_8bit(xd, xt, x_base + src[o]) - xzp)
+                                ? static_cast<int16_t>(load_8bit(xd, xt, x_base + src[o] * s_step) - xzp)
                                 : int16_t{0};
         }
       }
@@ -107,6 +112,7 @@ class IntegerConvBase : public Kernel {
 
   int x_in_;
   int w_in_;
+  bool channels_last_ = false;
   int64_t batch_ = 1;
   int64_t in_channels_ = 1;
   int64_t out_channels_ = 1;
@@ -149,13 +155,16 @@ class QLinearConvKernel final : public IntegerConvBase {
     void* y = ctx.outputs[0].raw_data();
     const DType out = out_;
     const int64_t os = out_spatial_, oc = out_channels_;
+    // y's element steps between channels and between spatial positions.
+    const int64_t m_step = channels_last_ ? 1 : os, o_step = channels_last_ ? oc : 1;
     for_each_channel(
         ctx, ctx.inputs[2], ctx.inputs[5], [&](int64_t n, int64_t m, const int32_t* acc) {
           const double scale = static_cast<double>(xs) * ws[m] / ys;
           const int32_t b = bias ? bias[m] : 0;
           for (int64_t o = 0; o < os; ++o) {
             const float v = static_cast<float>((static_cast<int64_t>(acc[o]) + b) * scale);
-            store_8bit(y, out, (n * oc + m) * os + o, quantize_value(v, yzp, lo, hi));
+            store_8bit(y, out, n * oc * os + m * m_step + o * o_step,
+                       quantize_value(v, yzp, lo, hi));
           }
         });
   }

@@ -42,6 +42,19 @@ memory::desc plain(const memory::dims& dims, memory::data_type t) {
   return memory::desc(dims, t, strides);
 }
 
+// Channels-last descriptor of the (N, C, spatial...) `dims`: the elements in (N, spatial..., C)
+// order.
+memory::desc channels_last(const memory::dims& dims, memory::data_type t) {
+  memory::dims strides(dims.size(), 1);
+  memory::dim step = std::max<memory::dim>(dims[1], 1);
+  for (size_t d = dims.size() - 1; d >= 2; --d) {
+    strides[d] = step;
+    step *= std::max<memory::dim>(dims[d], 1);
+  }
+  strides[0] = step;
+  return memory::desc(dims, t, strides);
+}
+
 memory::desc scratch_md(size_t bytes) {
   return memory::desc({static_cast<memory::dim>(bytes)}, memory::data_type::u8,
                       memory::format_tag::a);
@@ -127,7 +140,12 @@ class DnnlInt8Kernel final : public Kernel {
   }
 
   bool reads_input(int k) const override { return k != weight_input_; }
-  std::string describe() const override { return "oneDNN int8 " + impl_; }
+  std::string describe() const override {
+    std::string d = "oneDNN int8 " + impl_;
+    if (src_reorder_) d += ", input reordered";
+    if (dst_reorder_) d += ", output reordered";
+    return d;
+  }
 
   void run(KernelContext& ctx) const override {
     dnnl_call(where_, [&] {
@@ -233,8 +251,9 @@ bool dnnl_int8_exact(int max_abs_weight, bool signed_activations) {
 std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   const Tensor* w = ctx.input_value(3);
   if (!w || w->dtype() != DType::kInt8 || !all_zero(ctx, 5)) return nullptr;
-  const Shape& x = ctx.input_shape(0);
-  const Shape& y = ctx.output(0).shape;
+  const bool nhwc = is_channels_last(ctx);
+  const Shape x = nhwc ? to_channels_first(ctx.input_shape(0)) : ctx.input_shape(0);
+  const Shape y = nhwc ? to_channels_first(ctx.output(0).shape) : ctx.output(0).shape;
   if (x.numel() == 0 || y.numel() == 0 || x.rank() < 3 || x.rank() > 5) return nullptr;
   const std::optional<int32_t> xz = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const int64_t m = y[1];
@@ -249,8 +268,9 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
   const memory::desc w_user = plain(w_dims, memory::data_type::s8);
   const memory::dims x_dims = to_dnnl_dims(x), y_dims = to_dnnl_dims(y);
-  const memory::desc src_user = plain(x_dims, dnnl_type(ctx.input(0).dtype));
-  const memory::desc dst_user = plain(y_dims, dnnl_type(ctx.output(0).dtype));
+  const auto layout = nhwc ? &channels_last : &plain;
+  const memory::desc src_user = layout(x_dims, dnnl_type(ctx.input(0).dtype));
+  const memory::desc dst_user = layout(y_dims, dnnl_type(ctx.output(0).dtype));
   const bool has_bias = ctx.has_input(8);
   memory::dims strides(g.strides.begin(), g.strides.end()),
       pad_l(g.pad_begin.begin(), g.pad_begin.end()), pad_r(g.pad_end.begin(), g.pad_end.end()),

@@ -1,12 +1,14 @@
-// Schemas of the quantization ops DynamicQuantizeLinear and the integer products MatMulInteger,
-// QLinearMatMul, ConvInteger and QLinearConv (QuantizeLinear and DequantizeLinear are in
-// quant_linear.cc).
+// Schemas of the quantization ops DynamicQuantizeLinear, the integer products MatMulInteger,
+// QLinearMatMul, ConvInteger and QLinearConv, and com.microsoft's QLinearAdd (QuantizeLinear and
+// DequantizeLinear are in quant_linear.cc).
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/schema.h"
 #include "graph/schemas/conv_geometry.h"
+#include "graph/schemas/elementwise_infer.h"
 #include "graph/schemas/linalg.h"
 
 namespace lumen {
@@ -89,10 +91,9 @@ void infer_qlinear_matmul(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(7), matmul_shape(ctx, 0, 3));
 }
 
-// Conv geometry for integer convolutions: x at input x_index and w at w_index; returns the
-// output shape.
-Shape integer_conv_shape(InferContext& ctx, int x_index, int w_index) {
-  const Shape& x = ctx.input_shape(x_index);
+// Conv geometry for integer convolutions: x's (N, C, ...) shape and w at input w_index; returns
+// the output shape, (N, M, ...).
+Shape integer_conv_shape(InferContext& ctx, const Shape& x, int w_index) {
   const Shape& w = ctx.input_shape(w_index);
   if (x.rank() < 3) ctx.fail_shape("x must have rank 3 or more (N, C, ...), got " + x.to_string());
   if (w.rank() != x.rank())
@@ -111,18 +112,21 @@ Shape integer_conv_shape(InferContext& ctx, int x_index, int w_index) {
 void infer_conv_integer(InferContext& ctx) {
   require_8bit(ctx, 0, "x");
   require_8bit(ctx, 1, "w");
-  const Shape out = integer_conv_shape(ctx, 0, 1);
+  const Shape out = integer_conv_shape(ctx, ctx.input_shape(0), 1);
   check_zero_point(ctx, 2, 0, "x_zero_point", 0);
   check_zero_point(ctx, 3, 1, "w_zero_point", out[1]);
   ctx.set_output(0, DType::kInt32, out);
 }
 
-// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B. With
+// channels_last=1 (set by the channels-last pass) x and y are (N, ..., C).
 void infer_qlinear_conv(InferContext& ctx) {
   require_8bit(ctx, 0, "x");
   require_8bit(ctx, 3, "w");
   require_8bit(ctx, 7, "y_zero_point");
-  const Shape out = integer_conv_shape(ctx, 0, 3);
+  const bool channels_last = is_channels_last(ctx);
+  const Shape out = integer_conv_shape(
+      ctx, channels_last ? to_channels_first(ctx.input_shape(0)) : ctx.input_shape(0), 3);
   require_float_scale(ctx, 1, "x_scale");
   require_float_scale(ctx, 4, "w_scale");
   require_float_scale(ctx, 6, "y_scale");
@@ -139,13 +143,41 @@ void infer_qlinear_conv(InferContext& ctx) {
     if (b.rank() != 1 || b[0] != out[1])
       ctx.fail_shape("B must have shape [" + std::to_string(out[1]) + "], got " + b.to_string());
   }
-  ctx.set_output(0, ctx.input_dtype(7), out);
+  ctx.set_output(0, ctx.input_dtype(7), channels_last ? to_channels_last(out) : out);
+}
+
+// Inputs: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point (zero points
+// optional); A, B, C and the zero points share one 8-bit type; every scale and zero point is a
+// scalar; A and B broadcast (NumPy rules).
+void infer_qlinear_add(InferContext& ctx) {
+  const std::pair<int, const char*> required[] = {
+      {0, "A"}, {1, "A_scale"}, {3, "B"}, {4, "B_scale"}, {6, "C_scale"}};
+  for (const auto& [k, name] : required)
+    if (!ctx.has_input(k)) ctx.fail_model(std::string("input ") + name + " is missing");
+  require_8bit(ctx, 0, "A");
+  if (ctx.input_dtype(3) != ctx.input_dtype(0))
+    ctx.fail_shape(std::string("B is ") + dtype_name(ctx.input_dtype(3)) + " but A is " +
+                   dtype_name(ctx.input_dtype(0)));
+  for (const auto& [k, name] : {std::pair<int, const char*>{1, "A_scale"}, {4, "B_scale"},
+                                {6, "C_scale"}}) {
+    require_float_scale(ctx, k, name);
+    check_param_shape(ctx, k, name, 0);
+  }
+  check_zero_point(ctx, 2, 0, "A_zero_point", 0);
+  check_zero_point(ctx, 5, 3, "B_zero_point", 0);
+  check_zero_point(ctx, 7, 0, "C_zero_point", 0);
+  ctx.set_output(0, ctx.input_dtype(0), broadcast_inputs(ctx, {0, 3}));
 }
 
 const std::vector<AttrSpec> kConvAttrs = {
     {"auto_pad", AttrType::kString}, {"dilations", AttrType::kInts},
     {"group", AttrType::kInt},       {"kernel_shape", AttrType::kInts},
     {"pads", AttrType::kInts},       {"strides", AttrType::kInts}};
+const std::vector<AttrSpec> kQLinearConvAttrs = {
+    {"auto_pad", AttrType::kString}, {"dilations", AttrType::kInts},
+    {"group", AttrType::kInt},       {"kernel_shape", AttrType::kInts},
+    {"pads", AttrType::kInts},       {"strides", AttrType::kInts},
+    {"channels_last", AttrType::kInt}};
 
 }  // namespace
 
@@ -155,13 +187,15 @@ LUMEN_REGISTER_SCHEMA(
     MatMulInteger, {.min_inputs = 2, .max_inputs = 4, .attrs = {}, .infer = &infer_matmul_integer});
 LUMEN_REGISTER_SCHEMA(
     QLinearMatMul, {.min_inputs = 8, .max_inputs = 8, .attrs = {}, .infer = &infer_qlinear_matmul});
+LUMEN_REGISTER_SCHEMA(
+    QLinearAdd, {.min_inputs = 1, .max_inputs = 8, .attrs = {}, .infer = &infer_qlinear_add});
 LUMEN_REGISTER_SCHEMA(ConvInteger, {.min_inputs = 2,
                                     .max_inputs = 4,
                                     .attrs = kConvAttrs,
                                     .infer = &infer_conv_integer});
 LUMEN_REGISTER_SCHEMA(QLinearConv, {.min_inputs = 8,
                                     .max_inputs = 9,
-                                    .attrs = kConvAttrs,
+                                    .attrs = kQLinearConvAttrs,
                                     .infer = &infer_qlinear_conv});
 
 }  // namespace lumen
