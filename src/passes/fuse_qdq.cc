@@ -7,7 +7,8 @@
 // (the requantize's saturation is then the clamp; for Relu: y's zero point is the bottom of the
 // range). A float bias becomes int32 in units of x_scale * w_scale[m] (round half to even); a
 // DequantizeLinear'd int32 bias whose scale is that product is taken as it is. A Gemm with a bias
-// (C of N elements; QLinearMatMul has none) becomes Reshape -> 1x1 QLinearConv -> Reshape.
+// (C of N elements; QLinearMatMul has none) becomes Reshape -> 1x1 channels-last QLinearConv ->
+// Reshape.
 //   DQ(a_q), DQ(b_q) -> Add [-> Relu | Clip] -> QuantizeLinear -> y_q
 // becomes QLinearAdd(a_q, ..., b_q, ..., y_scale, y_zero_point) when a, b and y share one 8-bit
 // type and every parameter is per tensor: its kernel computes in float32 as the three ops do.
@@ -319,16 +320,18 @@ class FuseQdqPass : public Pass {
                            static_cast<int64_t>(dw->scales.size()) != out_channels))
         return false;
       if (gemm_bias) {
-        // A Gemm with a bias runs as a 1x1 QLinearConv (which has the bias) over [M, K, 1].
+        // A Gemm with a bias runs as a 1x1 QLinearConv (which has the bias) over the M rows as
+        // a channels-last image [1, M, 1, K]: a GEMM to oneDNN, with no layout change.
         const Tensor& w = *graph.value(dw->q).data;
         const int64_t n = out_channels, k = ws_shape[trans_b ? 1 : 0];
-        Tensor t = Tensor::empty(Shape{n, k, 1}, w.dtype());
+        Tensor t = Tensor::empty(Shape{n, k, 1, 1}, w.dtype());
         const auto* src = static_cast<const uint8_t*>(w.raw_data());
         auto* dst = static_cast<uint8_t*>(t.raw_data());
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < k; ++j) dst[i * k + j] = trans_b ? src[i * k + j] : src[j * n + i];
         w_q = graph.add_constant(graph.unique_name(graph.value(dw->q).name + "_nk1"), t)->id;
         fused_op = OpKind::kQLinearConv;
+        attrs["channels_last"] = int64_t{1};
       } else if (trans_b) {
         const Tensor& w = *graph.value(dw->q).data;
         const int64_t n = ws_shape[0], k = ws_shape[1];
@@ -353,7 +356,7 @@ class FuseQdqPass : public Pass {
                                      graph.value(dw->q).name);
     const int y_zero_id = zero_point_or(graph, yz_id, out_type, graph.value(out).name);
     const std::string base = graph.node(core).name.empty() ? "qdq" : graph.node(core).name;
-    // For a Gemm with a bias: x [M, K] -> [M, K, 1] before, [M, N, 1] -> [M, N] after.
+    // For a Gemm with a bias: x [M, K] -> [1, M, 1, K] before, [1, M, 1, N] -> [M, N] after.
     auto reshape = [&](int from, std::vector<int64_t> dims) {
       const int64_t rank = static_cast<int64_t>(dims.size());
       Tensor shape = Tensor::from_vector<int64_t>(Shape{rank}, dims);
@@ -367,7 +370,7 @@ class FuseQdqPass : public Pass {
     std::vector<int> added;
     int x_in = dx->q;
     if (gemm_bias) {
-      added.push_back(reshape(dx->q, {xs_shape[0], xs_shape[1], 1}));
+      added.push_back(reshape(dx->q, {1, xs_shape[0], 1, xs_shape[1]}));
       x_in = graph.node(added.back()).outputs[0];
     }
     inputs = {x_in, dx->scale, x_zero, w_q, dw->scale, w_zero, q.inputs[1], y_zero_id};

@@ -8,6 +8,7 @@
 // runtime weights (the exact reference loops). Patterns that are not exact stay unfused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -282,6 +283,43 @@ TEST(QdqKernels, DnnlMatMulMatchesReference) {
                    constant(random_ints({}, 914, -7, -7, DType::kInt8))})[0];
   };
   expect_within(run(true), run(false), 1.0);
+}
+
+// QLinearMatMul of two activations (attention's Q.K^T and P.V): every combination of u8 and s8
+// A and B, batched, against the integer formula computed here, element by element.
+TEST(QdqKernels, ActivationMatMulMatchesTheFormula) {
+  const int64_t batch = 3, m = 9, k = 40, n = 17;
+  for (DType at : {DType::kUInt8, DType::kInt8})
+    for (DType bt : {DType::kUInt8, DType::kInt8}) {
+      const Tensor a = random_ints({1, batch, m, k}, 930, lo_of(at), lo_of(at) + 255, at);
+      const Tensor b = random_ints({1, batch, k, n}, 931, lo_of(bt), lo_of(bt) + 255, bt);
+      const int64_t az = lo_of(at) + 121, bz = lo_of(bt) + 140, yz = 7;
+      const float as = 0.013f, bs = 0.021f, ys = 0.9f;
+      const Tensor y = run_op("QLinearMatMul",
+                              {a, constant(Tensor::scalar<float>(as)),
+                               constant(random_ints({}, 1, az, az, at)), b,
+                               constant(Tensor::scalar<float>(bs)),
+                               constant(random_ints({}, 1, bz, bz, bt)),
+                               constant(Tensor::scalar<float>(ys)),
+                               constant(random_ints({}, 1, yz, yz, DType::kUInt8))})[0];
+      ASSERT_EQ(y.shape(), (Shape{1, batch, m, n}));
+      const std::vector<double> av = to_doubles(a), bv = to_doubles(b), got = to_doubles(y);
+      std::map<double, int> seen;
+      for (int64_t t = 0; t < batch; ++t)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t acc = 0;
+            for (int64_t r = 0; r < k; ++r)
+              acc += static_cast<int64_t>(av[(t * m + i) * k + r] - az) *
+                     static_cast<int64_t>(bv[(t * k + r) * n + j] - bz);
+            const float v = static_cast<float>(acc * (static_cast<double>(as) * bs / ys));
+            const double want = std::clamp(std::nearbyint(v) + yz, 0.0f, 255.0f);
+            const int64_t at_out = (t * m + i) * n + j;
+            ASSERT_EQ(got[at_out], want) << "element " << at_out;
+            ++seen[want];
+          }
+      EXPECT_GE(seen.size(), 20u);
+    }
 }
 
 TEST(QdqKernels, BadWeightShapeNamesTheNode) {

@@ -237,6 +237,90 @@ bool reference_impl(const std::string& impl) {
   return impl.rfind("ref", 0) == 0;
 }
 
+// QLinearMatMul of two activations (B not a constant: attention's Q.K^T and P.V), per-tensor
+// parameters, the same batch dims on A and B. oneDNN multiplies A (with its zero point) by
+// B' = B - 128 as s8 when B is u8 (an exact re-centring) into int32; the product with B's zero
+// point is then P - (b_zero - 128) * sum_k (a - a_zero) per row, and the requantize is the
+// reference kernel's (quant_gemm.cc): acc * (double(a_scale) * b_scale / y_scale) rounded to float.
+class DnnlActivationMatMul final : public Kernel {
+ public:
+  DnnlActivationMatMul(const NodeContext& ctx, int64_t batch, int64_t m, int64_t k, int64_t n)
+      : batch_(batch), m_(m), k_(k), n_(n) {
+    const memory::data_type at = dnnl_type(ctx.input(0).dtype);
+    b_unsigned_ = ctx.input(3).dtype == DType::kUInt8;
+    out_ = ctx.output(0).dtype;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    dnnl::matmul::desc desc(plain({batch, m, k}, at), plain({batch, k, n}, memory::data_type::s8),
+                            plain({batch, m, n}, memory::data_type::s32));
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+    impl_ = pd.impl_info_str();
+    prim_ = dnnl::matmul(pd);
+    src_md_ = pd.src_desc();
+    wei_md_ = pd.weights_desc();
+    dst_md_ = pd.dst_desc();
+    scratch_md_ = pd.scratchpad_desc();
+    a_signed_ = at == memory::data_type::s8;
+  }
+
+  bool usable() const { return !reference_impl(impl_); }
+  std::string describe() const override { return "oneDNN int8 " + impl_ + " (B at run time)"; }
+
+  void run(KernelContext& ctx) const override {
+    const int32_t az = int_at(ctx.inputs[2], 0), yz = int_at(ctx.inputs[7], 0);
+    const int32_t bz = int_at(ctx.inputs[5], 0) - (b_unsigned_ ? 128 : 0);
+    const double scale = static_cast<double>(ctx.inputs[1].data<float>()[0]) *
+                         ctx.inputs[4].data<float>()[0] / ctx.inputs[6].data<float>()[0];
+    const int64_t nb = batch_ * k_ * n_;
+    Tensor b_s8 = Tensor::empty({nb}, DType::kInt8);
+    const auto* b = static_cast<const uint8_t*>(ctx.inputs[3].raw_data());
+    auto* bs = static_cast<uint8_t*>(b_s8.raw_data());
+    const uint8_t flip = b_unsigned_ ? 0x80 : 0;
+    for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ flip;
+    Tensor acc = Tensor::empty({batch_ * m_ * n_}, DType::kInt32);
+    Tensor scratch = Tensor::empty({static_cast<int64_t>(scratch_md_.get_size()) + 1}, DType::kUInt8);
+    dnnl_call(where_, [&] {
+      dnnl::engine& eng = dnnl_engine();
+      int32_t zp = az;
+      const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
+      prim_.execute(dnnl_stream(),
+                    {{DNNL_ARG_SRC, memory(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()))},
+                     {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, b_s8.raw_data())},
+                     {DNNL_ARG_DST, memory(dst_md_, eng, acc.raw_data())},
+                     {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &zp)},
+                     {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
+      dnnl_stream().wait();
+    });
+    const int32_t lo = quant_min(out_), hi = quant_max(out_);
+    const int32_t* p = acc.data<int32_t>();
+    void* y = ctx.outputs[0].raw_data();
+    const void* a = ctx.inputs[0].raw_data();
+    const DType at = a_signed_ ? DType::kInt8 : DType::kUInt8, out = out_;
+    const int64_t rows = batch_ * m_, k = k_, n = n_;
+#pragma omp parallel for schedule(static) if (rows * n > (1 << 15))
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t row_sum = 0;
+      for (int64_t j = 0; j < k; ++j) row_sum += load_8bit(a, at, r * k + j) - az;
+      const int32_t correction = bz * row_sum;
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = static_cast<float>((p[r * n + j] - correction) * scale);
+        store_8bit(y, out, r * n + j, quantize_value(v, yz, lo, hi));
+      }
+    }
+  }
+
+  std::string where_;
+
+ private:
+  int64_t batch_, m_, k_, n_;
+  bool b_unsigned_ = false, a_signed_ = false;
+  DType out_ = DType::kUInt8;
+  dnnl::matmul prim_;
+  memory::desc src_md_, wei_md_, dst_md_, scratch_md_;
+  std::string impl_;
+};
+
 }  // namespace
 
 bool dnnl_int8_exact(int max_abs_weight, bool signed_activations) {
@@ -302,9 +386,39 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   return kernel_ptr;
 }
 
+namespace {
+
+// QLinearMatMul with B at run time (DnnlActivationMatMul), or nullptr: parameters not per-tensor
+// constants, batch dims that differ, or a CPU without VNNI (B' spans all of s8).
+std::unique_ptr<Kernel> make_dnnl_activation_matmul(const NodeContext& ctx) {
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(3);
+  if (a.rank() < 2 || b.rank() != a.rank() || a.numel() == 0 || b.numel() == 0) return nullptr;
+  for (int d = 0; d + 2 < a.rank(); ++d)
+    if (a[d] != b[d]) return nullptr;
+  for (int k : {1, 2, 4, 5, 6, 7}) {
+    const Tensor* t = ctx.input_value(k);
+    if (!ctx.has_input(k) || !t || t->numel() != 1) return nullptr;
+  }
+  if (!dnnl_int8_exact(128, ctx.input(0).dtype == DType::kInt8)) return nullptr;
+  const int64_t m = a[-2], k = a[-1], n = b[-1];
+  const int64_t batch = a.numel() / (m * k);
+  try {
+    auto kernel = std::make_unique<DnnlActivationMatMul>(ctx, batch, m, k, n);
+    if (!kernel->usable()) return nullptr;
+    kernel->where_ = ctx.where();
+    return kernel;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 // Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
 std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   const Tensor* b = ctx.input_value(3);
+  if (!b) return make_dnnl_activation_matmul(ctx);
   if (!b || b->dtype() != DType::kInt8 || b->shape().rank() != 2 || !all_zero(ctx, 5))
     return nullptr;
   const Shape& a = ctx.input_shape(0);
