@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -551,6 +552,65 @@ TEST_F(OnnxImport, MicrosoftDomainMatMulNBitsOnly) {
       EXPECT_NE(msg.find("node 'q'"), std::string::npos) << msg;
       EXPECT_NE(msg.find(needle), std::string::npos) << msg;
     }
+  }
+}
+
+// com.microsoft QLinearAdd (what ONNX Runtime's QOperator-format quantizer writes): uint8 A [2, 3]
+// plus B [3] broadcast, against the spec's formula in float32 steps; refused in the default domain.
+TEST_F(OnnxImport, MicrosoftQLinearAdd) {
+  auto model = [](const std::string& domain) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* ms = m.add_opset_import();
+    ms->set_domain("com.microsoft");
+    ms->set_version(1);
+    auto* g = m.mutable_graph();
+    g->set_name("qadd");
+    add_io(g->add_input(), "a", {"2", "3"});
+    add_io(g->add_input(), "b", {"3"});
+    add_io(g->add_output(), "c", {"2", "3"});
+    for (auto* v : {g->mutable_input(0), g->mutable_input(1), g->mutable_output(0)})
+      v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::UINT8);
+    const std::pair<const char*, float> scales[] = {{"as", 0.05f}, {"bs", 0.02f}, {"cs", 0.08f}};
+    for (const auto& [name, v] : scales)
+      set_float_tensor(g->add_initializer(), name, {}, Tensor::scalar<float>(v));
+    const std::pair<const char*, char> zeros[] = {{"az", 100}, {"bz", 30}, {"cz", 60}};
+    for (const auto& [name, v] : zeros) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::UINT8);
+      t->set_raw_data(std::string(1, v));
+    }
+    auto* n = g->add_node();
+    n->set_op_type("QLinearAdd");
+    n->set_domain(domain);
+    n->set_name("q");
+    for (const char* in : {"a", "as", "az", "b", "bs", "bz", "cs", "cz"}) n->add_input(in);
+    n->add_output("c");
+    return m;
+  };
+  Graph g = load_onnx_bytes(model("com.microsoft").SerializeAsString());
+  Runtime rt;
+  const Tensor a = test::random_ints({2, 3}, 5, 0, 255, DType::kUInt8);
+  const Tensor b = test::random_ints({3}, 6, 0, 255, DType::kUInt8);
+  const Tensor c = g.compile(&rt)->execute(std::vector<Tensor>{a, b})[0];
+  ASSERT_EQ(c.dtype(), DType::kUInt8);
+  ASSERT_EQ(c.shape(), (Shape{2, 3}));
+  for (int64_t i = 0; i < 6; ++i) {
+    // volatile: each product rounded on its own, never contracted into a multiply-add.
+    const volatile float fa = static_cast<float>(a.data<uint8_t>()[i] - 100) * 0.05f;
+    const volatile float fb = static_cast<float>(b.data<uint8_t>()[i % 3] - 30) * 0.02f;
+    const float want = std::clamp(std::nearbyint((fa + fb) / 0.08f) + 60.0f, 0.0f, 255.0f);
+    EXPECT_EQ(c.data<uint8_t>()[i], static_cast<uint8_t>(want)) << "element " << i;
+  }
+  try {
+    load_onnx_bytes(model("").SerializeAsString());
+    FAIL() << "QLinearAdd of the default domain loaded";
+  } catch (const UnsupportedOp& e) {
+    EXPECT_NE(std::string(e.what()).find("QLinearAdd is an op of domain 'com.microsoft'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -48,7 +48,9 @@ class QLinearAddKernel final : public Kernel {
   // n elements; A's and B's steps along them are 1 (kA, kB) or 0 (one value repeated). The
   // products are not fused with the sum (this file is compiled with -ffp-contract=off).
   template <typename T, bool kA, bool kB>
-  static void add_run(const T* a, const T* b, T* c, int64_t n, const Params& p) {
+  static void add_run(const T* a, const T* b, T* c, int64_t n, const Params& params) {
+    // A copy: byte stores to c may alias `params`, which would reload it per element.
+    const Params p = params;
     for (int64_t i = 0; i < n; ++i) {
       const float fa = static_cast<float>(static_cast<int32_t>(a[kA ? i : 0]) - p.az) * p.as;
       const float fb = static_cast<float>(static_cast<int32_t>(b[kB ? i : 0]) - p.bz) * p.bs;

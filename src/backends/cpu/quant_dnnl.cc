@@ -8,6 +8,7 @@
 #include "backends/cpu/quant_dnnl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/quant_math.h"
 #include "graph/schemas/conv_geometry.h"
 
@@ -292,24 +294,64 @@ class DnnlActivationMatMul final : public Kernel {
                      {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
       dnnl_stream().wait();
     });
-    const int32_t lo = quant_min(out_), hi = quant_max(out_);
     const int32_t* p = acc.data<int32_t>();
-    void* y = ctx.outputs[0].raw_data();
     const void* a = ctx.inputs[0].raw_data();
-    const DType at = a_signed_ ? DType::kInt8 : DType::kUInt8, out = out_;
-    const int64_t rows = batch_ * m_, k = k_, n = n_;
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 15))
-    for (int64_t r = 0; r < rows; ++r) {
-      int32_t row_sum = 0;
-      for (int64_t j = 0; j < k; ++j) row_sum += load_8bit(a, at, r * k + j) - az;
-      const int32_t correction = bz * row_sum;
-      for (int64_t j = 0; j < n; ++j) {
-        const float v = static_cast<float>((p[r * n + j] - correction) * scale);
-        store_8bit(y, out, r * n + j, quantize_value(v, yz, lo, hi));
-      }
-    }
+    void* y = ctx.outputs[0].raw_data();
+    if (a_signed_)
+      epilogue(static_cast<const int8_t*>(a), p, y, az, bz, scale, yz);
+    else
+      epilogue(static_cast<const uint8_t*>(a), p, y, az, bz, scale, yz);
   }
 
+  // y = requantize(P - b_zero' * rowsum(A - a_zero)) for every row, in parallel blocks of rows,
+  // each through isa_call (vectorised for AVX2 where the CPU has it).
+  template <typename AT>
+  void epilogue(const AT* a, const int32_t* p, void* y, int32_t az, int32_t bz, double scale,
+                int32_t yz) const {
+    if (out_ == DType::kInt8)
+      epilogue(a, p, static_cast<int8_t*>(y), az, bz, scale, yz);
+    else
+      epilogue(a, p, static_cast<uint8_t*>(y), az, bz, scale, yz);
+  }
+
+  template <typename AT, typename YT>
+  void epilogue(const AT* a, const int32_t* p, YT* y, int32_t az, int32_t bz, double scale,
+                int32_t yz) const {
+    const int64_t rows = batch_ * m_, k = k_, n = n_;
+    const float lo = static_cast<float>(quant_min(out_)), hi = static_cast<float>(quant_max(out_));
+    const float zf = static_cast<float>(yz);
+    auto body = [=](int64_t r0, int64_t r1) {
+      // Locals: the byte stores to y may alias anything the lambda holds, which would reload
+      // every capture per element and keep the loop scalar.
+      const double sc = scale;
+      const float flo = lo, fhi = hi, fz = zf;
+      const int64_t kk = k, nn = n;
+      const int32_t bzl = bz, corr_az = static_cast<int32_t>(k) * az;
+      const AT* const al = a;
+      const int32_t* const pl = p;
+      YT* const yl = y;
+      for (int64_t r = r0; r < r1; ++r) {
+        int32_t sum = 0;
+        for (int64_t j = 0; j < kk; ++j) sum += static_cast<int32_t>(al[r * kk + j]);
+        const int32_t correction = bzl * (sum - corr_az);
+        const int32_t* pr = pl + r * nn;
+        YT* yr = yl + r * nn;
+        // quantize_value (quant_math.h) without its NaN case: the scale is finite.
+        for (int64_t j = 0; j < nn; ++j) {
+          const float v = static_cast<float>((pr[j] - correction) * sc);
+          const float q = std::nearbyint(v) + fz;
+          yr[j] = static_cast<YT>(static_cast<int32_t>(std::min(std::max(q, flo), fhi)));
+        }
+      }
+    };
+    const int64_t block = std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1));
+    const int64_t blocks = (rows + block - 1) / block;
+#pragma omp parallel for schedule(static) if (rows * n > (1 << 15))
+    for (int64_t t = 0; t < blocks; ++t)
+      isa_call(body, t * block, std::min(rows, (t + 1) * block));
+  }
+
+ public:
   std::string where_;
 
  private:

@@ -235,8 +235,11 @@ class QuantizeLinearKernel final : public Kernel {
   template <typename YT, bool kEach>
   static void quantize_run(const float* x, YT* y, int64_t n, const float* s, const float* z,
                            float lo, float hi) {
+    // Read once: a byte store to y may alias s and z, which would reload them per element and
+    // keep the per-tensor loop scalar.
+    const float s0 = s[0], z0 = z[0];
     for (int64_t i = 0; i < n; ++i) {
-      const float sc = s[kEach ? i : 0], zp = z[kEach ? i : 0];
+      const float sc = kEach ? s[i] : s0, zp = kEach ? z[i] : z0;
       const float r = std::nearbyint(x[i] / sc);
       const float q = r != r ? zp : r + zp;  // NaN: the zero point
       y[i] = static_cast<YT>(static_cast<int32_t>(std::min(std::max(q, lo), hi)));

@@ -1,0 +1,48 @@
+#!/bin/bash
+# bench/int8.py on another machine that has PyTorch and ONNX Runtime's Python package but no
+# oneDNN or libonnx (the GPU machine's Xeon: AVX-512 VNNI and AMX).
+#
+#   bash bench/int8_remote.sh pack BUILD_DIR BUNDLE    # here: lumen, its libraries, the scripts
+#   bash bench/int8_remote.sh run BUNDLE OUT [THREADS] [MODELS]   # there
+#
+# `run` exports the zoo models there (bench/gpu_bench.py's exporter), then runs bench/int8.py with
+# --ort python at each of THREADS (default 2,16) and writes OUT/int8.log and OUT/benchmarks.md (the
+# docs page with the int8-xeon-tN sections).
+set -euo pipefail
+mode=${1:?usage: int8_remote.sh pack BUILD_DIR BUNDLE | run BUNDLE OUT [THREADS] [MODELS]}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+
+if [ "$mode" = pack ]; then
+  build=$2 bundle=$3
+  mkdir -p "$bundle"/bin "$bundle"/lib "$bundle"/bench "$bundle"/tests/models "$bundle"/docs
+  cp "$build"/lumen "$bundle"/bin/ && strip "$bundle"/bin/lumen
+  cp -L "$build"/liblumen.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen.so.0
+  for lib in libdnnl.so.2 libprotobuf.so.32 libonnx_proto.so.1 libOpenCL.so.1 libgomp.so.1; do
+    path=$(ldd "$build"/lumen | awk -v l="$lib" '$1 == l {print $3}')
+    [ -n "$path" ] || continue
+    if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
+    else cp -L "$path" "$bundle"/lib/$lib; fi
+  done
+  cp "$here"/int8.py "$here"/int8_remote.sh "$here"/bench_doc.py "$here"/ort_runner.py \
+    "$here"/gpu_bench.py "$here"/gpu_env.sh "$bundle"/bench/
+  cp "$root"/tests/models/export_zoo.py "$root"/tests/models/quantize_qdq.py "$bundle"/tests/models/
+  cp "$root"/docs/benchmarks.md "$bundle"/docs/
+  du -sh "$bundle"
+  exit 0
+fi
+
+bundle=$(cd "$2" && pwd) out=$3
+threads=${4:-2,16}
+models=${5:-resnet50,mobilenet_v2,bert_base}
+mkdir -p "$out"
+source "$bundle"/bench/gpu_env.sh "$bundle"
+zoo=/tmp/lumen_int8_zoo
+mkdir -p "$zoo"
+"$py" -c "import sys; sys.path.insert(0, '$bundle/bench'); sys.path.insert(0, '$bundle/tests/models'); \
+import gpu_bench; gpu_bench.export_models('$models'.split(','), '$zoo')" > "$out"/export.log 2>&1
+for t in ${threads//,/ }; do
+  "$py" "$bundle"/bench/int8.py --zoo "$zoo" --models "$models" --threads "$t" --ort python \
+    --lumen "$bundle"/bin/lumen --out /tmp/lumen_int8_models --label "xeon-t$t" 2>&1 | tee -a "$out"/int8.log
+done
+cp "$bundle"/docs/benchmarks.md "$out"/
