@@ -6,8 +6,8 @@
 #   bash bench/int8_remote.sh run BUNDLE OUT [THREADS] [MODELS]   # there
 #
 # `run` exports the zoo models there (bench/gpu_bench.py's exporter), then runs bench/int8.py with
-# --ort python at each of THREADS (default 2,16) and writes OUT/int8.log and OUT/benchmarks.md (the
-# docs page with the int8-xeon-tN sections).
+# --ort python at THREADS (default 2,16) and writes OUT/int8.log and OUT/benchmarks.md (the docs
+# page with its int8-xeon section).
 set -euo pipefail
 mode=${1:?usage: int8_remote.sh pack BUILD_DIR BUNDLE | run BUNDLE OUT [THREADS] [MODELS]}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,8 +41,6 @@ zoo=/tmp/lumen_int8_zoo
 mkdir -p "$zoo"
 "$py" -c "import sys; sys.path.insert(0, '$bundle/bench'); sys.path.insert(0, '$bundle/tests/models'); \
 import gpu_bench; gpu_bench.export_models('$models'.split(','), '$zoo')" > "$out"/export.log 2>&1
-for t in ${threads//,/ }; do
-  "$py" "$bundle"/bench/int8.py --zoo "$zoo" --models "$models" --threads "$t" --ort python \
-    --lumen "$bundle"/bin/lumen --out /tmp/lumen_int8_models --label "xeon-t$t" 2>&1 | tee -a "$out"/int8.log
-done
+"$py" "$bundle"/bench/int8.py --zoo "$zoo" --models "$models" --threads "$threads" --ort python \
+  --lumen "$bundle"/bin/lumen --out /tmp/lumen_int8_models --label xeon 2>&1 | tee "$out"/int8.log
 cp "$bundle"/docs/benchmarks.md "$out"/
