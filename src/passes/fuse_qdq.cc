@@ -90,7 +90,8 @@ std::optional<Dequant> match_dequant(const Graph& graph, int value, bool allow_i
     const Tensor* z = const_input(graph, n, 2);
     if (!z || z->numel() != s->numel()) return std::nullopt;
     d.zero = n.inputs[2];
-    for (int64_t i = 0; i < z->numel(); ++i) d.zeros[i] = static_cast<int32_t>(z->item_as_double(i));
+    for (int64_t i = 0; i < z->numel(); ++i)
+      d.zeros[i] = static_cast<int32_t>(z->item_as_double(i));
   }
   for (float v : d.scales)
     if (!(v > 0.0f) || !std::isfinite(v)) return std::nullopt;
@@ -169,9 +170,11 @@ class FuseQdqPass : public Pass {
     if (act.op == OpKind::kClip) {
       if (act.attrs.count("min") || act.attrs.count("max")) return false;  // opset 6's attributes
       lo = -hi;
-      if (act.inputs.size() > 1 && act.inputs[1] >= 0 && !scalar_constant(graph, act.inputs[1], &lo))
+      if (act.inputs.size() > 1 && act.inputs[1] >= 0 &&
+          !scalar_constant(graph, act.inputs[1], &lo))
         return false;
-      if (act.inputs.size() > 2 && act.inputs[2] >= 0 && !scalar_constant(graph, act.inputs[2], &hi))
+      if (act.inputs.size() > 2 && act.inputs[2] >= 0 &&
+          !scalar_constant(graph, act.inputs[2], &hi))
         return false;
     }
     return std::nearbyint(lo / s) + static_cast<float>(z) <= qmin &&
@@ -189,15 +192,15 @@ class FuseQdqPass : public Pass {
       return false;
     const Node& q = graph.node(q_id);
     const int out = q.outputs[0];
-    const int y_zero = zero_point_or(graph, q.inputs.size() > 2 ? q.inputs[2] : -1, type,
-                                     graph.value(out).name);
+    const int y_zero =
+        zero_point_or(graph, q.inputs.size() > 2 ? q.inputs[2] : -1, type, graph.value(out).name);
     const std::vector<int> inputs = {
-        da->q, da->scale, zero_point_or(graph, da->zero, type, graph.value(da->q).name),
-        db->q, db->scale, zero_point_or(graph, db->zero, type, graph.value(db->q).name),
+        da->q,       da->scale, zero_point_or(graph, da->zero, type, graph.value(da->q).name),
+        db->q,       db->scale, zero_point_or(graph, db->zero, type, graph.value(db->q).name),
         q.inputs[1], y_zero};
     const std::string base = c.name.empty() ? "qdq" : c.name;
-    Node& fused = graph.add_node(OpKind::kQLinearAdd, inputs, 1, {},
-                                 graph.unique_name(base + "_int8"));
+    Node& fused =
+        graph.add_node(OpKind::kQLinearAdd, inputs, 1, {}, graph.unique_name(base + "_int8"));
     const int fused_id = fused.id;
     std::vector<int> dead = {q_id};
     if (relu >= 0) dead.push_back(relu);
@@ -298,14 +301,16 @@ class FuseQdqPass : public Pass {
     int w_q = dw->q;
     if (op == OpKind::kConv) {
       out_channels = ws_shape[0];
-      if (dw->per_axis && (dw->axis != 0 || static_cast<int64_t>(dw->scales.size()) != out_channels))
+      if (dw->per_axis &&
+          (dw->axis != 0 || static_cast<int64_t>(dw->scales.size()) != out_channels))
         return false;
       fused_op = OpKind::kQLinearConv;
       attrs = c.attrs;
     } else {
       bool trans_b = false;
       if (op == OpKind::kGemm) {
-        if (attr_int_or(c, "transA", 0) != 0 || attr_float_or(c, "alpha", 1.0f) != 1.0f) return false;
+        if (attr_int_or(c, "transA", 0) != 0 || attr_float_or(c, "alpha", 1.0f) != 1.0f)
+          return false;
         gemm_bias = c.inputs.size() > 2 && c.inputs[2] >= 0;
         if (gemm_bias && (attr_float_or(c, "beta", 1.0f) != 1.0f || ws_shape.rank() != 2 ||
                           !is_constant(graph.value(dw->q))))
@@ -328,7 +333,8 @@ class FuseQdqPass : public Pass {
         const auto* src = static_cast<const uint8_t*>(w.raw_data());
         auto* dst = static_cast<uint8_t*>(t.raw_data());
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < k; ++j) dst[i * k + j] = trans_b ? src[i * k + j] : src[j * n + i];
+          for (int64_t j = 0; j < k; ++j)
+            dst[i * k + j] = trans_b ? src[i * k + j] : src[j * n + i];
         w_q = graph.add_constant(graph.unique_name(graph.value(dw->q).name + "_nk1"), t)->id;
         fused_op = OpKind::kQLinearConv;
         attrs["channels_last"] = int64_t{1};
@@ -350,10 +356,10 @@ class FuseQdqPass : public Pass {
       if (bias < 0) return false;
     }
     const int out = q.outputs[0];
-    const int x_zero = zero_point_or(graph, dx->zero, graph.value(dx->q).type.dtype,
-                                     graph.value(dx->q).name);
-    const int w_zero = zero_point_or(graph, dw->zero, graph.value(w_q).type.dtype,
-                                     graph.value(dw->q).name);
+    const int x_zero =
+        zero_point_or(graph, dx->zero, graph.value(dx->q).type.dtype, graph.value(dx->q).name);
+    const int w_zero =
+        zero_point_or(graph, dw->zero, graph.value(w_q).type.dtype, graph.value(dw->q).name);
     const int y_zero_id = zero_point_or(graph, yz_id, out_type, graph.value(out).name);
     const std::string base = graph.node(core).name.empty() ? "qdq" : graph.node(core).name;
     // For a Gemm with a bias: x [M, K] -> [1, M, 1, K] before, [1, M, 1, N] -> [M, N] after.
@@ -361,8 +367,8 @@ class FuseQdqPass : public Pass {
       const int64_t rank = static_cast<int64_t>(dims.size());
       Tensor shape = Tensor::from_vector<int64_t>(Shape{rank}, dims);
       const int sv = graph.add_constant(graph.unique_name(base + "_shape"), shape)->id;
-      Node& r = graph.add_node(OpKind::kReshape, {from, sv}, 1, {},
-                               graph.unique_name(base + "_reshape"));
+      Node& r =
+          graph.add_node(OpKind::kReshape, {from, sv}, 1, {}, graph.unique_name(base + "_reshape"));
       const int rid = r.id;
       graph.infer_node(rid);
       return rid;

@@ -55,7 +55,7 @@ struct QdqSpec {
   DType out = DType::kUInt8;  // y's type
   int weight_bits = 8;        // |w| <= 127 or (7) <= 63
   bool relu = false;
-  int bias = 0;  // 0 none, 1 float constant, 2 DequantizeLinear'd int32 (ORT)
+  int bias = 0;         // 0 none, 1 float constant, 2 DequantizeLinear'd int32 (ORT)
   int64_t y_zero = -1;  // -1: middle of the range for the output type (0 after Relu for u8)
 };
 
@@ -180,7 +180,8 @@ void matmul_case(const QdqSpec& spec, bool gemm, bool trans_b, uint64_t seed) {
     Attributes attrs;
     if (trans_b) attrs["transB"] = int64_t{1};
     std::vector<Value*> ins = {xd, wd};
-    if (spec.bias == 1) ins.push_back(g.add_constant("c", random_tensor({n}, seed + 20, -0.5f, 0.5f)));
+    if (spec.bias == 1)
+      ins.push_back(g.add_constant("c", random_tensor({n}, seed + 20, -0.5f, 0.5f)));
     Value* y = g.add_op(gemm ? "Gemm" : "MatMul", ins, attrs, "mm");
     finish(g, y, spec, y_scale_for(k, spec.weight_bits, w_base));
   };
@@ -226,11 +227,14 @@ TEST(QdqFusion, ClipFusesOnlyWhenItsBoundsSaturate) {
   const Tensor x = random_tensor({1, 8, 6, 6}, 820, -2.0f, 2.0f);
   for (float hi : {6.0f, 0.3f}) {
     auto build = [&](Graph& g) {
-      Value* xd = quant_dequant(g, g.add_input("x", x.shape()), 4.0f / 255, 128, DType::kUInt8, "x");
+      Value* xd =
+          quant_dequant(g, g.add_input("x", x.shape()), 4.0f / 255, 128, DType::kUInt8, "x");
       Value* wd = weight(g, {8, 8, 3, 3}, 0, 0.01f, 7, 821);
       Value* y = g.add_op("Conv", {xd, wd}, {}, "conv");
-      y = g.add_op("Clip", {y, g.add_constant("lo", Tensor::scalar<float>(0.0f)),
-                            g.add_constant("hi", Tensor::scalar<float>(hi))}, {}, "clip");
+      y = g.add_op("Clip",
+                   {y, g.add_constant("lo", Tensor::scalar<float>(0.0f)),
+                    g.add_constant("hi", Tensor::scalar<float>(hi))},
+                   {}, "clip");
       Value* s = g.add_constant("y_s", Tensor::scalar<float>(6.0f / 255.0f));
       Value* z = g.add_constant("y_z", Tensor::zeros({}, DType::kUInt8));
       g.mark_output(g.add_op("QuantizeLinear", {y, s, z}, {}, "y_q"));
@@ -274,13 +278,12 @@ TEST(QdqKernels, DnnlMatMulMatchesReference) {
   Tensor b = random_ints({64, 40}, 911, -64, 64, DType::kInt8);
   Tensor bs = random_tensor({40}, 912, 0.002f, 0.004f);
   auto run = [&](bool const_b) {
-    return run_op("QLinearMatMul",
-                  {a, constant(Tensor::scalar<float>(0.02f)),
-                   constant(random_ints({}, 913, 130, 130, DType::kUInt8)),
-                   test::OpInput(b, const_b), constant(bs),
-                   constant(Tensor::zeros({40}, DType::kInt8)),
-                   constant(Tensor::scalar<float>(0.03f)),
-                   constant(random_ints({}, 914, -7, -7, DType::kInt8))})[0];
+    return run_op("QLinearMatMul", {a, constant(Tensor::scalar<float>(0.02f)),
+                                    constant(random_ints({}, 913, 130, 130, DType::kUInt8)),
+                                    test::OpInput(b, const_b), constant(bs),
+                                    constant(Tensor::zeros({40}, DType::kInt8)),
+                                    constant(Tensor::scalar<float>(0.03f)),
+                                    constant(random_ints({}, 914, -7, -7, DType::kInt8))})[0];
   };
   expect_within(run(true), run(false), 1.0);
 }
@@ -295,13 +298,12 @@ TEST(QdqKernels, ActivationMatMulMatchesTheFormula) {
       const Tensor b = random_ints({1, batch, k, n}, 931, lo_of(bt), lo_of(bt) + 255, bt);
       const int64_t az = lo_of(at) + 121, bz = lo_of(bt) + 140, yz = 7;
       const float as = 0.013f, bs = 0.021f, ys = 0.9f;
-      const Tensor y = run_op("QLinearMatMul",
-                              {a, constant(Tensor::scalar<float>(as)),
-                               constant(random_ints({}, 1, az, az, at)), b,
-                               constant(Tensor::scalar<float>(bs)),
-                               constant(random_ints({}, 1, bz, bz, bt)),
-                               constant(Tensor::scalar<float>(ys)),
-                               constant(random_ints({}, 1, yz, yz, DType::kUInt8))})[0];
+      const Tensor y =
+          run_op("QLinearMatMul",
+                 {a, constant(Tensor::scalar<float>(as)), constant(random_ints({}, 1, az, az, at)),
+                  b, constant(Tensor::scalar<float>(bs)), constant(random_ints({}, 1, bz, bz, bt)),
+                  constant(Tensor::scalar<float>(ys)),
+                  constant(random_ints({}, 1, yz, yz, DType::kUInt8))})[0];
       ASSERT_EQ(y.shape(), (Shape{1, batch, m, n}));
       const std::vector<double> av = to_doubles(a), bv = to_doubles(b), got = to_doubles(y);
       std::map<double, int> seen;
@@ -327,12 +329,12 @@ TEST(QdqKernels, BadWeightShapeNamesTheNode) {
   Tensor b = random_ints({60, 40}, 921, -64, 64, DType::kInt8);
   test::expect_error<Error>(
       [&] {
-        run_op("QLinearMatMul",
-               {a, constant(Tensor::scalar<float>(0.02f)),
-                constant(Tensor::zeros({}, DType::kUInt8)), constant(b),
-                constant(Tensor::scalar<float>(0.01f)), constant(Tensor::zeros({}, DType::kInt8)),
-                constant(Tensor::scalar<float>(0.03f)),
-                constant(Tensor::zeros({}, DType::kUInt8))});
+        run_op(
+            "QLinearMatMul",
+            {a, constant(Tensor::scalar<float>(0.02f)), constant(Tensor::zeros({}, DType::kUInt8)),
+             constant(b), constant(Tensor::scalar<float>(0.01f)),
+             constant(Tensor::zeros({}, DType::kInt8)), constant(Tensor::scalar<float>(0.03f)),
+             constant(Tensor::zeros({}, DType::kUInt8))});
       },
       "QLinearMatMul");
 }

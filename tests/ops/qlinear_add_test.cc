@@ -41,9 +41,12 @@ std::vector<int32_t> reference_add(const Tensor& a, float as, int32_t az, const 
   const int32_t lo = lo_of(a.dtype()), hi = lo + 255;
   for (int64_t k = 0; k < out.numel(); ++k) {
     const std::vector<int64_t> index = test::unravel(k, out);
-    const auto av = static_cast<int32_t>(a.item_as_double(test::broadcast_source(index, a.shape())));
-    const auto bv = static_cast<int32_t>(b.item_as_double(test::broadcast_source(index, b.shape())));
-    const float sum = product(static_cast<float>(av - az), as) + product(static_cast<float>(bv - bz), bs);
+    const auto av =
+        static_cast<int32_t>(a.item_as_double(test::broadcast_source(index, a.shape())));
+    const auto bv =
+        static_cast<int32_t>(b.item_as_double(test::broadcast_source(index, b.shape())));
+    const float sum =
+        product(static_cast<float>(av - az), as) + product(static_cast<float>(bv - bz), bs);
     const float q = std::nearbyint(sum / cs) + static_cast<float>(cz);
     c[k] = static_cast<int32_t>(std::clamp(q, static_cast<float>(lo), static_cast<float>(hi)));
   }
@@ -145,8 +148,8 @@ TEST(QLinearAdd, FusesDequantizeAddReluQuantizeExactly) {
       Value* sum = g.add_op("Add", {a, b}, {}, "add");
       if (relu) sum = g.add_op("Relu", {sum}, {}, "relu");
       Value* s = g.add_constant("c_s", Tensor::scalar<float>(5.0f / 255));
-      Value* z = g.add_constant("c_z", random_ints({}, 1, relu ? 0 : 100, relu ? 0 : 100,
-                                                   DType::kUInt8));
+      Value* z =
+          g.add_constant("c_z", random_ints({}, 1, relu ? 0 : 100, relu ? 0 : 100, DType::kUInt8));
       g.mark_output(g.add_op("QuantizeLinear", {sum, s, z}, {}, "c_q"));
     };
     Graph plain, fused;
@@ -230,9 +233,8 @@ TEST(QdqChannelsLast, DnnlConvMatchesReference) {
   auto run = [&](bool const_w) {
     return run_op("QLinearConv",
                   {x, constant(Tensor::scalar<float>(0.02f)),
-                   constant(random_ints({}, 1, 110, 110, DType::kUInt8)),
-                   test::OpInput(w, const_w), constant(ws),
-                   constant(Tensor::zeros({m}, DType::kInt8)),
+                   constant(random_ints({}, 1, 110, 110, DType::kUInt8)), test::OpInput(w, const_w),
+                   constant(ws), constant(Tensor::zeros({m}, DType::kInt8)),
                    constant(Tensor::scalar<float>(0.05f)),
                    constant(random_ints({}, 1, 90, 90, DType::kUInt8)), constant(b)},
                   attrs)[0];
@@ -254,14 +256,13 @@ TEST(QdqChannelsLast, DnnlConvMatchesReference) {
         for (int64_t wi = 0; wi < 6; ++wi)
           xf.data<uint8_t>()[((n * c + ch) * 7 + h) * 6 + wi] =
               x.data<uint8_t>()[((n * 7 + h) * 6 + wi) * c + ch];
-  const Tensor first =
-      run_op("QLinearConv",
-             {xf, constant(Tensor::scalar<float>(0.02f)),
-              constant(random_ints({}, 1, 110, 110, DType::kUInt8)), test::OpInput(w, false),
-              constant(ws), constant(Tensor::zeros({m}, DType::kInt8)),
-              constant(Tensor::scalar<float>(0.05f)),
-              constant(random_ints({}, 1, 90, 90, DType::kUInt8)), constant(b)},
-             attrs)[0];
+  const Tensor first = run_op(
+      "QLinearConv",
+      {xf, constant(Tensor::scalar<float>(0.02f)),
+       constant(random_ints({}, 1, 110, 110, DType::kUInt8)), test::OpInput(w, false), constant(ws),
+       constant(Tensor::zeros({m}, DType::kInt8)), constant(Tensor::scalar<float>(0.05f)),
+       constant(random_ints({}, 1, 90, 90, DType::kUInt8)), constant(b)},
+      attrs)[0];
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t o = 0; o < m; ++o)
       for (int64_t p = 0; p < 24; ++p)

@@ -92,9 +92,10 @@ class IntegerConvBase : public Kernel {
           const int64_t* src = source_.data() + kp * os;
           int16_t* col = rows.data() + c * ks + kp;
           for (int64_t o = 0; o < os; ++o)
-            col[o * taps] = src[o] >= 0
-                                ? static_cast<int16_t>(load_8bit(xd, xt, x_base + src[o] * s_step) - xzp)
-                                : int16_t{0};
+            col[o * taps] =
+                src[o] >= 0
+                    ? static_cast<int16_t>(load_8bit(xd, xt, x_base + src[o] * s_step) - xzp)
+                    : int16_t{0};
         }
       }
 #pragma omp parallel for schedule(static) if (!outer && mg * taps * os > (1 << 16))

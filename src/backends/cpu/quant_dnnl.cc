@@ -109,8 +109,8 @@ class DnnlInt8Kernel final : public Kernel {
   // `weights` their constant data.
   template <typename PD>
   void init(const PD& pd, const memory::desc& src_user, const memory::desc& w_user,
-            const memory::desc& dst_user, const Tensor& weights, bool has_bias,
-            int32_t x_zero, int32_t y_zero, bool src_zp, bool dst_zp) {
+            const memory::desc& dst_user, const Tensor& weights, bool has_bias, int32_t x_zero,
+            int32_t y_zero, bool src_zp, bool dst_zp) {
     prim_ = dnnl::primitive(pd);
     src_user_ = src_user;
     dst_user_ = dst_user;
@@ -180,8 +180,8 @@ class DnnlInt8Kernel final : public Kernel {
       std::unordered_map<int, memory> args = {
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_w_}, {DNNL_ARG_DST, dst}};
       if (has_bias_)
-        args.emplace(DNNL_ARG_BIAS, memory(bias_md_, eng,
-                                           const_cast<void*>(ctx.inputs[bias_input_].raw_data())));
+        args.emplace(DNNL_ARG_BIAS,
+                     memory(bias_md_, eng, const_cast<void*>(ctx.inputs[bias_input_].raw_data())));
       const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
       int32_t xz = x_zero_, yz = y_zero_;
       if (src_zp_) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &xz));
@@ -281,17 +281,19 @@ class DnnlActivationMatMul final : public Kernel {
     const uint8_t flip = b_unsigned_ ? 0x80 : 0;
     for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ flip;
     Tensor acc = Tensor::empty({batch_ * m_ * n_}, DType::kInt32);
-    Tensor scratch = Tensor::empty({static_cast<int64_t>(scratch_md_.get_size()) + 1}, DType::kUInt8);
+    Tensor scratch =
+        Tensor::empty({static_cast<int64_t>(scratch_md_.get_size()) + 1}, DType::kUInt8);
     dnnl_call(where_, [&] {
       dnnl::engine& eng = dnnl_engine();
       int32_t zp = az;
       const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
-      prim_.execute(dnnl_stream(),
-                    {{DNNL_ARG_SRC, memory(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()))},
-                     {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, b_s8.raw_data())},
-                     {DNNL_ARG_DST, memory(dst_md_, eng, acc.raw_data())},
-                     {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &zp)},
-                     {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
+      prim_.execute(
+          dnnl_stream(),
+          {{DNNL_ARG_SRC, memory(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()))},
+           {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, b_s8.raw_data())},
+           {DNNL_ARG_DST, memory(dst_md_, eng, acc.raw_data())},
+           {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &zp)},
+           {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
       dnnl_stream().wait();
     });
     const int32_t* p = acc.data<int32_t>();
@@ -347,8 +349,7 @@ class DnnlActivationMatMul final : public Kernel {
     const int64_t block = std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1));
     const int64_t blocks = (rows + block - 1) / block;
 #pragma omp parallel for schedule(static) if (rows * n > (1 << 15))
-    for (int64_t t = 0; t < blocks; ++t)
-      isa_call(body, t * block, std::min(rows, (t + 1) * block));
+    for (int64_t t = 0; t < blocks; ++t) isa_call(body, t * block, std::min(rows, (t + 1) * block));
   }
 
  public:
@@ -384,7 +385,8 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   const std::optional<int32_t> xz = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const int64_t m = y[1];
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, m);
-  if (!xz || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*w), ctx.input(0).dtype == DType::kInt8)) return nullptr;
+  if (!xz || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*w), ctx.input(0).dtype == DType::kInt8))
+    return nullptr;
   const Shape& ws = w->shape();
   const int64_t group = ctx.attr_int("group", 1);
   std::vector<int64_t> kernel(ws.dims().begin() + 2, ws.dims().end());
@@ -411,8 +413,7 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
     auto any = [](const memory::dims& d, memory::data_type t) {
       return memory::desc(d, t, memory::format_tag::any);
     };
-    const memory::desc bias_md =
-        has_bias ? plain({m}, memory::data_type::s32) : memory::desc();
+    const memory::desc bias_md = has_bias ? plain({m}, memory::data_type::s32) : memory::desc();
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
         any(x_dims, src_user.data_type()), any(w_dims, memory::data_type::s8), bias_md,
@@ -469,7 +470,8 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   if (ctx.input_shape(1).numel() != 1) return nullptr;  // per-row a_scale
   const std::optional<int32_t> az = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, n);
-  if (!az || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*b), ctx.input(0).dtype == DType::kInt8)) return nullptr;
+  if (!az || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*b), ctx.input(0).dtype == DType::kInt8))
+    return nullptr;
   const memory::desc src_user = plain({rows, k}, dnnl_type(ctx.input(0).dtype));
   const memory::desc dst_user = plain({rows, n}, dnnl_type(ctx.output(0).dtype));
   const memory::desc w_user = plain({k, n}, memory::data_type::s8);
@@ -477,9 +479,8 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   try {
     const bool src_zp = *az != 0, dst_zp = *yz != 0;
     dnnl::primitive_attr attr = int8_attr(*scales, 1, src_zp, dst_zp);
-    dnnl::matmul::desc desc(src_user,
-                            memory::desc({k, n}, memory::data_type::s8, memory::format_tag::any),
-                            dst_user);
+    dnnl::matmul::desc desc(
+        src_user, memory::desc({k, n}, memory::data_type::s8, memory::format_tag::any), dst_user);
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
     if (reference_impl(pd.impl_info_str())) return nullptr;
     kernel_ptr->init(pd, src_user, w_user, dst_user, *b, false, *az, *yz, src_zp, dst_zp);

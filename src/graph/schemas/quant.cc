@@ -158,8 +158,8 @@ void infer_qlinear_add(InferContext& ctx) {
   if (ctx.input_dtype(3) != ctx.input_dtype(0))
     ctx.fail_shape(std::string("B is ") + dtype_name(ctx.input_dtype(3)) + " but A is " +
                    dtype_name(ctx.input_dtype(0)));
-  for (const auto& [k, name] : {std::pair<int, const char*>{1, "A_scale"}, {4, "B_scale"},
-                                {6, "C_scale"}}) {
+  for (const auto& [k, name] :
+       {std::pair<int, const char*>{1, "A_scale"}, {4, "B_scale"}, {6, "C_scale"}}) {
     require_float_scale(ctx, k, name);
     check_param_shape(ctx, k, name, 0);
   }
@@ -174,9 +174,8 @@ const std::vector<AttrSpec> kConvAttrs = {
     {"group", AttrType::kInt},       {"kernel_shape", AttrType::kInts},
     {"pads", AttrType::kInts},       {"strides", AttrType::kInts}};
 const std::vector<AttrSpec> kQLinearConvAttrs = {
-    {"auto_pad", AttrType::kString}, {"dilations", AttrType::kInts},
-    {"group", AttrType::kInt},       {"kernel_shape", AttrType::kInts},
-    {"pads", AttrType::kInts},       {"strides", AttrType::kInts},
+    {"auto_pad", AttrType::kString},   {"dilations", AttrType::kInts}, {"group", AttrType::kInt},
+    {"kernel_shape", AttrType::kInts}, {"pads", AttrType::kInts},      {"strides", AttrType::kInts},
     {"channels_last", AttrType::kInt}};
 
 }  // namespace
@@ -187,8 +186,8 @@ LUMEN_REGISTER_SCHEMA(
     MatMulInteger, {.min_inputs = 2, .max_inputs = 4, .attrs = {}, .infer = &infer_matmul_integer});
 LUMEN_REGISTER_SCHEMA(
     QLinearMatMul, {.min_inputs = 8, .max_inputs = 8, .attrs = {}, .infer = &infer_qlinear_matmul});
-LUMEN_REGISTER_SCHEMA(
-    QLinearAdd, {.min_inputs = 1, .max_inputs = 8, .attrs = {}, .infer = &infer_qlinear_add});
+LUMEN_REGISTER_SCHEMA(QLinearAdd,
+                      {.min_inputs = 1, .max_inputs = 8, .attrs = {}, .infer = &infer_qlinear_add});
 LUMEN_REGISTER_SCHEMA(ConvInteger, {.min_inputs = 2,
                                     .max_inputs = 4,
                                     .attrs = kConvAttrs,
