@@ -54,6 +54,13 @@ def has_vnni():
     return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
+def int8_isa():
+    """The CPU's int8 dot-product instructions, as the table names them."""
+    if "amx_int8" in open("/proc/cpuinfo").read():
+        return "AMX and VNNI"
+    return "VNNI" if has_vnni() else "no VNNI: 7-bit weights"
+
+
 def ort_command(kind, model, threads, repeat, feeds, output=None):
     cmd = (["node", ORT_JS] if kind == "node" else [sys.executable, ORT_PY]) + [
         model, "--threads", str(threads), "--repeat", str(repeat)]
@@ -164,7 +171,7 @@ def main():
         "zoo input, the two alternating. Top-1: argmax agreement over %s random inputs with the "
         "float model (run by Lumen)." % (
             cmd, "" if not args.label else " (label %s)" % args.label, cpu_name(),
-            "VNNI" if not reduce_range else "no VNNI: 7-bit weights",
+            int8_isa(),
             "1.30 (%s)" % ("onnxruntime-node" if args.ort == "node" else "Python"),
             "" if not reduce_range else ", 7-bit", args.rounds, args.repeat, args.check),
         "",
