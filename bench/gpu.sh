@@ -34,12 +34,7 @@ if [ "$mode" = pack ]; then
   # together).
   cp -L "$build"/liblumen_cuda.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen_cuda.so.0
   # The Debian libraries the GPU machine lacks, each under its soname (oneDNN compressed).
-  for lib in libdnnl.so.2 libprotobuf.so.32 libonnx_proto.so.1 libOpenCL.so.1 libgomp.so.1; do
-    path=$(ldd "$build"/lumen | awk -v l="$lib" '$1 == l {print $3}')
-    [ -n "$path" ] || continue
-    if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
-    else cp -L "$path" "$bundle"/lib/$lib; fi
-  done
+  bash "$here"/pack_libs.sh "$build" "$bundle"
   cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$here"/headline.py \
     "$here"/harness.py "$here"/ort_runner.py "$here"/torch_runner.py "$here"/cpu_harness.sh \
     "$bundle"/bench/

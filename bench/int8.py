@@ -96,17 +96,12 @@ def zoo_feeds(zoo, name, model):
 def accuracy(args, float_model, int8_model, count):
     """Top-1 agreement: Lumen int8 vs float, ORT int8 vs float, Lumen int8 vs ORT int8."""
     m = onnx.load(float_model, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
     rng = np.random.default_rng(1234)
     agree = {"lumen": 0, "ort": 0, "both": 0}
     total = 0
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(count):
-            feeds = {}
-            for vi in m.graph.input:
-                if vi.name not in inits:
-                    feeds[vi.name] = os.path.join(tmp, "in_%d.npy" % len(feeds))
-                    np.save(feeds[vi.name], quantize_qdq.make_input(vi, rng))
+            feeds = quantize_qdq.random_feeds(m, rng, tmp)
             ref = quantize_qdq.run_lumen(args.lumen, float_model, feeds, tmp).argmax(-1)
             lumen = quantize_qdq.run_lumen(args.lumen, int8_model, feeds, tmp).argmax(-1)
             ort_out = os.path.join(tmp, "ort.npy")

@@ -18,12 +18,7 @@ if [ "$mode" = pack ]; then
   mkdir -p "$bundle"/bin "$bundle"/lib "$bundle"/bench "$bundle"/tests/models "$bundle"/docs
   cp "$build"/lumen "$bundle"/bin/ && strip "$bundle"/bin/lumen
   cp -L "$build"/liblumen.so.0 "$bundle"/lib/ && strip "$bundle"/lib/liblumen.so.0
-  for lib in libdnnl.so.2 libprotobuf.so.32 libonnx_proto.so.1 libOpenCL.so.1 libgomp.so.1; do
-    path=$(ldd "$build"/lumen | awk -v l="$lib" '$1 == l {print $3}')
-    [ -n "$path" ] || continue
-    if [ "$lib" = libdnnl.so.2 ]; then xz -T2 -c "$path" > "$bundle"/lib/$lib.xz
-    else cp -L "$path" "$bundle"/lib/$lib; fi
-  done
+  bash "$here"/pack_libs.sh "$build" "$bundle"
   cp "$here"/int8.py "$here"/int8_remote.sh "$here"/bench_doc.py "$here"/ort_runner.py \
     "$here"/gpu_bench.py "$here"/gpu_env.sh "$bundle"/bench/
   cp "$root"/tests/models/export_zoo.py "$root"/tests/models/quantize_qdq.py "$bundle"/tests/models/

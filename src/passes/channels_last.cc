@@ -88,9 +88,7 @@ Role quantized_role(const Graph& graph, const Node& n) {
 }
 
 Role role_of(const Graph& graph, const Node& n) {
-  if (n.op == OpKind::kQLinearConv || n.op == OpKind::kQuantizeLinear ||
-      n.op == OpKind::kDequantizeLinear || n.op == OpKind::kQLinearAdd)
-    return quantized_role(graph, n);
+  if (const Role r = quantized_role(graph, n); r != Role::kNone) return r;
   if (n.outputs.empty() || !is_float_4d(graph.value(n.outputs[0]))) return Role::kNone;
   if (n.inputs.empty() || n.inputs[0] < 0) return Role::kNone;
   auto activation_in = [&](int k) { return is_float_4d(graph.value(n.inputs[k])); };

@@ -192,12 +192,9 @@ class FuseQdqPass : public Pass {
       return false;
     const Node& q = graph.node(q_id);
     const int out = q.outputs[0];
-    const int y_zero =
-        zero_point_or(graph, q.inputs.size() > 2 ? q.inputs[2] : -1, type, graph.value(out).name);
-    const std::vector<int> inputs = {
-        da->q,       da->scale, zero_point_or(graph, da->zero, type, graph.value(da->q).name),
-        db->q,       db->scale, zero_point_or(graph, db->zero, type, graph.value(db->q).name),
-        q.inputs[1], y_zero};
+    // Omitted zero points stay omitted: QLinearAdd reads them as 0, as the three ops do.
+    std::vector<int> inputs = {da->q, da->scale, da->zero, db->q, db->scale, db->zero, q.inputs[1]};
+    if (q.inputs.size() > 2 && q.inputs[2] >= 0) inputs.push_back(q.inputs[2]);
     const std::string base = c.name.empty() ? "qdq" : c.name;
     Node& fused =
         graph.add_node(OpKind::kQLinearAdd, inputs, 1, {}, graph.unique_name(base + "_int8"));

@@ -242,20 +242,27 @@ def run_lumen(lumen, model, feeds, tmp, extra=()):
     return np.load(os.path.join(tmp, safe + ".npy"))
 
 
+def random_feeds(model, rng, folder):
+    """One random input (make_input) per graph input of `model`, each saved as a .npy file in
+    `folder`: {input name: file}."""
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name not in inits:
+            feeds[vi.name] = os.path.join(folder, "input_%d.npy" % len(feeds))
+            np.save(feeds[vi.name], make_input(vi, rng))
+    return feeds
+
+
 def check(float_model, qdq_model, lumen, count, seed):
     """Top-1 agreement (last axis argmax) of the QDQ model, fused and unfused, with the float one."""
     model = onnx.load(float_model, load_external_data=False)
-    inits = {i.name for i in model.graph.initializer}
     rng = np.random.default_rng(seed + 1000)
     agree = {"fused": 0, "unfused": 0}
     total = 0
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(count):
-            feeds = {}
-            for vi in model.graph.input:
-                if vi.name not in inits:
-                    feeds[vi.name] = os.path.join(tmp, "check_%d.npy" % len(feeds))
-                    np.save(feeds[vi.name], make_input(vi, rng))
+            feeds = random_feeds(model, rng, tmp)
             ref = run_lumen(lumen, float_model, feeds, tmp).argmax(-1)
             fused = run_lumen(lumen, qdq_model, feeds, tmp).argmax(-1)
             plain = run_lumen(lumen, qdq_model, feeds, tmp, ["--no-optimize"]).argmax(-1)

@@ -492,19 +492,25 @@ TEST_F(OnnxImport, GroupNormalizationParametersPerGroupBeforeOpset21) {
   }
 }
 
+// An empty model importing opset 17 and com.microsoft opset 1, its graph named `name`.
+onnx::ModelProto microsoft_model(const std::string& name) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  m.mutable_graph()->set_name(name);
+  return m;
+}
+
 // com.microsoft: MatMulNBits is read (4-bit weights of all 1s, scale 0.5, default zero point 8:
 // W = -3.5 everywhere); every other op of that domain, and MatMulNBits in the default domain,
 // are refused naming the node, op and domain.
 TEST_F(OnnxImport, MicrosoftDomainMatMulNBitsOnly) {
   auto nbits_model = [](const std::string& op, const std::string& domain) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    m.add_opset_import()->set_version(17);
-    auto* ms = m.add_opset_import();
-    ms->set_domain("com.microsoft");
-    ms->set_version(1);
+    onnx::ModelProto m = microsoft_model("nbits");
     auto* g = m.mutable_graph();
-    g->set_name("nbits");
     add_io(g->add_input(), "x", {"2", "32"});
     add_io(g->add_output(), "y", {"2", "4"});
     auto* b = g->add_initializer();
@@ -559,14 +565,8 @@ TEST_F(OnnxImport, MicrosoftDomainMatMulNBitsOnly) {
 // plus B [3] broadcast, against the spec's formula in float32 steps; refused in the default domain.
 TEST_F(OnnxImport, MicrosoftQLinearAdd) {
   auto model = [](const std::string& domain) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    m.add_opset_import()->set_version(17);
-    auto* ms = m.add_opset_import();
-    ms->set_domain("com.microsoft");
-    ms->set_version(1);
+    onnx::ModelProto m = microsoft_model("qadd");
     auto* g = m.mutable_graph();
-    g->set_name("qadd");
     add_io(g->add_input(), "a", {"2", "3"});
     add_io(g->add_input(), "b", {"3"});
     add_io(g->add_output(), "c", {"2", "3"});

@@ -274,12 +274,15 @@ class DnnlActivationMatMul final : public Kernel {
     const int32_t bz = int_at(ctx.inputs[5], 0) - (b_unsigned_ ? 128 : 0);
     const double scale = static_cast<double>(ctx.inputs[1].data<float>()[0]) *
                          ctx.inputs[4].data<float>()[0] / ctx.inputs[6].data<float>()[0];
-    const int64_t nb = batch_ * k_ * n_;
-    Tensor b_s8 = Tensor::empty({nb}, DType::kInt8);
-    const auto* b = static_cast<const uint8_t*>(ctx.inputs[3].raw_data());
-    auto* bs = static_cast<uint8_t*>(b_s8.raw_data());
-    const uint8_t flip = b_unsigned_ ? 0x80 : 0;
-    for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ flip;
+    // B as s8: a uint8 B re-centred (B ^ 0x80 is B - 128), an int8 one as it is.
+    Tensor b_s8 = ctx.inputs[3];
+    if (b_unsigned_) {
+      const int64_t nb = batch_ * k_ * n_;
+      b_s8 = Tensor::empty({nb}, DType::kInt8);
+      const auto* b = static_cast<const uint8_t*>(ctx.inputs[3].raw_data());
+      auto* bs = static_cast<uint8_t*>(b_s8.raw_data());
+      for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ 0x80;
+    }
     Tensor acc = Tensor::empty({batch_ * m_ * n_}, DType::kInt32);
     Tensor scratch =
         Tensor::empty({static_cast<int64_t>(scratch_md_.get_size()) + 1}, DType::kUInt8);
@@ -290,7 +293,7 @@ class DnnlActivationMatMul final : public Kernel {
       prim_.execute(
           dnnl_stream(),
           {{DNNL_ARG_SRC, memory(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()))},
-           {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, b_s8.raw_data())},
+           {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, const_cast<void*>(b_s8.raw_data()))},
            {DNNL_ARG_DST, memory(dst_md_, eng, acc.raw_data())},
            {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &zp)},
            {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
@@ -462,8 +465,7 @@ std::unique_ptr<Kernel> make_dnnl_activation_matmul(const NodeContext& ctx) {
 std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   const Tensor* b = ctx.input_value(3);
   if (!b) return make_dnnl_activation_matmul(ctx);
-  if (!b || b->dtype() != DType::kInt8 || b->shape().rank() != 2 || !all_zero(ctx, 5))
-    return nullptr;
+  if (b->dtype() != DType::kInt8 || b->shape().rank() != 2 || !all_zero(ctx, 5)) return nullptr;
   const Shape& a = ctx.input_shape(0);
   if (a.rank() < 2 || a.numel() == 0) return nullptr;
   const int64_t k = b->shape()[0], n = b->shape()[1], rows = a.numel() / k;

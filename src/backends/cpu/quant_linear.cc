@@ -321,18 +321,15 @@ class DequantizeLinearKernel final : public Kernel {
   // the compiler vectorises (AVX2 where the CPU has it).
   void dequantize_8bit(const Tensor& x, float scale, int64_t zero, float* y) const {
     const auto z = static_cast<int32_t>(zero);
-    const int64_t n = x.numel();
-    if (x_type_ == DType::kInt8) {
-      const auto* xb = static_cast<const int8_t*>(x.raw_data());
-      parallel_chunks(n, [=](int64_t b, int64_t e) {
+    auto run = [&](const auto* xb) {
+      parallel_chunks(x.numel(), [=](int64_t b, int64_t e) {
         for (int64_t k = b; k < e; ++k) y[k] = static_cast<float>(xb[k] - z) * scale;
       });
-    } else {
-      const auto* xb = static_cast<const uint8_t*>(x.raw_data());
-      parallel_chunks(n, [=](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) y[k] = static_cast<float>(xb[k] - z) * scale;
-      });
-    }
+    };
+    if (x_type_ == DType::kInt8)
+      run(static_cast<const int8_t*>(x.raw_data()));
+    else
+      run(static_cast<const uint8_t*>(x.raw_data()));
   }
 
   // y[k] = diff(k, p) * scale[p] in the output's type.
