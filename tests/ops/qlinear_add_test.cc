@@ -166,6 +166,29 @@ TEST(QLinearAdd, FusesDequantizeAddReluQuantizeExactly) {
   }
 }
 
+// QuantizeLinear and DequantizeLinear without zero points (uint8, zero point 0): the fused
+// QLinearAdd leaves its zero points omitted and still matches the three ops.
+TEST(QLinearAdd, FusesWithOmittedZeroPoints) {
+  const Tensor x = random_tensor({3, 17}, 45, 0.0f, 2.0f);
+  auto build = [&](Graph& g) {
+    Value* s = g.add_constant("s", Tensor::scalar<float>(2.0f / 255));
+    Value* cs = g.add_constant("cs", Tensor::scalar<float>(3.0f / 255));
+    Value* q = g.add_op("QuantizeLinear", {g.add_input("x", x.shape()), s}, {}, "q");
+    Value* d = g.add_op("DequantizeLinear", {q, s}, {}, "dq");
+    Value* sum = g.add_op("Add", {d, d}, {}, "add");
+    g.mark_output(g.add_op("QuantizeLinear", {sum, cs}, {}, "c_q"));
+  };
+  Graph plain, fused;
+  build(plain);
+  build(fused);
+  fused.optimize();
+  EXPECT_EQ(op_histogram(fused)["QLinearAdd"], 1);
+  const Tensor want = run_graph(plain, {x})[0], got = run_graph(fused, {x})[0];
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_EQ(got.item_as_double(i), want.item_as_double(i)) << "element " << i;
+}
+
 // A residual block as ONNX Runtime's quantizer writes it: Q -> DQ -> Conv 3x3 -> Relu -> Q -> DQ ->
 // Conv 1x1 -> Q -> DQ, + the block's input (DQ) -> Relu -> Q -> DQ -> output. Optimized, it runs
 // two channels-last QLinearConvs and a QLinearAdd between one Transpose in and one out.
