@@ -458,7 +458,9 @@ def table(rows, args, cuda, kind, notes, checks):
         f"## generate: prefill {args.prompt} tokens, decode {args.new} tokens, greedy ({machine})",
         "",
         f"`bench/generate.py --models {args.models} --batches {args.batches} --prompt "
-        f"{args.prompt} --new {args.new} --threads {args.threads} --repeat {args.repeat}`; "
+        f"{args.prompt} --new {args.new} --threads {args.threads} --repeat {args.repeat}"
+        f" --runtimes {args.runtimes}"
+        + (f" --lumen-devices {args.lumen_devices}" if args.lumen_cli else "") + "`; "
         f"PyTorch {torch.__version__}, ONNX Runtime: {ort_text}. Tokens per second counting "
         "every sequence of the batch; prefill = the prompt's run and the first token's choice, "
         f"decode = the {args.new - 1} later steps. Lumen/peer: Lumen's rate over the peer's on "

@@ -33,6 +33,12 @@ struct DeviceOps {
   // Runs `count` strided copies within this device's memory, in order, and returns when all are
   // complete (one wait for the lot). Null where the device does not offer it.
   void (*copy_rows)(const RowCopy* copies, size_t count, Device device) = nullptr;
+  // Per row r < rows of float32 values data[r * stride + j], j < cols, on this device: the index
+  // of its largest value (the first of equals, as std::max_element) into out[r] on the host. False
+  // where a row holds a NaN (out is then unspecified; the caller decides on the host). Null where
+  // the device does not offer it.
+  bool (*argmax_rows)(const float* data, int64_t rows, int64_t cols, int64_t stride, Device device,
+                      int64_t* out) = nullptr;
 };
 
 // Installs the ops of a device type (once, from a backend's static initialiser).

@@ -264,10 +264,20 @@ struct Generation::State {
                        ", expected [" + std::to_string(batch) + ", " + std::to_string(new_len) +
                        ", vocab]");
     const int64_t vocab = logits.shape()[2];
+    std::vector<int64_t> next(static_cast<size_t>(batch));
+    // Greedy over float32 logits on a device that offers it: the choice made there, and only the
+    // indices copied back (a row with a NaN is decided on the host, as below).
+    if ((!options.do_sample || options.top_k == 1) && logits.device().type != DeviceType::kCPU &&
+        logits.dtype() == DType::kFloat32 && vocab > 0) {
+      const DeviceOps& ops = device_ops(logits.device());
+      const float* last_row = static_cast<const float*>(logits.raw_data()) + (new_len - 1) * vocab;
+      if (ops.argmax_rows != nullptr &&
+          ops.argmax_rows(last_row, batch, vocab, new_len * vocab, logits.device(), next.data()))
+        return next;
+    }
     const Tensor host = logits.to(Device::cpu());
     Tensor f32 = host.dtype() == DType::kFloat32 ? host : Tensor();
     std::vector<float> converted;
-    std::vector<int64_t> next(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t at = (b * new_len + new_len - 1) * vocab;
       const float* row = nullptr;

@@ -3,27 +3,11 @@
 // kernel reads that operand through swapped strides (no copy).
 #include "graph/op_kind.h"
 #include "passes/pass.h"
+#include "passes/pattern.h"
 #include "passes/rewrite.h"
 
 namespace lumen {
 namespace {
-
-// Whether node `id` is a Transpose of a float32 tensor of rank 2 or more whose perm swaps the
-// last two dimensions and keeps the others in place.
-bool swaps_last_two(const Graph& graph, int id) {
-  const Node& t = graph.node(id);
-  if (t.op != OpKind::kTranspose || t.inputs.size() != 1 || t.inputs[0] < 0) return false;
-  const TensorType& type = graph.value(t.inputs[0]).type;
-  int rank = type.shape.rank();
-  if (type.dtype != DType::kFloat32 || rank < 2) return false;
-  auto it = t.attrs.find("perm");
-  if (it == t.attrs.end()) return rank == 2;  // the default perm reverses the dimensions
-  const std::vector<int64_t>& perm = it->second.as_ints();
-  if (static_cast<int>(perm.size()) != rank) return false;
-  for (int i = 0; i < rank - 2; ++i)
-    if (perm[i] != i) return false;
-  return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
-}
 
 class FoldTransposePass : public Pass {
  public:

@@ -5,7 +5,10 @@
 // k_transposed = 1), whose kernel keeps one block of score rows per thread instead of writing the
 // [..., Sq, Sk] scores, their scaled and masked copies and the probabilities. torch 1.13 exports
 // nn.MultiheadAttention this way (Q pre-scaled by 1/sqrt(D), K^T from a Transpose, and for causal
-// models a Mul by 1 and an Add of the mask); the Transposes and Reshapes around stay as they are.
+// models a Mul by 1 and an Add of the mask). Where K^T is a Transpose of K's last two dims, the
+// fused node reads K itself (k_transposed = 0) and the Transpose goes when nothing else reads it
+// (GPT-2's decoder transposed its whole key cache at every step); the Transposes and Reshapes
+// around stay as they are.
 // Q, K^T and V must have one rank and identical leading dims (no MatMul broadcasting), the mask
 // must broadcast onto the scores, and every intermediate must have no other reader.
 #include <algorithm>
@@ -151,12 +154,22 @@ class FuseAttentionPass : public Pass {
           vt.shape.dims()[d] != st.shape.dims()[d])
         return false;
 
+    // K^T made by a Transpose of K's last two dims: the kernel reads K as it is instead.
+    int k_in = kt;
+    int64_t k_transposed = 1;
+    if (const int tr = graph.value(kt).producer;
+        tr >= 0 && !graph.node(tr).removed && swaps_last_two(graph, tr)) {
+      k_in = graph.node(tr).inputs[0];
+      k_transposed = 0;
+      if (sole_reader(graph, kt) == qk) chain.push_back(tr);
+    }
+
     std::string base = graph.node(qk).name.empty() ? "attention" : graph.node(qk).name;
-    std::vector<int> inputs = {q, kt, v};
+    std::vector<int> inputs = {q, k_in, v};
     if (mask >= 0) inputs.push_back(mask);
     Attributes attrs;
     attrs["scale"] = scale;
-    attrs["k_transposed"] = int64_t{1};
+    attrs["k_transposed"] = k_transposed;
     Node& fused = graph.add_node(OpKind::kFusedAttention, inputs, 1, attrs,
                                  graph.unique_name(base + "_attention"));
     const int fused_id = fused.id;

@@ -4,6 +4,8 @@
 // Pad and an AveragePool; left in, it cut DenseNet's channels-last regions at every transition).
 // Their readers read the input instead.
 //
+// A Transpose that moves only dims of size 1 becomes a Reshape (a view).
+//
 // A Transpose of a Transpose reads the first one's input with the composed permutation, and is a
 // no-op when the two cancel: the channels-last pass's way out of a region, (N, H, W, C) ->
 // (N, C, H, W), met by the model's own NCHW -> NHWC Permute (ConvNeXt's blocks: two such pairs
@@ -80,6 +82,50 @@ bool compose_transposes(Graph& graph, int id) {
   return true;
 }
 
+// A Transpose that moves only dims of size 1 (the others keep their order) leaves every element
+// where it was: it becomes a Reshape to its output shape, which backends run as a view. GPT-2's
+// decoder, one token at a time, moves Q, K, V and the attention's output between [B, 1, H, D] and
+// [B, H, 1, D] this way: four copies a layer. Returns whether it rewrote node `id`.
+bool transpose_as_reshape(Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  if (n.removed || n.op != OpKind::kTranspose || n.inputs.size() != 1 || n.inputs[0] < 0 ||
+      n.outputs.size() != 1)
+    return false;
+  const int in = n.inputs[0];
+  const int out = n.outputs[0];
+  const Shape& x = graph.value(in).type.shape;
+  const Shape& y = graph.value(out).type.shape;
+  if (!x.is_static() || !y.is_static() || x.rank() < 2) return false;
+  const std::vector<int64_t> perm = transpose_perm(NodeContext(graph, n));
+  int64_t last = -1;
+  bool moved = false;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    moved = moved || perm[i] != static_cast<int64_t>(i);
+    if (x.dims()[static_cast<size_t>(perm[i])] == 1) continue;
+    if (perm[i] < last) return false;
+    last = perm[i];
+  }
+  if (!moved) return false;  // the identity: is_noop's
+  const std::string name = n.name;
+  const std::vector<int64_t> dims = y.dims();
+  const int shape =
+      graph
+          .add_constant(graph.unique_name(name + "_shape"),
+                        Tensor::from_vector(Shape{static_cast<int64_t>(dims.size())}, dims))
+          ->id;
+  Node& reshape = graph.add_node(OpKind::kReshape, {in, shape}, 1, {}, graph.unique_name(name));
+  const int reshaped = reshape.outputs[0];
+  graph.infer_node(reshape.id);
+  if (!can_replace_uses(graph, out, reshaped)) {
+    remove_node(graph, reshape.id);
+    release_if_unused(graph, shape);
+    return false;
+  }
+  replace_uses(graph, out, reshaped);
+  remove_node(graph, id);
+  return true;
+}
+
 class IdentityPass : public Pass {
  public:
   const char* name() const override { return "identity"; }
@@ -87,6 +133,10 @@ class IdentityPass : public Pass {
     bool changed = false;
     for (int id : graph.topological_order()) {
       changed = compose_transposes(graph, id) || changed;
+      if (transpose_as_reshape(graph, id)) {
+        changed = true;
+        continue;
+      }
       const Node& n = graph.node(id);
       if (!is_noop(graph, n)) continue;
       int in = n.inputs[0];

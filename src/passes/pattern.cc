@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "graph/op_kind.h"
 #include "passes/rewrite.h"
 
 namespace lumen {
@@ -40,6 +41,21 @@ int other_input(const Node& node, int id) {
   if (node.inputs[0] == id && node.inputs[1] != id) return node.inputs[1];
   if (node.inputs[1] == id && node.inputs[0] != id) return node.inputs[0];
   return -1;
+}
+
+bool swaps_last_two(const Graph& graph, int id) {
+  const Node& t = graph.node(id);
+  if (t.op != OpKind::kTranspose || t.inputs.size() != 1 || t.inputs[0] < 0) return false;
+  const TensorType& type = graph.value(t.inputs[0]).type;
+  int rank = type.shape.rank();
+  if (type.dtype != DType::kFloat32 || rank < 2) return false;
+  auto it = t.attrs.find("perm");
+  if (it == t.attrs.end()) return rank == 2;  // the default perm reverses the dimensions
+  const std::vector<int64_t>& perm = it->second.as_ints();
+  if (static_cast<int>(perm.size()) != rank) return false;
+  for (int i = 0; i < rank - 2; ++i)
+    if (perm[i] != i) return false;
+  return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
 }
 
 }  // namespace lumen

@@ -22,4 +22,8 @@ bool is_scalar(const Graph& graph, int id, float want);
 // For a two-input node: the input that is not `id` (-1 when both or neither are `id`).
 int other_input(const Node& node, int id);
 
+// Whether node `id` is a Transpose of a float32 tensor of rank 2 or more whose perm swaps the
+// last two dimensions and keeps the others in place (attention's K^T, as exporters write it).
+bool swaps_last_two(const Graph& graph, int id);
+
 }  // namespace lumen

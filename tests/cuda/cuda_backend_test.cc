@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -257,6 +258,100 @@ TEST(CudaKernels, FusedMatMul) {
   expect_matches_cpu("FusedMatMul",
                      {random_tensor(Shape{1, 7, 9}, 60), random_tensor(Shape{3, 9, 11}, 61), bias},
                      {{"activation", "GeluTanh"}});
+}
+
+// Row copies in one launch per 32 (row_copy.cu): 40 copies of rows with their own pitches, wide
+// (16-byte) and byte-wise, some zeroing, against the same copies done on the host.
+TEST(CudaKernels, RowCopies) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t bytes = 1 << 16;
+  Tensor src = Tensor::empty(Shape{bytes}, DType::kUInt8);
+  for (int64_t i = 0; i < bytes; ++i) src.data<uint8_t>()[i] = static_cast<uint8_t>(i * 7 + 3);
+  Tensor dst0 = Tensor::empty(Shape{bytes}, DType::kUInt8);
+  for (int64_t i = 0; i < bytes; ++i) dst0.data<uint8_t>()[i] = static_cast<uint8_t>(i * 13 + 1);
+  Tensor sd = src.to(Device::cuda()), dd = dst0.to(Device::cuda());
+  std::vector<cuda::RowCopyDesc> copies;
+  std::vector<uint8_t> want(dst0.data<uint8_t>(), dst0.data<uint8_t>() + bytes);
+  for (int k = 0; k < 40; ++k) {
+    const bool wide = k % 2 == 0;
+    cuda::RowCopyDesc c;
+    const size_t dst_at = 1024 * static_cast<size_t>(k) + (wide ? 0 : 3);
+    const size_t src_at = 512 * static_cast<size_t>(k) + (wide ? 16 : 5);
+    c.dst = static_cast<uint8_t*>(dd.raw_data()) + dst_at;
+    c.src = k % 5 == 0 ? nullptr : static_cast<const uint8_t*>(sd.raw_data()) + src_at;
+    c.dst_pitch = wide ? 128 : 100;
+    c.src_pitch = wide ? 64 : 70;
+    c.width = wide ? 48 : 37;
+    c.rows = 3 + k % 4;
+    for (size_t r = 0; r < c.rows; ++r)
+      for (size_t b = 0; b < c.width; ++b)
+        want[dst_at + r * c.dst_pitch + b] =
+            c.src == nullptr ? 0 : src.data<uint8_t>()[src_at + r * c.src_pitch + b];
+    copies.push_back(c);
+  }
+  cuda::launch_copy_rows(copies.data(), copies.size(), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Tensor got = dd.to(Device::cpu());
+  for (int64_t i = 0; i < bytes; ++i)
+    ASSERT_EQ(got.data<uint8_t>()[i], want[static_cast<size_t>(i)]) << "byte " << i;
+}
+
+// The greedy choice on the device (row_argmax.cu) against std::max_element, row by row of a
+// strided [5, 3, 50257] block (the last position of each): random rows, one whose maximum occurs
+// twice (the first wins), one of -inf only (index 0), and one holding a NaN (flagged).
+TEST(CudaKernels, RowArgmax) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t rows = 5, positions = 3, cols = 50257;
+  Tensor logits = random_tensor(Shape{rows, positions, cols}, 801, -5.f, 5.f);
+  float* at = logits.data<float>();
+  auto last = [&](int64_t r) { return at + (r * positions + positions - 1) * cols; };
+  last(1)[40000] = 9.f;
+  last(1)[123] = 9.f;
+  for (int64_t j = 0; j < cols; ++j) last(2)[j] = -std::numeric_limits<float>::infinity();
+  last(3)[7] = std::numeric_limits<float>::quiet_NaN();
+  Tensor dev_logits = logits.to(Device::cuda());
+  Tensor index = Tensor::empty(Shape{rows}, DType::kInt64, Device::cuda());
+  Tensor nan = Tensor::empty(Shape{rows}, DType::kInt32, Device::cuda());
+  cuda::launch_row_argmax(static_cast<const float*>(dev_logits.raw_data()) + (positions - 1) * cols,
+                          rows, cols, positions * cols, static_cast<int64_t*>(index.raw_data()),
+                          static_cast<int*>(nan.raw_data()), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Tensor got = index.to(Device::cpu()), flags = nan.to(Device::cpu());
+  for (int64_t r = 0; r < rows; ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    EXPECT_EQ(flags.data<int32_t>()[r], r == 3 ? 1 : 0);
+    if (r != 3)
+      EXPECT_EQ(got.data<int64_t>()[r], std::max_element(last(r), last(r) + cols) - last(r));
+  }
+  EXPECT_EQ(got.data<int64_t>()[1], 123);
+  EXPECT_EQ(got.data<int64_t>()[2], 0);
+}
+
+// Skinny products (gemv.cu: up to eight rows, decoding): GPT-2's layer shapes at one token (K split
+// over many blocks, the last block of each column range adding the partials), two and three rows
+// through a batch dim, a bias with GeluTanh and with Relu in the epilogue, a K too short to split,
+// and shapes it leaves to cuBLASLt (N not a multiple of 4, nine rows). Each runs three times
+// (eager, recorded, replayed): the column counters must be back at zero after every launch.
+TEST(CudaKernels, SkinnyProducts) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 700;
+  auto weights = [&](int64_t k, int64_t n) { return constant(random_tensor(Shape{k, n}, seed++)); };
+  expect_matches_cpu("MatMul", {random_tensor(Shape{1, 1, 768}, seed++), weights(768, 2304)});
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{1, 1, 768}, seed++), weights(768, 3072),
+                      constant(random_tensor(Shape{3072}, seed++))},
+                     {{"activation", "GeluTanh"}});
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{2, 1, 3072}, seed++), weights(3072, 768),
+                      constant(random_tensor(Shape{768}, seed++))},
+                     {{"activation", "Relu"}});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{3, 20}, seed++), weights(20, 36)});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{4, 100}, seed++), weights(100, 260)});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{1, 64}, seed++), weights(64, 50)});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{1, 64}, seed++), weights(64, 1001)}, {}, 1e-5);
+  expect_matches_cpu("MatMul", {random_tensor(Shape{8, 1, 768}, seed++), weights(768, 2304)});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{6, 64}, seed++), weights(64, 48)});
+  expect_matches_cpu("MatMul", {random_tensor(Shape{9, 64}, seed++), weights(64, 48)});
 }
 
 // Every opcode of a FusedElementwise program, each after a prologue that reads the four kinds of
@@ -757,7 +852,7 @@ TEST(CudaKernels, AttentionLaunchers) {
          md = mask.to(Device::cuda());
   Tensor y = Tensor::empty(Shape{2, 3, sq, depth}, DType::kFloat32, Device::cuda());
   cuda::launch_attention(cuda::Storage::kFloat32, d, dev(qd), dev(kd), dev(vd), dev(md), dev(y),
-                         nullptr);
+                         nullptr, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Tensor want = run_on({"cpu"}, "FusedAttention", {q, kt, v, mask},
                        {{"scale", 0.3f}, {"k_transposed", 1}})[0];
@@ -777,6 +872,70 @@ TEST(CudaKernels, AttentionLaunchers) {
       p[r * sk + j] = std::exp(0.3 * s[r * sk + j] + m[b * sk + j] - mx) / sum;
   }
   expect_close(sd.to(Device::cpu()), scores.shape(), p, 1e-6, 1e-4);
+}
+
+// The split-key form (at most kAttentionSplitMaxRows query rows per head, as in decoding),
+// launched directly against the CPU backend: one tile, one split per tile, and more tiles than
+// splits (several tiles per warp); K as is and as K^T; head sizes 64, 128, and 40 with values of
+// 24; a per-head mask with -inf that leaves keys 32-63 (a whole tile, so a whole split) masked out.
+TEST(CudaKernels, AttentionSplitKeys) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    int64_t heads, sq, sk, dk, dv;
+    bool kt;
+  };
+  const Case cases[] = {{12, 1, 257, 64, 64, false},
+                        {3, 4, 20, 64, 64, true},
+                        {5, 2, 5000, 128, 128, false},
+                        {2, 3, 300, 40, 24, true},
+                        {8, 1, 64, 64, 64, true}};
+  uint64_t seed = 400;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("heads " + std::to_string(c.heads) + ", sq " + std::to_string(c.sq) + ", sk " +
+                 std::to_string(c.sk) + ", depth " + std::to_string(c.dk) + "/" +
+                 std::to_string(c.dv) + (c.kt ? ", K^T" : ""));
+    Tensor q = random_tensor(Shape{c.heads, c.sq, c.dk}, seed++);
+    Tensor k =
+        random_tensor(c.kt ? Shape{c.heads, c.dk, c.sk} : Shape{c.heads, c.sk, c.dk}, seed++);
+    Tensor v = random_tensor(Shape{c.heads, c.sk, c.dv}, seed++);
+    Tensor mask = random_tensor(Shape{c.heads, 1, c.sk}, seed++);
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t j = 32; j < std::min<int64_t>(64, c.sk - 1); ++j)
+        mask.data<float>()[h * c.sk + j] = -std::numeric_limits<float>::infinity();
+    cuda::AttentionDesc d;
+    d.batch = c.heads;
+    d.sq = c.sq;
+    d.sk = c.sk;
+    d.depth = c.dk;
+    d.depth_v = c.dv;
+    d.scale = 1.f / std::sqrt(static_cast<float>(c.dk));
+    d.k_transposed = c.kt;
+    d.lead_rank = 1;
+    d.lead_dims[0] = c.heads;
+    d.mask_lead_strides[0] = c.sk;  // the query rows broadcast
+    d.mask_k_stride = 1;
+    const size_t bytes = cuda::attention_scratch_bytes(d);
+    Tensor scratch =
+        Tensor::empty(Shape{static_cast<int64_t>(bytes / 4 + 1)}, DType::kFloat32, Device::cuda());
+    Tensor qd = q.to(Device::cuda()), kd = k.to(Device::cuda()), vd = v.to(Device::cuda()),
+           md = mask.to(Device::cuda());
+    Tensor y = Tensor::empty(Shape{c.heads, c.sq, c.dv}, DType::kFloat32, Device::cuda());
+    cuda::launch_attention(cuda::Storage::kFloat32, d, dev(qd), dev(kd), dev(vd), dev(md), dev(y),
+                           dev(scratch), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Tensor want = run_on({"cpu"}, "FusedAttention", {q, k, v, mask},
+                         {{"scale", d.scale}, {"k_transposed", c.kt ? 1 : 0}})[0];
+    expect_close(y.to(Device::cpu()), want.shape(), to_doubles(want), 1e-5, 1e-4);
+  }
+  // Through the node (its partial results in the backend's workspace): GPT-2's decoding step,
+  // one token over a cache of 256 and a [1, 1, 1, 257] mask; in float32 and 16-bit storage.
+  Tensor mask = random_tensor(Shape{1, 1, 1, 257}, seed++);
+  for (int j = 100; j < 256; ++j) mask.data<float>()[j] = -std::numeric_limits<float>::infinity();
+  const std::vector<OpInput> step = {random_tensor(Shape{1, 12, 1, 64}, seed),
+                                     random_tensor(Shape{1, 12, 257, 64}, seed + 1),
+                                     random_tensor(Shape{1, 12, 257, 64}, seed + 2), mask};
+  expect_matches_cpu("FusedAttention", step, {{"scale", 0.125f}});
+  expect_half_matches_cpu("FusedAttention", step, {{"scale", 0.125f}}, 1e-2);
 }
 
 TEST(CudaKernels, NormPoolSoftmax) {

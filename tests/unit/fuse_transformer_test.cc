@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 
+#include "graph/op_kind.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 #include "passes/pass.h"
@@ -309,8 +310,14 @@ TEST(FuseAttention, Torch13MultiheadFormWithCausalMask) {
   };
   std::vector<double> want = attention_ref(
       q, k, v, 0.25, [](int64_t, int64_t i, int64_t j) { return j > i ? -INFINITY : 0.0; });
-  // On the CPU, attention-views then reads K through its Transpose: one StridedAttention.
-  check_fusion(build, "StridedAttention", 1, 1, {q, k, v}, want);
+  // The fused node reads K itself (k_transposed = 0); its Transpose goes.
+  check_fusion(build, "FusedAttention", 1, 1, {q, k, v}, want);
+  Graph g;
+  build(g);
+  g.optimize();
+  for (int id : g.topological_order())
+    if (g.node(id).op == OpKind::kFusedAttention)
+      EXPECT_EQ(g.node(id).attrs.at("k_transposed").as_int(), 0);
 }
 
 TEST(FuseAttention, FourDimsWithPaddingMaskAndScaledScores) {

@@ -196,7 +196,8 @@ TEST(ChannelsLast, ConvRegionMatchesNaiveReference) {
     if (n.op == OpKind::kFusedConv) EXPECT_EQ(n.attrs.at("channels_last").as_int(), 1);
   }
   EXPECT_EQ(ops["FusedConv"], 2);
-  EXPECT_EQ(ops["Transpose"], 3);  // x in; sum and the pooled mean out
+  EXPECT_EQ(ops["Transpose"], 2);  // x in; sum out
+  EXPECT_EQ(ops["Reshape"], 1);    // the pooled mean out: [1, 1, 1, C] moves only size-1 dims
   EXPECT_EQ(ops["GlobalAveragePool"], 0);
   EXPECT_EQ(ops["Relu"], 0);  // fused into the first convolution
   EXPECT_EQ(graph.value(graph.outputs()[0]).name, sum_name);

@@ -133,6 +133,33 @@ TEST(IdentityPass, ComposesTransposeChains) {
   test::expect_close(out[3], {2, 3, 4, 5}, xs);
 }
 
+// A Transpose that moves only dims of size 1 ([1, 1, H, D] <-> [1, H, 1, D], a decoder's heads at
+// one token) becomes a Reshape, also as a graph output (keeping its name); one that reorders two
+// dims larger than 1 stays. Checked against the transposes done by hand.
+TEST(IdentityPass, TransposesOfSizeOneDimsBecomeReshapes) {
+  Graph g;
+  Value* x = g.add_input("x", {1, 1, 3, 4});
+  Value* heads = g.add_op("Transpose", {x}, {{"perm", {0, 2, 1, 3}}});  // [1, 3, 1, 4]
+  g.mark_output(g.add_op("Relu", {heads}));
+  g.mark_output(g.add_op("Transpose", {x}, {{"perm", {3, 1, 0, 2}}}));     // [4, 1, 1, 3]
+  Value* last = g.add_op("Transpose", {heads}, {{"perm", {0, 1, 3, 2}}});  // [1, 3, 4, 1]
+  g.mark_output(last);
+  const std::string last_name = last->name;
+  EXPECT_TRUE(run_pass(g, make_identity_pass()));
+  EXPECT_EQ(count(g, "Reshape"), 2) << g.to_text();    // heads, and the last one
+  EXPECT_EQ(count(g, "Transpose"), 1) << g.to_text();  // the second reorders 4 and 3
+  EXPECT_EQ(g.value(g.outputs()[2]).name, last_name);
+  Tensor in = test::random_tensor({1, 1, 3, 4}, 7);
+  auto out = run(g, {in});
+  const std::vector<double> xs = test::to_doubles(in);
+  std::vector<double> moved;  // [d, 1, 1, h] = x[0, 0, h, d]
+  for (int64_t d = 0; d < 4; ++d)
+    for (int64_t h = 0; h < 3; ++h) moved.push_back(xs[h * 4 + d]);
+  test::expect_close(out[0], {1, 3, 1, 4}, map(in, relu));
+  test::expect_close(out[1], {4, 1, 1, 3}, moved);
+  test::expect_close(out[2], {1, 3, 4, 1}, xs);
+}
+
 // A Pad by zero everywhere (PyTorch's AvgPool2d export) goes; one that shifts (begin 1, end -1:
 // the same shape, other contents) and one that pads stay.
 TEST(IdentityPass, RemovesZeroPadsOnly) {

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/launch.h"
 #include "core/device_ops.h"
 
 namespace lumen::cuda {
@@ -182,27 +183,60 @@ void zero_bytes(void* dst, Device device, size_t bytes) {
   check(cudaStreamSynchronize(stream), "zero memory");
 }
 
+// One kernel for all the copies (launch_copy_rows), then waits for them.
 void copy_rows(const RowCopy* copies, size_t count, Device device) {
   cudaStream_t stream = require_cuda_backend().stream().handle();
+  std::vector<RowCopyDesc> descs;
+  descs.reserve(count);
   for (size_t k = 0; k < count; ++k) {
     const RowCopy& c = copies[k];
-    if (c.rows == 0 || c.width == 0) continue;
-    if (c.src == nullptr)
-      check(cudaMemset2DAsync(c.dst, c.dst_pitch, 0, c.width, c.rows, stream),
-            "zero rows of " + device.to_string() + " memory");
-    else
-      check(cudaMemcpy2DAsync(c.dst, c.dst_pitch, c.src, c.src_pitch, c.width, c.rows,
-                              cudaMemcpyDeviceToDevice, stream),
-            "copy rows on " + device.to_string());
+    if (c.rows != 0 && c.width != 0)
+      descs.push_back({c.dst, c.dst_pitch, c.src, c.src_pitch, c.width, c.rows});
+  }
+  if (!descs.empty()) {
+    launch_copy_rows(descs.data(), descs.size(), stream);
+    check(cudaGetLastError(), "copy rows on " + device.to_string());
   }
   check(cudaStreamSynchronize(stream), "copy rows on " + device.to_string());
+}
+
+// launch_row_argmax into device memory of its own (grown as needed), then the indices and NaN
+// flags to the host.
+bool argmax_rows(const float* data, int64_t rows, int64_t cols, int64_t stride, Device device,
+                 int64_t* out) {
+  if (rows <= 0) return true;
+  static std::mutex mutex;
+  static void* scratch = nullptr;  // rows int64 indices, then rows int flags; never freed
+  static size_t capacity = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  const size_t bytes = static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int));
+  if (bytes > capacity) {
+    if (scratch != nullptr) check(cudaFree(scratch), "argmax scratch");
+    scratch = nullptr;
+    check(cudaMalloc(&scratch, bytes), "argmax scratch of " + std::to_string(bytes) + " bytes");
+    capacity = bytes;
+  }
+  cudaStream_t stream = require_cuda_backend().stream().handle();
+  auto* index = static_cast<int64_t*>(scratch);
+  auto* nan = reinterpret_cast<int*>(index + rows);
+  launch_row_argmax(data, rows, cols, stride, index, nan, stream);
+  check(cudaGetLastError(), "argmax on " + device.to_string());
+  std::vector<char> host(bytes);
+  check(cudaMemcpyAsync(host.data(), scratch, bytes, cudaMemcpyDeviceToHost, stream),
+        "argmax to the host");
+  check(cudaStreamSynchronize(stream), "argmax on " + device.to_string());
+  std::memcpy(out, host.data(), static_cast<size_t>(rows) * sizeof(int64_t));
+  const auto* flags = reinterpret_cast<const int*>(host.data() + rows * sizeof(int64_t));
+  for (int64_t r = 0; r < rows; ++r)
+    if (flags[r] != 0) return false;
+  return true;
 }
 
 }  // namespace
 
 void register_cuda_device_ops() {
-  register_device_ops(DeviceType::kCUDA,
-                      DeviceOps{&device_allocator, &copy_bytes, &zero_bytes, &copy_rows});
+  register_device_ops(DeviceType::kCUDA, DeviceOps{&device_allocator, &copy_bytes, &zero_bytes,
+                                                   &copy_rows, &argmax_rows});
 }
 
 Allocator& device_allocator() {

@@ -114,7 +114,8 @@ std::string check_attention(const NodeContext& ctx) {
 // Two ways, the faster kept (timed at compile time as CUDA-graph replays): the fused kernel, or
 // scores = Q K^T by a batched cuBLASLt GEMM into the workspace, the scaled and masked softmax in
 // place, then Y = P V by a second GEMM. Which wins depends on the shapes (the fused kernel has
-// fewer launches and no scores in memory; the GEMMs use the GPU better on long sequences).
+// fewer launches and no scores in memory; the GEMMs use the GPU better on long sequences). With
+// at most kAttentionSplitMaxRows query rows per head, the fused kernel's split-key form, untimed.
 class AttentionKernel final : public Kernel {
  public:
   explicit AttentionKernel(const NodeContext& ctx) : where_(ctx.where()) {
@@ -144,6 +145,14 @@ class AttentionKernel final : public Kernel {
       for (int j = 0; j < rank - 2; ++j) d_.mask_lead_strides[j] = strides[j];
       d_.mask_q_stride = strides[rank - 2];
       d_.mask_k_stride = strides[rank - 1];
+    }
+    // Decoding (a few query rows per head): the split-key kernel, with no GEMM way to time (two
+    // launches against three, and no scores in memory).
+    if (d_.sq <= kAttentionSplitMaxRows) {
+      split_ = true;
+      scratch_bytes_ = attention_scratch_bytes(d_);
+      if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
+      return;
     }
     const size_t score_bytes =
         static_cast<size_t>(d_.batch * d_.sq * d_.sk) * storage_bytes(storage_);
@@ -186,6 +195,7 @@ class AttentionKernel final : public Kernel {
   }
 
   std::string describe() const override {
+    if (split_) return "keys split over warps (decoding)";
     if (!qk_ && gemm_ms_ < 0) return "";
     char text[160];
     std::snprintf(text, sizeof text,
@@ -201,7 +211,8 @@ class AttentionKernel final : public Kernel {
   void launch(cudaStream_t stream, const void* q, const void* k, const void* v, const void* mask,
               void* y) const {
     if (!qk_) {
-      launch_attention(storage_, d_, q, k, v, mask, y, stream);
+      void* scratch = scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr;
+      launch_attention(storage_, d_, q, k, v, mask, y, scratch, stream);
       check_launch(where_);
       return;
     }
@@ -279,6 +290,8 @@ class AttentionKernel final : public Kernel {
   bool has_mask_ = false;
   std::unique_ptr<LtMatmul> qk_, pv_;  // set when the GEMM way runs
   size_t score_offset_ = 0;
+  bool split_ = false;        // the split-key kernel (decoding)
+  size_t scratch_bytes_ = 0;  // its partial results in the workspace
   float fused_ms_ = -1.f, gemm_ms_ = -1.f;
 };
 

@@ -1,7 +1,11 @@
 // MatMul, Gemm and FusedMatMul through cuBLASLt (LtMatmul), float32 (no TF32 unless asked) or
 // float16, with float32 accumulation. The algorithm is chosen once at compile time by cuBLASLt's
 // heuristic; a bias that is one row is added in the GEMM's epilogue, and a FusedMatMul's activation
-// by one in-place launch.
+// by one in-place launch. Skinny float32 products (up to kGemvMaxRows rows, decoding) run
+// gemv.cu's kernel instead, with the bias and activation in its epilogue.
+#include <cstdint>
+#include <memory>
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
@@ -10,13 +14,72 @@
 namespace lumen::cuda {
 namespace {
 
+// gemv.cu's kernel for one node's product, where its shape qualifies: float32, one batch, neither
+// operand transposed, at most kGemvMaxRows rows, N a multiple of 4. Owns the column ranges'
+// counters; its partial rows go to the backend's workspace.
+class SkinnyGemv {
+ public:
+  // Null where the shape does not qualify.
+  static std::unique_ptr<SkinnyGemv> make(const NodeContext& ctx, const GemmShape& s) {
+    if (ctx.input_dtype(0) != DType::kFloat32 || s.batch != 1 || s.trans_x || s.trans_w)
+      return nullptr;
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), ctx.where());
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), ctx.where());
+    const GemvPlan plan = gemv_plan(s.m, s.n, s.k, sms);
+    if (plan.splits == 0) return nullptr;
+    return std::unique_ptr<SkinnyGemv>(new SkinnyGemv(ctx, s, plan));
+  }
+  ~SkinnyGemv() { cudaFree(counters_); }
+  SkinnyGemv(const SkinnyGemv&) = delete;
+  SkinnyGemv& operator=(const SkinnyGemv&) = delete;
+
+  // Enqueues Y = act(X W + bias); false (nothing enqueued) when a pointer is not 16-byte aligned.
+  bool run(cudaStream_t stream, const void* x, const void* w, const void* bias, void* y,
+           UnaryOp act, float alpha, float beta) const {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (!aligned(w) || !aligned(y) || (bias != nullptr && !aligned(bias))) return false;
+    auto* scratch = static_cast<float*>(
+        scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
+    launch_gemv(plan_, s_.m, s_.n, s_.k, static_cast<const float*>(x), static_cast<const float*>(w),
+                static_cast<const float*>(bias), act, alpha, beta, static_cast<float*>(y), scratch,
+                counters_, stream);
+    check_launch(where_);
+    return true;
+  }
+
+ private:
+  SkinnyGemv(const NodeContext& ctx, const GemmShape& s, const GemvPlan& plan)
+      : where_(ctx.where()),
+        s_(s),
+        plan_(plan),
+        scratch_bytes_(gemv_scratch_bytes(plan, s.m, s.n)) {
+    if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
+    const size_t bytes = sizeof(unsigned) * static_cast<size_t>(plan.col_tiles);
+    check(cudaMalloc(&counters_, bytes), where_);
+    check(cudaMemset(counters_, 0, bytes), where_);
+  }
+
+  std::string where_;
+  GemmShape s_;
+  GemvPlan plan_;
+  size_t scratch_bytes_ = 0;
+  unsigned* counters_ = nullptr;
+};
+
 class LtGemmKernel final : public Kernel {
  public:
   // bias: a vector of n added by the epilogue; c_beta: Y = alpha*XW + beta*C with C [M, N].
   LtGemmKernel(const NodeContext& ctx, const GemmShape& s, float alpha, bool bias, float c_beta)
-      : matmul_(ctx, s, bias), alpha_(alpha), beta_(c_beta), bias_(bias) {}
+      : matmul_(ctx, s, bias), alpha_(alpha), beta_(c_beta), bias_(bias) {
+    if (alpha == 1.f && c_beta == 0.f) gemv_ = SkinnyGemv::make(ctx, s);
+  }
 
   void run(KernelContext& ctx) const override {
+    if (gemv_ && gemv_->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
+                            bias_ ? ctx.inputs[2].raw_data() : nullptr, ctx.outputs[0].raw_data(),
+                            UnaryOp::kIdentity, 0.f, 0.f))
+      return;
     const void* c = nullptr;
     const void* bias = nullptr;
     if (bias_)
@@ -31,6 +94,7 @@ class LtGemmKernel final : public Kernel {
   LtMatmul matmul_;
   float alpha_, beta_;
   bool bias_;
+  std::unique_ptr<SkinnyGemv> gemv_;
 };
 
 std::string check_gemm(const NodeContext& ctx) {
@@ -111,11 +175,15 @@ class FusedMatMulKernel final : public Kernel {
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     n_ = ctx.output(0).shape.numel();
     storage_ = storage_of(ctx.output(0).dtype);
+    gemv_ = SkinnyGemv::make(ctx, s);
   }
 
   void run(KernelContext& ctx) const override {
     cudaStream_t stream = stream_of(ctx);
     void* y = ctx.outputs[0].raw_data();
+    if (gemv_ && gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
+                            bias_ ? ctx.inputs[2].raw_data() : nullptr, y, act_, alpha_, beta_))
+      return;
     matmul_.run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), nullptr,
                 bias_ ? ctx.inputs[2].raw_data() : nullptr, y, 1.f, 0.f);
     if (act_ != UnaryOp::kIdentity) {
@@ -132,6 +200,7 @@ class FusedMatMulKernel final : public Kernel {
   float alpha_ = 0.f, beta_ = 0.f;
   int64_t n_ = 0;
   Storage storage_ = Storage::kFloat32;
+  std::unique_ptr<SkinnyGemv> gemv_;
 };
 
 int64_t batch_numel(const Shape& s) {

@@ -179,8 +179,47 @@ struct AttentionDesc {
   int64_t mask_lead_strides[kMaxRank] = {};
   int64_t mask_q_stride = 0, mask_k_stride = 0;
 };
+// Up to this many query rows per head (decoding), the keys are split over several warps whose
+// partial results a second kernel merges, through `scratch` (attention_scratch_bytes(desc) bytes;
+// 0 where one warp takes a whole row). With scratch null where it is needed, the one-warp-per-row
+// kernel runs instead.
+inline constexpr int64_t kAttentionSplitMaxRows = 4;
+size_t attention_scratch_bytes(const AttentionDesc& desc);
 void launch_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
-                      const void* v, const void* mask, void* y, cudaStream_t stream);
+                      const void* v, const void* mask, void* y, void* scratch, cudaStream_t stream);
+// Strided row copies (rows x width bytes, each side with its own pitch; src null writes zeros),
+// every one of `count` enqueued on `stream` in a launch per kRowCopyBatch.
+struct RowCopyDesc {
+  void* dst = nullptr;
+  size_t dst_pitch = 0;
+  const void* src = nullptr;
+  size_t src_pitch = 0;
+  size_t width = 0;
+  size_t rows = 0;
+};
+inline constexpr size_t kRowCopyBatch = 32;
+void launch_copy_rows(const RowCopyDesc* copies, size_t count, cudaStream_t stream);
+
+// Per row r < rows of float32 values data[r * stride + j], j < cols (cols >= 1): index[r] = the
+// index of the largest (the first of equals; 0 for a row of -inf), nan[r] = whether it holds a NaN.
+void launch_row_argmax(const float* data, int64_t rows, int64_t cols, int64_t stride,
+                       int64_t* index, int* nan, cudaStream_t stream);
+
+// Skinny float32 products, Y[M, N] = act(X[M, K] W[K, N] + bias) with M <= kGemvMaxRows (decoding):
+// X, W and Y row-major, N a multiple of 4, W, bias (a row of N, or null) and Y 16-byte aligned.
+// The plan splits K over blocks (splits 0: the shape does not qualify); the splits' partial rows go
+// to `scratch` (gemv_scratch_bytes), and `counters` (col_tiles zeros, left zero after each launch)
+// tell the last block of each column range to finish it.
+inline constexpr int64_t kGemvMaxRows = 8;
+struct GemvPlan {
+  int64_t col_tiles = 0, splits = 0, rows_per_split = 0;
+};
+GemvPlan gemv_plan(int64_t m, int64_t n, int64_t k, int multiprocessors);
+size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m, int64_t n);
+void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
+                 const float* w, const float* bias, UnaryOp act, float alpha, float beta, float* y,
+                 float* scratch, unsigned* counters, cudaStream_t stream);
+
 // The softmax step of attention computed the plain way, in place over the scores
 // [batch, sq, sk] = Q K^T: s = softmax(desc.scale * s + mask) along sk, the mask read as above.
 void launch_attention_softmax(Storage st, const AttentionDesc& desc, void* scores, const void* mask,

@@ -1,0 +1,75 @@
+// The greedy choice of a decoder on the device: per row, the index of its largest value (the first
+// where several are equal), so a decoding step copies one index per sequence to the host instead of
+// its logits (GPT-2's 50257 floats per sequence).
+#include <cfloat>
+#include <cstdint>
+
+#include "backends/cuda/launch.h"
+
+namespace lumen::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Whether (v, i) ranks above (bv, bi): larger, or equal and earlier.
+__device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+// One block per row: each thread its strided share, then the warps, then the block.
+__global__ void row_argmax_kernel(const float* __restrict__ data, int64_t cols, int64_t stride,
+                                  int64_t* __restrict__ index, int* __restrict__ nan) {
+  __shared__ float sv[kThreads / 32];
+  __shared__ int64_t si[kThreads / 32];
+  __shared__ int s_nan;
+  const float* row = data + blockIdx.x * stride;
+  if (threadIdx.x == 0) s_nan = 0;
+  __syncthreads();
+  float bv = -INFINITY;
+  int64_t bi = cols;  // none yet
+  bool saw_nan = false;
+  for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+    const float v = row[j];
+    if (v != v) saw_nan = true;
+    if (better(v, j, bv, bi)) {
+      bv = v;
+      bi = j;
+    }
+  }
+  if (saw_nan) s_nan = 1;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (better(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    sv[warp] = bv;
+    si[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w)
+      if (better(sv[w], si[w], bv, bi)) {
+        bv = sv[w];
+        bi = si[w];
+      }
+    // A row of -inf only: the first index, as a sequential scan gives.
+    index[blockIdx.x] = bi == cols ? 0 : bi;
+    nan[blockIdx.x] = s_nan;
+  }
+}
+
+}  // namespace
+
+void launch_row_argmax(const float* data, int64_t rows, int64_t cols, int64_t stride,
+                       int64_t* index, int* nan, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(data, cols, stride, index,
+                                                                          nan);
+}
+
+}  // namespace lumen::cuda
