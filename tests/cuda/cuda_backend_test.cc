@@ -962,6 +962,16 @@ TEST(CudaKernels, NormPoolSoftmax) {
       "LayerNormalization",
       {y, constant(random_tensor(Shape{32}, 57)), constant(random_tensor(Shape{32}, 58))},
       {{"epsilon", 1e-5f}}, 1e-4);
+  // Rows of 100, 768 and 1000 values (a warp per row, 8, 24 and 32 values a lane; one row as in
+  // decoding, and 37) and of 2000 (a block per row).
+  for (const Shape& shape : {Shape{1, 1, 768}, Shape{37, 100}, Shape{5, 1000}, Shape{3, 2000}}) {
+    SCOPED_TRACE(shape.to_string());
+    const int64_t n = shape[-1];
+    expect_matches_cpu("LayerNormalization",
+                       {random_tensor(shape, 59, -3.f, 3.f), constant(random_tensor(Shape{n}, 60)),
+                        constant(random_tensor(Shape{n}, 61))},
+                       {{"epsilon", 1e-5f}}, 1e-4);
+  }
   expect_matches_cpu("ReduceMean", {y}, {{"axes", {2}}, {"keepdims", 1}});
   expect_matches_cpu("ReduceMean", {x}, {{"axes", {2, 3}}, {"keepdims", 0}});
 }

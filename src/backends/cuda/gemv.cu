@@ -16,7 +16,6 @@ namespace {
 constexpr int kThreadsX = 16;  // four columns each
 constexpr int kThreadsY = 16;  // down K
 constexpr int kBlockCols = kThreadsX * 4;
-constexpr int kBatch = 4;  // partials loaded at once in the last block's sum
 
 __device__ __forceinline__ void fma4(float4& acc, float a, const float4& w) {
   acc.x += a * w.x;
@@ -91,26 +90,23 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
   if (tx == 0 && ty == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
   __syncthreads();
   if (!last) return;
-    // The last block: the splits' partials (read from L2, written by other blocks), kThreadsY
-    // threads down the splits with kBatch loads in flight each, then summed in a fixed order.
+  // The last block: the splits' partials (read from L2, written by other blocks), kThreadsY
+  // threads down the splits, every row's partial of a split loaded at once, then summed in a
+  // fixed order.
+  float4 sum[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (live)
-      for (unsigned sp = ty; sp < gridDim.y; sp += kBatch * kThreadsY) {
-        float4 v[kBatch];
+  for (int r = 0; r < kRows; ++r) sum[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (live)
+    for (unsigned sp = ty; sp < gridDim.y; sp += kThreadsY) {
+      float4 v[kRows];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const unsigned at = sp + j * kThreadsY;
-          v[j] = at < gridDim.y
-                     ? __ldcg(reinterpret_cast<const float4*>(part + (at * kRows + r) * n + col))
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
+      for (int r = 0; r < kRows; ++r)
+        v[r] = __ldcg(reinterpret_cast<const float4*>(part + (sp * kRows + r) * n + col));
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) add4(s, v[j]);
-      }
-    red[ty][r][tx] = s;
-  }
+      for (int r = 0; r < kRows; ++r) add4(sum[r], v[r]);
+    }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) red[ty][r][tx] = sum[r];
   __syncthreads();
   if (ty == 0 && live)
 #pragma unroll
