@@ -369,40 +369,7 @@ void launch_attention(Storage st, const AttentionDesc& desc, const void* q, cons
                       cudaStream_t stream) {
   if (desc.batch == 0 || desc.sq == 0 || desc.depth_v == 0) return;
   const SplitPlan plan = split_plan(desc);
-  if (plan.splits == 1 || (plan.splits > 1 && scratch != nullptr)) {
-    const int64_t rows = desc.batch * desc.sq;
-    const auto grid = static_cast<unsigned>((rows * plan.splits + kSplitWarps - 1) / kSplitWarps);
-    auto* part = static_cast<float*>(scratch);
-    const int64_t d = desc.depth_v == desc.depth ? desc.depth : 0;
-    with_storage(st, [&](auto tag) {
-      using T = decltype(tag);
-      const T* tq = static_cast<const T*>(q);
-      const T* tk = static_cast<const T*>(k);
-      const T* tv = static_cast<const T*>(v);
-      const T* tm = static_cast<const T*>(mask);
-      T* ty = static_cast<T*>(y);
-      if (d == 64)
-        attention_split_kernel<T, 64><<<grid, kSplitWarps * 32, 0, stream>>>(
-            desc, tq, tk, tv, tm, ty, part, plan.splits, plan.tiles_per_split);
-      else if (d == 128)
-        attention_split_kernel<T, 128><<<grid, kSplitWarps * 32, 0, stream>>>(
-            desc, tq, tk, tv, tm, ty, part, plan.splits, plan.tiles_per_split);
-      else
-        attention_split_kernel<T, 0><<<grid, kSplitWarps * 32, 0, stream>>>(
-            desc, tq, tk, tv, tm, ty, part, plan.splits, plan.tiles_per_split);
-      if (plan.splits > 1) {
-        constexpr int kRowsPerBlock = 4;
-        const auto merge_grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-        attention_merge_kernel<T>
-            <<<merge_grid, kRowsPerBlock * 32, 0, stream>>>(desc, part, plan.splits, ty);
-      }
-    });
-    return;
-  }
-  const int64_t blocks = desc.batch * ((desc.sq + kWarps - 1) / kWarps);
-  const size_t smem =
-      sizeof(float) * (kChunk * (desc.depth + 1) + kChunk * desc.depth_v + kWarps * desc.depth);
-  const unsigned grid = static_cast<unsigned>(blocks);
+  const bool split = plan.splits == 1 || (plan.splits > 1 && scratch != nullptr);
   const int64_t d = desc.depth_v == desc.depth ? desc.depth : 0;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
@@ -411,14 +378,44 @@ void launch_attention(Storage st, const AttentionDesc& desc, const void* q, cons
     const T* tv = static_cast<const T*>(v);
     const T* tm = static_cast<const T*>(mask);
     T* ty = static_cast<T*>(y);
+    if (split) {
+      const int64_t rows = desc.batch * desc.sq;
+      const auto grid = static_cast<unsigned>((rows * plan.splits + kSplitWarps - 1) / kSplitWarps);
+      auto* part = static_cast<float*>(scratch);
+      auto launch_split = [&](auto depth_tag) {
+        constexpr int kD = decltype(depth_tag)::value;
+        attention_split_kernel<T, kD><<<grid, kSplitWarps * 32, 0, stream>>>(
+            desc, tq, tk, tv, tm, ty, part, plan.splits, plan.tiles_per_split);
+      };
+      if (d == 64)
+        launch_split(std::integral_constant<int, 64>{});
+      else if (d == 128)
+        launch_split(std::integral_constant<int, 128>{});
+      else
+        launch_split(std::integral_constant<int, 0>{});
+      if (plan.splits > 1) {
+        constexpr int kRowsPerBlock = 4;
+        const auto merge_grid = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+        attention_merge_kernel<T>
+            <<<merge_grid, kRowsPerBlock * 32, 0, stream>>>(desc, part, plan.splits, ty);
+      }
+      return;
+    }
+    const unsigned grid = static_cast<unsigned>(desc.batch * ((desc.sq + kWarps - 1) / kWarps));
+    const size_t smem =
+        sizeof(float) * (kChunk * (desc.depth + 1) + kChunk * desc.depth_v + kWarps * desc.depth);
+    auto launch_rows = [&](auto depth_tag) {
+      constexpr int kD = decltype(depth_tag)::value;
+      attention_kernel<T, kD><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+    };
     if (d == 64)
-      attention_kernel<T, 64><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+      launch_rows(std::integral_constant<int, 64>{});
     else if (d == 32)
-      attention_kernel<T, 32><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+      launch_rows(std::integral_constant<int, 32>{});
     else if (d == 128)
-      attention_kernel<T, 128><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+      launch_rows(std::integral_constant<int, 128>{});
     else
-      attention_kernel<T, 0><<<grid, kWarps * 32, smem, stream>>>(desc, tq, tk, tv, tm, ty);
+      launch_rows(std::integral_constant<int, 0>{});
   });
 }
 

@@ -188,7 +188,8 @@ size_t attention_scratch_bytes(const AttentionDesc& desc);
 void launch_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
                       const void* v, const void* mask, void* y, void* scratch, cudaStream_t stream);
 // Strided row copies (rows x width bytes, each side with its own pitch; src null writes zeros),
-// every one of `count` enqueued on `stream` in a launch per kRowCopyBatch.
+// every one of `count` enqueued on `stream` in a launch per kRowCopyBatch. The fields of
+// core/device_ops.h's RowCopy, which nvcc's C++17 cannot include (lumen's headers are C++20).
 struct RowCopyDesc {
   void* dst = nullptr;
   size_t dst_pitch = 0;
