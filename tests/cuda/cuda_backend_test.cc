@@ -329,9 +329,10 @@ TEST(CudaKernels, RowArgmax) {
 
 // Skinny products (gemv.cu: up to eight rows, decoding): GPT-2's layer shapes at one token (K split
 // over many blocks, the last block of each column range adding the partials), two and three rows
-// through a batch dim, a bias with GeluTanh and with Relu in the epilogue, a K too short to split,
-// and shapes it leaves to cuBLASLt (N not a multiple of 4, nine rows). Each runs three times
-// (eager, recorded, replayed): the column counters must be back at zero after every launch.
+// through a batch dim, a bias with GeluTanh and with Relu in the epilogue, a Gemm's bias row, a K
+// too short to split, and shapes it leaves to cuBLASLt (N not a multiple of 4, nine rows). Each
+// runs three times (eager, recorded, replayed): the column counters must be back at zero after
+// every launch.
 TEST(CudaKernels, SkinnyProducts) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 700;
@@ -346,6 +347,9 @@ TEST(CudaKernels, SkinnyProducts) {
                       constant(random_tensor(Shape{768}, seed++))},
                      {{"activation", "Relu"}});
   expect_matches_cpu("MatMul", {random_tensor(Shape{3, 20}, seed++), weights(20, 36)});
+  // Gemm with a bias row (alpha 1, nothing transposed) takes the same kernel.
+  expect_matches_cpu("Gemm", {random_tensor(Shape{3, 64}, seed++), weights(64, 48),
+                              constant(random_tensor(Shape{48}, seed++))});
   expect_matches_cpu("MatMul", {random_tensor(Shape{4, 100}, seed++), weights(100, 260)});
   expect_matches_cpu("MatMul", {random_tensor(Shape{1, 64}, seed++), weights(64, 50)});
   expect_matches_cpu("MatMul", {random_tensor(Shape{1, 64}, seed++), weights(64, 1001)}, {}, 1e-5);

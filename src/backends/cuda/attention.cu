@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "backends/cuda/launch.h"
+#include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/storage.cuh"
 
 namespace lumen::cuda {
@@ -24,16 +25,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kChunk = 32;
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Where query row `i` of head `b` reads its mask (the head's leading coordinates times their mask
 // strides, plus the row's).
@@ -111,13 +102,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       s = -INFINITY;
     else if (mask_row != nullptr)
       s += to_float(mask_row[key * d.mask_k_stride]);
-    const float m_new = fmaxf(m, warp_max(s));
-    // A row masked out so far (every score -inf) keeps zero weight instead of exp(nan).
-    const float p = m_new == -INFINITY ? 0.f : expf(s - m_new);
-    const float correction = m_new == -INFINITY ? 1.f : expf(m - m_new);
-    l = l * correction + warp_sum(p);
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[c] *= correction;
+    const float p = online_softmax_step(s, m, l, acc);
     const int n_keys = d.sk - j0 < kChunk ? static_cast<int>(d.sk - j0) : kChunk;
     for (int j = 0; j < n_keys; ++j) {
       const float pj = __shfl_sync(0xffffffffu, p, j);
@@ -126,7 +111,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int c = 0; c < kCols; ++c)
         if (kD > 0 || lane + 32 * c < dv) acc[c] += pj * vrow[lane + 32 * c];
     }
-    m = m_new;
   }
   if (row >= d.sq) return;
   T* out = y + (b * d.sq + row) * dv;
@@ -233,12 +217,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
       s = dot;
       if (mask_row != nullptr) s += to_float(mask_row[key * d.mask_k_stride]);
     }
-    const float m_new = fmaxf(m, warp_max(s));
-    const float p = m_new == -INFINITY ? 0.f : expf(s - m_new);
-    const float correction = m_new == -INFINITY ? 1.f : expf(m - m_new);
-    l = l * correction + warp_sum(p);
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[c] *= correction;
+    const float p = online_softmax_step(s, m, l, acc);
     const int n_keys = d.sk - t * kTile < kTile ? static_cast<int>(d.sk - t * kTile) : kTile;
     const T* vt = vb + t * kTile * dv;
     if (n_keys == kTile) {  // a whole tile: unrolled, so its loads are in flight together
@@ -257,7 +236,6 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
           if (kD > 0 || lane + 32 * c < dv) acc[c] += pj * to_float(vt[j * dv + lane + 32 * c]);
       }
     }
-    m = m_new;
   }
   if (splits == 1) {
     const float inv = 1.f / l;

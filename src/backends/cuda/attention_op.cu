@@ -11,6 +11,7 @@
 #include <cfloat>
 
 #include "backends/cuda/attention_op.h"
+#include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/storage.cuh"
 
 namespace lumen::cuda {
@@ -18,16 +19,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kChunk = 32;
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // The keys [lo, hi) query i may attend before attn_mask (graph/schemas/attention.h's
 // attention_key_range).
@@ -146,13 +137,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     } else if (d.mask_kind == 2) {
       s += to_float(reinterpret_cast<const T*>(mask_row)[key]);
     }
-    const float m_new = fmaxf(m, warp_max(s));
-    // A row masked out so far (every score -inf) keeps zero weight instead of exp(nan).
-    const float p = m_new == -INFINITY ? 0.f : expf(s - m_new);
-    const float correction = m_new == -INFINITY ? 1.f : expf(m - m_new);
-    l = l * correction + warp_sum(p);
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[c] *= correction;
+    const float p = online_softmax_step(s, m, l, acc);
     const int n_keys = d.total_len - j0 < kChunk ? static_cast<int>(d.total_len - j0) : kChunk;
     for (int j = 0; j < n_keys; ++j) {
       const float pj = __shfl_sync(0xffffffffu, p, j);
@@ -162,7 +147,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int c = 0; c < kCols; ++c)
         if (kD > 0 || lane + 32 * c < dv) acc[c] += pj * vrow[lane + 32 * c];
     }
-    m = m_new;
   }
   if (!live) return;
   T* out = y + b * d.y.batch + qh * d.y.head + qi * d.y.row;
