@@ -15,7 +15,7 @@ jobs="$(nproc)"
 packages=(cmake ninja-build g++ pkg-config libdnnl-dev libgtest-dev libonnx-dev libprotobuf-dev
   protobuf-compiler python3-onnx python3-numpy python3-torch python3-torchvision libopenblas0-openmp
   graphviz pybind11-dev python3-dev python3-pytest python3-setuptools python3-pip python3-venv
-  clang libclang-rt-14-dev libomp-dev qemu-user)
+  clang libclang-rt-14-dev libomp-dev qemu-user libvulkan-dev glslang-tools mesa-vulkan-drivers)
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 install_deps() {
@@ -49,7 +49,7 @@ sanitizer_opt="-O1 -g1 -fno-omit-frame-pointer"
 sanitized_build() {
   local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
   cmake -S . -B "$sanitized_dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DLUMEN_TESTS=ON \
-    -DLUMEN_CUDA=OFF -DLUMEN_PYTHON=OFF -DLUMEN_FUZZ=ON -DCMAKE_C_COMPILER=clang \
+    -DLUMEN_CUDA=OFF -DLUMEN_VULKAN=OFF -DLUMEN_PYTHON=OFF -DLUMEN_FUZZ=ON -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
     -DCMAKE_CXX_FLAGS="$flags -fsanitize=fuzzer-no-link $sanitizer_opt" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
@@ -86,7 +86,7 @@ fuzz() {
 # arenas, kernels, oneDNN primitives, the host pool). Nothing is suppressed.
 tsan_tests() {
   local dir="$build_dir-tsan" flags="-fsanitize=thread"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF -DLUMEN_VULKAN=OFF \
     "${launcher[@]}" -DCMAKE_CXX_FLAGS="$flags $sanitizer_opt" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$dir" -j "$jobs" --target concurrency_test
@@ -106,7 +106,7 @@ arm64_tests() {
   fi
   install_deps g++-aarch64-linux-gnu qemu-user
   cmake/arm64-sysroot.sh "$dir/sysroot"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF \
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLUMEN_TESTS=ON -DLUMEN_CUDA=OFF -DLUMEN_VULKAN=OFF \
     -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DLUMEN_ARM64_SYSROOT="$PWD/$dir/sysroot" \
     "${launcher[@]}" >/dev/null
   cmake --build "$dir" -j "$jobs"

@@ -67,7 +67,7 @@ std::vector<double> timed_runs(Executable* exe, const std::vector<Tensor>& input
 AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
                       const InputMaker& make_inputs, bool verify) {
   AutoPlan out;
-  const std::vector<Backend*> backends = available_backends();
+  const std::vector<Backend*> backends = auto_backends();
   Graph graph = make({});
   out.route = router::route(graph, backends, options.router, /*explain=*/true);
   const router::RoutePlan& route = out.route;

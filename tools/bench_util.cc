@@ -116,7 +116,9 @@ std::vector<std::string> parse_backends(const std::string& list, const Runtime& 
 }
 
 Device backend_device(const std::string& backend) {
-  return backend == "cuda" ? Device::cuda(0) : Device::cpu();
+  if (backend == "cuda") return Device::cuda(0);
+  if (backend == "vulkan") return Device::vulkan(0);
+  return Device::cpu();
 }
 
 }  // namespace lumen::cli

@@ -62,7 +62,7 @@ PlanArgs parse(const std::vector<std::string>& args, const char* command, bool p
 
 // The candidates of --device: "auto" is every available backend, else a comma-separated list.
 std::vector<Backend*> candidates(const std::string& device) {
-  if (device == "auto") return available_backends();
+  if (device == "auto") return auto_backends();
   std::vector<Backend*> out;
   for (size_t start = 0; start <= device.size();) {
     size_t comma = std::min(device.find(',', start), device.size());
@@ -222,7 +222,7 @@ int tune_model(const std::vector<std::string>& args) {
   PlanArgs a = parse(args, "tune", false);
   if (!a.budget_given) a.router.budget_s = 600;  // ahead of time: measure everything
   Graph graph = load(a, {});
-  router::RoutePlan plan = router::route(graph, available_backends(), a.router, true);
+  router::RoutePlan plan = router::route(graph, auto_backends(), a.router, true);
   // The graphs `lumen run --device auto` compares its plan with: optimized for the host alone
   // (its fusions), and for each device before the host.
   // (Routed over every backend, as the auto graph: the cache file holds one set of devices.)

@@ -5,7 +5,7 @@
 
 namespace lumen {
 
-enum class DeviceType { kCPU, kCUDA };
+enum class DeviceType { kCPU, kCUDA, kVulkan };
 
 struct Device {
   DeviceType type = DeviceType::kCPU;
@@ -13,8 +13,9 @@ struct Device {
 
   static Device cpu() { return {DeviceType::kCPU, 0}; }
   static Device cuda(int index = 0) { return {DeviceType::kCUDA, index}; }
+  static Device vulkan(int index = 0) { return {DeviceType::kVulkan, index}; }
   bool operator==(const Device& other) const = default;
-  // "cpu" or "cuda:0"
+  // "cpu", "cuda:0" or "vulkan:0"
   std::string to_string() const;
 };
 

@@ -41,11 +41,17 @@ class Backend {
   // (an event recorded on default_stream() once `src` was made; null: all work queued so far) and
   // is complete when it returns. Here, where the device has no such stream: Tensor::to.
   virtual Tensor move(const Tensor& src, Device to, Event* /*ready*/) { return src.to(to); }
+  // Whether `auto` places nodes here. False for a backend that only reaches hardware another
+  // backend serves better: Vulkan on the host's CPU (Mesa's lavapipe) or on a GPU that CUDA drives.
+  // Such a backend still runs what names it (--device vulkan).
+  virtual bool in_auto() const { return true; }
 };
 
 // Backends usable on this machine, best first: the CPU's, then those of the plugins next to
 // liblumen (loaded by the first call, core/plugins.h) whose probe finds their device.
 std::vector<Backend*> available_backends();
+// The backends `auto` chooses among: available_backends() that are in_auto().
+std::vector<Backend*> auto_backends();
 // A backend by name ("cpu"), or nullptr when it is not available. Only a name other than "cpu"
 // loads the plugins.
 Backend* find_backend(const std::string& name);

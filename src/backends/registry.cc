@@ -63,6 +63,13 @@ std::vector<Backend*> available_backends() {
   return out;
 }
 
+std::vector<Backend*> auto_backends() {
+  std::vector<Backend*> out;
+  for (Backend* b : available_backends())
+    if (b->in_auto()) out.push_back(b);
+  return out;
+}
+
 Backend* find_backend(const std::string& name) {
   if (name == "cpu") return &cpu::cpu_backend();  // never loads a plugin
   for (Backend* b : available_backends())

@@ -9,8 +9,8 @@
 namespace lumen {
 namespace {
 
-std::array<DeviceOps, 2>& table() {
-  static std::array<DeviceOps, 2> ops{};
+std::array<DeviceOps, 3>& table() {  // one per DeviceType
+  static std::array<DeviceOps, 3> ops{};
   return ops;
 }
 

@@ -85,7 +85,15 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 std::string Device::to_string() const {
-  return type == DeviceType::kCPU ? "cpu" : "cuda:" + std::to_string(index);
+  switch (type) {
+    case DeviceType::kCPU:
+      return "cpu";
+    case DeviceType::kCUDA:
+      return "cuda:" + std::to_string(index);
+    case DeviceType::kVulkan:
+      return "vulkan:" + std::to_string(index);
+  }
+  return "unknown";
 }
 
 }  // namespace lumen

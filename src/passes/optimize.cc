@@ -14,7 +14,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   for (const std::string& b : backends) cpu_only = cpu_only && b == "cpu";
   if (backends.empty()) {
     cpu_only = true;
-    for (Backend* b : available_backends()) cpu_only = cpu_only && b->name() == "cpu";
+    for (Backend* b : auto_backends()) cpu_only = cpu_only && b->name() == "cpu";
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());

@@ -87,7 +87,7 @@ Backend* backend_of(Device device) {
 // machine or build without it is a DeviceError; an unknown name an InvalidArgument.
 std::vector<Backend*> candidate_backends(const CompileOptions& options, bool* host_fallback) {
   *host_fallback = false;
-  if (options.backends.empty() || options.is_auto()) return available_backends();
+  if (options.backends.empty() || options.is_auto()) return auto_backends();
   std::vector<Backend*> out;
   bool has_host = false;
   for (const std::string& name : options.backends) {

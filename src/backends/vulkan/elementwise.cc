@@ -1,0 +1,330 @@
+// Element-wise kernels: the unary functions and activations, the broadcasting binary ops, views
+// (Reshape and the like), and the strided copies (Transpose, Expand, Concat).
+#include <cmath>
+#include <limits>
+
+#include "backends/vulkan/vulkan_context.h"
+#include "graph/op_kind.h"
+
+namespace lumen::vulkan {
+namespace {
+
+// The codes of shaders/common.glsl's apply_unary; -1 where the op has none.
+int unary_code(OpKind op) {
+  switch (op) {
+    case OpKind::kIdentity:
+      return 0;
+    case OpKind::kRelu:
+      return 1;
+    case OpKind::kLeakyRelu:
+      return 2;
+    case OpKind::kClip:
+      return 3;
+    case OpKind::kSigmoid:
+      return 4;
+    case OpKind::kTanh:
+      return 5;
+    case OpKind::kHardSigmoid:
+      return 6;
+    case OpKind::kHardSwish:
+      return 7;
+    case OpKind::kGelu:
+      return 9;
+    case OpKind::kExp:
+      return 11;
+    case OpKind::kLog:
+      return 12;
+    case OpKind::kSqrt:
+      return 13;
+    case OpKind::kNeg:
+      return 14;
+    case OpKind::kAbs:
+      return 15;
+    case OpKind::kReciprocal:
+      return 16;
+    case OpKind::kFloor:
+      return 17;
+    case OpKind::kCeil:
+      return 18;
+    case OpKind::kSoftplus:
+      return 19;
+    case OpKind::kElu:
+      return 20;
+    case OpKind::kErf:
+      return 21;
+    case OpKind::kSoftsign:
+      return 22;
+    case OpKind::kSelu:
+      return 23;
+    default:
+      return -1;
+  }
+}
+
+// A known scalar float input (Clip's min and max), else `fallback`.
+bool scalar_input(const NodeContext& ctx, int i, float fallback, float* out) {
+  *out = fallback;
+  if (!ctx.has_input(i)) return true;
+  const Tensor* t = ctx.input_value(i);
+  if (t == nullptr || t->numel() != 1 || t->dtype() != DType::kFloat32) return false;
+  *out = t->data<float>()[0];
+  return true;
+}
+
+std::string check_unary(const NodeContext& ctx) {
+  if (ctx.op() == OpKind::kClip) {
+    float v = 0;
+    if (!scalar_input(ctx, 1, 0, &v) || !scalar_input(ctx, 2, 0, &v))
+      return "min and max must be float32 scalars known at build time";
+    if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+    return ctx.output(0).dtype == DType::kFloat32 ? "" : "output is not float32";
+  }
+  return require_float32(ctx);
+}
+
+struct UnaryPush {
+  uint64_t x, y;
+  uint32_t n;
+  float alpha, beta;
+};
+
+std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
+  int code = unary_code(ctx.op());
+  if (ctx.op() == OpKind::kGelu && ctx.attr_string("approximate", "none") == "tanh") code = 10;
+  float alpha = 0.f, beta = 0.f;
+  switch (ctx.op()) {
+    case OpKind::kLeakyRelu:
+      alpha = ctx.attr_float("alpha", 0.01f);
+      break;
+    case OpKind::kElu:
+      alpha = ctx.attr_float("alpha", 1.0f);
+      break;
+    case OpKind::kHardSigmoid:
+      alpha = ctx.attr_float("alpha", 0.2f);
+      beta = ctx.attr_float("beta", 0.5f);
+      break;
+    case OpKind::kSelu:
+      alpha = ctx.attr_float("alpha", 1.67326319217681884765625f);
+      beta = ctx.attr_float("gamma", 1.05070102214813232421875f);
+      break;
+    case OpKind::kClip:
+      scalar_input(ctx, 1, -std::numeric_limits<float>::infinity(), &alpha);
+      scalar_input(ctx, 2, std::numeric_limits<float>::infinity(), &beta);
+      break;
+    default:
+      break;
+  }
+  const int32_t constants[] = {code};
+  const Pipeline& pipe = pipeline("unary", constants);
+  return make_fn_kernel([&pipe, alpha, beta](KernelContext& k) {
+    const int64_t n = k.outputs[0].numel();
+    if (n == 0) return;
+    UnaryPush push{address(k.inputs[0]), address(k.outputs[0]), static_cast<uint32_t>(n), alpha,
+                   beta};
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
+  });
+}
+
+// Element strides (rank of `out`) reading `in` broadcast to `out`: 0 where broadcast.
+void broadcast_strides(const Shape& in, const Shape& out, uint32_t* strides) {
+  const int offset = out.rank() - in.rank();
+  int64_t stride = 1;
+  for (int k = out.rank() - 1; k >= 0; --k) {
+    const int j = k - offset;
+    strides[k] = j < 0 || in[j] == 1 ? 0 : static_cast<uint32_t>(stride);
+    if (j >= 0) stride *= in[j];
+  }
+}
+
+int binary_code(OpKind op) {
+  switch (op) {
+    case OpKind::kAdd:
+      return 0;
+    case OpKind::kSub:
+      return 1;
+    case OpKind::kMul:
+      return 2;
+    case OpKind::kDiv:
+      return 3;
+    case OpKind::kPow:
+      return 4;
+    case OpKind::kMax:
+      return 5;
+    case OpKind::kMin:
+      return 6;
+    default:
+      return -1;
+  }
+}
+
+struct BinaryPush {
+  uint64_t a, b, y;
+  uint32_t n, rank;
+  uint32_t dims[kMaxRank], sa[kMaxRank], sb[kMaxRank];
+};
+
+std::string check_binary(const NodeContext& ctx) {
+  if ((ctx.op() == OpKind::kMax || ctx.op() == OpKind::kMin) && ctx.num_inputs() != 2)
+    return "Max and Min take two inputs here";
+  return require_float32(ctx);
+}
+
+std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
+  const int32_t constants[] = {binary_code(ctx.op())};
+  const Pipeline& pipe = pipeline("binary", constants);
+  return make_fn_kernel([&pipe](KernelContext& k) {
+    const Tensor& y = k.outputs[0];
+    const int64_t n = y.numel();
+    if (n == 0) return;
+    BinaryPush push{};
+    push.a = address(k.inputs[0]);
+    push.b = address(k.inputs[1]);
+    push.y = address(y);
+    push.n = static_cast<uint32_t>(n);
+    push.rank = static_cast<uint32_t>(y.shape().rank());
+    for (int d = 0; d < y.shape().rank(); ++d) push.dims[d] = static_cast<uint32_t>(y.shape()[d]);
+    broadcast_strides(k.inputs[0].shape(), y.shape(), push.sa);
+    broadcast_strides(k.inputs[1].shape(), y.shape(), push.sb);
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
+  });
+}
+
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity: a view of the input with the inferred shape.
+std::string check_view(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
+  Shape shape = ctx.output(0).shape;
+  return make_fn_kernel([shape](KernelContext& k) { k.outputs[0] = k.inputs[0].reshape(shape); },
+                        true);
+}
+
+struct CopyPush {
+  uint64_t x, y;
+  uint32_t n, rank;
+  uint32_t dims[kMaxRank];
+  int32_t xs[kMaxRank], ys[kMaxRank];
+};
+
+// Contiguous element strides of `shape`.
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(shape.rank(), 1);
+  for (int d = shape.rank() - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+// Enqueues y[c . ys] = x[c . xs] over `dims`.
+void strided_copy(VulkanStream& stream, uint64_t x, uint64_t y, const Shape& dims,
+                  const std::vector<int64_t>& xs, const std::vector<int64_t>& ys) {
+  const int64_t n = dims.numel();
+  if (n == 0) return;
+  CopyPush push{};
+  push.x = x;
+  push.y = y;
+  push.n = static_cast<uint32_t>(n);
+  push.rank = static_cast<uint32_t>(dims.rank());
+  for (int d = 0; d < dims.rank(); ++d) {
+    push.dims[d] = static_cast<uint32_t>(dims[d]);
+    push.xs[d] = static_cast<int32_t>(xs[d]);
+    push.ys[d] = static_cast<int32_t>(ys[d]);
+  }
+  stream.dispatch(pipeline("strided_copy"), &push, sizeof(push), groups_for(n, 256));
+}
+
+std::unique_ptr<Kernel> make_transpose(const NodeContext& ctx) {
+  const int rank = ctx.input_shape(0).rank();
+  std::vector<int64_t> perm = ctx.attr_ints("perm", {});
+  if (perm.empty())
+    for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
+  return make_fn_kernel([perm](KernelContext& k) {
+    const Tensor& x = k.inputs[0];
+    Tensor& y = k.outputs[0];
+    std::vector<int64_t> in_strides = strides_of(x.shape()), xs(perm.size());
+    for (size_t d = 0; d < perm.size(); ++d) xs[d] = in_strides[perm[d]];
+    strided_copy(stream_of(k), address(x), address(y), y.shape(), xs, strides_of(y.shape()));
+  });
+}
+
+std::unique_ptr<Kernel> make_expand(const NodeContext& /*ctx*/) {
+  return make_fn_kernel([](KernelContext& k) {
+    const Tensor& x = k.inputs[0];
+    Tensor& y = k.outputs[0];
+    std::vector<uint32_t> xs(y.shape().rank());
+    broadcast_strides(x.shape(), y.shape(), xs.data());
+    strided_copy(stream_of(k), address(x), address(y), y.shape(),
+                 std::vector<int64_t>(xs.begin(), xs.end()), strides_of(y.shape()));
+  });
+}
+
+std::string check_expand(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  if (ctx.input_shape(0).rank() > kMaxRank || ctx.output(0).shape.rank() > kMaxRank)
+    return "rank above 6";
+  return "";
+}
+
+std::string check_concat(const NodeContext& ctx) {
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.input_dtype(i) != DType::kFloat32) return "an input is not float32";
+  if (ctx.output(0).shape.rank() > kMaxRank) return "rank above 6";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
+  int axis = static_cast<int>(ctx.attr_int("axis"));
+  if (axis < 0) axis += ctx.output(0).shape.rank();
+  return make_fn_kernel([axis](KernelContext& k) {
+    Tensor& y = k.outputs[0];
+    const std::vector<int64_t> ys = strides_of(y.shape());
+    int64_t at = 0;
+    for (const Tensor& x : k.inputs) {
+      strided_copy(stream_of(k), address(x), address(y) + at * ys[axis] * sizeof(float),
+                   x.shape(), strides_of(x.shape()), ys);
+      at += x.shape()[axis];
+    }
+  });
+}
+
+}  // namespace
+
+LUMEN_REGISTER_VULKAN_KERNEL(Relu, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(LeakyRelu, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Clip, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Sigmoid, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Tanh, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(HardSigmoid, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(HardSwish, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Gelu, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Exp, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Log, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Sqrt, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Neg, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Abs, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Reciprocal, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Floor, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Ceil, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Softplus, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Elu, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Erf, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Softsign, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Selu, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(Add, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Sub, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Mul, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Div, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Pow, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Max, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Min, &make_binary, &check_binary);
+LUMEN_REGISTER_VULKAN_KERNEL(Reshape, &make_view, &check_view);
+LUMEN_REGISTER_VULKAN_KERNEL(Flatten, &make_view, &check_view);
+LUMEN_REGISTER_VULKAN_KERNEL(Squeeze, &make_view, &check_view);
+LUMEN_REGISTER_VULKAN_KERNEL(Unsqueeze, &make_view, &check_view);
+LUMEN_REGISTER_VULKAN_KERNEL(Identity, &make_view, &check_view);
+LUMEN_REGISTER_VULKAN_KERNEL(Transpose, &make_transpose, &require_float32);
+LUMEN_REGISTER_VULKAN_KERNEL(Expand, &make_expand, &check_expand);
+LUMEN_REGISTER_VULKAN_KERNEL(Concat, &make_concat, &check_concat);
+
+}  // namespace lumen::vulkan

@@ -1,0 +1,81 @@
+// Row-wise kernels: Softmax and LogSoftmax over any axis, LayerNormalization over trailing dims.
+#include "backends/vulkan/vulkan_context.h"
+#include "graph/op_kind.h"
+
+namespace lumen::vulkan {
+namespace {
+
+int normalized_axis(const NodeContext& ctx, int64_t axis, int rank) {
+  if (axis < -rank || axis >= std::max(rank, 1)) ctx.fail_model("axis " + std::to_string(axis) + " is out of range");
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+struct SoftmaxPush {
+  uint64_t x, y;
+  uint32_t lines, n, inner;
+};
+
+std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
+  const int rank = ctx.input_shape(0).rank();
+  const int axis = rank == 0 ? 0 : normalized_axis(ctx, ctx.attr_int("axis", -1), rank);
+  const int32_t constants[] = {ctx.op() == OpKind::kLogSoftmax ? 1 : 0};
+  const Pipeline& pipe = pipeline("softmax", constants);
+  return make_fn_kernel([&pipe, axis](KernelContext& k) {
+    const Shape& x = k.inputs[0].shape();
+    int64_t outer = 1, n = x.rank() ? x[axis] : 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= x[d];
+    for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+    const int64_t lines = outer * inner;
+    if (lines == 0 || n == 0) return;
+    SoftmaxPush push{address(k.inputs[0]), address(k.outputs[0]), static_cast<uint32_t>(lines),
+                     static_cast<uint32_t>(n), static_cast<uint32_t>(inner)};
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(lines, 1));
+  });
+}
+
+struct LayerNormPush {
+  uint64_t x, scale, bias, y;
+  uint32_t rows, n;
+  float eps;
+};
+
+std::string check_layer_norm(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  if (ctx.num_outputs() > 1) return "the Mean and InvStdDev outputs";
+  const Shape& x = ctx.input_shape(0);
+  if (!x.is_static() || !ctx.input_shape(1).is_static()) return "shapes known only at run time";
+  int64_t axis = ctx.attr_int("axis", -1);
+  if (axis < 0) axis += x.rank();
+  int64_t n = 1;
+  for (int d = static_cast<int>(axis); d < x.rank(); ++d) n *= x[d];
+  if (ctx.input_shape(1).numel() != n || (ctx.has_input(2) && ctx.input_shape(2).numel() != n))
+    return "scale and bias must cover the normalised dims exactly";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
+  const int rank = ctx.input_shape(0).rank();
+  const int axis = normalized_axis(ctx, ctx.attr_int("axis", -1), rank);
+  const float eps = ctx.attr_float("epsilon", 1e-5f);
+  return make_fn_kernel([axis, eps](KernelContext& k) {
+    const Shape& x = k.inputs[0].shape();
+    int64_t rows = 1, n = 1;
+    for (int d = 0; d < axis; ++d) rows *= x[d];
+    for (int d = axis; d < x.rank(); ++d) n *= x[d];
+    if (rows == 0 || n == 0) return;
+    const bool bias = k.inputs.size() > 2 && k.inputs[2].defined();
+    LayerNormPush push{address(k.inputs[0]), address(k.inputs[1]),
+                       bias ? address(k.inputs[2]) : 0, address(k.outputs[0]),
+                       static_cast<uint32_t>(rows), static_cast<uint32_t>(n), eps};
+    stream_of(k).dispatch(pipeline("layer_norm"), &push, sizeof(push), groups_for(rows, 1));
+  });
+}
+
+}  // namespace
+
+LUMEN_REGISTER_VULKAN_KERNEL(Softmax, &make_softmax, &require_float32);
+LUMEN_REGISTER_VULKAN_KERNEL(LogSoftmax, &make_softmax, &require_float32);
+LUMEN_REGISTER_VULKAN_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
+
+}  // namespace lumen::vulkan

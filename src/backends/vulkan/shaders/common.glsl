@@ -1,0 +1,129 @@
+// Shared by every shader: tensors reached by device address, and the element-wise functions.
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats {
+  float v[];
+};
+
+// The activations and unary functions, by the codes of activation.h (UnaryCode).
+// exp within about 1 ulp (a driver's exp may be several ulp off, and flush results below 2^-126):
+// x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts), e^r by its Taylor series to r^8, then
+// 2^n; a result below 2^-126 is built from its bits, so no arithmetic on denormals is needed.
+float exp_accurate(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.72284) return 1.0 / 0.0;
+  if (x < -103.97208) return 0.0;
+  float n = roundEven(x * 1.44269504);
+  // precise: the two-part reduction must not be merged into one rounded product.
+  precise float r = fma(n, -0.693145752, x);
+  r = fma(n, -1.42860677e-6, r);
+  float p = 1.0 / 40320.0;
+  p = fma(p, r, 1.0 / 5040.0);
+  p = fma(p, r, 1.0 / 720.0);
+  p = fma(p, r, 1.0 / 120.0);
+  p = fma(p, r, 1.0 / 24.0);
+  p = fma(p, r, 1.0 / 6.0);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  // 2^e made from its bits: a driver's exp2 may be approximate even at integers.
+  int e = int(n);
+  if (e > 127) return p * 2.0 * intBitsToFloat((e - 1 + 127) << 23);
+  if (e >= -126) return p * intBitsToFloat((e + 127) << 23);
+  return intBitsToFloat(int(roundEven(p * intBitsToFloat((e + 149 + 127) << 23))));
+}
+
+// e^y - 1 for y <= 0 without cancellation near 0.
+float expm1_nonpositive(float y) {
+  if (y > -0.34657359) {
+    float p = 1.0 / 3628800.0;
+    p = fma(p, y, 1.0 / 362880.0);
+    p = fma(p, y, 1.0 / 40320.0);
+    p = fma(p, y, 1.0 / 5040.0);
+    p = fma(p, y, 1.0 / 720.0);
+    p = fma(p, y, 1.0 / 120.0);
+    p = fma(p, y, 1.0 / 24.0);
+    p = fma(p, y, 1.0 / 6.0);
+    p = fma(p, y, 0.5);
+    p = fma(p, y, 1.0);
+    return p * y;
+  }
+  return exp_accurate(y) - 1.0;
+}
+
+// erf: its Maclaurin series below 1 (relative error below 1e-7 there, exact sign and scale near
+// 0), Abramowitz and Stegun 7.1.26 above (absolute error below 1.5e-7).
+float erf_approx(float x) {
+  float a = abs(x);
+  if (a < 1.0) {
+    float z = x * x;
+    // 2/sqrt(pi) sum (-1)^k x^(2k+1) / (k! (2k+1)), k = 0..11
+    float p = -1.0 / (39916800.0 * 23.0);
+    p = fma(p, z, 1.0 / (3628800.0 * 21.0));
+    p = fma(p, z, -1.0 / (362880.0 * 19.0));
+    p = fma(p, z, 1.0 / (40320.0 * 17.0));
+    p = fma(p, z, -1.0 / (5040.0 * 15.0));
+    p = fma(p, z, 1.0 / (720.0 * 13.0));
+    p = fma(p, z, -1.0 / (120.0 * 11.0));
+    p = fma(p, z, 1.0 / (24.0 * 9.0));
+    p = fma(p, z, -1.0 / (6.0 * 7.0));
+    p = fma(p, z, 1.0 / (2.0 * 5.0));
+    p = fma(p, z, -1.0 / 3.0);
+    p = fma(p, z, 1.0);
+    return 1.1283791670955126 * x * p;
+  }
+  float t = 1.0 / (1.0 + 0.3275911 * a);
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
+                   0.254829592) * t * exp_accurate(-a * a);
+  return x < 0.0 ? -y : y;
+}
+
+// log(1 + t) for t >= 0, exact near 0: its series below 1/64 (written so that a compiler that
+// reassociates float math, as lavapipe's does, cannot cancel it), log(1 + t) above.
+float log1p_nonnegative(float t) {
+  if (t < 0.015625) return t * (1.0 - t * (0.5 - t * (1.0 / 3.0 - t * (0.25 - t * 0.2))));
+  return log(1.0 + t);
+}
+
+float sigmoid_of(float x) {
+  return 1.0 / (1.0 + exp_accurate(-x));
+}
+
+// tanh |x| = -expm1(-2|x|) / (2 + expm1(-2|x|)), exact to a few ulp down to 0.
+float tanh_of(float x) {
+  if (isnan(x)) return x;
+  float m = expm1_nonpositive(-2.0 * abs(x));
+  float r = -m / (2.0 + m);
+  return x < 0.0 ? -r : r;
+}
+
+float apply_unary(int op, float x, float a, float b) {
+  switch (op) {
+    case 0: return x;
+    case 1: return x > 0.0 ? x : (isnan(x) ? x : 0.0);
+    case 2: return x < 0.0 ? a * x : x;
+    case 3: return x < a ? a : (x > b ? b : x);
+    case 4: return sigmoid_of(x);
+    case 5: return tanh_of(x);
+    case 6: return clamp(a * x + b, 0.0, 1.0);
+    case 7: return x * clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case 8: return x * sigmoid_of(x);
+    case 9: return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752));
+    case 10: return x * sigmoid_of(x * (1.59576912161 + 0.0713548162726 * x * x));
+    case 11: return exp_accurate(x);
+    case 12: return log(x);
+    case 13: return sqrt(x);
+    case 14: return -x;
+    case 15: return abs(x);
+    case 16: return 1.0 / x;
+    case 17: return floor(x);
+    case 18: return ceil(x);
+    case 19: return max(x, 0.0) + log1p_nonnegative(exp_accurate(-abs(x)));
+    case 20: return x < 0.0 ? a * expm1_nonpositive(x) : x;
+    case 21: return erf_approx(x);
+    case 22: return x / (1.0 + abs(x));
+    case 23: return x <= 0.0 ? b * a * expm1_nonpositive(x) : b * x;
+    default: return x;
+  }
+}

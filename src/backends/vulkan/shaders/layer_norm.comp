@@ -1,0 +1,55 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+// LayerNormalization over the last n values of each row: y = (x - mean) / sqrt(var + eps) *
+// scale + bias (bias 0 where absent). One workgroup per row; mean, then variance about it.
+layout(local_size_x = 256) in;
+layout(push_constant) uniform P {
+  uint64_t x;
+  uint64_t scale;
+  uint64_t bias;
+  uint64_t y;
+  uint rows;
+  uint n;
+  float eps;
+} p;
+
+shared float red[256];
+
+float reduce_sum(float v) {
+  uint t = gl_LocalInvocationID.x;
+  red[t] = v;
+  barrier();
+  for (uint s = 128; s > 0; s >>= 1) {
+    if (t < s) red[t] += red[t + s];
+    barrier();
+  }
+  float r = red[0];
+  barrier();
+  return r;
+}
+
+void main() {
+  Floats x = Floats(p.x);
+  Floats g = Floats(p.scale);
+  Floats b = Floats(p.bias);
+  Floats y = Floats(p.y);
+  uint t = gl_LocalInvocationID.x;
+  for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
+    uint base = row * p.n;
+    float s = 0.0;
+    for (uint j = t; j < p.n; j += 256) s += x.v[base + j];
+    float mean = reduce_sum(s) / float(p.n);
+    float q = 0.0;
+    for (uint j = t; j < p.n; j += 256) {
+      float d = x.v[base + j] - mean;
+      q += d * d;
+    }
+    float rstd = 1.0 / sqrt(reduce_sum(q) / float(p.n) + p.eps);
+    for (uint j = t; j < p.n; j += 256) {
+      float v = (x.v[base + j] - mean) * rstd * g.v[j];
+      if (p.bias != 0) v += b.v[j];
+      y.v[base + j] = v;
+    }
+  }
+}

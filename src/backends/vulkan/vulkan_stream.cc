@@ -1,0 +1,231 @@
+// The Vulkan stream: command buffers recorded on the host and submitted to the one compute queue,
+// a timeline semaphore as its clock (events are values of it), and captures kept for replay.
+#include "backends/vulkan/vulkan_context.h"
+#include "lumen/error.h"
+
+namespace lumen::vulkan {
+namespace {
+
+// A point on the stream's timeline.
+class VulkanEvent final : public Event {
+ public:
+  explicit VulkanEvent(VulkanStream& stream) : stream_(stream) {}
+  void record(Stream& stream) override {
+    if (&stream != &stream_)
+      throw DeviceError("vulkan: an event recorded on a " + stream.device().to_string() +
+                        " stream");
+    value_ = stream_.flush();
+  }
+  void synchronize() override { stream_.wait_value(value_); }
+  bool done() const override { return stream_.completed() >= value_; }
+
+ private:
+  VulkanStream& stream_;
+  uint64_t value_ = 0;
+};
+
+// A captured command buffer, submitted again by each replay.
+class CapturedCommands final : public CapturedWork {
+ public:
+  CapturedCommands(VulkanStream& stream, VkCommandBuffer cb) : stream_(stream), cb_(cb) {}
+  ~CapturedCommands() override { stream_.free_captured(cb_); }
+  void replay() override { stream_.submit_captured(cb_); }
+
+ private:
+  VulkanStream& stream_;
+  VkCommandBuffer cb_;
+};
+
+}  // namespace
+
+VulkanStream::VulkanStream(Context& context) : context_(context) {
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = context_.queue_family();
+  check(vkCreateCommandPool(context_.device(), &pci, nullptr, &pool_), "create command pool");
+  VkSemaphoreTypeCreateInfo tci{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  tci.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  tci.initialValue = 0;
+  VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  sci.pNext = &tci;
+  check(vkCreateSemaphore(context_.device(), &sci, nullptr, &timeline_), "create semaphore");
+}
+
+VulkanStream::~VulkanStream() {
+  vkDeviceWaitIdle(context_.device());
+  vkDestroySemaphore(context_.device(), timeline_, nullptr);
+  vkDestroyCommandPool(context_.device(), pool_, nullptr);
+}
+
+VkCommandBuffer VulkanStream::begin_new(bool reusable) {
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  if (!reusable && !free_.empty()) {
+    cb = free_.back();
+    free_.pop_back();
+  } else {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(context_.device(), &ai, &cb), "allocate command buffer");
+  }
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = reusable ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT
+                      : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vkBeginCommandBuffer(cb, &bi), "begin command buffer");
+  barrier(cb);  // after all work submitted before, and the host's writes
+  return cb;
+}
+
+void VulkanStream::barrier(VkCommandBuffer cb) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                       0, nullptr, 0, nullptr);
+}
+
+VkCommandBuffer VulkanStream::current(bool immediate) {
+  if (capture_ != VK_NULL_HANDLE && !immediate) return capture_;
+  if (open_ == VK_NULL_HANDLE) open_ = begin_new(false);
+  return open_;
+}
+
+void VulkanStream::dispatch(const Pipeline& pipe, const void* push, uint32_t push_bytes,
+                            uint32_t x, uint32_t y, uint32_t z) {
+  if (push_bytes > kPushBytes) throw DeviceError("vulkan: push constants above 128 bytes");
+  std::lock_guard<std::mutex> lock(mutex_);
+  VkCommandBuffer cb = current(false);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.handle);
+  if (push_bytes > 0)
+    vkCmdPushConstants(cb, pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vkCmdDispatch(cb, x, y, z);
+  barrier(cb);
+}
+
+void VulkanStream::copy_buffer(VkBuffer src, VkDeviceSize src_offset, VkBuffer dst,
+                               VkDeviceSize dst_offset, VkDeviceSize bytes, bool immediate) {
+  if (bytes == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  VkCommandBuffer cb = current(immediate);
+  VkBufferCopy region{src_offset, dst_offset, bytes};
+  vkCmdCopyBuffer(cb, src, dst, 1, &region);
+  barrier(cb);
+}
+
+void VulkanStream::fill_zero(VkBuffer dst, VkDeviceSize offset, VkDeviceSize bytes,
+                             bool immediate) {
+  if (bytes == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  VkCommandBuffer cb = current(immediate);
+  vkCmdFillBuffer(cb, dst, offset, bytes, 0);
+  barrier(cb);
+}
+
+uint64_t VulkanStream::submit_locked(VkCommandBuffer cb, bool keep) {
+  const uint64_t value = submitted_ + 1;
+  VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  ti.signalSemaphoreValueCount = 1;
+  ti.pSignalSemaphoreValues = &value;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.pNext = &ti;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  si.signalSemaphoreCount = 1;
+  si.pSignalSemaphores = &timeline_;
+  check(vkQueueSubmit(context_.queue(), 1, &si, VK_NULL_HANDLE), "submit");
+  submitted_ = value;
+  if (!keep) in_flight_.emplace_back(cb, value);
+  return value;
+}
+
+void VulkanStream::reclaim_locked() {
+  const uint64_t done = completed();
+  for (size_t i = 0; i < in_flight_.size();) {
+    if (in_flight_[i].second <= done) {
+      vkResetCommandBuffer(in_flight_[i].first, 0);
+      free_.push_back(in_flight_[i].first);
+      in_flight_[i] = in_flight_.back();
+      in_flight_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+uint64_t VulkanStream::flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reclaim_locked();
+  if (open_ == VK_NULL_HANDLE) return submitted_;
+  VkCommandBuffer cb = open_;
+  open_ = VK_NULL_HANDLE;
+  check(vkEndCommandBuffer(cb), "end command buffer");
+  return submit_locked(cb, false);
+}
+
+void VulkanStream::wait_value(uint64_t value) {
+  if (value == 0) return;
+  VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  wi.semaphoreCount = 1;
+  wi.pSemaphores = &timeline_;
+  wi.pValues = &value;
+  check(vkWaitSemaphores(context_.device(), &wi, UINT64_MAX), "wait for the queue");
+}
+
+uint64_t VulkanStream::completed() const {
+  uint64_t value = 0;
+  check(vkGetSemaphoreCounterValue(context_.device(), timeline_, &value), "read the timeline");
+  return value;
+}
+
+void VulkanStream::synchronize() {
+  wait_value(flush());
+}
+
+void VulkanStream::wait(const Event& /*event*/) {
+  // One queue: work submitted later starts after the barrier at the head of its command buffer,
+  // so it already follows every event recorded before.
+}
+
+std::unique_ptr<Event> VulkanStream::create_event() {
+  return std::make_unique<VulkanEvent>(*this);
+}
+
+void VulkanStream::begin_capture() {
+  flush();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_ != VK_NULL_HANDLE) throw DeviceError("vulkan: a capture is already recording");
+  capture_ = begin_new(true);
+}
+
+std::unique_ptr<CapturedWork> VulkanStream::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_ == VK_NULL_HANDLE) throw DeviceError("vulkan: end_capture without begin_capture");
+  VkCommandBuffer cb = capture_;
+  capture_ = VK_NULL_HANDLE;
+  check(vkEndCommandBuffer(cb), "end captured command buffer");
+  return std::make_unique<CapturedCommands>(*this, cb);
+}
+
+void VulkanStream::submit_captured(VkCommandBuffer cb) {
+  flush();  // what was recorded before runs first
+  std::lock_guard<std::mutex> lock(mutex_);
+  submit_locked(cb, true);
+}
+
+void VulkanStream::free_captured(VkCommandBuffer cb) {
+  synchronize();  // it may still be running
+  std::lock_guard<std::mutex> lock(mutex_);
+  vkFreeCommandBuffers(context_.device(), pool_, 1, &cb);
+}
+
+void VulkanStream::copy(const Tensor& src, const Tensor& dst) {
+  if (src.nbytes() != dst.nbytes())
+    throw InvalidArgument("VulkanStream::copy: " + std::to_string(src.nbytes()) + " bytes into " +
+                          std::to_string(dst.nbytes()));
+  context_.copy(dst.raw_data(), dst.device().type == DeviceType::kCPU, src.raw_data(),
+                src.device().type == DeviceType::kCPU, src.nbytes());
+}
+
+}  // namespace lumen::vulkan

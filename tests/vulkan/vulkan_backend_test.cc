@@ -1,0 +1,218 @@
+// The Vulkan backend against the CPU backend on random data (every element): device discovery,
+// copies through the pool at every size class, each kernel family (run eagerly, recorded and
+// replayed), a small model end to end, and what `auto` does with a device that is the host's
+// CPU. Every test skips where this machine has no Vulkan device (CI runs them on Mesa's
+// lavapipe).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backends/backend.h"
+#include "lumen/lumen.h"
+#include "ops/backend_check_util.h"
+
+namespace lumen::test {
+namespace {
+
+Backend* vulkan() {
+  return find_backend("vulkan");
+}
+
+#define SKIP_WITHOUT_VULKAN() \
+  if (vulkan() == nullptr) GTEST_SKIP() << "no Vulkan device on this machine: Vulkan tests skipped"
+
+// One `op` node over `inputs`, compiled for `backends`, run `runs` times (the executor records
+// the steps on the first run and replays them after).
+std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::string& op,
+                           const std::vector<OpInput>& inputs, const Attributes& attrs = {},
+                           int runs = 1) {
+  Runtime rt;
+  CompileOptions options;
+  options.backends = backends;
+  std::vector<Tensor> runtime_inputs;
+  Executable* exe = compile_op(rt, op, inputs, attrs, 1, options, &runtime_inputs);
+  if (backends == std::vector<std::string>{"vulkan"})
+    EXPECT_EQ(backend_of_step(exe->summary(), "node"), "vulkan") << op << "\n" << exe->summary();
+  std::vector<Tensor> result;
+  for (int r = 0; r < runs; ++r) result = exe->execute(runtime_inputs);
+  return result;
+}
+
+void expect_matches_cpu(const std::string& op, const std::vector<OpInput>& inputs,
+                        const Attributes& attrs = {}, double atol = 1e-5, double rtol = 1e-4) {
+  SCOPED_TRACE(op);
+  std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs);
+  std::vector<Tensor> got = run_on({"vulkan"}, op, inputs, attrs, 3);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].device(), Device::cpu());
+    expect_close(got[k], want[k].shape(), to_doubles(want[k]), atol, rtol);
+  }
+}
+
+TEST(VulkanBackend, DiscoveryNamesTheDevice) {
+  SKIP_WITHOUT_VULKAN();
+  Backend* b = vulkan();
+  EXPECT_EQ(b->name(), "vulkan");
+  EXPECT_EQ(b->device(), Device::vulkan(0));
+  EXPECT_NE(b->device_name().find("(Vulkan)"), std::string::npos) << b->device_name();
+  EXPECT_EQ(b->device().to_string(), "vulkan:0");
+  // The host's CPU under Vulkan (lavapipe) is never among auto's candidates; a GPU that CUDA also
+  // drives is not either.
+  std::vector<Backend*> autos = auto_backends();
+  if (!b->in_auto()) EXPECT_EQ(std::count(autos.begin(), autos.end(), b), 0);
+}
+
+TEST(VulkanBackend, CopiesRoundTripAtEverySize) {
+  SKIP_WITHOUT_VULKAN();
+  // Slab-carved blocks, a block of its own (above 1 MiB), odd byte counts.
+  for (int64_t n : {1, 3, 63, 64, 1000, 65537, 300000, 1000003}) {
+    Tensor x = random_tensor(Shape{n}, static_cast<uint32_t>(n), -3, 3);
+    Tensor d = x.to(Device::vulkan());
+    EXPECT_EQ(d.device(), Device::vulkan());
+    Tensor back = d.to(Device::cpu());
+    expect_close(back, x.shape(), to_doubles(x), 0, 0);
+    Tensor z = Tensor::zeros(Shape{n}, DType::kFloat32, Device::vulkan()).to(Device::cpu());
+    expect_close(z, Shape{n}, std::vector<double>(static_cast<size_t>(n), 0.0), 0, 0);
+  }
+  // Device to device, and an int64 tensor (any dtype moves).
+  Tensor ints = Tensor::from_vector<int64_t>({5}, {1, -2, 3, 1LL << 40, -5});
+  Tensor twice = ints.to(Device::vulkan()).clone().to(Device::cpu());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(twice.data<int64_t>()[i], ints.data<int64_t>()[i]);
+}
+
+TEST(VulkanBackend, PoolReusesFreedBlocks) {
+  SKIP_WITHOUT_VULKAN();
+  Allocator& pool = vulkan()->allocator();
+  { Tensor warm = Tensor::empty(Shape{4096}, DType::kFloat32, Device::vulkan()); }
+  const size_t before = pool.stats().num_system_allocs;
+  for (int i = 0; i < 20; ++i) Tensor t = Tensor::empty(Shape{4096}, DType::kFloat32, Device::vulkan());
+  EXPECT_EQ(pool.stats().num_system_allocs, before);
+}
+
+TEST(VulkanBackend, UnaryAndActivations) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor x = random_tensor(Shape{3, 5, 37}, 1, -4, 4);
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Floor", "Ceil", "Erf",
+                         "Softplus", "Softsign", "HardSwish", "Elu", "Selu"})
+    expect_matches_cpu(op, {x}, {}, 1e-5, 1e-4);
+  expect_matches_cpu("LeakyRelu", {x}, {{"alpha", 0.3f}});
+  expect_matches_cpu("HardSigmoid", {x}, {{"alpha", 0.3f}, {"beta", 0.4f}});
+  expect_matches_cpu("Gelu", {x});
+  expect_matches_cpu("Gelu", {x}, {{"approximate", std::string("tanh")}});
+  expect_matches_cpu("Clip", {x, constant(Tensor::scalar(-1.5f)), constant(Tensor::scalar(2.f))});
+  Tensor pos = random_tensor(Shape{7, 9}, 2, 0.1f, 9);
+  for (const char* op : {"Log", "Sqrt", "Reciprocal"}) expect_matches_cpu(op, {pos});
+}
+
+TEST(VulkanBackend, BinaryBroadcasts) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor a = random_tensor(Shape{2, 3, 4, 5}, 3, -2, 2);
+  for (const Shape& bs : {Shape{2, 3, 4, 5}, Shape{5}, Shape{3, 1, 5}, Shape{2, 1, 4, 1}, Shape{}}) {
+    Tensor b = random_tensor(bs, 4, 0.5f, 2);
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) expect_matches_cpu(op, {a, b});
+    expect_matches_cpu("Pow", {random_tensor(Shape{2, 3, 4, 5}, 5, 0.1f, 3), b}, {}, 1e-5, 1e-4);
+  }
+}
+
+TEST(VulkanBackend, Products) {
+  SKIP_WITHOUT_VULKAN();
+  // Short (decoding), medium and large tiles, odd edges, batches shared and not.
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {1, 64, 96}, {7, 33, 17}, {70, 45, 129}, {520, 70, 530}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
+    Tensor a = random_tensor(Shape{m, k}, 6, -1, 1);
+    Tensor b = random_tensor(Shape{k, n}, 7, -1, 1);
+    expect_matches_cpu("MatMul", {a, constant(b)}, {}, 1e-4, 1e-4);
+  }
+  Tensor a3 = random_tensor(Shape{3, 9, 20}, 8, -1, 1);
+  Tensor b3 = random_tensor(Shape{3, 20, 11}, 9, -1, 1);
+  expect_matches_cpu("MatMul", {a3, b3}, {}, 1e-4, 1e-4);
+  expect_matches_cpu("MatMul", {a3, random_tensor(Shape{20, 11}, 10, -1, 1)}, {}, 1e-4, 1e-4);
+  expect_matches_cpu("MatMul", {random_tensor(Shape{9, 20}, 11, -1, 1), b3}, {}, 1e-4, 1e-4);
+  expect_matches_cpu("MatMul", {random_tensor(Shape{20}, 12, -1, 1), b3}, {}, 1e-4, 1e-4);
+  // Gemm with every transpose, alpha, beta and a broadcast C.
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Tensor a = random_tensor(ta ? Shape{13, 6} : Shape{6, 13}, 13, -1, 1);
+      Tensor b = random_tensor(tb ? Shape{10, 13} : Shape{13, 10}, 14, -1, 1);
+      for (const Shape& cs : {Shape{6, 10}, Shape{10}, Shape{6, 1}})
+        expect_matches_cpu("Gemm", {a, b, random_tensor(cs, 15, -1, 1)},
+                           {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", 0.7f},
+                            {"beta", 1.3f}},
+                           1e-4, 1e-4);
+    }
+}
+
+TEST(VulkanBackend, RowsAndMovement) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor x = random_tensor(Shape{4, 6, 300}, 16, -5, 5);
+  for (int64_t axis : {-1, 1, 0}) {
+    expect_matches_cpu("Softmax", {x}, {{"axis", axis}});
+    expect_matches_cpu("LogSoftmax", {x}, {{"axis", axis}});
+  }
+  Tensor scale = random_tensor(Shape{300}, 17, 0.5f, 1.5f);
+  Tensor bias = random_tensor(Shape{300}, 18, -1, 1);
+  expect_matches_cpu("LayerNormalization", {x, constant(scale), constant(bias)}, {}, 1e-4, 1e-4);
+  expect_matches_cpu("LayerNormalization", {x, constant(scale)}, {{"epsilon", 1e-3f}}, 1e-4, 1e-4);
+  expect_matches_cpu("Transpose", {x}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+  expect_matches_cpu("Transpose", {x});
+  expect_matches_cpu("Concat", {x, random_tensor(Shape{4, 2, 300}, 19, -1, 1)},
+                     {{"axis", int64_t{1}}});
+  expect_matches_cpu("Expand", {random_tensor(Shape{6, 1}, 20, -1, 1),
+                                constant(Tensor::from_vector<int64_t>({3}, {2, 6, 5}))});
+}
+
+// A two-layer MLP with softmax, all on the device: every step on vulkan, replayed runs agree.
+TEST(VulkanBackend, ModelRunsOnTheDevice) {
+  SKIP_WITHOUT_VULKAN();
+  auto build = [](Graph& g) {
+    Value* x = g.add_input("x", Shape{8, 64});
+    Value* w1 = g.add_constant("w1", random_tensor(Shape{64, 128}, 21, -0.2f, 0.2f));
+    Value* b1 = g.add_constant("b1", random_tensor(Shape{128}, 22, -0.2f, 0.2f));
+    Value* w2 = g.add_constant("w2", random_tensor(Shape{128, 10}, 23, -0.2f, 0.2f));
+    Value* h = g.add_op("Relu", {g.add_op("Add", {g.add_op("MatMul", {x, w1}), b1})});
+    g.mark_output(g.add_op("Softmax", {g.add_op("MatMul", {h, w2})}, {{"axis", int64_t{1}}}));
+  };
+  Tensor x = random_tensor(Shape{8, 64}, 24, -1, 1);
+  Runtime rt;
+  Graph gc, gv;
+  build(gc);
+  build(gv);
+  CompileOptions cpu, vk;
+  cpu.backends = {"cpu"};
+  vk.backends = {"vulkan"};
+  std::vector<Tensor> want = gc.compile(&rt, cpu)->execute(std::vector<Tensor>{x});
+  Executable* exe = gv.compile(&rt, vk);
+  const std::string summary = exe->summary();
+  EXPECT_EQ(summary.find(" @cpu"), std::string::npos) << summary;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<Tensor> got = exe->execute(std::vector<Tensor>{x});
+    expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-5, 1e-4);
+  }
+  // A wrong input shape is a clear error, not a crash.
+  EXPECT_THROW(exe->execute(std::vector<Tensor>{random_tensor(Shape{8, 63}, 25, -1, 1)}), Error);
+}
+
+// An op without a Vulkan kernel runs on the host under {"vulkan"}, with the copies it needs.
+TEST(VulkanBackend, OpsWithoutKernelsFallBackToTheHost) {
+  SKIP_WITHOUT_VULKAN();
+  Graph g;
+  Value* x = g.add_input("x", Shape{4, 6});
+  Value* r = g.add_op("Relu", {x});
+  g.mark_output(g.add_op("ReduceSum", {r, g.add_constant("axes", Tensor::from_vector<int64_t>({1}, {1}))}));
+  Runtime rt;
+  CompileOptions vk;
+  vk.backends = {"vulkan"};
+  Executable* exe = g.compile(&rt, vk);
+  Tensor xv = random_tensor(Shape{4, 6}, 26, -1, 1);
+  Tensor got = exe->execute(std::vector<Tensor>{xv})[0];
+  std::vector<double> want(4, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) want[i] += std::max(0.f, xv.data<float>()[i * 6 + j]);
+  expect_close(got, Shape{4, 1}, want, 1e-5, 1e-5);
+  EXPECT_NE(exe->summary().find("@vulkan"), std::string::npos) << exe->summary();
+}
+
+}  // namespace
+}  // namespace lumen::test
