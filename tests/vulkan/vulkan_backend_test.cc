@@ -119,7 +119,8 @@ TEST(VulkanBackend, Products) {
   SKIP_WITHOUT_VULKAN();
   // Short (decoding), medium and large tiles, odd edges, batches shared and not.
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
-           {1, 64, 96}, {7, 33, 17}, {70, 45, 129}, {520, 70, 530}}) {
+           {1, 64, 96}, {7, 33, 17}, {70, 45, 129}, {520, 70, 530}, {200, 68, 196},
+           {130, 256, 132}}) {
     SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
     Tensor a = random_tensor(Shape{m, k}, 6, -1, 1);
     Tensor b = random_tensor(Shape{k, n}, 7, -1, 1);
@@ -131,6 +132,26 @@ TEST(VulkanBackend, Products) {
   expect_matches_cpu("MatMul", {a3, random_tensor(Shape{20, 11}, 10, -1, 1)}, {}, 1e-4, 1e-4);
   expect_matches_cpu("MatMul", {random_tensor(Shape{9, 20}, 11, -1, 1), b3}, {}, 1e-4, 1e-4);
   expect_matches_cpu("MatMul", {random_tensor(Shape{20}, 12, -1, 1), b3}, {}, 1e-4, 1e-4);
+  // Batched both ways through the 128x128 tiles, and FusedMatMul's epilogue there and in the
+  // generic form: bias, activation, residual.
+  expect_matches_cpu("MatMul", {random_tensor(Shape{3, 100, 64}, 27, -1, 1),
+                                random_tensor(Shape{3, 64, 80}, 28, -1, 1)}, {}, 1e-4, 1e-4);
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{150, 64, 132}, {5, 30, 7}}) {
+    Tensor a = random_tensor(Shape{m, k}, 29, -1, 1);
+    Tensor b = random_tensor(Shape{k, n}, 30, -1, 1);
+    Tensor bias = random_tensor(Shape{n}, 31, -1, 1);
+    Tensor z = random_tensor(Shape{m, n}, 32, -1, 1);
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
+    expect_matches_cpu("FusedMatMul", {a, constant(b), constant(bias)},
+                       {{"activation", std::string("Relu")}}, 1e-4, 1e-4);
+    SCOPED_TRACE("residual");
+    expect_matches_cpu("FusedMatMul", {a, constant(b), constant(bias), z},
+                       {{"activation", std::string("GeluTanh")}}, 1e-4, 1e-4);
+    SCOPED_TRACE("trans_b");
+    expect_matches_cpu("FusedMatMul", {a, random_tensor(Shape{n, k}, 33, -1, 1)},
+                       {{"trans_b", int64_t{1}}, {"activation", std::string("Sigmoid")}}, 1e-4,
+                       1e-4);
+  }
   // Gemm with every transpose, alpha, beta and a broadcast C.
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {

@@ -80,6 +80,16 @@ std::pair<int32_t, int32_t> tile_for(int64_t m, int64_t n) {
   return {4, 4};
 }
 
+// Whether gemm_tiled.comp takes the product: row-major operands read as vec4 (k, n and the row
+// and batch strides multiples of 4, the tensors 16-byte aligned) and enough rows to fill its
+// 128-row tiles.
+bool tiled_form(const Product& pr, const GemmPush& push) {
+  const bool quads = pr.k % 4 == 0 && pr.n % 4 == 0 && pr.a_rs % 4 == 0 && pr.b_rs % 4 == 0 &&
+                     pr.a_bs % 4 == 0 && pr.b_bs % 4 == 0;
+  const bool aligned = push.a % 16 == 0 && push.b % 16 == 0 && push.y % 16 == 0;
+  return pr.a_cs == 1 && pr.b_cs == 1 && quads && aligned && pr.m >= 64 && pr.n >= 64;
+}
+
 // A product kernel: geometry from the tensors at run time, the epilogue from the node.
 struct Epilogue {
   int act = 0;
@@ -140,12 +150,22 @@ std::unique_ptr<Kernel> make_product(const Epilogue& e) {
     if (pr.k == 0) {
       push.k = 0;  // the shader's loop does nothing: Y = epilogue(0)
     }
-    const auto [tm, tn] = tile_for(pr.m, pr.n);
-    const int32_t constants[] = {tm, tn, e.act};
-    const Pipeline& pipe = pipeline("gemm", constants);
-    const int64_t gx = (pr.n + 16 * tn - 1) / (16 * tn), gy = (pr.m + 16 * tm - 1) / (16 * tm);
+    int64_t gx = 0, gy = 0;
+    const Pipeline* pipe = nullptr;
+    if (tiled_form(pr, push)) {
+      const int32_t constants[] = {e.act};
+      pipe = &pipeline("gemm_tiled", constants);
+      gx = (pr.n + 127) / 128;
+      gy = (pr.m + 127) / 128;
+    } else {
+      const auto [tm, tn] = tile_for(pr.m, pr.n);
+      const int32_t constants[] = {tm, tn, e.act};
+      pipe = &pipeline("gemm", constants);
+      gx = (pr.n + 16 * tn - 1) / (16 * tn);
+      gy = (pr.m + 16 * tm - 1) / (16 * tm);
+    }
     if (gx > 65535 || gy > 65535) throw ShapeError("vulkan: MatMul output too large for one dispatch");
-    stream_of(k).dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
+    stream_of(k).dispatch(*pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
                           static_cast<uint32_t>(gy), static_cast<uint32_t>(pr.batch));
   });
 }
@@ -204,6 +224,7 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
   if (ctx.has_input(2)) {
     e.c_input = 2;
     e.bias_row = true;
+    e.beta = 1.f;
   }
   if (ctx.num_inputs() > 3 && ctx.has_input(3)) e.d_input = 3;
   return make_product(e);

@@ -32,8 +32,8 @@ float combine(float x, float z) {
     case 2: return x * z;
     case 3: return x / z;
     case 4: return power(x, z);
-    case 5: return isnan(x) || isnan(z) ? x + z : max(x, z);
-    default: return isnan(x) || isnan(z) ? x + z : min(x, z);
+    case 5: return is_nan(x) || is_nan(z) ? x + z : max(x, z);
+    default: return is_nan(x) || is_nan(z) ? x + z : min(x, z);
   }
 }
 

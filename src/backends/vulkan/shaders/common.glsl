@@ -6,12 +6,17 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats {
   float v[];
 };
 
+// NaN from the bits: a driver may compile float math assuming no NaN, and fold isnan() away.
+bool is_nan(float x) {
+  return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
 // The activations and unary functions, by the codes of activation.h (UnaryCode).
 // exp within about 1 ulp (a driver's exp may be several ulp off, and flush results below 2^-126):
 // x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts), e^r by its Taylor series to r^8, then
 // 2^n; a result below 2^-126 is built from its bits, so no arithmetic on denormals is needed.
 float exp_accurate(float x) {
-  if (isnan(x)) return x;
+  if (is_nan(x)) return x;
   if (x > 88.72284) return 1.0 / 0.0;
   if (x < -103.97208) return 0.0;
   float n = roundEven(x * 1.44269504);
@@ -92,7 +97,7 @@ float sigmoid_of(float x) {
 
 // tanh |x| = -expm1(-2|x|) / (2 + expm1(-2|x|)), exact to a few ulp down to 0.
 float tanh_of(float x) {
-  if (isnan(x)) return x;
+  if (is_nan(x)) return x;
   float m = expm1_nonpositive(-2.0 * abs(x));
   float r = -m / (2.0 + m);
   return x < 0.0 ? -r : r;
@@ -101,7 +106,7 @@ float tanh_of(float x) {
 float apply_unary(int op, float x, float a, float b) {
   switch (op) {
     case 0: return x;
-    case 1: return x > 0.0 ? x : (isnan(x) ? x : 0.0);
+    case 1: return x > 0.0 ? x : (is_nan(x) ? x : 0.0);
     case 2: return x < 0.0 ? a * x : x;
     case 3: return x < a ? a : (x > b ? b : x);
     case 4: return sigmoid_of(x);
