@@ -1,5 +1,6 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 // Y[b] = act(alpha A[b] B[b] + beta C[b] + D[b]) for float32, every operand addressed by element
 // strides (batch, row, column), so transposes and broadcasts (stride 0) cost nothing; C (a Gemm's
@@ -40,8 +41,8 @@ void main() {
   const int bz = int(gl_WorkGroupID.z);
   const int a_base = bz * p.a_bs, b_base = bz * p.b_bs;
   float acc[TM][TN];
-  for (int i = 0; i < TM; ++i)
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0;
+  [[unroll]] for (int i = 0; i < TM; ++i)
+    [[unroll]] for (int j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
   for (int k0 = 0; k0 < p.k; k0 += BK) {
     for (int e = tid; e < BM * BK; e += 256) {
@@ -55,12 +56,12 @@ void main() {
       Bs[kk * BN + c] = gn < p.n && gk < p.k ? B.v[b_base + gk * p.b_rs + gn * p.b_cs] : 0.0;
     }
     barrier();
-    for (int kk = 0; kk < BK; ++kk) {
+    [[unroll]] for (int kk = 0; kk < BK; ++kk) {
       float av[TM], bv[TN];
-      for (int i = 0; i < TM; ++i) av[i] = As[kk * BM + ty + 16 * i];
-      for (int j = 0; j < TN; ++j) bv[j] = Bs[kk * BN + tx + 16 * j];
-      for (int i = 0; i < TM; ++i)
-        for (int j = 0; j < TN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+      [[unroll]] for (int i = 0; i < TM; ++i) av[i] = As[kk * BM + ty + 16 * i];
+      [[unroll]] for (int j = 0; j < TN; ++j) bv[j] = Bs[kk * BN + tx + 16 * j];
+      [[unroll]] for (int i = 0; i < TM; ++i)
+        [[unroll]] for (int j = 0; j < TN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
     }
     barrier();
   }
@@ -68,10 +69,10 @@ void main() {
   Floats C = Floats(p.c);
   Floats D = Floats(p.d);
   Floats Y = Floats(p.y);
-  for (int i = 0; i < TM; ++i) {
+  [[unroll]] for (int i = 0; i < TM; ++i) {
     int gm = m0 + ty + 16 * i;
     if (gm >= p.m) continue;
-    for (int j = 0; j < TN; ++j) {
+    [[unroll]] for (int j = 0; j < TN; ++j) {
       int gn = n0 + tx + 16 * j;
       if (gn >= p.n) continue;
       float v = p.alpha * acc[i][j];

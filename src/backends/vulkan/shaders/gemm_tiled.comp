@@ -1,5 +1,6 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 // The fast form of gemm.comp for row-major A (m x k) and B (k x n) with k and n multiples of 4,
 // their rows and the tensors 16-byte aligned: a 16x16 workgroup computes a 128x128 tile of Y,
@@ -13,6 +14,9 @@ const int BN = 128;
 const int BK = 8;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s {
+  vec4 v[];
+};
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4sIn {
   vec4 v[];
 };
 
@@ -34,8 +38,8 @@ shared vec4 As[BK][BM / 4];  // As[k][m / 4], A transposed
 shared vec4 Bs[BK][BN / 4];
 
 void main() {
-  Vec4s A = Vec4s(p.a);
-  Vec4s B = Vec4s(p.b);
+  Vec4sIn A = Vec4sIn(p.a);
+  Vec4sIn B = Vec4sIn(p.b);
   const int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y);
   const int tid = ty * 16 + tx;
   const int m0 = int(gl_WorkGroupID.y) * BM, n0 = int(gl_WorkGroupID.x) * BN;
@@ -50,7 +54,7 @@ void main() {
   const int ga_r = m0 + la_r, gb_n = n0 + lb_n;
 
   vec4 acc[8][2];
-  for (int i = 0; i < 8; ++i) {
+  [[unroll]] for (int i = 0; i < 8; ++i) {
     acc[i][0] = vec4(0.0);
     acc[i][1] = vec4(0.0);
   }
@@ -72,11 +76,11 @@ void main() {
     rb = vec4(0.0);
     if (ga_r < p.m && k1 + la_k < p.k) ra = A.v[a_base4 + ga_r * a_row4 + (k1 + la_k) / 4];
     if (gb_n < p.n && k1 + lb_k < p.k) rb = B.v[b_base4 + (k1 + lb_k) * b_row4 + gb_n / 4];
-    for (int kk = 0; kk < BK; ++kk) {
+    [[unroll]] for (int kk = 0; kk < BK; ++kk) {
       vec4 a0 = As[kk][ty * 2], a1 = As[kk][ty * 2 + 1];
       vec4 b0 = Bs[kk][tx * 2], b1 = Bs[kk][tx * 2 + 1];
       float av[8] = float[8](a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w);
-      for (int i = 0; i < 8; ++i) {
+      [[unroll]] for (int i = 0; i < 8; ++i) {
         acc[i][0] = fma(vec4(av[i]), b0, acc[i][0]);
         acc[i][1] = fma(vec4(av[i]), b1, acc[i][1]);
       }
@@ -87,15 +91,15 @@ void main() {
   Floats C = Floats(p.c);
   Floats D = Floats(p.d);
   Vec4s Y = Vec4s(p.y);
-  for (int i = 0; i < 8; ++i) {
+  [[unroll]] for (int i = 0; i < 8; ++i) {
     const int gm = m0 + ty * 8 + i;
     if (gm >= p.m) break;
-    for (int h = 0; h < 2; ++h) {
+    [[unroll]] for (int h = 0; h < 2; ++h) {
       const int gn = n0 + tx * 8 + h * 4;
       if (gn >= p.n) break;
       vec4 v = p.alpha * acc[i][h];
       if (p.c != 0 || p.d != 0 || ACT != 0) {
-        for (int j = 0; j < 4; ++j) {
+        [[unroll]] for (int j = 0; j < 4; ++j) {
           float e = v[j];
           if (p.c != 0) e += p.beta * C.v[bz * p.c_bs + gm * p.c_rs + (gn + j) * p.c_cs];
           if (p.d != 0) e += D.v[bz * p.d_bs + gm * p.d_rs + (gn + j) * p.d_cs];
