@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "lumen/lumen.h"
 #include "tools/commands.h"
 
@@ -102,6 +103,10 @@ int main(int argc, char** argv) {
                   std::string(lumen::cpu_isa_name(lumen::cpu_isa_detected())).c_str());
       for (const std::string& line : lumen::backend_plugins())
         std::printf("plugin %s\n", line.c_str());
+      for (lumen::Backend* b : lumen::available_backends())
+        if (b->name() != "cpu")
+          std::printf("device %s: %s%s\n", b->name().c_str(), b->device_name().c_str(),
+                      b->in_auto() ? "" : " (not among --device auto's candidates)");
       return 0;
     }
     if (args[0] == "generate") return lumen::cli::generate({args.begin() + 1, args.end()});

@@ -34,7 +34,8 @@ class Model:
 
     def compile(self, device="auto", precision="fp32", plan_per_shape=False):
         """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
-        router), "cpu", or "cuda" (lumen.DeviceError when this build or machine has none).
+        router), "cpu", "cuda" or "vulkan" (lumen.DeviceError when this build or machine has
+        none).
         precision: "fp32" (exact float32), "tf32" (CUDA matrix products and convolutions on TF32
         tensor cores; the CPU is unaffected), or "fp16" (what runs on CUDA stores its values as
         float16 and uses tensor cores, computing in float32 inside each kernel; inputs and outputs

@@ -120,7 +120,7 @@ def _to(self, *args, dtype=None, device=None):
     """t.to("cuda"), t.to(lumen.float16), t.to("cpu", lumen.float32): a tensor on that device
     with that dtype (itself when nothing changes)."""
     for a in args:
-        if isinstance(a, str) and (a == "cpu" or a.startswith("cuda")):
+        if isinstance(a, str) and (a == "cpu" or a.startswith(("cuda", "vulkan"))):
             device = a
         else:
             dtype = a

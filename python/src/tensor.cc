@@ -119,6 +119,15 @@ void dlpack_capsule_destructor(PyObject* capsule) {
   if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
 }
 
+// DLPack's device code of a tensor's device; a Vulkan tensor has no DLPack form (its data pointer
+// is a device address, not a buffer DLPack's consumers can open).
+int32_t dl_device_type(Device device) {
+  if (device.type == DeviceType::kVulkan)
+    throw InvalidArgument("a tensor on " + device.to_string() +
+                          " has no DLPack form; move it to \"cpu\" first");
+  return device.type == DeviceType::kCUDA ? kDLCUDA : kDLCPU;
+}
+
 py::capsule to_dlpack(const Tensor& t) {
   auto owner = std::make_unique<DLPackOwner>();
   owner->tensor = t;
@@ -127,7 +136,7 @@ py::capsule to_dlpack(const Tensor& t) {
   DLTensor& dl = owner->managed.dl_tensor;
   dl.data = t.raw_data();
   Device device = t.device();
-  dl.device = {device.type == DeviceType::kCUDA ? kDLCUDA : kDLCPU, device.index};
+  dl.device = {dl_device_type(device), device.index};
   dl.ndim = t.rank();
   dl.dtype = dl_dtype(t.dtype());
   dl.shape = owner->shape.data();
@@ -182,7 +191,7 @@ Tensor from_dlpack_capsule(py::handle obj) {
 
 std::tuple<int, int> dlpack_device(const Tensor& t) {
   Device device = t.device();
-  return {device.type == DeviceType::kCUDA ? kDLCUDA : kDLCPU, device.index};
+  return {dl_device_type(device), device.index};
 }
 
 }  // namespace
@@ -218,25 +227,27 @@ py::dtype to_numpy_dtype(DType dtype) {
 
 Device to_device(const std::string& spec) {
   if (spec == "cpu") return Device::cpu();
-  if (spec.rfind("cuda", 0) == 0) {
+  for (const char* name : {"cuda", "vulkan"}) {
+    const std::string n = name;
+    if (spec.rfind(n, 0) != 0) continue;
     int index = 0;
-    if (spec.size() > 4) {
-      if (spec[4] != ':' || spec.size() == 5 ||
-          spec.find_first_not_of("0123456789", 5) != std::string::npos)
-        throw InvalidArgument("unknown device '" + spec +
-                              "' (use \"cpu\", \"cuda\" or \"cuda:N\")");
-      index = std::stoi(spec.substr(5));
+    if (spec.size() > n.size()) {
+      if (spec[n.size()] != ':' || spec.size() == n.size() + 1 ||
+          spec.find_first_not_of("0123456789", n.size() + 1) != std::string::npos)
+        break;
+      index = std::stoi(spec.substr(n.size() + 1));
     }
     std::vector<std::string> names = runtime().backends();
-    if (std::find(names.begin(), names.end(), "cuda") == names.end()) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) {
       std::string list;
-      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      for (const std::string& b : names) list += (list.empty() ? "" : ", ") + b;
       throw DeviceError("device '" + spec + "' is not available: this build on this machine has " +
                         "the backends [" + list + "]");
     }
-    return Device::cuda(index);
+    return n == "cuda" ? Device::cuda(index) : Device::vulkan(index);
   }
-  throw InvalidArgument("unknown device '" + spec + "' (use \"cpu\", \"cuda\" or \"cuda:N\")");
+  throw InvalidArgument("unknown device '" + spec +
+                        "' (use \"cpu\", \"cuda\", \"cuda:N\", \"vulkan\" or \"vulkan:N\")");
 }
 
 Tensor tensor_from_numpy(py::array array) {

@@ -69,7 +69,7 @@ def check_bad(build, path, prompt):
         (["generate", path, "--ids", ids, "--max-length", "16", "--max-new-tokens", "10"],
          "exceed the maximum length 16"),
         (["generate", path, "--ids", ids, "--ids", ids, "--batch", "2"], "--batch repeats one"),
-        (["generate", path, "--ids", ids, "--device", "vulkan"], "backend 'vulkan' is not available"),
+        (["generate", path, "--ids", ids, "--device", "metal"], "backend 'metal' is not available"),
         (["generate", os.path.join(ROOT, "models", "digits", "digits.onnx"), "--ids", "1"],
          "no input 'input_ids'"),
         (["generate", "/nonexistent.onnx", "--ids", "1"], "nonexistent.onnx"),

@@ -241,3 +241,19 @@ def test_new_sequence_lengths_do_not_compile(tmp_path):
     assert exact.stats()["compiles"] == 2 and exact.stats()["sized"] == 0
     with pytest.raises(lumen.ShapeError):
         model(rng.integers(0, 100, (1, 41)).astype(np.int64))  # past the position table
+
+
+def test_digits_on_vulkan_matches_torch(digits):
+    """compile("vulkan"): the GPU (lavapipe in CI) for what has a Vulkan kernel, the host for the
+    rest; PyTorch's logits. Tensors move to vulkan:0 and back unchanged."""
+    if "vulkan" not in lumen.backends():
+        pytest.skip("no Vulkan device on this machine")
+    _, x, ref = digits
+    model = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("vulkan")
+    close(model(x).numpy(), ref)
+    t = lumen.randn(3, 5)
+    on_device = t.to("vulkan")
+    assert on_device.device.startswith("vulkan")
+    np.testing.assert_array_equal(on_device.to("cpu").numpy(), t.numpy())
+    with pytest.raises(lumen.InvalidArgument, match="unknown device"):
+        t.to("vulkan:x")

@@ -108,7 +108,7 @@ float apply_unary(int op, float x, float a, float b) {
     case 0: return x;
     case 1: return x > 0.0 ? x : (is_nan(x) ? x : 0.0);
     case 2: return x < 0.0 ? a * x : x;
-    case 3: return x < a ? a : (x > b ? b : x);
+    case 3: return is_nan(x) ? x : (x < a ? a : (x > b ? b : x));
     case 4: return sigmoid_of(x);
     case 5: return tanh_of(x);
     case 6: return clamp(a * x + b, 0.0, 1.0);
