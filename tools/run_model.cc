@@ -184,9 +184,10 @@ int run_model(const std::vector<std::string>& args) {
     size_t comma = std::min(device.find(',', start), device.size());
     std::string name = device.substr(start, comma - start);
     if (name != "cpu" && name != "cuda" && name != "vulkan")
-      throw InvalidArgument("--device must be cpu, cuda, vulkan, a list such as cuda,cpu, or auto, "
-                            "not '" +
-                            device + "'");
+      throw InvalidArgument(
+          "--device must be cpu, cuda, vulkan, a list such as cuda,cpu, or auto, "
+          "not '" +
+          device + "'");
     device_list.push_back(name);
     start = comma + 1;
   }

@@ -18,8 +18,9 @@ Backend* vulkan() {
   return find_backend("vulkan");
 }
 
-#define SKIP_WITHOUT_VULKAN() \
-  if (vulkan() == nullptr) GTEST_SKIP() << "no Vulkan device on this machine: Vulkan tests skipped"
+#define SKIP_WITHOUT_VULKAN()                                                                \
+  if (vulkan() == nullptr) GTEST_SKIP() << "no Vulkan device on this machine: Vulkan tests " \
+                                           "skipped"
 
 // One `op` node over `inputs`, compiled for `backends`, run `runs` times (the executor records
 // the steps on the first run and replays them after).
@@ -86,7 +87,8 @@ TEST(VulkanBackend, PoolReusesFreedBlocks) {
   Allocator& pool = vulkan()->allocator();
   { Tensor warm = Tensor::empty(Shape{4096}, DType::kFloat32, Device::vulkan()); }
   const size_t before = pool.stats().num_system_allocs;
-  for (int i = 0; i < 20; ++i) Tensor t = Tensor::empty(Shape{4096}, DType::kFloat32, Device::vulkan());
+  for (int i = 0; i < 20; ++i)
+    Tensor t = Tensor::empty(Shape{4096}, DType::kFloat32, Device::vulkan());
   EXPECT_EQ(pool.stats().num_system_allocs, before);
 }
 
@@ -108,9 +110,11 @@ TEST(VulkanBackend, UnaryAndActivations) {
 TEST(VulkanBackend, BinaryBroadcasts) {
   SKIP_WITHOUT_VULKAN();
   Tensor a = random_tensor(Shape{2, 3, 4, 5}, 3, -2, 2);
-  for (const Shape& bs : {Shape{2, 3, 4, 5}, Shape{5}, Shape{3, 1, 5}, Shape{2, 1, 4, 1}, Shape{}}) {
+  for (const Shape& bs :
+       {Shape{2, 3, 4, 5}, Shape{5}, Shape{3, 1, 5}, Shape{2, 1, 4, 1}, Shape{}}) {
     Tensor b = random_tensor(bs, 4, 0.5f, 2);
-    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) expect_matches_cpu(op, {a, b});
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"})
+      expect_matches_cpu(op, {a, b});
     expect_matches_cpu("Pow", {random_tensor(Shape{2, 3, 4, 5}, 5, 0.1f, 3), b}, {}, 1e-5, 1e-4);
   }
 }
@@ -118,9 +122,12 @@ TEST(VulkanBackend, BinaryBroadcasts) {
 TEST(VulkanBackend, Products) {
   SKIP_WITHOUT_VULKAN();
   // Short (decoding), medium and large tiles, odd edges, batches shared and not.
-  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
-           {1, 64, 96}, {7, 33, 17}, {70, 45, 129}, {520, 70, 530}, {200, 68, 196},
-           {130, 256, 132}}) {
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1, 64, 96},
+                                                            {7, 33, 17},
+                                                            {70, 45, 129},
+                                                            {520, 70, 530},
+                                                            {200, 68, 196},
+                                                            {130, 256, 132}}) {
     SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
     Tensor a = random_tensor(Shape{m, k}, 6, -1, 1);
     Tensor b = random_tensor(Shape{k, n}, 7, -1, 1);
@@ -134,8 +141,10 @@ TEST(VulkanBackend, Products) {
   expect_matches_cpu("MatMul", {random_tensor(Shape{20}, 12, -1, 1), b3}, {}, 1e-4, 1e-4);
   // Batched both ways through the 128x128 tiles, and FusedMatMul's epilogue there and in the
   // generic form: bias, activation, residual.
-  expect_matches_cpu("MatMul", {random_tensor(Shape{3, 100, 64}, 27, -1, 1),
-                                random_tensor(Shape{3, 64, 80}, 28, -1, 1)}, {}, 1e-4, 1e-4);
+  expect_matches_cpu(
+      "MatMul",
+      {random_tensor(Shape{3, 100, 64}, 27, -1, 1), random_tensor(Shape{3, 64, 80}, 28, -1, 1)}, {},
+      1e-4, 1e-4);
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{150, 64, 132}, {5, 30, 7}}) {
     Tensor a = random_tensor(Shape{m, k}, 29, -1, 1);
     Tensor b = random_tensor(Shape{k, n}, 30, -1, 1);
@@ -158,10 +167,10 @@ TEST(VulkanBackend, Products) {
       Tensor a = random_tensor(ta ? Shape{13, 6} : Shape{6, 13}, 13, -1, 1);
       Tensor b = random_tensor(tb ? Shape{10, 13} : Shape{13, 10}, 14, -1, 1);
       for (const Shape& cs : {Shape{6, 10}, Shape{10}, Shape{6, 1}})
-        expect_matches_cpu("Gemm", {a, b, random_tensor(cs, 15, -1, 1)},
-                           {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", 0.7f},
-                            {"beta", 1.3f}},
-                           1e-4, 1e-4);
+        expect_matches_cpu(
+            "Gemm", {a, b, random_tensor(cs, 15, -1, 1)},
+            {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", 0.7f}, {"beta", 1.3f}},
+            1e-4, 1e-4);
     }
 }
 
@@ -221,7 +230,8 @@ TEST(VulkanBackend, OpsWithoutKernelsFallBackToTheHost) {
   Graph g;
   Value* x = g.add_input("x", Shape{4, 6});
   Value* r = g.add_op("Relu", {x});
-  g.mark_output(g.add_op("ReduceSum", {r, g.add_constant("axes", Tensor::from_vector<int64_t>({1}, {1}))}));
+  g.mark_output(
+      g.add_op("ReduceSum", {r, g.add_constant("axes", Tensor::from_vector<int64_t>({1}, {1}))}));
   Runtime rt;
   CompileOptions vk;
   vk.backends = {"vulkan"};

@@ -281,8 +281,8 @@ std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
     const std::vector<int64_t> ys = strides_of(y.shape());
     int64_t at = 0;
     for (const Tensor& x : k.inputs) {
-      strided_copy(stream_of(k), address(x), address(y) + at * ys[axis] * sizeof(float),
-                   x.shape(), strides_of(x.shape()), ys);
+      strided_copy(stream_of(k), address(x), address(y) + at * ys[axis] * sizeof(float), x.shape(),
+                   strides_of(x.shape()), ys);
       at += x.shape()[axis];
     }
   });

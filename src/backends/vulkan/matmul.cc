@@ -65,8 +65,8 @@ bool plan_product(Shape a, Shape b, bool trans_a, bool trans_b, Product* p) {
 // The activation code of a FusedMatMul (shaders/common.glsl), -1 where it has none.
 int activation_code(const std::string& act) {
   static const std::pair<const char*, int> kCodes[] = {
-      {"", 0},        {"Relu", 1},      {"LeakyRelu", 2}, {"Clip", 3},     {"Sigmoid", 4},
-      {"Tanh", 5},    {"HardSwish", 7}, {"Swish", 8},     {"GeluErf", 9},  {"GeluTanh", 10}};
+      {"", 0},     {"Relu", 1},      {"LeakyRelu", 2}, {"Clip", 3},    {"Sigmoid", 4},
+      {"Tanh", 5}, {"HardSwish", 7}, {"Swish", 8},     {"GeluErf", 9}, {"GeluTanh", 10}};
   for (const auto& [name, code] : kCodes)
     if (act == name) return code;
   return -1;
@@ -164,7 +164,8 @@ std::unique_ptr<Kernel> make_product(const Epilogue& e) {
       gx = (pr.n + 16 * tn - 1) / (16 * tn);
       gy = (pr.m + 16 * tm - 1) / (16 * tm);
     }
-    if (gx > 65535 || gy > 65535) throw ShapeError("vulkan: MatMul output too large for one dispatch");
+    if (gx > 65535 || gy > 65535)
+      throw ShapeError("vulkan: MatMul output too large for one dispatch");
     stream_of(k).dispatch(*pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
                           static_cast<uint32_t>(gy), static_cast<uint32_t>(pr.batch));
   });
@@ -192,9 +193,11 @@ std::unique_ptr<Kernel> make_matmul(const NodeContext& /*ctx*/) {
 }
 
 std::string check_gemm(const NodeContext& ctx) {
-  std::string why = check_product(ctx, ctx.attr_int("transA", 0) != 0, ctx.attr_int("transB", 0) != 0);
+  std::string why =
+      check_product(ctx, ctx.attr_int("transA", 0) != 0, ctx.attr_int("transB", 0) != 0);
   if (!why.empty()) return why;
-  if (ctx.input_shape(0).rank() != 2 || ctx.input_shape(1).rank() != 2) return "A and B must be 2-D";
+  if (ctx.input_shape(0).rank() != 2 || ctx.input_shape(1).rank() != 2)
+    return "A and B must be 2-D";
   if (ctx.has_input(2) && ctx.input_shape(2).rank() > 2) return "C has rank above 2";
   return "";
 }

@@ -6,7 +6,8 @@ namespace lumen::vulkan {
 namespace {
 
 int normalized_axis(const NodeContext& ctx, int64_t axis, int rank) {
-  if (axis < -rank || axis >= std::max(rank, 1)) ctx.fail_model("axis " + std::to_string(axis) + " is out of range");
+  if (axis < -rank || axis >= std::max(rank, 1))
+    ctx.fail_model("axis " + std::to_string(axis) + " is out of range");
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
@@ -65,9 +66,13 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
     for (int d = axis; d < x.rank(); ++d) n *= x[d];
     if (rows == 0 || n == 0) return;
     const bool bias = k.inputs.size() > 2 && k.inputs[2].defined();
-    LayerNormPush push{address(k.inputs[0]), address(k.inputs[1]),
-                       bias ? address(k.inputs[2]) : 0, address(k.outputs[0]),
-                       static_cast<uint32_t>(rows), static_cast<uint32_t>(n), eps};
+    LayerNormPush push{address(k.inputs[0]),
+                       address(k.inputs[1]),
+                       bias ? address(k.inputs[2]) : 0,
+                       address(k.outputs[0]),
+                       static_cast<uint32_t>(rows),
+                       static_cast<uint32_t>(n),
+                       eps};
     stream_of(k).dispatch(pipeline("layer_norm"), &push, sizeof(push), groups_for(rows, 1));
   });
 }

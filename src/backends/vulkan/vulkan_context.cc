@@ -68,8 +68,9 @@ bool has_extension(VkPhysicalDevice device, const char* name) {
   vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
   std::vector<VkExtensionProperties> props(count);
   vkEnumerateDeviceExtensionProperties(device, nullptr, &count, props.data());
-  return std::any_of(props.begin(), props.end(),
-                     [&](const VkExtensionProperties& p) { return std::strcmp(p.extensionName, name) == 0; });
+  return std::any_of(props.begin(), props.end(), [&](const VkExtensionProperties& p) {
+    return std::strcmp(p.extensionName, name) == 0;
+  });
 }
 
 }  // namespace
@@ -127,7 +128,8 @@ bool Context::init() {
   }
   if (physical_ == VK_NULL_HANDLE) return false;
 
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties subgroup{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
   vkGetPhysicalDeviceProperties2(physical_, &props);
@@ -139,7 +141,8 @@ bool Context::init() {
   vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
   for (uint32_t h = 0; h < memory_.memoryHeapCount; ++h)
     if (memory_.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
-      info_.device_local_bytes = std::max<uint64_t>(info_.device_local_bytes, memory_.memoryHeaps[h].size);
+      info_.device_local_bytes =
+          std::max<uint64_t>(info_.device_local_bytes, memory_.memoryHeaps[h].size);
 
   VkPhysicalDeviceVulkan11Features have11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features have12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -225,7 +228,8 @@ Block make_buffer(VkDevice device, const VkPhysicalDeviceMemoryProperties& memor
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
               VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  check(vkCreateBuffer(device, &bci, nullptr, &b.buffer), "create buffer of " + std::to_string(bytes) + " bytes");
+  check(vkCreateBuffer(device, &bci, nullptr, &b.buffer),
+        "create buffer of " + std::to_string(bytes) + " bytes");
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(device, b.buffer, &req);
   if ((req.memoryTypeBits & (1u << type)) == 0) {

@@ -80,7 +80,8 @@ VkCommandBuffer VulkanStream::begin_new(bool reusable) {
 void VulkanStream::barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  mb.dstAccessMask =
+      VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                        VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
                        0, nullptr, 0, nullptr);
@@ -92,8 +93,8 @@ VkCommandBuffer VulkanStream::current(bool immediate) {
   return open_;
 }
 
-void VulkanStream::dispatch(const Pipeline& pipe, const void* push, uint32_t push_bytes,
-                            uint32_t x, uint32_t y, uint32_t z) {
+void VulkanStream::dispatch(const Pipeline& pipe, const void* push, uint32_t push_bytes, uint32_t x,
+                            uint32_t y, uint32_t z) {
   if (push_bytes > kPushBytes) throw DeviceError("vulkan: push constants above 128 bytes");
   std::lock_guard<std::mutex> lock(mutex_);
   VkCommandBuffer cb = current(false);
