@@ -193,6 +193,55 @@ TEST(VulkanBackend, RowsAndMovement) {
                                 constant(Tensor::from_vector<int64_t>({3}, {2, 6, 5}))});
 }
 
+TEST(VulkanBackend, ConvolutionsAndPools) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor x = random_tensor(Shape{2, 8, 13, 11}, 40, -1, 1);
+  // Implicit GEMM (16+ output channels per group) and one thread per output (depthwise).
+  struct Case {
+    Shape w;
+    Attributes attrs;
+  };
+  const std::vector<Case> cases = {
+      {Shape{32, 8, 3, 3}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}},
+      {Shape{16, 8, 1, 1}, {}},
+      {Shape{32, 4, 3, 3},
+       {{"group", int64_t{2}}, {"strides", std::vector<int64_t>{2, 2}},
+        {"dilations", std::vector<int64_t>{1, 2}}, {"pads", std::vector<int64_t>{2, 1, 2, 1}}}},
+      {Shape{8, 1, 5, 5}, {{"group", int64_t{8}}, {"pads", std::vector<int64_t>{2, 2, 2, 2}}}},
+      {Shape{16, 8, 3, 2}, {{"auto_pad", std::string("SAME_UPPER")}}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.w.to_string());
+    Tensor w = random_tensor(c.w, 41, -0.5f, 0.5f);
+    Tensor b = random_tensor(Shape{c.w[0]}, 42, -0.5f, 0.5f);
+    expect_matches_cpu("Conv", {x, constant(w), constant(b)}, c.attrs, 1e-4, 1e-4);
+    expect_matches_cpu("Conv", {x, constant(w)}, c.attrs, 1e-4, 1e-4);
+  }
+  // FusedConv: bias, residual and activation in the epilogue, both forms.
+  for (const Shape& ws : {Shape{24, 8, 3, 3}, Shape{8, 1, 3, 3}}) {
+    const int64_t group = ws[1] == 1 ? 8 : 1;
+    Attributes a = {{"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                    {"group", group},
+                    {"activation", std::string("Relu")}};
+    Tensor w = random_tensor(ws, 43, -0.5f, 0.5f);
+    Tensor b = random_tensor(Shape{ws[0]}, 44, -0.5f, 0.5f);
+    Tensor z = random_tensor(Shape{2, ws[0], 13, 11}, 45, -1, 1);
+    expect_matches_cpu("FusedConv", {x, constant(w), constant(b), z}, a, 1e-4, 1e-4);
+    a["activation"] = std::string("HardSwish");
+    expect_matches_cpu("FusedConv", {x, constant(w), constant(b)}, a, 1e-4, 1e-4);
+  }
+  const Attributes window = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                             {"strides", std::vector<int64_t>{2, 2}},
+                             {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  expect_matches_cpu("MaxPool", {x}, window);
+  expect_matches_cpu("AveragePool", {x}, window);
+  Attributes with_pad = window;
+  with_pad["count_include_pad"] = int64_t{1};
+  with_pad["ceil_mode"] = int64_t{1};
+  expect_matches_cpu("AveragePool", {x}, with_pad);
+  expect_matches_cpu("GlobalAveragePool", {x});
+  expect_matches_cpu("GlobalMaxPool", {x});
+}
+
 // A two-layer MLP with softmax, all on the device: every step on vulkan, replayed runs agree.
 TEST(VulkanBackend, ModelRunsOnTheDevice) {
   SKIP_WITHOUT_VULKAN();

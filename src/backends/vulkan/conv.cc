@@ -1,0 +1,166 @@
+// Convolutions and pooling, 2-D and NCHW: Conv and FusedConv (bias, residual and activation in
+// the epilogue) as an implicit GEMM, or one thread per output where groups have few output
+// channels (depthwise); Max/Average pooling and their global forms.
+#include "backends/vulkan/vulkan_context.h"
+#include "graph/op_kind.h"
+#include "graph/schemas/conv_geometry.h"
+
+namespace lumen::vulkan {
+namespace {
+
+struct ConvPush {
+  uint64_t x = 0, w = 0, b = 0, z = 0, y = 0;
+  int32_t c = 0, h = 0, wd = 0, o = 0, oh = 0, ow = 0;
+  int32_t kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0, dh = 0, dw = 0;
+  int32_t groups = 1;
+  float act_a = 0.f, act_b = 0.f;
+};
+
+// FusedConv's activation as a code of shaders/common.glsl; -1 where the shaders have none.
+int conv_activation(const NodeContext& ctx) {
+  static const std::pair<const char*, int> kCodes[] = {
+      {"", 0},        {"Relu", 1},      {"LeakyRelu", 2}, {"Clip", 3},
+      {"Sigmoid", 4}, {"Tanh", 5},      {"HardSwish", 7}, {"Swish", 8}};
+  const std::string act = ctx.op() == OpKind::kFusedConv ? ctx.attr_string("activation", "") : "";
+  for (const auto& [name, code] : kCodes)
+    if (act == name) return code;
+  return -1;
+}
+
+std::string check_conv(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  if (x.rank() != 4 || w.rank() != 4) return "2-D convolution only";
+  if (!x.is_static() || !w.is_static() || !ctx.output(0).shape.is_static())
+    return "shapes known only at run time";
+  if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
+  if (conv_activation(ctx) < 0) return "no activation '" + ctx.attr_string("activation", "") + "'";
+  // Asymmetric padding needs nothing more: the shaders read the leading pads and the output size.
+  window_geometry(ctx, x, {w[2], w[3]}, false);
+  return "";
+}
+
+std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  const Shape& y = ctx.output(0).shape;
+  ConvGeometry g = window_geometry(ctx, x, {w[2], w[3]}, false);
+  ConvPush base;
+  base.c = static_cast<int32_t>(x[1]);
+  base.h = static_cast<int32_t>(x[2]);
+  base.wd = static_cast<int32_t>(x[3]);
+  base.o = static_cast<int32_t>(y[1]);
+  base.oh = static_cast<int32_t>(y[2]);
+  base.ow = static_cast<int32_t>(y[3]);
+  base.kh = static_cast<int32_t>(w[2]);
+  base.kw = static_cast<int32_t>(w[3]);
+  base.sh = static_cast<int32_t>(g.strides[0]);
+  base.sw = static_cast<int32_t>(g.strides[1]);
+  base.ph = static_cast<int32_t>(g.pad_begin[0]);
+  base.pw = static_cast<int32_t>(g.pad_begin[1]);
+  base.dh = static_cast<int32_t>(g.dilations[0]);
+  base.dw = static_cast<int32_t>(g.dilations[1]);
+  base.groups = static_cast<int32_t>(ctx.attr_int("group", 1));
+  if (ctx.op() == OpKind::kFusedConv) {
+    base.act_a = ctx.attr_float("activation_alpha", 0.f);
+    base.act_b = ctx.attr_float("activation_beta", 0.f);
+  }
+  const int32_t constants[] = {conv_activation(ctx)};
+  // Few output channels per group (depthwise): one thread per output; else the implicit GEMM.
+  const bool direct = base.o / base.groups < 16;
+  const Pipeline& pipe = pipeline(direct ? "conv_direct" : "conv", constants);
+  const int64_t images = x[0];
+  return make_fn_kernel([&pipe, base, direct, images](KernelContext& k) {
+    ConvPush push = base;
+    push.x = address(k.inputs[0]);
+    push.w = address(k.inputs[1]);
+    if (k.inputs.size() > 2 && k.inputs[2].defined()) push.b = address(k.inputs[2]);
+    if (k.inputs.size() > 3 && k.inputs[3].defined()) push.z = address(k.inputs[3]);
+    push.y = address(k.outputs[0]);
+    if (k.outputs[0].numel() == 0) return;
+    VulkanStream& s = stream_of(k);
+    const int64_t plane = int64_t{push.oh} * push.ow;
+    if (direct) {
+      s.dispatch(pipe, &push, sizeof(push), groups_for(push.o * plane, 256),
+                 static_cast<uint32_t>(images));
+    } else {
+      const int64_t gx = (plane + 63) / 64, gy = (push.o / push.groups + 63) / 64;
+      s.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                 static_cast<uint32_t>(images * push.groups));
+    }
+  });
+}
+
+struct PoolPush {
+  uint64_t x = 0, y = 0;
+  int32_t planes = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int32_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int32_t count_include_pad = 0, pad_bottom = 0, pad_right = 0;
+};
+
+std::string check_pool(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  if (ctx.input_shape(0).rank() != 4) return "2-D pooling only";
+  if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
+    return "shapes known only at run time";
+  if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
+  if (ctx.num_outputs() > 1) return "no Indices output";
+  if (ctx.op() == OpKind::kMaxPool && ctx.attr_int("storage_order", 0) != 0)
+    return "column-major storage_order";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& y = ctx.output(0).shape;
+  const bool global = ctx.op() == OpKind::kGlobalAveragePool || ctx.op() == OpKind::kGlobalMaxPool;
+  const bool max = ctx.op() == OpKind::kMaxPool || ctx.op() == OpKind::kGlobalMaxPool;
+  PoolPush base;
+  base.planes = static_cast<int32_t>(x[0] * x[1]);
+  base.h = static_cast<int32_t>(x[2]);
+  base.w = static_cast<int32_t>(x[3]);
+  base.oh = static_cast<int32_t>(y[2]);
+  base.ow = static_cast<int32_t>(y[3]);
+  if (global) {
+    base.kh = base.h;
+    base.kw = base.w;
+  } else {
+    std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+    ConvGeometry g = window_geometry(ctx, x, kernel, ctx.attr_int("ceil_mode", 0) != 0);
+    base.kh = static_cast<int32_t>(g.kernel[0]);
+    base.kw = static_cast<int32_t>(g.kernel[1]);
+    base.sh = static_cast<int32_t>(g.strides[0]);
+    base.sw = static_cast<int32_t>(g.strides[1]);
+    base.ph = static_cast<int32_t>(g.pad_begin[0]);
+    base.pw = static_cast<int32_t>(g.pad_begin[1]);
+    base.dh = static_cast<int32_t>(g.dilations[0]);
+    base.dw = static_cast<int32_t>(g.dilations[1]);
+    base.pad_bottom = static_cast<int32_t>(g.pad_end[0]);
+    base.pad_right = static_cast<int32_t>(g.pad_end[1]);
+    base.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0 ? 1 : 0;
+  }
+  const int32_t constants[] = {max ? 1 : 0};
+  const Pipeline& pipe = pipeline("pool", constants);
+  return make_fn_kernel([&pipe, base](KernelContext& k) {
+    PoolPush push = base;
+    push.x = address(k.inputs[0]);
+    push.y = address(k.outputs[0]);
+    const int64_t n = k.outputs[0].numel();
+    if (n == 0) return;
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
+  });
+}
+
+}  // namespace
+
+LUMEN_REGISTER_VULKAN_KERNEL(Conv, &make_conv, &check_conv);
+LUMEN_REGISTER_VULKAN_KERNEL(FusedConv, &make_conv, &check_conv);
+LUMEN_REGISTER_VULKAN_KERNEL(MaxPool, &make_pool, &check_pool);
+LUMEN_REGISTER_VULKAN_KERNEL(AveragePool, &make_pool, &check_pool);
+LUMEN_REGISTER_VULKAN_KERNEL(GlobalAveragePool, &make_pool, &check_pool);
+LUMEN_REGISTER_VULKAN_KERNEL(GlobalMaxPool, &make_pool, &check_pool);
+
+}  // namespace lumen::vulkan
