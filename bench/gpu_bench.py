@@ -137,8 +137,8 @@ def max_rel(out, expected):
 
 
 def run_lumen(lumen, onnx_path, input_name, input_path, out_dir, repeat=REPEAT,
-              precision="float32"):
-    cmd = [lumen, "run", onnx_path, "--device", "cuda,cpu", "--repeat", str(repeat), "--input",
+              precision="float32", device="cuda,cpu"):
+    cmd = [lumen, "run", onnx_path, "--device", device, "--repeat", str(repeat), "--input",
            f"{input_name}={input_path}", "--output-dir", out_dir, "--precision", precision]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     text = p.stdout + p.stderr

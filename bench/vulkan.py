@@ -1,14 +1,19 @@
 #!/usr/bin/python3
 """The Vulkan backend side by side with the CUDA backend (cuBLAS) on the same GPU: float32 matrix
 products of several sizes through `lumen bench matmul N --device cuda,vulkan` (both in one run,
-rounds interleaved), the kernel time with operands already on the device.
+rounds interleaved), the kernel time with operands already on the device. Then zoo models
+(--models) through `lumen run --device vulkan` next to PyTorch eager on CUDA, host input to host
+output for both, each output checked against PyTorch's on the CPU (bench/gpu_bench.py's export
+and timing).
 
 Run on a machine with a GPU that has both a CUDA and a Vulkan driver (the GPU machine: see
 bench/gpu_vulkan.sh, which sets the loader up there). Writes the table into docs/benchmarks.md
 (the section between its vulkan markers).
 Usage: bench/vulkan.py [--lumen build/lumen] [--sizes 1024,2048,4096] [--rounds 3]
+                       [--models resnet50,mobilenet_v2,bert_base] [--work DIR]
 """
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -26,6 +31,8 @@ def main():
     ap.add_argument("--lumen", default="build/lumen")
     ap.add_argument("--sizes", default="1024,2048,4096")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base,mlp20")
+    ap.add_argument("--work", default="/tmp/lumen_vulkan_bench")
     args = ap.parse_args()
     version = run(args.lumen, "--version")
     devices = dict(re.findall(r"^device (\w+): (.*?)(?: \(not among.*)?$", version, re.M))
@@ -59,8 +66,57 @@ loads); CUDA runs cuBLASLt in float32 (no TF32).
 | N | CUDA ms | CUDA TFLOP/s | Vulkan ms | Vulkan TFLOP/s | Vulkan rate / cuBLAS |
 | ---: | ---: | ---: | ---: | ---: | ---: |
 """ + "\n".join(rows)
+    if args.models:
+        text += "\n" + model_table(args)
     write_section("vulkan", text)
     print(text)
+
+
+def model_table(args):
+    """Zoo models on Vulkan next to PyTorch eager on CUDA (float32, TF32 off)."""
+    import numpy as np
+    import torch
+
+    import gpu_bench
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    names = [n for n in args.models.split(",") if n]
+    zoo = os.path.join(args.work, "zoo")
+    os.makedirs(zoo, exist_ok=True)
+    export_zoo = gpu_bench.export_models(names, zoo)
+    rows = []
+    for name in names:
+        _, input_name, _, _ = export_zoo.MODELS[name]
+        onnx_path = os.path.join(zoo, name + ".onnx")
+        input_path = os.path.join(zoo, name + ".input.npy")
+        x = np.load(input_path)
+        expected = np.load(os.path.join(zoo, name + ".expected.npy"))
+        out_dir = os.path.join(args.work, "out_" + name)
+        os.makedirs(out_dir, exist_ok=True)
+        ms, out, log = gpu_bench.run_lumen(args.lumen, onnx_path, input_name, input_path, out_dir,
+                                           device="vulkan")
+        print(log, flush=True)
+        placement = re.search(r"placement: (\d+) steps on (\w+), (\d+) on cpu", log)
+        steps = (f"{placement.group(1)} of {int(placement.group(1)) + int(placement.group(3))}"
+                 if placement and placement.group(2) == "vulkan" else "0")
+        eager, _, _, _ = gpu_bench.time_torch(gpu_bench.torch_model(export_zoo, name),
+                                              torch.from_numpy(x), False)
+        if out is None:
+            status, rel = "FAILED", "-"
+        else:
+            r = gpu_bench.max_rel(out, expected)
+            status, rel = ("ok" if r <= 1e-4 else "MISMATCH"), f"{r:.1e}"
+        lumen = "-" if ms is None else f"{ms:.3f}"
+        ratio = "-" if ms is None else f"{ms / eager:.2f}"
+        rows.append(f"| {name} | {'x'.join(map(str, x.shape))} | {status} | {rel} | {steps} | "
+                    f"{lumen} | {eager:.3f} | {ratio} |")
+    return (f"Zoo models through `lumen run --device vulkan` (nodes without a Vulkan kernel run on "
+            f"the host; steps counts those on the GPU), against PyTorch {torch.__version__} eager "
+            f"on CUDA, float32 with TF32 off; median of {gpu_bench.REPEAT} runs, each host input "
+            f"to host output. check: max relative difference from PyTorch on the CPU within "
+            f"1e-4.\n\n| model | input | check | max rel | steps on Vulkan | Lumen Vulkan ms | "
+            f"PyTorch eager (CUDA) ms | Lumen / eager |\n"
+            f"| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

@@ -288,18 +288,24 @@ int run_model(const std::vector<std::string>& args) {
   {
     // Placement: steps per backend, and the copies between devices.
     std::string summary = exe->summary();
-    size_t on_cuda_steps = 0, on_cpu_steps = 0, copies = 0;
+    // The device named is the accelerator that took the most steps (cuda when none did).
+    std::map<std::string, size_t> steps_on;
+    size_t copies = 0;
     for (size_t p = summary.find('\n'); p != std::string::npos; p = summary.find('\n', p + 1)) {
       std::string line = summary.substr(p + 1, summary.find('\n', p + 1) - p - 1);
-      if (line.find("copy '") != std::string::npos)
+      const size_t at = line.find(" @");
+      if (line.find("copy '") != std::string::npos) {
         ++copies;
-      else if (line.find("@cuda") != std::string::npos)
-        ++on_cuda_steps;
-      else if (line.find("@cpu") != std::string::npos)
-        ++on_cpu_steps;
+      } else if (at != std::string::npos) {
+        const size_t end = line.find(' ', at + 2);
+        ++steps_on[line.substr(at + 2, end == std::string::npos ? end : end - at - 2)];
+      }
     }
-    std::printf("placement: %zu steps on cuda, %zu on cpu, %zu copies between devices\n",
-                on_cuda_steps, on_cpu_steps, copies);
+    std::string accelerator = "cuda";
+    for (const auto& [name, count] : steps_on)
+      if (name != "cpu" && count > steps_on[accelerator]) accelerator = name;
+    std::printf("placement: %zu steps on %s, %zu on cpu, %zu copies between devices\n",
+                steps_on[accelerator], accelerator.c_str(), steps_on["cpu"], copies);
     print_host_fallbacks(summary);
   }
   std::printf("latency: median %.3f ms over %lld runs (min %.3f ms, p90 %.3f ms)\n",
