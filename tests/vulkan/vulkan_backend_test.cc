@@ -229,6 +229,14 @@ TEST(VulkanBackend, ConvolutionsAndPools) {
     a["activation"] = std::string("HardSwish");
     expect_matches_cpu("FusedConv", {x, constant(w), constant(b)}, a, 1e-4, 1e-4);
   }
+  // Pointwise convolutions run as products (the 128x128 tiles where the plane allows).
+  Tensor x2 = random_tensor(Shape{2, 8, 16, 12}, 46, -1, 1);
+  Tensor w2 = random_tensor(Shape{72, 8, 1, 1}, 47, -0.5f, 0.5f);
+  Tensor b2 = random_tensor(Shape{72}, 48, -0.5f, 0.5f);
+  expect_matches_cpu("Conv", {x2, constant(w2), constant(b2)}, {}, 1e-4, 1e-4);
+  expect_matches_cpu("FusedConv",
+                     {x2, constant(w2), constant(b2), random_tensor(Shape{2, 72, 16, 12}, 49)},
+                     {{"activation", std::string("Relu")}}, 1e-4, 1e-4);
   const Attributes window = {{"kernel_shape", std::vector<int64_t>{3, 3}},
                              {"strides", std::vector<int64_t>{2, 2}},
                              {"pads", std::vector<int64_t>{1, 1, 1, 1}}};

@@ -1,6 +1,7 @@
 // Convolutions and pooling, 2-D and NCHW: Conv and FusedConv (bias, residual and activation in
 // the epilogue) as an implicit GEMM, or one thread per output where groups have few output
 // channels (depthwise); Max/Average pooling and their global forms.
+#include "backends/vulkan/gemm.h"
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
 #include "graph/schemas/conv_geometry.h"
@@ -67,11 +68,46 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
     base.act_a = ctx.attr_float("activation_alpha", 0.f);
     base.act_b = ctx.attr_float("activation_beta", 0.f);
   }
-  const int32_t constants[] = {conv_activation(ctx)};
+  const int act = conv_activation(ctx);
+  const int64_t images = x[0];
+  // A pointwise convolution is a product per image: W (O x C) by X (C x HW), bias per row.
+  if (base.kh == 1 && base.kw == 1 && base.sh == 1 && base.sw == 1 && base.ph == 0 &&
+      base.pw == 0 && base.groups == 1 && base.oh == base.h && base.ow == base.wd) {
+    return make_fn_kernel([base, act, images](KernelContext& k) {
+      if (k.outputs[0].numel() == 0) return;
+      const int32_t hw = base.h * base.wd;
+      GemmPush g;
+      g.a = address(k.inputs[1]);
+      g.b = address(k.inputs[0]);
+      g.y = address(k.outputs[0]);
+      g.m = base.o;
+      g.n = hw;
+      g.k = base.c;
+      g.a_rs = base.c;
+      g.a_cs = 1;
+      g.b_bs = base.c * hw;
+      g.b_rs = hw;
+      g.b_cs = 1;
+      if (k.inputs.size() > 2 && k.inputs[2].defined()) {
+        g.c = address(k.inputs[2]);
+        g.c_rs = 1;
+        g.beta = 1.f;
+      }
+      if (k.inputs.size() > 3 && k.inputs[3].defined()) {
+        g.d = address(k.inputs[3]);
+        g.d_bs = base.o * hw;
+        g.d_rs = hw;
+        g.d_cs = 1;
+      }
+      g.act_a = base.act_a;
+      g.act_b = base.act_b;
+      enqueue_gemm(stream_of(k), g, images, act);
+    });
+  }
+  const int32_t constants[] = {act};
   // Few output channels per group (depthwise): one thread per output; else the implicit GEMM.
   const bool direct = base.o / base.groups < 16;
   const Pipeline& pipe = pipeline(direct ? "conv_direct" : "conv", constants);
-  const int64_t images = x[0];
   return make_fn_kernel([&pipe, base, direct, images](KernelContext& k) {
     ConvPush push = base;
     push.x = address(k.inputs[0]);

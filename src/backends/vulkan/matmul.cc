@@ -2,21 +2,13 @@
 // through one tiled shader (shaders/gemm.comp) that reads every operand by strides.
 #include <algorithm>
 
+#include "backends/vulkan/gemm.h"
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
 
 namespace lumen::vulkan {
 namespace {
 
-struct GemmPush {
-  uint64_t a = 0, b = 0, c = 0, d = 0, y = 0;
-  int32_t m = 0, n = 0, k = 0;
-  int32_t a_bs = 0, a_rs = 0, a_cs = 0;
-  int32_t b_bs = 0, b_rs = 0, b_cs = 0;
-  int32_t c_bs = 0, c_rs = 0, c_cs = 0;
-  int32_t d_bs = 0, d_rs = 0, d_cs = 0;
-  float alpha = 1.f, beta = 0.f, act_a = 0.f, act_b = 0.f;
-};
 
 // The geometry of op(A) x op(B) with numpy.matmul's batching: A's batch folded into its rows where
 // B has none (one product of batch * m rows), else one product per batch (z of the dispatch) with
@@ -70,24 +62,6 @@ int activation_code(const std::string& act) {
   for (const auto& [name, code] : kCodes)
     if (act == name) return code;
   return -1;
-}
-
-// The tile of a product: one row of threads per 16 rows for short products (decoding), 128 x 128
-// tiles for large ones, 64 x 64 between.
-std::pair<int32_t, int32_t> tile_for(int64_t m, int64_t n) {
-  if (m <= 16) return {1, 4};
-  if (m >= 512 && n >= 512) return {8, 8};
-  return {4, 4};
-}
-
-// Whether gemm_tiled.comp takes the product: row-major operands read as vec4 (k, n and the row
-// and batch strides multiples of 4, the tensors 16-byte aligned) and enough rows to fill its
-// 128-row tiles.
-bool tiled_form(const Product& pr, const GemmPush& push) {
-  const bool quads = pr.k % 4 == 0 && pr.n % 4 == 0 && pr.a_rs % 4 == 0 && pr.b_rs % 4 == 0 &&
-                     pr.a_bs % 4 == 0 && pr.b_bs % 4 == 0;
-  const bool aligned = push.a % 16 == 0 && push.b % 16 == 0 && push.y % 16 == 0;
-  return pr.a_cs == 1 && pr.b_cs == 1 && quads && aligned && pr.m >= 64 && pr.n >= 64;
 }
 
 // A product kernel: geometry from the tensors at run time, the epilogue from the node.
@@ -150,24 +124,7 @@ std::unique_ptr<Kernel> make_product(const Epilogue& e) {
     if (pr.k == 0) {
       push.k = 0;  // the shader's loop does nothing: Y = epilogue(0)
     }
-    int64_t gx = 0, gy = 0;
-    const Pipeline* pipe = nullptr;
-    if (tiled_form(pr, push)) {
-      const int32_t constants[] = {e.act};
-      pipe = &pipeline("gemm_tiled", constants);
-      gx = (pr.n + 127) / 128;
-      gy = (pr.m + 127) / 128;
-    } else {
-      const auto [tm, tn] = tile_for(pr.m, pr.n);
-      const int32_t constants[] = {tm, tn, e.act};
-      pipe = &pipeline("gemm", constants);
-      gx = (pr.n + 16 * tn - 1) / (16 * tn);
-      gy = (pr.m + 16 * tm - 1) / (16 * tm);
-    }
-    if (gx > 65535 || gy > 65535)
-      throw ShapeError("vulkan: MatMul output too large for one dispatch");
-    stream_of(k).dispatch(*pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
-                          static_cast<uint32_t>(gy), static_cast<uint32_t>(pr.batch));
+    enqueue_gemm(stream_of(k), push, pr.batch, e.act);
   });
 }
 
@@ -234,6 +191,45 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
 }
 
 }  // namespace
+
+// The tile of a product: one row of threads per 16 rows for short products (decoding), 128 x 128
+// tiles for large ones, 64 x 64 between.
+std::pair<int32_t, int32_t> tile_for(int64_t m, int64_t n) {
+  if (m <= 16) return {1, 4};
+  if (m >= 512 && n >= 512) return {8, 8};
+  return {4, 4};
+}
+
+// Whether gemm_tiled.comp takes the product: row-major operands read as vec4 (k, n and the row
+// and batch strides multiples of 4, the tensors 16-byte aligned) and enough rows and columns to
+// fill its 128x128 tiles at least half.
+bool tiled_form(const GemmPush& p) {
+  const bool quads = p.k % 4 == 0 && p.n % 4 == 0 && p.a_rs % 4 == 0 && p.b_rs % 4 == 0 &&
+                     p.a_bs % 4 == 0 && p.b_bs % 4 == 0;
+  const bool aligned = p.a % 16 == 0 && p.b % 16 == 0 && p.y % 16 == 0;
+  return p.a_cs == 1 && p.b_cs == 1 && quads && aligned && p.m >= 64 && p.n >= 64;
+}
+
+void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act) {
+  int64_t gx = 0, gy = 0;
+  const Pipeline* pipe = nullptr;
+  if (tiled_form(push)) {
+    const int32_t constants[] = {act};
+    pipe = &pipeline("gemm_tiled", constants);
+    gx = (push.n + 127) / 128;
+    gy = (push.m + 127) / 128;
+  } else {
+    const auto [tm, tn] = tile_for(push.m, push.n);
+    const int32_t constants[] = {tm, tn, act};
+    pipe = &pipeline("gemm", constants);
+    gx = (push.n + 16 * tn - 1) / (16 * tn);
+    gy = (push.m + 16 * tm - 1) / (16 * tm);
+  }
+  if (gx > 65535 || gy > 65535 || batch > 65535)
+    throw ShapeError("vulkan: a product too large for one dispatch");
+  stream.dispatch(*pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                  static_cast<uint32_t>(batch));
+}
 
 LUMEN_REGISTER_VULKAN_KERNEL(MatMul, &make_matmul, &check_matmul);
 LUMEN_REGISTER_VULKAN_KERNEL(Gemm, &make_gemm, &check_gemm);
