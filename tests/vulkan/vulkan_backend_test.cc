@@ -18,9 +18,10 @@ Backend* vulkan() {
   return find_backend("vulkan");
 }
 
-#define SKIP_WITHOUT_VULKAN()                                                                \
-  if (vulkan() == nullptr) GTEST_SKIP() << "no Vulkan device on this machine: Vulkan tests " \
-                                           "skipped"
+#define SKIP_WITHOUT_VULKAN()                                       \
+  if (vulkan() == nullptr)                                          \
+  GTEST_SKIP() << "no Vulkan device on this machine: Vulkan tests " \
+                  "skipped"
 
 // One `op` node over `inputs`, compiled for `backends`, run `runs` times (the executor records
 // the steps on the first run and replays them after).
@@ -205,8 +206,10 @@ TEST(VulkanBackend, ConvolutionsAndPools) {
       {Shape{32, 8, 3, 3}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}},
       {Shape{16, 8, 1, 1}, {}},
       {Shape{32, 4, 3, 3},
-       {{"group", int64_t{2}}, {"strides", std::vector<int64_t>{2, 2}},
-        {"dilations", std::vector<int64_t>{1, 2}}, {"pads", std::vector<int64_t>{2, 1, 2, 1}}}},
+       {{"group", int64_t{2}},
+        {"strides", std::vector<int64_t>{2, 2}},
+        {"dilations", std::vector<int64_t>{1, 2}},
+        {"pads", std::vector<int64_t>{2, 1, 2, 1}}}},
       {Shape{8, 1, 5, 5}, {{"group", int64_t{8}}, {"pads", std::vector<int64_t>{2, 2, 2, 2}}}},
       {Shape{16, 8, 3, 2}, {{"auto_pad", std::string("SAME_UPPER")}}}};
   for (const Case& c : cases) {
@@ -248,6 +251,35 @@ TEST(VulkanBackend, ConvolutionsAndPools) {
   expect_matches_cpu("AveragePool", {x}, with_pad);
   expect_matches_cpu("GlobalAveragePool", {x});
   expect_matches_cpu("GlobalMaxPool", {x});
+}
+
+TEST(VulkanBackend, AttentionAndSlices) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor q = random_tensor(Shape{2, 3, 5, 8}, 50, -1, 1);
+  Tensor k = random_tensor(Shape{2, 3, 7, 8}, 51, -1, 1);
+  Tensor kt = random_tensor(Shape{2, 3, 8, 7}, 52, -1, 1);
+  Tensor v = random_tensor(Shape{2, 3, 7, 6}, 53, -1, 1);
+  const Attributes scale = {{"scale", 0.35f}};
+  expect_matches_cpu("FusedAttention", {q, k, v}, scale, 1e-5, 1e-4);
+  expect_matches_cpu("FusedAttention", {q, kt, v}, {{"scale", 0.35f}, {"k_transposed", int64_t{1}}},
+                     1e-5, 1e-4);
+  for (const Shape& ms : {Shape{2, 1, 1, 7}, Shape{5, 7}, Shape{2, 3, 5, 7}}) {
+    SCOPED_TRACE(ms.to_string());
+    expect_matches_cpu("FusedAttention", {q, k, v, random_tensor(ms, 54, -2, 0)}, scale, 1e-5,
+                       1e-4);
+  }
+  // Three dims (no heads), long rows (more keys than threads).
+  expect_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{2, 3, 16}, 55, -1, 1), random_tensor(Shape{2, 700, 16}, 56, -1, 1),
+       random_tensor(Shape{2, 700, 4}, 57, -1, 1)},
+      scale, 1e-5, 1e-4);
+  Tensor x = random_tensor(Shape{4, 9, 10}, 58, -1, 1);
+  auto ints = [](std::vector<int64_t> v) {
+    return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  };
+  expect_matches_cpu("Slice", {x, ints({1, 2}), ints({4, 9}), ints({0, 2})});
+  expect_matches_cpu("Slice", {x, ints({8, -1}), ints({0, -100}), ints({1, 2}), ints({-2, -3})});
 }
 
 // A two-layer MLP with softmax, all on the device: every step on vulkan, replayed runs agree.

@@ -20,8 +20,8 @@ struct ConvPush {
 // FusedConv's activation as a code of shaders/common.glsl; -1 where the shaders have none.
 int conv_activation(const NodeContext& ctx) {
   static const std::pair<const char*, int> kCodes[] = {
-      {"", 0},        {"Relu", 1},      {"LeakyRelu", 2}, {"Clip", 3},
-      {"Sigmoid", 4}, {"Tanh", 5},      {"HardSwish", 7}, {"Swish", 8}};
+      {"", 0},        {"Relu", 1}, {"LeakyRelu", 2}, {"Clip", 3},
+      {"Sigmoid", 4}, {"Tanh", 5}, {"HardSwish", 7}, {"Swish", 8}};
   const std::string act = ctx.op() == OpKind::kFusedConv ? ctx.attr_string("activation", "") : "";
   for (const auto& [name, code] : kCodes)
     if (act == name) return code;

@@ -5,6 +5,7 @@
 
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
+#include "graph/schemas/movement.h"
 
 namespace lumen::vulkan {
 namespace {
@@ -288,8 +289,38 @@ std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
   });
 }
 
+// Slice: one strided copy from the first element kept, every start, end, axis and step known at
+// compile time (steps may be negative).
+std::string check_slice(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  if (!ctx.input_shape(0).is_static() || ctx.input_shape(0).rank() > kMaxRank)
+    return "a static input of rank 6 or less";
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
+      return "input " + std::to_string(i) + " must be known at build time";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const SliceSpec spec = slice_spec(ctx);
+  const std::vector<int64_t> in_strides = strides_of(x);
+  std::vector<int64_t> xs(x.rank());
+  int64_t offset = 0;
+  for (int d = 0; d < x.rank(); ++d) {
+    xs[d] = spec.steps[d] * in_strides[d];
+    if (spec.output.numel() > 0) offset += spec.starts[d] * in_strides[d];
+  }
+  const Shape out = spec.output;
+  return make_fn_kernel([xs, offset, out](KernelContext& k) {
+    strided_copy(stream_of(k), address(k.inputs[0]) + offset * sizeof(float), address(k.outputs[0]),
+                 out, xs, strides_of(out));
+  });
+}
+
 }  // namespace
 
+LUMEN_REGISTER_VULKAN_KERNEL(Slice, &make_slice, &check_slice);
 LUMEN_REGISTER_VULKAN_KERNEL(Relu, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(LeakyRelu, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(Clip, &make_unary, &check_unary);

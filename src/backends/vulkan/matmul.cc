@@ -9,7 +9,6 @@
 namespace lumen::vulkan {
 namespace {
 
-
 // The geometry of op(A) x op(B) with numpy.matmul's batching: A's batch folded into its rows where
 // B has none (one product of batch * m rows), else one product per batch (z of the dispatch) with
 // one operand shared or both batched alike. False for other batch broadcasts.
