@@ -162,6 +162,14 @@ TEST(VulkanBackend, Products) {
                        {{"trans_b", int64_t{1}}, {"activation", std::string("Sigmoid")}}, 1e-4,
                        1e-4);
   }
+  // The generic shader's larger tiles (64 and 128 wide), taken when they still leave 128
+  // workgroups: transposed operands keep these products off the vec4 form.
+  for (int64_t mn : {1100, 1500}) {
+    SCOPED_TRACE(mn);
+    expect_matches_cpu("FusedMatMul",
+                       {random_tensor(Shape{mn, 8}, 34, -1, 1), random_tensor(Shape{mn, 8}, 35)},
+                       {{"trans_b", int64_t{1}}}, 1e-4, 1e-4);
+  }
   // Gemm with every transpose, alpha, beta and a broadcast C.
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
@@ -232,6 +240,11 @@ TEST(VulkanBackend, ConvolutionsAndPools) {
     a["activation"] = std::string("HardSwish");
     expect_matches_cpu("FusedConv", {x, constant(w), constant(b)}, a, 1e-4, 1e-4);
   }
+  // 64x64 implicit-GEMM tiles (enough of them on a large plane).
+  expect_matches_cpu("Conv",
+                     {random_tensor(Shape{2, 8, 64, 64}, 59, -1, 1),
+                      constant(random_tensor(Shape{64, 8, 3, 3}, 60, -0.5f, 0.5f))},
+                     {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}, 1e-4, 1e-4);
   // Pointwise convolutions run as products (the 128x128 tiles where the plane allows).
   Tensor x2 = random_tensor(Shape{2, 8, 16, 12}, 46, -1, 1);
   Tensor w2 = random_tensor(Shape{72, 8, 1, 1}, 47, -0.5f, 0.5f);

@@ -104,11 +104,17 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
       enqueue_gemm(stream_of(k), g, images, act);
     });
   }
-  const int32_t constants[] = {act};
-  // Few output channels per group (depthwise): one thread per output; else the implicit GEMM.
+  // Few output channels per group (depthwise): one thread per output; else the implicit GEMM,
+  // in 64x64 tiles, or 32x32 where those leave a large GPU idle (late, small planes).
   const bool direct = base.o / base.groups < 16;
-  const Pipeline& pipe = pipeline(direct ? "conv_direct" : "conv", constants);
-  return make_fn_kernel([&pipe, base, direct, images](KernelContext& k) {
+  const int64_t plane_n = int64_t{base.oh} * base.ow, rows = base.o / base.groups;
+  const int64_t big_groups = (plane_n + 63) / 64 * ((rows + 63) / 64) * images * base.groups;
+  const int32_t tile = big_groups >= 128 ? 4 : 2;
+  const int32_t direct_constants[] = {act};
+  const int32_t gemm_constants[] = {act, tile, tile};
+  const Pipeline& pipe =
+      direct ? pipeline("conv_direct", direct_constants) : pipeline("conv", gemm_constants);
+  return make_fn_kernel([&pipe, base, direct, images, tile](KernelContext& k) {
     ConvPush push = base;
     push.x = address(k.inputs[0]);
     push.w = address(k.inputs[1]);
@@ -122,7 +128,8 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
       s.dispatch(pipe, &push, sizeof(push), groups_for(push.o * plane, 256),
                  static_cast<uint32_t>(images));
     } else {
-      const int64_t gx = (plane + 63) / 64, gy = (push.o / push.groups + 63) / 64;
+      const int64_t edge = 16 * tile;
+      const int64_t gx = (plane + edge - 1) / edge, gy = (push.o / push.groups + edge - 1) / edge;
       s.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                  static_cast<uint32_t>(images * push.groups));
     }

@@ -191,12 +191,22 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
 
 }  // namespace
 
-// The tile of a product: one row of threads per 16 rows for short products (decoding), 128 x 128
-// tiles for large ones, 64 x 64 between.
-std::pair<int32_t, int32_t> tile_for(int64_t m, int64_t n) {
+// Enough workgroups to keep a large GPU busy (an H100 has 132 multiprocessors): smaller tiles
+// are taken until a product has this many.
+constexpr int64_t kBusyGroups = 128;
+
+int64_t groups_of(int64_t m, int64_t n, int64_t batch, int64_t bm, int64_t bn) {
+  return (m + bm - 1) / bm * ((n + bn - 1) / bn) * batch;
+}
+
+// The tile of the generic shader (threads TM x TN values, tiles 16 TM x 16 TN): one row of
+// threads per 16 rows for short products (decoding), else the largest of 128, 64 and 32 that
+// gives kBusyGroups workgroups.
+std::pair<int32_t, int32_t> tile_for(int64_t m, int64_t n, int64_t batch) {
   if (m <= 16) return {1, 4};
-  if (m >= 512 && n >= 512) return {8, 8};
-  return {4, 4};
+  if (groups_of(m, n, batch, 128, 128) >= kBusyGroups) return {8, 8};
+  if (groups_of(m, n, batch, 64, 64) >= kBusyGroups) return {4, 4};
+  return {2, 2};
 }
 
 // Whether gemm_tiled.comp takes the product: row-major operands read as vec4 (k, n and the row
@@ -209,16 +219,21 @@ bool tiled_form(const GemmPush& p) {
   return p.a_cs == 1 && p.b_cs == 1 && quads && aligned && p.m >= 64 && p.n >= 64;
 }
 
+// Whether the vec4 tiles also keep the GPU busy.
+bool tiled_busy(const GemmPush& p, int64_t batch) {
+  return groups_of(p.m, p.n, batch, 128, 128) >= kBusyGroups;
+}
+
 void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act) {
   int64_t gx = 0, gy = 0;
   const Pipeline* pipe = nullptr;
-  if (tiled_form(push)) {
+  if (tiled_form(push) && tiled_busy(push, batch)) {
     const int32_t constants[] = {act};
     pipe = &pipeline("gemm_tiled", constants);
     gx = (push.n + 127) / 128;
     gy = (push.m + 127) / 128;
   } else {
-    const auto [tm, tn] = tile_for(push.m, push.n);
+    const auto [tm, tn] = tile_for(push.m, push.n, batch);
     const int32_t constants[] = {tm, tn, act};
     pipe = &pipeline("gemm", constants);
     gx = (push.n + 16 * tn - 1) / (16 * tn);

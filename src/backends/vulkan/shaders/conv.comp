@@ -5,12 +5,12 @@
 // 2-D convolution (NCHW, groups) as an implicit GEMM per (image, group): Y[o, p] = sum_q
 // W[o, q] X'[q, p] with o < O/groups, p < OH*OW and q < C/groups*KH*KW, where X' (the im2col of X)
 // is read straight from X while the tile is staged, zeros outside the padded input. A 16x16
-// workgroup computes a 64x64 tile, each thread 4x4 values spaced 16 apart. The epilogue is
+// workgroup computes a (16 TM) x (16 TN) tile, each thread TM x TN values spaced 16 apart. The epilogue is
 // FusedConv's: act(acc + B[o] + Z).
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const int ACT = 0;
-const int TM = 4;
-const int TN = 4;
+layout(constant_id = 1) const int TM = 4;
+layout(constant_id = 2) const int TN = 4;
 const int BK = 16;
 const int BM = 16 * TM;
 const int BN = 16 * TN;
