@@ -291,6 +291,10 @@ TEST(VulkanBackend, AttentionAndSlices) {
   auto ints = [](std::vector<int64_t> v) {
     return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
   };
+  // Gather with known indices: a view (one index on the outermost dim), or a copy on any axis.
+  expect_matches_cpu("Gather", {x, constant(Tensor::scalar<int64_t>(-2))});
+  expect_matches_cpu("Gather", {x, ints({3, -1, 0, 3})}, {{"axis", int64_t{1}}});
+  expect_matches_cpu("Gather", {x, ints({9, 2})}, {{"axis", int64_t{-1}}});
   expect_matches_cpu("Slice", {x, ints({1, 2}), ints({4, 9}), ints({0, 2})});
   expect_matches_cpu("Slice", {x, ints({8, -1}), ints({0, -100}), ints({1, 2}), ints({-2, -3})});
 }

@@ -318,8 +318,87 @@ std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
   });
 }
 
+// Gather with indices known at compile time (checked there, so a run cannot meet a bad one): a
+// view of the input for one index along the outermost dim (a transformer's Q/K/V split), else one
+// copy through shaders/gather.comp. Indices that come at run time stay on the host.
+struct GatherGeometry {
+  int64_t outer = 1, axis_n = 0, inner = 1;
+  std::vector<int32_t> indices;  // non-negative
+};
+
+bool gather_geometry(const NodeContext& ctx, GatherGeometry* g, std::string* why) {
+  const Shape& x = ctx.input_shape(0);
+  int64_t axis = ctx.attr_int("axis", 0);
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) {
+    *why = "axis out of range";
+    return false;
+  }
+  for (int d = 0; d < axis; ++d) g->outer *= x[d];
+  for (int d = static_cast<int>(axis) + 1; d < x.rank(); ++d) g->inner *= x[d];
+  g->axis_n = x[static_cast<int>(axis)];
+  const Tensor* known = ctx.input_value(1);
+  if (known == nullptr) {
+    *why = "indices known only at run time";
+    return false;
+  }
+  for (int64_t i = 0; i < known->numel(); ++i) {
+    int64_t v = static_cast<int64_t>(known->item_as_double(i));
+    if (v < 0) v += g->axis_n;
+    if (v < 0 || v >= g->axis_n) {
+      *why = "index " + std::to_string(v) + " out of range";
+      return false;
+    }
+    g->indices.push_back(static_cast<int32_t>(v));
+  }
+  return true;
+}
+
+std::string check_gather(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
+    return "shapes known only at run time";
+  const DType idx = ctx.input_dtype(1);
+  if (idx != DType::kInt64 && idx != DType::kInt32) return "indices must be int64 or int32";
+  GatherGeometry g;
+  std::string why;
+  return gather_geometry(ctx, &g, &why) ? "" : why;
+}
+
+struct GatherPush {
+  uint64_t x, idx, y;
+  uint32_t outer, num, axis_n, inner;
+};
+
+std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
+  GatherGeometry g;
+  std::string why;
+  if (!gather_geometry(ctx, &g, &why)) ctx.fail_unsupported("Vulkan: " + why);
+  const Shape shape = ctx.output(0).shape;
+  if (g.outer == 1 && g.indices.size() == 1) {
+    const int64_t index = g.indices[0], axis_n = g.axis_n, inner = g.inner;
+    return make_fn_kernel(
+        [shape, index, axis_n, inner](KernelContext& k) {
+          k.outputs[0] = k.inputs[0].reshape(Shape{axis_n, inner}).narrow(index, 1).reshape(shape);
+        },
+        true);
+  }
+  const int64_t num = static_cast<int64_t>(g.indices.size());
+  Tensor indices = Tensor::from_vector<int32_t>({num}, g.indices).to(Device::vulkan());
+  return make_fn_kernel([g, indices, num](KernelContext& k) {
+    const int64_t n = k.outputs[0].numel();
+    if (n == 0) return;
+    GatherPush push{address(k.inputs[0]),          address(indices),
+                    address(k.outputs[0]),         static_cast<uint32_t>(g.outer),
+                    static_cast<uint32_t>(num),    static_cast<uint32_t>(g.axis_n),
+                    static_cast<uint32_t>(g.inner)};
+    stream_of(k).dispatch(pipeline("gather"), &push, sizeof(push), groups_for(n, 256));
+  });
+}
+
 }  // namespace
 
+LUMEN_REGISTER_VULKAN_KERNEL(Gather, &make_gather, &check_gather);
 LUMEN_REGISTER_VULKAN_KERNEL(Slice, &make_slice, &check_slice);
 LUMEN_REGISTER_VULKAN_KERNEL(Relu, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(LeakyRelu, &make_unary, &check_unary);
