@@ -2,14 +2,15 @@
 """Runs the exported model zoo through `lumen run` and compares each output with PyTorch's.
 
     /usr/bin/python3 tests/models/check_zoo.py BUILD_DIR ZOO_DIR [--models a,b,...] [--export]
-                                               [--repeat N]
+                                               [--repeat N] [--device LIST]
 
 ZOO_DIR holds what export_zoo.py wrote (NAME.onnx, NAME.input.npy, NAME.expected.npy); --export
 first runs export_zoo.py for the models (it skips those already exported), and exits 77 (CTest's
 skip) when torch or torchvision is missing. A model
 passes iff max|lumen - torch| <= 1e-4 * max|torch|. Prints one row per model (status, max relative
 difference, load+compile time and latency as `lumen run` prints them) and exits non-zero if any
-model fails or is unsupported.
+model fails or is unsupported. --device goes to `lumen run` (e.g. vulkan: the GPU backend first,
+the host for the rest); without --export, a model missing from ZOO_DIR skips the run (77).
 """
 import argparse
 import os
@@ -37,7 +38,7 @@ def input_name(onnx_path):
 SKIP = 77  # CTest SKIP_RETURN_CODE
 
 
-def check(lumen, zoo, name, timeout, repeat):
+def check(lumen, zoo, name, timeout, repeat, device=None):
     onnx_path = os.path.join(zoo, name + ".onnx")
     in_path = os.path.join(zoo, name + ".input.npy")
     expected = np.load(os.path.join(zoo, name + ".expected.npy"))
@@ -45,6 +46,8 @@ def check(lumen, zoo, name, timeout, repeat):
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [lumen, "run", onnx_path, "--input", f"{input_name(onnx_path)}={in_path}",
                "--output-dir", tmp, "--repeat", str(repeat)]
+        if device:
+            cmd += ["--device", device]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -90,6 +93,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=300, help="seconds per model")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs (lumen run --repeat)")
     ap.add_argument("--export", action="store_true", help="run export_zoo.py first")
+    ap.add_argument("--device", help="lumen run's --device (default: its own)")
     args = ap.parse_args()
     lumen = os.path.join(args.build_dir, "lumen")
     if args.export:
@@ -109,9 +113,13 @@ def main():
         names = [m for m in args.models.split(",") if m]
     else:
         names = sorted(f[:-5] for f in os.listdir(args.zoo_dir) if f.endswith(".onnx"))
+    missing = [n for n in names if not os.path.exists(os.path.join(args.zoo_dir, n + ".onnx"))]
+    if missing and not args.export:
+        print(f"check_zoo: skipped, not exported: {', '.join(missing)}")
+        return SKIP
     rows, failed = [], []
     for name in names:
-        row, ok = check(lumen, args.zoo_dir, name, args.timeout, args.repeat)
+        row, ok = check(lumen, args.zoo_dir, name, args.timeout, args.repeat, args.device)
         rows.append(row)
         if not ok:
             failed.append(name)
