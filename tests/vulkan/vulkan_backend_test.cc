@@ -183,6 +183,42 @@ TEST(VulkanBackend, Products) {
     }
 }
 
+// Products and convolutions with few output tiles and a deep k, which run split along k (partial
+// sums, then one pass adding them with the epilogue): vec4 and element-wise reads, B transposed,
+// short products, batches, and a convolution with bias, residual and activation.
+TEST(VulkanBackend, SplitKProducts) {
+  SKIP_WITHOUT_VULKAN();
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {64, 2048, 96}, {3, 2048, 40}, {40, 1502, 24}, {100, 777, 61}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
+    Tensor a = random_tensor(Shape{m, k}, 70, -1, 1);
+    Tensor b = random_tensor(Shape{k, n}, 71, -1, 1);
+    Tensor bias = random_tensor(Shape{n}, 72, -1, 1);
+    Tensor z = random_tensor(Shape{m, n}, 73, -1, 1);
+    expect_matches_cpu("FusedMatMul", {a, constant(b), constant(bias), z},
+                       {{"activation", std::string("GeluErf")}}, 1e-4, 1e-4);
+    expect_matches_cpu("FusedMatMul", {a, random_tensor(Shape{n, k}, 74, -1, 1)},
+                       {{"trans_b", int64_t{1}}, {"activation", std::string("Relu")}}, 1e-4, 1e-4);
+    expect_matches_cpu("Gemm",
+                       {a, random_tensor(Shape{n, k}, 75, -1, 1), random_tensor(Shape{n}, 76)},
+                       {{"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.f}}, 1e-4, 1e-4);
+  }
+  expect_matches_cpu("MatMul",
+                     {random_tensor(Shape{3, 20, 1024}, 77, -1, 1),
+                      random_tensor(Shape{3, 1024, 36}, 78, -1, 1)},
+                     {}, 1e-4, 1e-4);
+  Tensor x = random_tensor(Shape{2, 64, 7, 7}, 79, -1, 1);
+  Tensor w = random_tensor(Shape{48, 64, 3, 3}, 80, -0.2f, 0.2f);
+  Tensor b = random_tensor(Shape{48}, 81, -0.5f, 0.5f);
+  const Attributes pads = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  expect_matches_cpu("Conv", {x, constant(w), constant(b)}, pads, 1e-4, 1e-4);
+  Attributes fused = pads;
+  fused["activation"] = std::string("Relu");
+  expect_matches_cpu("FusedConv",
+                     {x, constant(w), constant(b), random_tensor(Shape{2, 48, 7, 7}, 82, -1, 1)},
+                     fused, 1e-4, 1e-4);
+}
+
 TEST(VulkanBackend, RowsAndMovement) {
   SKIP_WITHOUT_VULKAN();
   Tensor x = random_tensor(Shape{4, 6, 300}, 16, -5, 5);

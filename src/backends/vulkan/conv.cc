@@ -15,6 +15,7 @@ struct ConvPush {
   int32_t kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0, dh = 0, dw = 0;
   int32_t groups = 1;
   float act_a = 0.f, act_b = 0.f;
+  int32_t k_split = 0;
 };
 
 // FusedConv's activation as a code of shaders/common.glsl; -1 where the shaders have none.
@@ -105,16 +106,30 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
     });
   }
   // Few output channels per group (depthwise): one thread per output; else the implicit GEMM,
-  // in 64x64 tiles, or 32x32 where those leave a large GPU idle (late, small planes).
+  // in 64x64 tiles, or 32x32 where those leave a large GPU idle (late, small planes), split along
+  // the depth (channels x window) where the tiles alone still do.
   const bool direct = base.o / base.groups < 16;
   const int64_t plane_n = int64_t{base.oh} * base.ow, rows = base.o / base.groups;
-  const int64_t big_groups = (plane_n + 63) / 64 * ((rows + 63) / 64) * images * base.groups;
-  const int32_t tile = big_groups >= 128 ? 4 : 2;
+  const int64_t depth = int64_t{base.c / base.groups} * base.kh * base.kw;
+  auto groups_at = [&](int64_t edge) {
+    return (plane_n + edge - 1) / edge * ((rows + edge - 1) / edge) * images * base.groups;
+  };
+  auto split_at = [&](int64_t edge) {
+    return base.groups == 1 ? plan_split(groups_at(edge), depth, 16, images * base.o * plane_n)
+                            : SplitK{};
+  };
+  int32_t tile = 4;
+  SplitK split = split_at(64);
+  if (groups_at(64) * split.splits < kBusyGroups) {
+    tile = 2;
+    split = split_at(32);
+  }
   const int32_t direct_constants[] = {act};
-  const int32_t gemm_constants[] = {act, tile, tile};
+  const int32_t gemm_constants[] = {split.splits > 1 ? 0 : act, tile, tile};
   const Pipeline& pipe =
       direct ? pipeline("conv_direct", direct_constants) : pipeline("conv", gemm_constants);
-  return make_fn_kernel([&pipe, base, direct, images, tile](KernelContext& k) {
+  const Pipeline& reduce = pipeline("gemm_reduce", direct_constants);
+  return make_fn_kernel([&pipe, &reduce, base, direct, images, tile, split](KernelContext& k) {
     ConvPush push = base;
     push.x = address(k.inputs[0]);
     push.w = address(k.inputs[1]);
@@ -127,12 +142,39 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
     if (direct) {
       s.dispatch(pipe, &push, sizeof(push), groups_for(push.o * plane, 256),
                  static_cast<uint32_t>(images));
-    } else {
-      const int64_t edge = 16 * tile;
-      const int64_t gx = (plane + edge - 1) / edge, gy = (push.o / push.groups + edge - 1) / edge;
-      s.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
-                 static_cast<uint32_t>(images * push.groups));
+      return;
     }
+    const int64_t edge = 16 * tile;
+    const auto gx = static_cast<uint32_t>((plane + edge - 1) / edge);
+    const auto gy = static_cast<uint32_t>((push.o / push.groups + edge - 1) / edge);
+    const auto gz = static_cast<uint32_t>(images * push.groups * split.splits);
+    if (split.splits == 1) {
+      s.dispatch(pipe, &push, sizeof(push), gx, gy, gz);
+      return;
+    }
+    // Partial sums into the workspace; the reduction adds them, the bias (C) and Z (D).
+    ReducePush r;
+    r.c = push.b;
+    r.c_rs = 1;
+    r.beta = 1.f;
+    r.d = push.z;
+    r.d_bs = static_cast<int32_t>(push.o * plane);
+    r.d_rs = static_cast<int32_t>(plane);
+    r.d_cs = 1;
+    r.y = push.y;
+    r.m = push.o;
+    r.n = static_cast<int32_t>(plane);
+    r.batch = static_cast<int32_t>(images);
+    r.splits = split.splits;
+    r.act_a = push.act_a;
+    r.act_b = push.act_b;
+    push.b = push.z = 0;
+    push.y = r.w = require_vulkan_backend().context().split_workspace();
+    push.k_split = split.k_split;
+    const VulkanStream::Dispatch work[] = {
+        {&pipe, &push, sizeof(push), gx, gy, gz},
+        {&reduce, &r, sizeof(r), groups_for(int64_t{r.batch} * r.m * r.n, 256)}};
+    s.dispatch(work);
   });
 }
 

@@ -1,6 +1,9 @@
 // Matrix products: MatMul, Gemm and FusedMatMul (bias, residual and activation in the epilogue)
-// through one tiled shader (shaders/gemm.comp) that reads every operand by strides.
+// through the tiled shaders (shaders/gemm_tiled.comp, gemm.comp for short products) that read
+// every operand by strides, split along k where the tiles alone leave the GPU idle.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "backends/vulkan/gemm.h"
 #include "backends/vulkan/vulkan_context.h"
@@ -191,58 +194,98 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
 
 }  // namespace
 
-// Enough workgroups to keep a large GPU busy (an H100 has 132 multiprocessors): smaller tiles
-// are taken until a product has this many.
-constexpr int64_t kBusyGroups = 128;
+namespace {
 
 int64_t groups_of(int64_t m, int64_t n, int64_t batch, int64_t bm, int64_t bn) {
   return (m + bm - 1) / bm * ((n + bn - 1) / bn) * batch;
 }
 
-// The tile of the generic shader (threads TM x TN values, tiles 16 TM x 16 TN): one row of
-// threads per 16 rows for short products (decoding), else the largest of 128, 64 and 32 that
-// gives kBusyGroups workgroups.
-std::pair<int32_t, int32_t> tile_for(int64_t m, int64_t n, int64_t batch) {
-  if (m <= 16) return {1, 4};
-  if (groups_of(m, n, batch, 128, 128) >= kBusyGroups) return {8, 8};
-  if (groups_of(m, n, batch, 64, 64) >= kBusyGroups) return {4, 4};
-  return {2, 2};
-}
-
-// Whether gemm_tiled.comp takes the product: row-major operands read as vec4 (k, n and the row
-// and batch strides multiples of 4, the tensors 16-byte aligned) and enough rows and columns to
-// fill its 128x128 tiles at least half.
-bool tiled_form(const GemmPush& p) {
-  const bool quads = p.k % 4 == 0 && p.n % 4 == 0 && p.a_rs % 4 == 0 && p.b_rs % 4 == 0 &&
-                     p.a_bs % 4 == 0 && p.b_bs % 4 == 0;
+// Whether gemm_tiled.comp may read the operands as vec4: A row-major, B row-major or transposed
+// (`bt`), k, n and the row and batch strides multiples of 4, the tensors 16-byte aligned.
+bool vec4_form(const GemmPush& p, bool bt) {
+  const bool b_rows = bt ? p.b_rs == 1 && p.b_cs % 4 == 0 : p.b_cs == 1 && p.b_rs % 4 == 0;
+  const bool quads = p.k % 4 == 0 && p.n % 4 == 0 && p.a_rs % 4 == 0 && p.a_bs % 4 == 0 &&
+                     p.b_bs % 4 == 0;
   const bool aligned = p.a % 16 == 0 && p.b % 16 == 0 && p.y % 16 == 0;
-  return p.a_cs == 1 && p.b_cs == 1 && quads && aligned && p.m >= 64 && p.n >= 64;
+  return p.a_cs == 1 && b_rows && quads && aligned;
 }
 
-// Whether the vec4 tiles also keep the GPU busy.
-bool tiled_busy(const GemmPush& p, int64_t batch) {
-  return groups_of(p.m, p.n, batch, 128, 128) >= kBusyGroups;
+}  // namespace
+
+SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs) {
+  constexpr int64_t kMinDepth = 128, kMaxSplits = 16;
+  if (groups <= 0 || groups >= kBusyGroups) return {};
+  int64_t s = std::min({(2 * kBusyGroups + groups - 1) / groups, k / kMinDepth, kMaxSplits});
+  const auto room = static_cast<int64_t>(Context::kSplitWorkspaceBytes / sizeof(float));
+  while (s > 1 && s * outputs > room) --s;
+  if (s < 2) return {};
+  const int64_t chunk = ((k + s - 1) / s + depth - 1) / depth * depth;
+  const int64_t splits = (k + chunk - 1) / chunk;
+  if (splits < 2) return {};
+  return {static_cast<int32_t>(splits), static_cast<int32_t>(chunk)};
 }
 
 void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act) {
-  int64_t gx = 0, gy = 0;
-  const Pipeline* pipe = nullptr;
-  if (tiled_form(push) && tiled_busy(push, batch)) {
-    const int32_t constants[] = {act};
-    pipe = &pipeline("gemm_tiled", constants);
-    gx = (push.n + 127) / 128;
-    gy = (push.m + 127) / 128;
+  int64_t edge_m = 0, edge_n = 0, depth = 0;
+  std::string shader;
+  std::vector<int32_t> constants;  // ACT first
+  if (push.m <= 16) {  // one row of threads per 16 rows (decoding)
+    shader = "gemm";
+    constants = {1, 4, act};
+    edge_m = 16;
+    edge_n = 64;
+    depth = 16;
   } else {
-    const auto [tm, tn] = tile_for(push.m, push.n, batch);
-    const int32_t constants[] = {tm, tn, act};
-    pipe = &pipeline("gemm", constants);
-    gx = (push.n + 16 * tn - 1) / (16 * tn);
-    gy = (push.m + 16 * tm - 1) / (16 * tm);
+    const int32_t tm = groups_of(push.m, push.n, batch, 128, 128) >= kBusyGroups ? 8 : 4;
+    const bool bt = push.b_rs == 1 && push.b_cs != 1;
+    shader = "gemm_tiled";
+    constants = {act, tm, vec4_form(push, bt) ? 1 : 0, bt ? 1 : 0};
+    edge_m = edge_n = 16 * tm;
+    depth = 64 / tm;
   }
-  if (gx > 65535 || gy > 65535 || batch > 65535)
+  const int64_t gx = (push.n + edge_n - 1) / edge_n, gy = (push.m + edge_m - 1) / edge_m;
+  const int act_slot = shader == "gemm" ? 2 : 0;
+  const SplitK split = plan_split(gx * gy * batch, push.k, depth, batch * push.m * push.n);
+  if (gx > 65535 || gy > 65535 || batch * split.splits > 65535)
     throw ShapeError("vulkan: a product too large for one dispatch");
-  stream.dispatch(*pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
-                  static_cast<uint32_t>(batch));
+  if (split.splits == 1) {
+    const Pipeline& pipe = pipeline(shader, constants);
+    stream.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
+                    static_cast<uint32_t>(gy), static_cast<uint32_t>(batch));
+    return;
+  }
+  // Partial sums into the workspace, then one pass adds them and applies the epilogue.
+  GemmPush part = push;
+  part.c = part.d = 0;
+  part.y = require_vulkan_backend().context().split_workspace();
+  part.k_split = split.k_split;
+  constants[act_slot] = 0;
+  const Pipeline& partial = pipeline(shader, constants);
+  ReducePush r;
+  r.w = part.y;
+  r.c = push.c;
+  r.d = push.d;
+  r.y = push.y;
+  r.m = push.m;
+  r.n = push.n;
+  r.batch = static_cast<int32_t>(batch);
+  r.splits = split.splits;
+  r.c_bs = push.c_bs;
+  r.c_rs = push.c_rs;
+  r.c_cs = push.c_cs;
+  r.d_bs = push.d_bs;
+  r.d_rs = push.d_rs;
+  r.d_cs = push.d_cs;
+  r.beta = push.beta;
+  r.act_a = push.act_a;
+  r.act_b = push.act_b;
+  const int32_t reduce_constants[] = {act};
+  const VulkanStream::Dispatch work[] = {
+      {&partial, &part, sizeof(part), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+       static_cast<uint32_t>(batch * split.splits)},
+      {&pipeline("gemm_reduce", reduce_constants), &r, sizeof(r),
+       groups_for(batch * push.m * push.n, 256)}};
+  stream.dispatch(work);
 }
 
 LUMEN_REGISTER_VULKAN_KERNEL(MatMul, &make_matmul, &check_matmul);

@@ -268,6 +268,12 @@ Block Context::create_staging(size_t bytes) {
   return make_buffer(device_, memory_, staging_type_, bytes);
 }
 
+uint64_t Context::split_workspace() {
+  std::lock_guard<std::mutex> lock(workspace_mutex_);
+  if (workspace_.buffer == VK_NULL_HANDLE) workspace_ = create_block(kSplitWorkspaceBytes);
+  return workspace_.address;
+}
+
 void Context::destroy_block(const Block& block) {
   if (block.mapped) vkUnmapMemory(device_, block.memory);
   vkDestroyBuffer(device_, block.buffer, nullptr);

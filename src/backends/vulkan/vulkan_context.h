@@ -92,6 +92,12 @@ class Context {
   // Sets device memory to zero, complete on return.
   void zero(void* dst, size_t bytes);
 
+  // The scratch buffer of split-K products (kSplitWorkspaceBytes, made on first use, never
+  // freed, so recorded command buffers may name it): its device address. Only work recorded as
+  // one VulkanStream::dispatch sequence may rely on its contents.
+  uint64_t split_workspace();
+  static constexpr size_t kSplitWorkspaceBytes = size_t{16} << 20;
+
  private:
   Context() = default;
   bool init();
@@ -114,6 +120,9 @@ class Context {
 
   std::mutex staging_mutex_;
   Block staging_{};
+
+  std::mutex workspace_mutex_;
+  Block workspace_{};
 };
 
 // A compute pipeline: one shader with its specialization constants (int32, constant_id 0, 1, ...).
@@ -149,6 +158,16 @@ class VulkanStream final : public Stream, public RecordingStream {
   // Records one dispatch of `pipe` with `push` (at most kPushBytes) over groups x*y*z.
   void dispatch(const Pipeline& pipe, const void* push, uint32_t push_bytes, uint32_t x,
                 uint32_t y = 1, uint32_t z = 1);
+  // One dispatch of a sequence: the pipeline, its push constants and its groups.
+  struct Dispatch {
+    const Pipeline* pipe = nullptr;
+    const void* push = nullptr;
+    uint32_t push_bytes = 0;
+    uint32_t x = 1, y = 1, z = 1;
+  };
+  // Records the dispatches in order, with no other work between them (a split-K product and its
+  // reduction share the split workspace).
+  void dispatch(std::span<const Dispatch> work);
   // Records a copy between device buffers. `immediate`: into the buffer submitted by the next
   // flush even while a capture records (the copies of Context::copy, which wait for it).
   void copy_buffer(VkBuffer src, VkDeviceSize src_offset, VkBuffer dst, VkDeviceSize dst_offset,

@@ -95,14 +95,23 @@ VkCommandBuffer VulkanStream::current(bool immediate) {
 
 void VulkanStream::dispatch(const Pipeline& pipe, const void* push, uint32_t push_bytes, uint32_t x,
                             uint32_t y, uint32_t z) {
-  if (push_bytes > kPushBytes) throw DeviceError("vulkan: push constants above 128 bytes");
+  const Dispatch one{&pipe, push, push_bytes, x, y, z};
+  dispatch(std::span<const Dispatch>(&one, 1));
+}
+
+void VulkanStream::dispatch(std::span<const Dispatch> work) {
+  for (const Dispatch& d : work)
+    if (d.push_bytes > kPushBytes) throw DeviceError("vulkan: push constants above 128 bytes");
   std::lock_guard<std::mutex> lock(mutex_);
   VkCommandBuffer cb = current(false);
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.handle);
-  if (push_bytes > 0)
-    vkCmdPushConstants(cb, pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-  vkCmdDispatch(cb, x, y, z);
-  barrier(cb);
+  for (const Dispatch& d : work) {
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipe->handle);
+    if (d.push_bytes > 0)
+      vkCmdPushConstants(cb, pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes,
+                         d.push);
+    vkCmdDispatch(cb, d.x, d.y, d.z);
+    barrier(cb);
+  }
 }
 
 void VulkanStream::copy_buffer(VkBuffer src, VkDeviceSize src_offset, VkBuffer dst,

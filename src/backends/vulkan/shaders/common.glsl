@@ -35,7 +35,7 @@ float exp_accurate(float x) {
   // 2^e made from its bits: a driver's exp2 may be approximate even at integers.
   int e = int(n);
   if (e > 127) return p * 2.0 * intBitsToFloat((e - 1 + 127) << 23);
-  if (e >= -126) return p * intBitsToFloat((e + 127) << 23);
+  if (e >= -125) return p * intBitsToFloat((e + 127) << 23);  // p * 2^e stays normal
   return intBitsToFloat(int(roundEven(p * intBitsToFloat((e + 149 + 127) << 23))));
 }
 

@@ -6,7 +6,9 @@
 // W[o, q] X'[q, p] with o < O/groups, p < OH*OW and q < C/groups*KH*KW, where X' (the im2col of X)
 // is read straight from X while the tile is staged, zeros outside the padded input. A 16x16
 // workgroup computes a (16 TM) x (16 TN) tile, each thread TM x TN values spaced 16 apart. The epilogue is
-// FusedConv's: act(acc + B[o] + Z).
+// FusedConv's: act(acc + B[o] + Z). Split-K (k_split > 0): the z groups are splits x images x
+// groups, split s sums q in [s k_split, (s + 1) k_split) and writes its sum to the s-th copy of Y
+// (B, Z and ACT off; gemm_reduce.comp adds the splits and applies the epilogue).
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const int ACT = 0;
 layout(constant_id = 1) const int TM = 4;
@@ -29,6 +31,7 @@ layout(push_constant) uniform P {
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int groups;
   float act_a, act_b;
+  int k_split;
 } p;
 
 shared float As[BK * BM];
@@ -42,24 +45,30 @@ void main() {
   const int cg = p.c / p.groups, og = p.o / p.groups;
   const int m = og, n = p.oh * p.ow, k = cg * p.kh * p.kw, khw = p.kh * p.kw;
   const int m0 = int(gl_WorkGroupID.y) * BM, n0 = int(gl_WorkGroupID.x) * BN;
-  const int image = int(gl_WorkGroupID.z) / p.groups, group = int(gl_WorkGroupID.z) % p.groups;
+  const int splits = p.k_split > 0 ? (k + p.k_split - 1) / p.k_split : 1;
+  const int planes = int(gl_NumWorkGroups.z) / splits;
+  const int s = int(gl_WorkGroupID.z) / planes, ig = int(gl_WorkGroupID.z) - s * planes;
+  const int image = ig / p.groups, group = ig % p.groups;
+  const int kbeg = p.k_split > 0 ? s * p.k_split : 0;
+  const int kend = p.k_split > 0 ? min(k, kbeg + p.k_split) : k;
+  const int y_base = s * (planes / p.groups) * p.o * n;
   const int x_base = (image * p.c + group * cg) * p.h * p.wd;
   const int w_base = group * og * k;
   float acc[TM][TN];
   [[unroll]] for (int i = 0; i < TM; ++i)
     [[unroll]] for (int j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
-  for (int k0 = 0; k0 < k; k0 += BK) {
+  for (int k0 = kbeg; k0 < kend; k0 += BK) {
     for (int e = tid; e < BM * BK; e += 256) {
       int r = e / BK, kk = e - r * BK;
       int gm = m0 + r, gk = k0 + kk;
-      As[kk * BM + r] = gm < m && gk < k ? W.v[w_base + gm * k + gk] : 0.0;
+      As[kk * BM + r] = gm < m && gk < kend ? W.v[w_base + gm * k + gk] : 0.0;
     }
     for (int e = tid; e < BK * BN; e += 256) {
       int kk = e / BN, col = e - kk * BN;
       int gn = n0 + col, gk = k0 + kk;
       float v = 0.0;
-      if (gn < n && gk < k) {
+      if (gn < n && gk < kend) {
         int ci = gk / khw, r = gk - ci * khw;
         int ki = r / p.kw, kj = r - ki * p.kw;
         int oy = gn / p.ow, ox = gn - oy * p.ow;
@@ -90,9 +99,9 @@ void main() {
     [[unroll]] for (int j = 0; j < TN; ++j) {
       const int gn = n0 + tx + 16 * j;
       if (gn >= n) continue;
-      const int at = (image * p.o + oc) * n + gn;
+      const int at = y_base + (image * p.o + oc) * n + gn;
       float v = acc[i][j] + bias;
-      if (p.z != 0) v += Z.v[at];
+      if (p.z != 0) v += Z.v[at - y_base];
       Y.v[at] = apply_unary(ACT, v, p.act_a, p.act_b);
     }
   }
