@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "backends/backend.h"
 #include "lumen/lumen.h"
@@ -323,6 +325,47 @@ TEST(VulkanBackend, AttentionAndSlices) {
       {random_tensor(Shape{2, 3, 16}, 55, -1, 1), random_tensor(Shape{2, 700, 16}, 56, -1, 1),
        random_tensor(Shape{2, 700, 4}, 57, -1, 1)},
       scale, 1e-5, 1e-4);
+  // Blocks of 8 and 16 query rows over key tiles (depths up to 128), ragged last tiles, K^T, a
+  // mask with -inf (one row masked everywhere gives NaN, as the unfused ops do), and a depth
+  // above 128 (one workgroup per row).
+  expect_matches_cpu("FusedAttention",
+                     {random_tensor(Shape{1, 4, 40, 64}, 83, -1, 1),
+                      random_tensor(Shape{1, 4, 64, 45}, 84, -1, 1),
+                      random_tensor(Shape{1, 4, 45, 100}, 85, -1, 1)},
+                     {{"scale", 0.125f}, {"k_transposed", int64_t{1}}}, 1e-5, 1e-4);
+  expect_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{2, 4, 600, 32}, 86, -1, 1), random_tensor(Shape{2, 4, 600, 32}, 87),
+       random_tensor(Shape{2, 4, 600, 32}, 88, -1, 1), random_tensor(Shape{2, 1, 1, 600}, 89)},
+      scale, 1e-5, 1e-4);
+  std::vector<float> masked(5 * 70);
+  for (size_t e = 0; e < masked.size(); ++e)
+    masked[e] = e / 70 == 2 || e % 3 == 0 ? -std::numeric_limits<float>::infinity()
+                                          : static_cast<float>(e % 7) * -0.25f;
+  const Tensor inf_mask = Tensor::from_vector<float>({5, 70}, masked);
+  std::vector<Tensor> got = run_on({"vulkan"}, "FusedAttention",
+                                   {q, random_tensor(Shape{2, 3, 70, 8}, 90, -1, 1),
+                                    random_tensor(Shape{2, 3, 70, 6}, 91, -1, 1), inf_mask},
+                                   scale, 2);
+  std::vector<Tensor> want = run_on({"cpu"}, "FusedAttention",
+                                    {q, random_tensor(Shape{2, 3, 70, 8}, 90, -1, 1),
+                                     random_tensor(Shape{2, 3, 70, 6}, 91, -1, 1), inf_mask},
+                                    scale);
+  const std::vector<double> g = to_doubles(got[0]), w = to_doubles(want[0]);
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t e = 0; e < g.size(); ++e) {
+    const bool row2 = (e / 6) % 5 == 2;
+    if (row2) {
+      EXPECT_TRUE(std::isnan(g[e])) << e;
+    } else {
+      EXPECT_NEAR(g[e], w[e], 1e-5 + 1e-4 * std::abs(w[e])) << e;
+    }
+  }
+  expect_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{1, 2, 9, 200}, 92, -1, 1), random_tensor(Shape{1, 2, 33, 200}, 93),
+       random_tensor(Shape{1, 2, 33, 20}, 94, -1, 1)},
+      {{"scale", 0.07f}}, 1e-5, 1e-4);
   Tensor x = random_tensor(Shape{4, 9, 10}, 58, -1, 1);
   auto ints = [](std::vector<int64_t> v) {
     return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));

@@ -1,5 +1,9 @@
-// FusedAttention (the optimizer's scaled-dot-product attention): one workgroup per query row,
-// scores and softmax in shared memory (shaders/attention.comp).
+// FusedAttention (the optimizer's scaled-dot-product attention): blocks of query rows against
+// tiles of keys with an online softmax where the depths are at most 128
+// (shaders/attention_tiled.comp), else one workgroup per query row with its scores in shared
+// memory (shaders/attention.comp).
+#include <algorithm>
+
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
 
@@ -8,6 +12,7 @@ namespace {
 
 constexpr int64_t kMaxKeys = 4096;
 constexpr int64_t kMaxDepth = 256;
+constexpr int64_t kMaxTiledDepth = 128;
 
 struct AttentionPush {
   uint64_t q = 0, k = 0, v = 0, mask = 0, y = 0;
@@ -72,9 +77,16 @@ std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
   }
   int64_t rows = 1;
   for (int d = 0; d < rank - 1; ++d) rows *= q[d];
-  const int32_t constants[] = {kt ? 1 : 0};
-  const Pipeline& pipe = pipeline("attention", constants);
-  return make_fn_kernel([&pipe, base, rows](KernelContext& k) {
+  const int64_t sq = q[-2];
+  const bool tiled = q[-1] <= kMaxTiledDepth && v[-1] <= kMaxTiledDepth;
+  // Blocks of 16 rows where that still gives about two workgroups per multiprocessor of a large
+  // GPU, else 8.
+  const int64_t block = (rows / std::max<int64_t>(sq, 1)) * ((sq + 15) / 16) >= 264 ? 16 : 8;
+  const int64_t groups = tiled ? (rows / std::max<int64_t>(sq, 1)) * ((sq + block - 1) / block) : rows;
+  const int32_t constants[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block)};
+  const Pipeline& pipe = tiled ? pipeline("attention_tiled", constants)
+                               : pipeline("attention", std::span<const int32_t>(constants, 1));
+  return make_fn_kernel([&pipe, base, rows, groups](KernelContext& k) {
     if (rows == 0 || k.outputs[0].numel() == 0) return;
     AttentionPush push = base;
     push.rows = static_cast<int32_t>(rows);
@@ -83,7 +95,7 @@ std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
     push.v = address(k.inputs[2]);
     if (k.inputs.size() > 3 && k.inputs[3].defined()) push.mask = address(k.inputs[3]);
     push.y = address(k.outputs[0]);
-    const int64_t gx = std::min<int64_t>(rows, 65535), gy = (rows + 65534) / 65535;
+    const int64_t gx = std::min<int64_t>(groups, 65535), gy = (groups + 65534) / 65535;
     stream_of(k).dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
                           static_cast<uint32_t>(gy));
   });
