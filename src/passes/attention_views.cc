@@ -5,8 +5,8 @@
 // Q, K and V, each reshaped to [S, N*H, D] and transposed heads-first, and the result transposed
 // back and reshaped to [S*N, E]: per layer three Slices and four Transposes, each a copy, which
 // the views leave out. A chain is absorbed as far as its steps are views without a copy (numpy's
-// rule for reshapes) and the kernel's unit-stride needs hold; the rest stays. CPU only: no other
-// backend runs StridedAttention.
+// rule for reshapes) and the kernel's unit-stride needs hold; the rest stays. Run only where every
+// backend of the compile has a StridedAttention kernel (CPU and Vulkan; Graph::optimize).
 #include <algorithm>
 #include <vector>
 

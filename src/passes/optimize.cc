@@ -10,11 +10,15 @@ std::vector<PassStats> Graph::optimize() {
 }
 
 std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends) {
-  bool cpu_only = !backends.empty();
-  for (const std::string& b : backends) cpu_only = cpu_only && b == "cpu";
-  if (backends.empty()) {
-    cpu_only = true;
-    for (Backend* b : auto_backends()) cpu_only = cpu_only && b->name() == "cpu";
+  std::vector<std::string> names = backends;
+  if (names.empty())
+    for (Backend* b : auto_backends()) names.push_back(b->name());
+  bool cpu_only = true;
+  // The backends with a StridedAttention kernel.
+  bool strided_attention = true;
+  for (const std::string& b : names) {
+    cpu_only = cpu_only && b == "cpu";
+    strided_attention = strided_attention && (b == "cpu" || b == "vulkan");
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -30,7 +34,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
-  if (cpu_only) manager.add(make_attention_views_pass());
+  if (strided_attention) manager.add(make_attention_views_pass());
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());

@@ -366,6 +366,29 @@ TEST(VulkanBackend, AttentionAndSlices) {
       {random_tensor(Shape{1, 2, 9, 200}, 92, -1, 1), random_tensor(Shape{1, 2, 33, 200}, 93),
        random_tensor(Shape{1, 2, 33, 20}, 94, -1, 1)},
       {{"scale", 0.07f}}, 1e-5, 1e-4);
+  // StridedAttention: Q, K and V as views of one projection [S, N, 3E] (heads H, depth D), Y
+  // written into [S, N, E]; then K from its own tensor stored [N, H, D, S] (K^T's layout).
+  {
+    const int64_t S = 5, N = 2, H = 2, D = 4, E = H * D;
+    Tensor proj = random_tensor(Shape{S, N, 3 * E}, 95, -1, 1);
+    const std::vector<int64_t> shape = {N, H, S, D};
+    Attributes a = {{"scale", 0.5f},
+                    {"q_shape", shape},
+                    {"k_shape", shape},
+                    {"v_shape", shape},
+                    {"q_view", std::vector<int64_t>{0, 3 * E, D, N * 3 * E, 1}},
+                    {"k_view", std::vector<int64_t>{E, 3 * E, D, N * 3 * E, 1}},
+                    {"v_view", std::vector<int64_t>{2 * E, 3 * E, D, N * 3 * E, 1}},
+                    {"y_view", std::vector<int64_t>{0, E, D, N * E, 1}},
+                    {"output_shape", std::vector<int64_t>{S, N, E}}};
+    expect_matches_cpu("StridedAttention", {proj, proj, proj}, a, 1e-5, 1e-4);
+    expect_matches_cpu("StridedAttention",
+                       {proj, proj, proj, random_tensor(Shape{1, 1, S, S}, 96, -1, 0)}, a, 1e-5,
+                       1e-4);
+    a["k_view"] = std::vector<int64_t>{0, H * D * S, D * S, 1, S};
+    expect_matches_cpu("StridedAttention", {proj, random_tensor(Shape{N, H, D, S}, 97), proj}, a,
+                       1e-5, 1e-4);
+  }
   Tensor x = random_tensor(Shape{4, 9, 10}, 58, -1, 1);
   auto ints = [](std::vector<int64_t> v) {
     return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));

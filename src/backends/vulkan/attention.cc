@@ -1,11 +1,17 @@
-// FusedAttention (the optimizer's scaled-dot-product attention): blocks of query rows against
-// tiles of keys with an online softmax where the depths are at most 128
-// (shaders/attention_tiled.comp), else one workgroup per query row with its scores in shared
-// memory (shaders/attention.comp).
+// FusedAttention (the optimizer's scaled-dot-product attention) and StridedAttention (the same
+// over strided views of one projection, made by the attention-views pass): blocks of query rows
+// against tiles of keys with an online softmax, every operand read by strides, where the depths
+// are at most 128 (shaders/attention_tiled.comp); else, for FusedAttention, one workgroup per
+// query row with its scores in shared memory (shaders/attention.comp).
 #include <algorithm>
+#include <array>
+#include <climits>
+#include <string>
+#include <vector>
 
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
+#include "graph/schemas/strided_attention.h"
 
 namespace lumen::vulkan {
 namespace {
@@ -14,13 +20,76 @@ constexpr int64_t kMaxKeys = 4096;
 constexpr int64_t kMaxDepth = 256;
 constexpr int64_t kMaxTiledDepth = 128;
 
-struct AttentionPush {
+// shaders/attention.comp: contiguous operands, one workgroup per query row.
+struct RowPush {
   uint64_t q = 0, k = 0, v = 0, mask = 0, y = 0;
   int32_t sq = 0, sk = 0, d = 0, dv = 0, heads = 1;
   int32_t m_b0 = 0, m_b1 = 0, m_i = 0, m_j = 0;
   float scale = 1.f;
   int32_t rows = 0;
 };
+
+// shaders/attention_tiled.comp: operands by element strides over [b0, b1, row, depth].
+struct TiledPush {
+  uint64_t q = 0, k = 0, v = 0, mask = 0, y = 0;
+  int32_t sq = 0, sk = 0, depths = 0, heads = 1, nb = 1;
+  int32_t q_b0 = 0, q_b1 = 0, q_s = 0;
+  int32_t k_b0 = 0, k_b1 = 0, k_s = 0;
+  int32_t v_b0 = 0, v_b1 = 0, v_s = 0;
+  int32_t y_b0 = 0, y_b1 = 0, y_s = 0;
+  int32_t m_b0 = 0, m_b1 = 0, m_i = 0, m_j = 0;
+  float scale = 1.f;
+};
+static_assert(sizeof(TiledPush) <= kPushBytes);
+
+TensorView contiguous_view(const Shape& shape) {
+  TensorView v{shape, 0, std::vector<int64_t>(shape.rank(), 1)};
+  for (int d = shape.rank() - 2; d >= 0; --d) v.strides[d] = v.strides[d + 1] * shape[d + 1];
+  return v;
+}
+
+// The views of a FusedAttention's contiguous operands; K logically [..., Sk, D] either way.
+AttentionViews fused_views(const NodeContext& ctx) {
+  AttentionViews v;
+  v.q = contiguous_view(ctx.input_shape(0));
+  v.v = contiguous_view(ctx.input_shape(2));
+  v.k = contiguous_view(ctx.input_shape(1));
+  if (ctx.attr_int("k_transposed", 0) == 1) {  // stored [..., D, Sk]
+    const int r = v.k.shape.rank();
+    std::swap(v.k.shape.dims()[r - 1], v.k.shape.dims()[r - 2]);
+    std::swap(v.k.strides[r - 1], v.k.strides[r - 2]);
+  }
+  Shape ys = ctx.input_shape(0);
+  ys.dims()[ys.rank() - 1] = ctx.input_shape(2)[-1];
+  v.y = contiguous_view(ys);
+  return v;
+}
+
+// The mask's element strides over the scores [b0, b1, i, j] (0 where it broadcasts).
+std::array<int32_t, 4> mask_strides(const Shape& m) {
+  std::vector<int64_t> md(4, 1);
+  for (int i = 0; i < m.rank(); ++i) md[4 - m.rank() + i] = m[i];
+  std::array<int32_t, 4> strides{};
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    strides[d] = md[d] == 1 ? 0 : static_cast<int32_t>(stride);
+    stride *= md[d];
+  }
+  return strides;
+}
+
+// Why the tiled shader cannot take these views ("" when it can): at most two leading dims,
+// depths up to 128, strides within 32 bits.
+std::string tiled_refusal(const AttentionViews& v) {
+  const int r = v.q.shape.rank();
+  if (r > 4) return "more than two leading dims";
+  if (v.q.shape[-1] > kMaxTiledDepth || v.v.shape[-1] > kMaxTiledDepth)
+    return "a depth above 128";
+  for (const TensorView* t : {&v.q, &v.k, &v.v, &v.y})
+    for (int64_t s : t->strides)
+      if (s > INT32_MAX) return "strides beyond 32 bits";
+  return "";
+}
 
 std::string check_attention(const NodeContext& ctx) {
   std::string why = require_float32(ctx);
@@ -30,19 +99,77 @@ std::string check_attention(const NodeContext& ctx) {
   if (!q.is_static() || !k.is_static() || !ctx.input_shape(2).is_static() ||
       (ctx.has_input(3) && !ctx.input_shape(3).is_static()))
     return "shapes known only at run time";
+  if (ctx.op() == OpKind::kStridedAttention) return tiled_refusal(attention_views(ctx));
   if (q.rank() > 4) return "more than two leading dims";
   const bool kt = ctx.attr_int("k_transposed", 0) == 1;
-  if (k[kt ? -1 : -2] > kMaxKeys) return "more than 4096 keys";
+  if (k[kt ? -1 : -2] > kMaxKeys && !tiled_refusal(fused_views(ctx)).empty())
+    return "more than 4096 keys with a depth above 128";
   if (q[-1] > kMaxDepth) return "a depth above 256";
   return "";
 }
 
+std::unique_ptr<Kernel> make_tiled(const NodeContext& ctx, const AttentionViews& views) {
+  const int r = views.q.shape.rank();
+  // Leading dims [b0, b1] (missing ones extent 1, stride 0).
+  auto lead = [&](const TensorView& t, int i) { return r - 4 + i >= 0 ? t.strides[r - 4 + i] : 0; };
+  auto extent = [&](int i) { return r - 4 + i >= 0 ? views.q.shape[r - 4 + i] : int64_t{1}; };
+  TiledPush base;
+  base.sq = static_cast<int32_t>(views.q.shape[-2]);
+  base.sk = static_cast<int32_t>(views.k.shape[-2]);
+  base.depths = static_cast<int32_t>(views.q.shape[-1] | (views.v.shape[-1] << 16));
+  base.heads = static_cast<int32_t>(extent(1));
+  base.nb = static_cast<int32_t>(extent(0) * extent(1));
+  const bool kt = views.k.strides[r - 1] != 1;
+  base.q_b0 = static_cast<int32_t>(lead(views.q, 0));
+  base.q_b1 = static_cast<int32_t>(lead(views.q, 1));
+  base.q_s = static_cast<int32_t>(views.q.strides[r - 2]);
+  base.k_b0 = static_cast<int32_t>(lead(views.k, 0));
+  base.k_b1 = static_cast<int32_t>(lead(views.k, 1));
+  base.k_s = static_cast<int32_t>(views.k.strides[kt ? r - 1 : r - 2]);
+  base.v_b0 = static_cast<int32_t>(lead(views.v, 0));
+  base.v_b1 = static_cast<int32_t>(lead(views.v, 1));
+  base.v_s = static_cast<int32_t>(views.v.strides[r - 2]);
+  base.y_b0 = static_cast<int32_t>(lead(views.y, 0));
+  base.y_b1 = static_cast<int32_t>(lead(views.y, 1));
+  base.y_s = static_cast<int32_t>(views.y.strides[r - 2]);
+  base.scale = ctx.attr_float("scale", 1.f);
+  if (ctx.has_input(3)) {
+    const std::array<int32_t, 4> m = mask_strides(ctx.input_shape(3));
+    base.m_b0 = m[0];
+    base.m_b1 = m[1];
+    base.m_i = m[2];
+    base.m_j = m[3];
+  }
+  const std::array<int64_t, 4> offsets = {views.q.offset, views.k.offset, views.v.offset,
+                                          views.y.offset};
+  // Blocks of 16 rows where that still gives about two workgroups per multiprocessor of a large
+  // GPU, else 8.
+  const int64_t block = int64_t{base.nb} * ((base.sq + 15) / 16) >= 264 ? 16 : 8;
+  const int64_t groups = int64_t{base.nb} * ((base.sq + block - 1) / block);
+  const int32_t constants[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block)};
+  const Pipeline& pipe = pipeline("attention_tiled", constants);
+  return make_fn_kernel([&pipe, base, offsets, groups](KernelContext& k) {
+    if (groups == 0 || k.outputs[0].numel() == 0) return;
+    TiledPush push = base;
+    push.q = address(k.inputs[0]) + 4 * offsets[0];
+    push.k = address(k.inputs[1]) + 4 * offsets[1];
+    push.v = address(k.inputs[2]) + 4 * offsets[2];
+    if (k.inputs.size() > 3 && k.inputs[3].defined()) push.mask = address(k.inputs[3]);
+    push.y = address(k.outputs[0]) + 4 * offsets[3];
+    const int64_t gx = std::min<int64_t>(groups, 65535), gy = (groups + 65534) / 65535;
+    stream_of(k).dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
+                          static_cast<uint32_t>(gy));
+  });
+}
+
 std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
+  if (ctx.op() == OpKind::kStridedAttention) return make_tiled(ctx, attention_views(ctx));
+  const AttentionViews views = fused_views(ctx);
+  if (tiled_refusal(views).empty()) return make_tiled(ctx, views);
   const Shape& q = ctx.input_shape(0);
   const Shape& v = ctx.input_shape(2);
-  const bool kt = ctx.attr_int("k_transposed", 0) == 1;
   const int rank = q.rank();
-  AttentionPush base;
+  RowPush base;
   base.sq = static_cast<int32_t>(q[-2]);
   base.sk = static_cast<int32_t>(v[-2]);
   base.d = static_cast<int32_t>(q[-1]);
@@ -50,52 +177,26 @@ std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
   base.heads = rank == 4 ? static_cast<int32_t>(q[1]) : 1;
   base.scale = ctx.attr_float("scale", 1.f);
   if (ctx.has_input(3)) {
-    // The mask's element strides over the scores [b0, b1, i, j] (rank 4 after padding), 0 where
-    // it broadcasts.
-    std::vector<int64_t> scores(4, 1);
-    scores[2] = q[-2];
-    scores[3] = v[-2];
-    if (rank == 4) {
-      scores[0] = q[0];
-      scores[1] = q[1];
-    } else if (rank == 3) {
-      scores[1] = q[0];
-    }
-    const Shape& m = ctx.input_shape(3);
-    std::vector<int64_t> md(4, 1);
-    for (int i = 0; i < m.rank(); ++i) md[4 - m.rank() + i] = m[i];
-    int64_t stride = 1;
-    int32_t strides[4];
-    for (int d = 3; d >= 0; --d) {
-      strides[d] = md[d] == 1 ? 0 : static_cast<int32_t>(stride);
-      stride *= md[d];
-    }
-    base.m_b0 = strides[0];
-    base.m_b1 = strides[1];
-    base.m_i = strides[2];
-    base.m_j = strides[3];
+    const std::array<int32_t, 4> m = mask_strides(ctx.input_shape(3));
+    base.m_b0 = m[0];
+    base.m_b1 = m[1];
+    base.m_i = m[2];
+    base.m_j = m[3];
   }
   int64_t rows = 1;
   for (int d = 0; d < rank - 1; ++d) rows *= q[d];
-  const int64_t sq = q[-2];
-  const bool tiled = q[-1] <= kMaxTiledDepth && v[-1] <= kMaxTiledDepth;
-  // Blocks of 16 rows where that still gives about two workgroups per multiprocessor of a large
-  // GPU, else 8.
-  const int64_t block = (rows / std::max<int64_t>(sq, 1)) * ((sq + 15) / 16) >= 264 ? 16 : 8;
-  const int64_t groups = tiled ? (rows / std::max<int64_t>(sq, 1)) * ((sq + block - 1) / block) : rows;
-  const int32_t constants[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block)};
-  const Pipeline& pipe = tiled ? pipeline("attention_tiled", constants)
-                               : pipeline("attention", std::span<const int32_t>(constants, 1));
-  return make_fn_kernel([&pipe, base, rows, groups](KernelContext& k) {
+  const int32_t constants[] = {ctx.attr_int("k_transposed", 0) == 1 ? 1 : 0};
+  const Pipeline& pipe = pipeline("attention", constants);
+  return make_fn_kernel([&pipe, base, rows](KernelContext& k) {
     if (rows == 0 || k.outputs[0].numel() == 0) return;
-    AttentionPush push = base;
+    RowPush push = base;
     push.rows = static_cast<int32_t>(rows);
     push.q = address(k.inputs[0]);
     push.k = address(k.inputs[1]);
     push.v = address(k.inputs[2]);
     if (k.inputs.size() > 3 && k.inputs[3].defined()) push.mask = address(k.inputs[3]);
     push.y = address(k.outputs[0]);
-    const int64_t gx = std::min<int64_t>(groups, 65535), gy = (groups + 65534) / 65535;
+    const int64_t gx = std::min<int64_t>(rows, 65535), gy = (rows + 65534) / 65535;
     stream_of(k).dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
                           static_cast<uint32_t>(gy));
   });
@@ -104,5 +205,6 @@ std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
 }  // namespace
 
 LUMEN_REGISTER_VULKAN_KERNEL(FusedAttention, &make_attention, &check_attention);
+LUMEN_REGISTER_VULKAN_KERNEL(StridedAttention, &make_attention, &check_attention);
 
 }  // namespace lumen::vulkan
