@@ -5,8 +5,9 @@
 // sum post-op, in place over z when z dies there. Off the CPU any 2-D convolution takes it (the
 // CUDA kernel adds z in its epilogue or in cuDNN's fused call). The activation the
 // fuse-activation pass may add afterwards applies after the sum, as in ResNet's conv -> add ->
-// relu. On the CPU a FusedMatMul without an activation takes z the same way (oneDNN's sum post-op,
-// or the packed GEMM starting from z): the residual Adds of a transformer layer.
+// relu. Where every backend adds a FusedMatMul's fourth input in its epilogue (`matmul_residual`:
+// the CPU, through oneDNN's sum post-op or the packed GEMM starting from z, and Vulkan), a
+// FusedMatMul without an activation takes z the same way: the residual Adds of a transformer layer.
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -20,7 +21,7 @@ bool empty_activation(const Node& conv) {
 }
 
 // The convolution whose output `y` is, when it can take a residual input.
-int residual_target(const Graph& graph, int y, bool cpu_only) {
+int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residual) {
   const Value& v = graph.value(y);
   if (v.producer < 0 || v.is_output || v.consumers.size() != 1) return -1;
   const Node& conv = graph.node(v.producer);
@@ -29,7 +30,7 @@ int residual_target(const Graph& graph, int y, bool cpu_only) {
   if (!cpu_only && conv.op == OpKind::kConv && conv.inputs.size() <= 3 &&
       graph.value(conv.inputs[0]).type.shape.rank() == 4)
     return v.producer;
-  if (cpu_only && conv.op == OpKind::kFusedMatMul && conv.inputs.size() <= 3 &&
+  if (matmul_residual && conv.op == OpKind::kFusedMatMul && conv.inputs.size() <= 3 &&
       empty_activation(conv))
     return v.producer;
   if (conv.op != OpKind::kFusedConv || conv.inputs.size() > 3 || !empty_activation(conv)) return -1;
@@ -38,7 +39,8 @@ int residual_target(const Graph& graph, int y, bool cpu_only) {
 
 class FuseResidualPass : public Pass {
  public:
-  explicit FuseResidualPass(bool cpu_only) : cpu_only_(cpu_only) {}
+  FuseResidualPass(bool cpu_only, bool matmul_residual)
+      : cpu_only_(cpu_only), matmul_residual_(matmul_residual) {}
   const char* name() const override { return "fuse-residual"; }
   bool run(Graph& graph) override {
     bool changed = false;
@@ -48,7 +50,7 @@ class FuseResidualPass : public Pass {
       for (int k = 0; k < 2; ++k) {
         int y = add.inputs[k], z = add.inputs[1 - k];
         if (y < 0 || z < 0 || y == z) continue;
-        int conv_id = residual_target(graph, y, cpu_only_);
+        int conv_id = residual_target(graph, y, cpu_only_, matmul_residual_);
         if (conv_id < 0 || graph.value(z).type != graph.value(y).type) continue;
         int out = add.outputs[0];
         if (!can_replace_uses(graph, out, y)) continue;
@@ -69,12 +71,13 @@ class FuseResidualPass : public Pass {
 
  private:
   bool cpu_only_;
+  bool matmul_residual_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only) {
-  return std::make_unique<FuseResidualPass>(cpu_only);
+std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only, bool matmul_residual) {
+  return std::make_unique<FuseResidualPass>(cpu_only, matmul_residual || cpu_only);
 }
 
 }  // namespace lumen

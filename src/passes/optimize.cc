@@ -14,11 +14,12 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (names.empty())
     for (Backend* b : auto_backends()) names.push_back(b->name());
   bool cpu_only = true;
-  // The backends with a StridedAttention kernel.
-  bool strided_attention = true;
+  // Every backend is the CPU or Vulkan: those have a StridedAttention kernel and a FusedMatMul that
+  // adds a residual input.
+  bool cpu_or_vulkan = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
-    strided_attention = strided_attention && (b == "cpu" || b == "vulkan");
+    cpu_or_vulkan = cpu_or_vulkan && (b == "cpu" || b == "vulkan");
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -34,11 +35,11 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
-  if (strided_attention) manager.add(make_attention_views_pass());
+  if (cpu_or_vulkan) manager.add(make_attention_views_pass());
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());
-  manager.add(make_fuse_residual_pass(cpu_only));
+  manager.add(make_fuse_residual_pass(cpu_only, cpu_or_vulkan));
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
   // Element-wise trees fuse once the passes above have reached their fixed point: inside their

@@ -53,8 +53,9 @@ std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only = true);
 std::unique_ptr<Pass> make_channels_last_pass();
 // Add(conv(x), z) over a convolution without activation becomes a FusedConv with z as a residual
 // input. With `cpu_only` only channels-last FusedConvs take it (a oneDNN sum post-op); otherwise
-// any 2-D convolution does (the CUDA kernel's epilogue).
-std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only = true);
+// any 2-D convolution does (the CUDA kernel's epilogue). With `matmul_residual` (always with
+// `cpu_only`) a FusedMatMul without activation takes z too.
+std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only = true, bool matmul_residual = false);
 // BatchNormalization with constant parameters that no convolution absorbed becomes a per-channel
 // Mul and Add (so it joins channels-last regions and element-wise fusion).
 std::unique_ptr<Pass> make_bn_to_affine_pass();
