@@ -1,12 +1,14 @@
-// Attention views: a FusedAttention whose Q, K (or K^T) and V are Slices, Reshapes and Transposes
-// of other tensors, and whose result goes through Transposes and Reshapes, becomes one
+// Attention views: a FusedAttention whose Q, K (or K^T) and V are Slices, Gathers, Reshapes and
+// Transposes of other tensors, and whose result goes through Transposes and Reshapes, becomes one
 // StridedAttention that reads and writes those layouts in place. torch exports
 // nn.MultiheadAttention (ViT, BERT and GPT-2 in the zoo) as one projection [S, N, 3E] sliced into
 // Q, K and V, each reshaped to [S, N*H, D] and transposed heads-first, and the result transposed
 // back and reshaped to [S*N, E]: per layer three Slices and four Transposes, each a copy, which
-// the views leave out. A chain is absorbed as far as its steps are views without a copy (numpy's
-// rule for reshapes) and the kernel's unit-stride needs hold; the rest stays. Run only where every
-// backend of the compile has a StridedAttention kernel (CPU and Vulkan; Graph::optimize).
+// the views leave out; newer torch unbinds Q, K and V from a [S, N, 3, E] form of the projection
+// by Gathers of one constant index, which are views too. A chain is absorbed as far as its steps
+// are views without a copy (numpy's rule for reshapes) and the kernel's unit-stride needs hold; the
+// rest stays. Run only where every backend of the compile has a StridedAttention kernel (CPU and
+// Vulkan; Graph::optimize).
 #include <algorithm>
 #include <vector>
 
@@ -94,6 +96,27 @@ bool apply(const Graph& graph, const Node& n, const View& in, View* out) {
     }
     return true;
   }
+  if (n.op == OpKind::kGather) {  // one constant index: the slice at it, its axis kept or dropped
+    if (n.inputs.size() != 2 || n.inputs[1] < 0 || !is_constant(graph.value(n.inputs[1])))
+      return false;
+    const NodeContext ctx(graph, n);
+    const std::vector<int64_t> index = ctx.input_ints(1, "indices");
+    const int rank = static_cast<int>(in.dims.size());
+    int64_t axis = ctx.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (index.size() != 1 || axis < 0 || axis >= rank) return false;
+    const int64_t at = index[0] < 0 ? index[0] + in.dims[axis] : index[0];
+    if (at < 0 || at >= in.dims[axis]) return false;
+    *out = in;
+    out->offset += at * in.strides[axis];
+    if (graph.value(n.inputs[1]).type.shape.rank() == 0) {
+      out->dims.erase(out->dims.begin() + axis);
+      out->strides.erase(out->strides.begin() + axis);
+    } else {
+      out->dims[axis] = 1;
+    }
+    return out->dims == shape.dims();
+  }
   if (n.op == OpKind::kSlice) {
     for (size_t k = 1; k < n.inputs.size(); ++k)
       if (n.inputs[k] >= 0 && !is_constant(graph.value(n.inputs[k]))) return false;
@@ -111,7 +134,8 @@ bool apply(const Graph& graph, const Node& n, const View& in, View* out) {
 }
 
 bool movement(const Node& n) {
-  return (reshape_like(n.op) || n.op == OpKind::kTranspose || n.op == OpKind::kSlice) &&
+  return (reshape_like(n.op) || n.op == OpKind::kTranspose || n.op == OpKind::kSlice ||
+          n.op == OpKind::kGather) &&
          n.outputs.size() == 1 && !n.inputs.empty() && n.inputs[0] >= 0;
 }
 
@@ -164,7 +188,8 @@ int output_view(const Graph& graph, int y, View* view) {
     const int r = sole_reader(graph, cur);
     if (r < 0) break;
     const Node& n = graph.node(r);
-    if (!movement(n) || n.op == OpKind::kSlice || n.inputs[0] != cur) break;
+    if (!movement(n) || n.op == OpKind::kSlice || n.op == OpKind::kGather || n.inputs[0] != cur)
+      break;
     chain.push_back(&n);
     cur = n.outputs[0];
   }

@@ -1,5 +1,6 @@
 // Scaled-dot-product attention fusion:
-//   s = MatMul([Q * c1 | Q / c1], K^T) [* c2 | / c2] [+ mask]    p = Softmax(s, last axis)
+//   s = MatMul([Q * c1 | Q / c1], [K^T * c3 | K^T / c3]) [* c2 | / c2] [+ mask]
+//   p = Softmax(s, last axis)
 //   y = MatMul(p, V)
 // becomes FusedAttention(Q, K^T, V, [mask], scale = product of the scalar factors,
 // k_transposed = 1), whose kernel keeps one block of score rows per thread instead of writing the
@@ -121,15 +122,16 @@ class FuseAttentionPass : public Pass {
     if (qk < 0 || sole_reader(graph, s) != reader) return false;
     chain.push_back(qk);
     int q = graph.node(qk).inputs[0];
-    const int kt = graph.node(qk).inputs[1];
-    {
+    int kt = graph.node(qk).inputs[1];
+    // Scalings of Q and of K^T (torch 2.x multiplies both by the root of the scale).
+    for (int* operand : {&q, &kt}) {
       int inner = -1;
       float f = 1.0f;
-      if (int n = scalar_scaling(graph, q, qk, &inner, &f);
-          n >= 0 && graph.value(inner).type == graph.value(q).type) {
+      if (int n = scalar_scaling(graph, *operand, qk, &inner, &f);
+          n >= 0 && graph.value(inner).type == graph.value(*operand).type) {
         chain.push_back(n);
         scale *= f;
-        q = inner;
+        *operand = inner;
       }
     }
     // Softmax -> MatMul(p, V)

@@ -320,6 +320,27 @@ TEST(FuseAttention, Torch13MultiheadFormWithCausalMask) {
       EXPECT_EQ(g.node(id).attrs.at("k_transposed").as_int(), 0);
 }
 
+TEST(FuseAttention, Torch2FormScalesQAndKTransposed) {
+  // torch 2.x's scaled_dot_product_attention export: Q and K^T each multiplied by the root of the
+  // scale (K^T's factor first in its Mul), K^T from a Transpose of K.
+  const int64_t n = 4, s = 19, d = 16;
+  Tensor q = test::random_tensor({n, s, d}, 34, -2, 2);
+  Tensor k = test::random_tensor({n, s, d}, 35, -2, 2);
+  Tensor v = test::random_tensor({n, s, d}, 36);
+  auto build = [&](Graph& g) {
+    Value* qi = g.add_input("q", q.shape());
+    Value* ki = g.add_input("k", k.shape());
+    Value* vi = g.add_input("v", v.shape());
+    Value* kt = g.add_op("Transpose", {ki}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    Value* scores = g.add_op(
+        "MatMul", {g.add_op("Mul", {qi, scalar(g, 0.5f)}), g.add_op("Mul", {scalar(g, 0.5f), kt})});
+    g.mark_output(g.add_op("MatMul", {g.add_op("Softmax", {scores}, {{"axis", int64_t{-1}}}), vi}));
+  };
+  std::vector<double> want =
+      attention_ref(q, k, v, 0.25, [](int64_t, int64_t, int64_t) { return 0.0; });
+  check_fusion(build, "FusedAttention", 1, 1, {q, k, v}, want);
+}
+
 TEST(FuseAttention, FourDimsWithPaddingMaskAndScaledScores) {
   // [B, H, Sq, D] with Sk != Sq and Dv != D, the scale after the MatMul (scores * 0.3, constant
   // first), the mask [B, 1, 1, Sk] first in the Add, and a K^T input given directly.

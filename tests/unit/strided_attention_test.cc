@@ -55,12 +55,32 @@ void attention_head(int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale,
 
 // nn.MultiheadAttention as torch 1.13 exports it, on x [S, N, E] with H heads: x @ w [E, 3E],
 // Slices into Q, K, V [S, N, E], Reshape [S, N*H, D], Transpose heads-first (K to [N*H, D, S]),
-// Q / sqrt(D), [an additive causal mask,] attention, Transpose back, Reshape [S*N, E].
-void build_mha(Graph& g, const Tensor& w, int64_t s, int64_t n, int64_t h, int64_t e, bool causal) {
+// Q / sqrt(D), [an additive causal mask,] attention, Transpose back, Reshape [S*N, E]. With
+// `unbind`, as torch 2.x exports it: Q, K and V are Gathers 0, 1, 2 of the projection reshaped to
+// [S, N, 3, E], unsqueezed, transposed to [3, S, N, 1, E] and squeezed.
+void build_mha(Graph& g, const Tensor& w, int64_t s, int64_t n, int64_t h, int64_t e, bool causal,
+               bool unbind = false) {
   const int64_t d = e / h;
   Value* x = g.add_input("x", {s, n, e});
   Value* qkv = g.add_op("MatMul", {x, g.add_constant("w", w)});
+  Value* unbound = nullptr;
+  if (unbind) {
+    auto ints = [&](std::vector<int64_t> v) {
+      return g.add_constant(g.unique_name("c"),
+                            Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(v.size())}, v));
+    };
+    Value* r = g.add_op("Reshape", {qkv, ints({s, n, 3, e})});
+    Value* u = g.add_op("Unsqueeze", {r, ints({0})});
+    Value* t = g.add_op("Transpose", {u}, {{"perm", std::vector<int64_t>{3, 1, 2, 0, 4}}});
+    unbound = g.add_op("Squeeze", {t, ints({3})});
+  }
   auto part = [&](int64_t i) {
+    if (unbind) {
+      Value* index = g.add_constant(g.unique_name("i"), Tensor::scalar<int64_t>(i));
+      Value* shape = g.add_constant(g.unique_name("sh"),
+                                    Tensor::from_vector<int64_t>(Shape{3}, {s, n * h, d}));
+      return g.add_op("Reshape", {g.add_op("Gather", {unbound, index}), shape});
+    }
     Value* starts =
         g.add_constant(g.unique_name("st"), Tensor::from_vector<int64_t>(Shape{1}, {i * e}));
     Value* ends =
@@ -117,25 +137,30 @@ TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
   // N = 1 (the zoo's exports): every Slice, Reshape and Transpose is a view. N = 2: the Reshape
   // [S, N, E] -> [S, N*H, D] of a slice merges dims that are not contiguous, so the Slices stay
   // and only the Transposes go. 37 rows: partial row blocks and a sequence not a multiple of 8.
-  for (int64_t n : {1, 2})
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE(std::to_string(n) + (causal ? " causal" : ""));
-      const int64_t s = 37, h = 3, e = 48;
-      Tensor x = test::random_tensor({s, n, e}, 71 + n, -1, 1);
-      Tensor w = test::random_tensor({e, 3 * e}, 73, -0.5, 0.5);
-      Graph plain, optimized;
-      build_mha(plain, w, s, n, h, e, causal);
-      build_mha(optimized, w, s, n, h, e, causal);
-      optimized.optimize({"cpu"});
-      optimized.verify();
-      EXPECT_EQ(count(optimized, "StridedAttention"), 1) << optimized.to_text();
-      EXPECT_EQ(count(optimized, "FusedAttention"), 0);
-      EXPECT_EQ(count(optimized, "Transpose"), 0) << optimized.to_text();
-      EXPECT_EQ(count(optimized, "Slice"), n == 1 ? 0 : 3) << optimized.to_text();
-      const std::vector<double> want = mha_ref(x, w, s, n, h, e, causal);
-      test::expect_close(run(plain, {x}), {s * n, e}, want, 1e-5, 1e-4);
-      test::expect_close(run(optimized, {x}), {s * n, e}, want, 1e-5, 1e-4);
-    }
+  // With unbind (torch 2.x) the Gathers of one constant index are views too; at N = 2 the
+  // Reshape of a Gather merges dims that are not contiguous in the projection, so the Transpose
+  // before the Gathers stays (one copy).
+  for (bool unbind : {false, true})
+    for (int64_t n : {1, 2})
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + (causal ? " causal" : "") + (unbind ? " unbind" : ""));
+        const int64_t s = 37, h = 3, e = 48;
+        Tensor x = test::random_tensor({s, n, e}, 71 + n, -1, 1);
+        Tensor w = test::random_tensor({e, 3 * e}, 73, -0.5, 0.5);
+        Graph plain, optimized;
+        build_mha(plain, w, s, n, h, e, causal, unbind);
+        build_mha(optimized, w, s, n, h, e, causal, unbind);
+        optimized.optimize({"cpu"});
+        optimized.verify();
+        EXPECT_EQ(count(optimized, "StridedAttention"), 1) << optimized.to_text();
+        EXPECT_EQ(count(optimized, "FusedAttention"), 0);
+        EXPECT_EQ(count(optimized, "Transpose"), unbind && n == 2 ? 1 : 0) << optimized.to_text();
+        EXPECT_EQ(count(optimized, "Slice"), n == 1 || unbind ? 0 : 3) << optimized.to_text();
+        EXPECT_EQ(count(optimized, "Gather"), 0) << optimized.to_text();
+        const std::vector<double> want = mha_ref(x, w, s, n, h, e, causal);
+        test::expect_close(run(plain, {x}), {s * n, e}, want, 1e-5, 1e-4);
+        test::expect_close(run(optimized, {x}), {s * n, e}, want, 1e-5, 1e-4);
+      }
 }
 
 TEST(AttentionViews, KeepsWhatIsNotAView) {

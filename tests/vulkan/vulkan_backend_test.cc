@@ -205,10 +205,10 @@ TEST(VulkanBackend, SplitKProducts) {
                        {a, random_tensor(Shape{n, k}, 75, -1, 1), random_tensor(Shape{n}, 76)},
                        {{"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.f}}, 1e-4, 1e-4);
   }
-  expect_matches_cpu("MatMul",
-                     {random_tensor(Shape{3, 20, 1024}, 77, -1, 1),
-                      random_tensor(Shape{3, 1024, 36}, 78, -1, 1)},
-                     {}, 1e-4, 1e-4);
+  expect_matches_cpu(
+      "MatMul",
+      {random_tensor(Shape{3, 20, 1024}, 77, -1, 1), random_tensor(Shape{3, 1024, 36}, 78, -1, 1)},
+      {}, 1e-4, 1e-4);
   Tensor x = random_tensor(Shape{2, 64, 7, 7}, 79, -1, 1);
   Tensor w = random_tensor(Shape{48, 64, 3, 3}, 80, -0.2f, 0.2f);
   Tensor b = random_tensor(Shape{48}, 81, -0.5f, 0.5f);
@@ -328,11 +328,11 @@ TEST(VulkanBackend, AttentionAndSlices) {
   // Blocks of 8 and 16 query rows over key tiles (depths up to 128), ragged last tiles, K^T, a
   // mask with -inf (one row masked everywhere gives NaN, as the unfused ops do), and a depth
   // above 128 (one workgroup per row).
-  expect_matches_cpu("FusedAttention",
-                     {random_tensor(Shape{1, 4, 40, 64}, 83, -1, 1),
-                      random_tensor(Shape{1, 4, 64, 45}, 84, -1, 1),
-                      random_tensor(Shape{1, 4, 45, 100}, 85, -1, 1)},
-                     {{"scale", 0.125f}, {"k_transposed", int64_t{1}}}, 1e-5, 1e-4);
+  expect_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{1, 4, 40, 64}, 83, -1, 1), random_tensor(Shape{1, 4, 64, 45}, 84, -1, 1),
+       random_tensor(Shape{1, 4, 45, 100}, 85, -1, 1)},
+      {{"scale", 0.125f}, {"k_transposed", int64_t{1}}}, 1e-5, 1e-4);
   expect_matches_cpu(
       "FusedAttention",
       {random_tensor(Shape{2, 4, 600, 32}, 86, -1, 1), random_tensor(Shape{2, 4, 600, 32}, 87),

@@ -83,8 +83,7 @@ std::array<int32_t, 4> mask_strides(const Shape& m) {
 std::string tiled_refusal(const AttentionViews& v) {
   const int r = v.q.shape.rank();
   if (r > 4) return "more than two leading dims";
-  if (v.q.shape[-1] > kMaxTiledDepth || v.v.shape[-1] > kMaxTiledDepth)
-    return "a depth above 128";
+  if (v.q.shape[-1] > kMaxTiledDepth || v.v.shape[-1] > kMaxTiledDepth) return "a depth above 128";
   for (const TensorView* t : {&v.q, &v.k, &v.v, &v.y})
     for (int64_t s : t->strides)
       if (s > INT32_MAX) return "strides beyond 32 bits";

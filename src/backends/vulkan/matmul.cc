@@ -204,8 +204,8 @@ int64_t groups_of(int64_t m, int64_t n, int64_t batch, int64_t bm, int64_t bn) {
 // (`bt`), k, n and the row and batch strides multiples of 4, the tensors 16-byte aligned.
 bool vec4_form(const GemmPush& p, bool bt) {
   const bool b_rows = bt ? p.b_rs == 1 && p.b_cs % 4 == 0 : p.b_cs == 1 && p.b_rs % 4 == 0;
-  const bool quads = p.k % 4 == 0 && p.n % 4 == 0 && p.a_rs % 4 == 0 && p.a_bs % 4 == 0 &&
-                     p.b_bs % 4 == 0;
+  const bool quads =
+      p.k % 4 == 0 && p.n % 4 == 0 && p.a_rs % 4 == 0 && p.a_bs % 4 == 0 && p.b_bs % 4 == 0;
   const bool aligned = p.a % 16 == 0 && p.b % 16 == 0 && p.y % 16 == 0;
   return p.a_cs == 1 && b_rows && quads && aligned;
 }
@@ -229,7 +229,7 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
   int64_t edge_m = 0, edge_n = 0, depth = 0;
   std::string shader;
   std::vector<int32_t> constants;  // ACT first
-  if (push.m <= 16) {  // one row of threads per 16 rows (decoding)
+  if (push.m <= 16) {              // one row of threads per 16 rows (decoding)
     shader = "gemm";
     constants = {1, 4, act};
     edge_m = 16;
@@ -250,8 +250,8 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
     throw ShapeError("vulkan: a product too large for one dispatch");
   if (split.splits == 1) {
     const Pipeline& pipe = pipeline(shader, constants);
-    stream.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
-                    static_cast<uint32_t>(gy), static_cast<uint32_t>(batch));
+    stream.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                    static_cast<uint32_t>(batch));
     return;
   }
   // Partial sums into the workspace, then one pass adds them and applies the epilogue.
