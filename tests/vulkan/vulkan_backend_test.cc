@@ -240,6 +240,38 @@ TEST(VulkanBackend, RowsAndMovement) {
                                 constant(Tensor::from_vector<int64_t>({3}, {2, 6, 5}))});
 }
 
+// Every Reduce op over one axis, two apart, all of them (no axes) and none (noop), keeping dims or
+// not; axes as the attribute and as input 1; RMSNormalization over one and two trailing dims.
+TEST(VulkanBackend, ReductionsAndRmsNorm) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor x = random_tensor(Shape{3, 5, 70}, 100, 0.5f, 1.5f);
+  const std::vector<std::vector<int64_t>> axes_sets = {{1}, {0, 2}, {-1}};
+  for (const char* op :
+       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}) {
+    SCOPED_TRACE(op);
+    const bool prod = std::string(op) == "ReduceProd";
+    Tensor in = prod ? random_tensor(Shape{3, 5, 7}, 101, 0.8f, 1.2f) : x;
+    for (const auto& axes : axes_sets)
+      for (int64_t keep : {0, 1})
+        expect_matches_cpu(op, {in}, {{"axes", axes}, {"keepdims", keep}}, 1e-5, 1e-4);
+    expect_matches_cpu(op, {in}, {}, 1e-4, 1e-4);
+  }
+  expect_matches_cpu("ReduceSum",
+                     {random_tensor(Shape{4, 6, 9}, 102, -1, 1),
+                      constant(Tensor::from_vector<int64_t>({2}, {0, -1}))},
+                     {}, 1e-5, 1e-4);
+  expect_matches_cpu(
+      "ReduceSum",
+      {random_tensor(Shape{4, 6}, 103, -1, 1), constant(Tensor::from_vector<int64_t>({0}, {}))},
+      {{"noop_with_empty_axes", int64_t{1}}});
+  Tensor y = random_tensor(Shape{2, 3, 300}, 104, -3, 3);
+  expect_matches_cpu("RMSNormalization", {y, constant(random_tensor(Shape{300}, 105))},
+                     {{"epsilon", 1e-3f}}, 1e-5, 1e-4);
+  expect_matches_cpu("RMSNormalization", {y, constant(random_tensor(Shape{3, 300}, 106))},
+                     {{"axis", int64_t{1}}}, 1e-5, 1e-4);
+}
+
 TEST(VulkanBackend, ConvolutionsAndPools) {
   SKIP_WITHOUT_VULKAN();
   Tensor x = random_tensor(Shape{2, 8, 13, 11}, 40, -1, 1);

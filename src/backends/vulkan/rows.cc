@@ -1,4 +1,5 @@
-// Row-wise kernels: Softmax and LogSoftmax over any axis, LayerNormalization over trailing dims.
+// Row-wise kernels: Softmax and LogSoftmax over any axis, LayerNormalization and RMSNormalization
+// over trailing dims.
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
 
@@ -44,6 +45,8 @@ std::string check_layer_norm(const NodeContext& ctx) {
   std::string why = require_float32(ctx);
   if (!why.empty()) return why;
   if (ctx.num_outputs() > 1) return "the Mean and InvStdDev outputs";
+  if (ctx.op() == OpKind::kRMSNormalization && ctx.attr_int("stash_type", 1) != 1)
+    return "stash_type other than float32";
   const Shape& x = ctx.input_shape(0);
   if (!x.is_static() || !ctx.input_shape(1).is_static()) return "shapes known only at run time";
   int64_t axis = ctx.attr_int("axis", -1);
@@ -59,7 +62,9 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   const int rank = ctx.input_shape(0).rank();
   const int axis = normalized_axis(ctx, ctx.attr_int("axis", -1), rank);
   const float eps = ctx.attr_float("epsilon", 1e-5f);
-  return make_fn_kernel([axis, eps](KernelContext& k) {
+  const int32_t constants[] = {ctx.op() == OpKind::kRMSNormalization ? 1 : 0};
+  const Pipeline& pipe = pipeline("layer_norm", constants);
+  return make_fn_kernel([&pipe, axis, eps](KernelContext& k) {
     const Shape& x = k.inputs[0].shape();
     int64_t rows = 1, n = 1;
     for (int d = 0; d < axis; ++d) rows *= x[d];
@@ -73,7 +78,7 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
                        static_cast<uint32_t>(rows),
                        static_cast<uint32_t>(n),
                        eps};
-    stream_of(k).dispatch(pipeline("layer_norm"), &push, sizeof(push), groups_for(rows, 1));
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(rows, 1));
   });
 }
 
@@ -82,5 +87,6 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
 LUMEN_REGISTER_VULKAN_KERNEL(Softmax, &make_softmax, &require_float32);
 LUMEN_REGISTER_VULKAN_KERNEL(LogSoftmax, &make_softmax, &require_float32);
 LUMEN_REGISTER_VULKAN_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
+LUMEN_REGISTER_VULKAN_KERNEL(RMSNormalization, &make_layer_norm, &check_layer_norm);
 
 }  // namespace lumen::vulkan

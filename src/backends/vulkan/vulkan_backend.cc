@@ -1,4 +1,5 @@
 // The Vulkan backend: the probe, the kernel registry, the plugin's entry point.
+#include <algorithm>
 #include <array>
 
 #include "backends/backend_registry.h"
@@ -89,8 +90,12 @@ const KernelEntry* find_kernel(OpKind op) {
 }
 
 std::string require_float32(const NodeContext& ctx) {
+  return require_float32(ctx, ctx.num_inputs());
+}
+
+std::string require_float32(const NodeContext& ctx, int data_inputs) {
   constexpr int64_t kMaxElements = int64_t{1} << 31;
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
+  for (int i = 0; i < std::min(data_inputs, ctx.num_inputs()); ++i) {
     if (!ctx.has_input(i)) continue;
     const TensorType& t = ctx.input(i);
     if (t.dtype != DType::kFloat32)

@@ -251,6 +251,8 @@ const KernelEntry* find_kernel(OpKind op);
 // The usual check: every present input and every output float32 with at most kMaxRank dims and
 // fewer than 2^31 elements (the shaders index with 32 bits).
 std::string require_float32(const NodeContext& ctx);
+// The same for the first `data_inputs` inputs only (the rest: integer parameters such as axes).
+std::string require_float32(const NodeContext& ctx, int data_inputs);
 inline constexpr int kMaxRank = 6;
 
 // The device address of a tensor's first element, for push constants.

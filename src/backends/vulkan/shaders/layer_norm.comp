@@ -3,7 +3,9 @@
 #include "common.glsl"
 // LayerNormalization over the last n values of each row: y = (x - mean) / sqrt(var + eps) *
 // scale + bias (bias 0 where absent). One workgroup per row; mean, then variance about it.
+// RMS = 1: RMSNormalization, y = x / sqrt(mean(x^2) + eps) * scale (the mean taken as 0).
 layout(local_size_x = 256) in;
+layout(constant_id = 0) const int RMS = 0;
 layout(push_constant) uniform P {
   uint64_t x;
   uint64_t scale;
@@ -37,9 +39,12 @@ void main() {
   uint t = gl_LocalInvocationID.x;
   for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
     uint base = row * p.n;
-    float s = 0.0;
-    for (uint j = t; j < p.n; j += 256) s += x.v[base + j];
-    float mean = reduce_sum(s) / float(p.n);
+    float mean = 0.0;
+    if (RMS == 0) {
+      float s = 0.0;
+      for (uint j = t; j < p.n; j += 256) s += x.v[base + j];
+      mean = reduce_sum(s) / float(p.n);
+    }
     float q = 0.0;
     for (uint j = t; j < p.n; j += 256) {
       float d = x.v[base + j] - mean;
