@@ -272,6 +272,52 @@ TEST(VulkanBackend, ReductionsAndRmsNorm) {
                      {{"axis", int64_t{1}}}, 1e-5, 1e-4);
 }
 
+// Resize: nearest (two rounding modes), linear and cubic (two coordinate transformations), by
+// scales and by sizes, up- and down-sampling, on the spatial axes of NCHW and NHWC tensors;
+// antialiased linear downsampling; one axis resized.
+TEST(VulkanBackend, Resize) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor x = random_tensor(Shape{2, 3, 7, 9}, 110, -1, 1);
+  const OpInput none = constant(Tensor::from_vector<float>({0}, {}));
+  auto scales = [](std::vector<float> s) {
+    return constant(Tensor::from_vector<float>({static_cast<int64_t>(s.size())}, s));
+  };
+  auto sizes = [](std::vector<int64_t> s) {
+    return constant(Tensor::from_vector<int64_t>({static_cast<int64_t>(s.size())}, s));
+  };
+  struct Case {
+    Attributes attrs;
+    std::vector<float> scale;
+    std::vector<int64_t> size;
+  };
+  const std::vector<Case> cases = {
+      {{{"mode", std::string("nearest")}}, {1, 1, 2, 2}, {}},
+      {{{"mode", std::string("nearest")},
+        {"nearest_mode", std::string("floor")},
+        {"coordinate_transformation_mode", std::string("asymmetric")}},
+       {},
+       {2, 3, 4, 13}},
+      {{{"mode", std::string("linear")}}, {1, 1, 1.5f, 0.5f}, {}},
+      {{{"mode", std::string("linear")},
+        {"coordinate_transformation_mode", std::string("align_corners")}},
+       {},
+       {2, 3, 11, 5}},
+      {{{"mode", std::string("cubic")}}, {1, 1, 2, 1.25f}, {}},
+      {{{"mode", std::string("linear")}, {"antialias", int64_t{1}}}, {1, 1, 0.5f, 0.4f}, {}},
+      {{{"mode", std::string("linear")}}, {1, 1, 1, 3}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.attrs.at("mode").as_string() + " " + std::to_string(c.size.size()));
+    if (c.size.empty())
+      expect_matches_cpu("Resize", {x, none, scales(c.scale)}, c.attrs, 1e-5, 1e-4);
+    else
+      expect_matches_cpu("Resize", {x, none, none, sizes(c.size)}, c.attrs, 1e-5, 1e-4);
+  }
+  expect_matches_cpu("Resize",
+                     {random_tensor(Shape{1, 6, 5, 4}, 111, -1, 1), none, scales({1, 2, 1.5f, 1})},
+                     {{"mode", std::string("linear")}}, 1e-5, 1e-4);
+}
+
 TEST(VulkanBackend, ConvolutionsAndPools) {
   SKIP_WITHOUT_VULKAN();
   Tensor x = random_tensor(Shape{2, 8, 13, 11}, 40, -1, 1);
