@@ -318,6 +318,43 @@ TEST(VulkanBackend, Resize) {
                      {{"mode", std::string("linear")}}, 1e-5, 1e-4);
 }
 
+// Gather with indices that come at run time (int64 and int32, negative ones), on the device; an
+// index out of range raises a clear error where the host waits, and the next run is clean.
+TEST(VulkanBackend, GatherWithRunTimeIndices) {
+  SKIP_WITHOUT_VULKAN();
+  Tensor table = random_tensor(Shape{50, 16}, 120, -1, 1);
+  const Tensor ids64 = Tensor::from_vector<int64_t>({2, 3}, {0, 49, -1, 7, -50, 3});
+  const Tensor ids32 = Tensor::from_vector<int32_t>({4}, {5, -2, 0, 31});
+  expect_matches_cpu("Gather", {constant(table), ids64});
+  expect_matches_cpu("Gather", {constant(table), ids32});
+  expect_matches_cpu("Gather",
+                     {random_tensor(Shape{3, 9, 4}, 121, -1, 1),
+                      Tensor::from_vector<int32_t>({2, 2}, {5, -2, 0, 8})},
+                     {{"axis", int64_t{1}}});
+
+  Runtime rt;
+  CompileOptions options;
+  options.backends = {"vulkan"};
+  std::vector<Tensor> inputs;
+  Executable* exe = compile_op(rt, "Gather", {constant(table), ids64}, {}, 1, options, &inputs);
+  EXPECT_EQ(backend_of_step(exe->summary(), "node"), "vulkan") << exe->summary();
+  const Tensor bad = Tensor::from_vector<int64_t>({2, 3}, {0, 1, 2, 50, 4, 5});
+  try {
+    exe->execute({bad});
+    ADD_FAILURE() << "an index of 50 into 50 rows ran";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("index 50 is out of range [-50, 50)"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Gather"), std::string::npos) << e.what();
+  }
+  std::vector<Tensor> good = exe->execute({ids64});
+  const std::vector<double> got = to_doubles(good[0]), rows = to_doubles(table);
+  const std::vector<int64_t> want = {0, 49, 49, 7, 0, 3};
+  for (size_t i = 0; i < want.size(); ++i)
+    for (int64_t c = 0; c < 16; ++c)
+      EXPECT_EQ(got[i * 16 + c], rows[want[i] * 16 + c]) << i << " " << c;
+}
+
 TEST(VulkanBackend, ConvolutionsAndPools) {
   SKIP_WITHOUT_VULKAN();
   Tensor x = random_tensor(Shape{2, 8, 13, 11}, 40, -1, 1);

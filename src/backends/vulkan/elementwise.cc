@@ -318,12 +318,15 @@ std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
   });
 }
 
-// Gather with indices known at compile time (checked there, so a run cannot meet a bad one): a
+// Gather: with indices known at compile time (checked there, so a run cannot meet a bad one) a
 // view of the input for one index along the outermost dim (a transformer's Q/K/V split), else one
-// copy through shaders/gather.comp. Indices that come at run time stay on the host.
+// copy through shaders/gather.comp; indices that come at run time (token ids into an embedding)
+// are checked by the shader, which records an out-of-range one for the host to raise
+// (Context::raise_index_error).
 struct GatherGeometry {
   int64_t outer = 1, axis_n = 0, inner = 1;
-  std::vector<int32_t> indices;  // non-negative
+  bool runtime = false;
+  std::vector<int32_t> indices;  // non-negative; empty when they come at run time
 };
 
 bool gather_geometry(const NodeContext& ctx, GatherGeometry* g, std::string* why) {
@@ -339,8 +342,8 @@ bool gather_geometry(const NodeContext& ctx, GatherGeometry* g, std::string* why
   g->axis_n = x[static_cast<int>(axis)];
   const Tensor* known = ctx.input_value(1);
   if (known == nullptr) {
-    *why = "indices known only at run time";
-    return false;
+    g->runtime = true;
+    return true;
   }
   for (int64_t i = 0; i < known->numel(); ++i) {
     int64_t v = static_cast<int64_t>(known->item_as_double(i));
@@ -355,19 +358,20 @@ bool gather_geometry(const NodeContext& ctx, GatherGeometry* g, std::string* why
 }
 
 std::string check_gather(const NodeContext& ctx) {
-  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  std::string why = require_float32(ctx, 1);
+  if (!why.empty()) return why;
   if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
     return "shapes known only at run time";
   const DType idx = ctx.input_dtype(1);
   if (idx != DType::kInt64 && idx != DType::kInt32) return "indices must be int64 or int32";
   GatherGeometry g;
-  std::string why;
   return gather_geometry(ctx, &g, &why) ? "" : why;
 }
 
 struct GatherPush {
-  uint64_t x, idx, y;
+  uint64_t x, idx, y, record;
   uint32_t outer, num, axis_n, inner;
+  int32_t where;
 };
 
 std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
@@ -375,7 +379,7 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
   std::string why;
   if (!gather_geometry(ctx, &g, &why)) ctx.fail_unsupported("Vulkan: " + why);
   const Shape shape = ctx.output(0).shape;
-  if (g.outer == 1 && g.indices.size() == 1) {
+  if (!g.runtime && g.outer == 1 && g.indices.size() == 1) {
     const int64_t index = g.indices[0], axis_n = g.axis_n, inner = g.inner;
     return make_fn_kernel(
         [shape, index, axis_n, inner](KernelContext& k) {
@@ -383,16 +387,33 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
         },
         true);
   }
-  const int64_t num = static_cast<int64_t>(g.indices.size());
-  Tensor indices = Tensor::from_vector<int32_t>({num}, g.indices).to(Device::vulkan());
-  return make_fn_kernel([g, indices, num](KernelContext& k) {
+  Context& context = require_vulkan_backend().context();
+  GatherPush base{};
+  base.outer = static_cast<uint32_t>(g.outer);
+  base.axis_n = static_cast<uint32_t>(g.axis_n);
+  base.inner = static_cast<uint32_t>(g.inner);
+  Tensor known;
+  int32_t kind = 0;
+  if (g.runtime) {
+    kind = ctx.input_dtype(1) == DType::kInt64 ? 1 : 2;
+    base.record = context.index_record();
+    base.where = context.index_check_id(ctx.where());
+  } else {
+    const auto num = static_cast<int64_t>(g.indices.size());
+    known = Tensor::from_vector<int32_t>({num}, g.indices).to(Device::vulkan());
+  }
+  const int32_t constants[] = {kind};
+  const Pipeline& pipe = pipeline("gather", constants);
+  return make_fn_kernel([&pipe, base, known](KernelContext& k) {
     const int64_t n = k.outputs[0].numel();
     if (n == 0) return;
-    GatherPush push{address(k.inputs[0]),          address(indices),
-                    address(k.outputs[0]),         static_cast<uint32_t>(g.outer),
-                    static_cast<uint32_t>(num),    static_cast<uint32_t>(g.axis_n),
-                    static_cast<uint32_t>(g.inner)};
-    stream_of(k).dispatch(pipeline("gather"), &push, sizeof(push), groups_for(n, 256));
+    GatherPush push = base;
+    const Tensor& indices = known.defined() ? known : k.inputs[1];
+    push.x = address(k.inputs[0]);
+    push.idx = address(indices);
+    push.y = address(k.outputs[0]);
+    push.num = static_cast<uint32_t>(indices.numel());
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
   });
 }
 

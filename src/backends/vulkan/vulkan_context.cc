@@ -274,6 +274,50 @@ uint64_t Context::split_workspace() {
   return workspace_.address;
 }
 
+namespace {
+// The record's layout (shaders/common.glsl's IndexErrors).
+struct IndexErrorRecord {
+  int32_t claim;  // the failing kernel's id, 0 while none failed
+  int32_t pad;
+  int64_t value, lo, hi;
+};
+}  // namespace
+
+uint64_t Context::index_record() {
+  std::lock_guard<std::mutex> lock(index_mutex_);
+  if (index_record_.buffer == VK_NULL_HANDLE) {
+    index_record_ = create_staging(sizeof(IndexErrorRecord));
+    std::memset(index_record_.mapped, 0, sizeof(IndexErrorRecord));
+  }
+  return index_record_.address;
+}
+
+int32_t Context::index_check_id(const std::string& where) {
+  std::lock_guard<std::mutex> lock(index_mutex_);
+  for (size_t i = 0; i < index_names_.size(); ++i)
+    if (index_names_[i] == where) return static_cast<int32_t>(i + 1);
+  index_names_.push_back(where);
+  return static_cast<int32_t>(index_names_.size());
+}
+
+void Context::raise_index_error() {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(index_mutex_);
+    if (index_record_.mapped == nullptr) return;
+    auto* record = static_cast<volatile IndexErrorRecord*>(index_record_.mapped);
+    const int32_t id = record->claim;
+    if (id == 0) return;
+    const std::string where = id > 0 && static_cast<size_t>(id) <= index_names_.size()
+                                  ? index_names_[id - 1]
+                                  : "a Vulkan index kernel";
+    message = where + ": index " + std::to_string(record->value) + " is out of range [" +
+              std::to_string(record->lo) + ", " + std::to_string(record->hi) + ")";
+    record->claim = 0;  // the queue is idle here: the next run records afresh
+  }
+  throw InvalidArgument(message);
+}
+
 void Context::destroy_block(const Block& block) {
   if (block.mapped) vkUnmapMemory(device_, block.memory);
   vkDestroyBuffer(device_, block.buffer, nullptr);

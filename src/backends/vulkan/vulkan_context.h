@@ -98,6 +98,17 @@ class Context {
   uint64_t split_workspace();
   static constexpr size_t kSplitWorkspaceBytes = size_t{16} << 20;
 
+  // Out-of-range indices met by index shaders at run time (indices known only then). A shader
+  // cannot raise, so the first failure claims the record (host-visible memory, the device
+  // address of an IndexErrorRecord, shaders/common.glsl's layout) and the host raises it where it
+  // waits for the queue anyway: VulkanStream::synchronize (so every copy to the host) and events.
+  uint64_t index_record();
+  // The id a shader writes for the kernel of node `where` ("node 'emb' (Gather)").
+  int32_t index_check_id(const std::string& where);
+  // Throws InvalidArgument "node 'emb' (Gather): index 50300 is out of range [-50257, 50257)"
+  // for a recorded failure, clearing the record first; nothing when there is none.
+  void raise_index_error();
+
  private:
   Context() = default;
   bool init();
@@ -123,6 +134,10 @@ class Context {
 
   std::mutex workspace_mutex_;
   Block workspace_{};
+
+  std::mutex index_mutex_;
+  Block index_record_{};
+  std::vector<std::string> index_names_;  // id - 1 -> where
 };
 
 // A compute pipeline: one shader with its specialization constants (int32, constant_id 0, 1, ...).
@@ -177,7 +192,7 @@ class VulkanStream final : public Stream, public RecordingStream {
   // Submits what was recorded (not the capture) and returns the value the queue's timeline
   // reaches when it is done.
   uint64_t flush();
-  // Blocks the host until the timeline reaches `value`.
+  // Blocks the host until the timeline reaches `value` (raises no index error).
   void wait_value(uint64_t value);
   uint64_t completed() const;
   // Submits a captured command buffer once more.

@@ -16,7 +16,10 @@ class VulkanEvent final : public Event {
                         " stream");
     value_ = stream_.flush();
   }
-  void synchronize() override { stream_.wait_value(value_); }
+  void synchronize() override {
+    stream_.wait_value(value_);
+    require_vulkan_backend().context().raise_index_error();
+  }
   bool done() const override { return stream_.completed() >= value_; }
 
  private:
@@ -191,6 +194,7 @@ uint64_t VulkanStream::completed() const {
 
 void VulkanStream::synchronize() {
   wait_value(flush());
+  context_.raise_index_error();
 }
 
 void VulkanStream::wait(const Event& /*event*/) {
@@ -225,7 +229,7 @@ void VulkanStream::submit_captured(VkCommandBuffer cb) {
 }
 
 void VulkanStream::free_captured(VkCommandBuffer cb) {
-  synchronize();  // it may still be running
+  wait_value(flush());  // it may still be running (an index error stays for the next wait)
   std::lock_guard<std::mutex> lock(mutex_);
   vkFreeCommandBuffers(context_.device(), pool_, 1, &cb);
 }

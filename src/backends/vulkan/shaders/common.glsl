@@ -6,6 +6,30 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats {
   float v[];
 };
 
+// The record of the first out-of-range index (vulkan_context.h, Context::index_record): a kernel
+// claims it with its id and leaves the index and the valid range for the host to raise.
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer IndexErrors {
+  int claim;
+  int pad;
+  int64_t value, lo, hi;
+};
+
+// `index` made non-negative against an axis of n; an index outside [-n, n) is recorded (the first
+// one only) and read as 0.
+int64_t checked_index(int64_t index, int64_t n, uint64_t record, int where) {
+  const int64_t v = index < 0 ? index + n : index;
+  if (v >= 0 && v < n) return v;
+  IndexErrors e = IndexErrors(record);
+  if (atomicCompSwap(e.claim, 0, -1) == 0) {
+    e.value = index;
+    e.lo = -n;
+    e.hi = n;
+    memoryBarrierBuffer();
+    atomicExchange(e.claim, where);
+  }
+  return 0;
+}
+
 // NaN from the bits: a driver may compile float math assuming no NaN, and fold isnan() away.
 bool is_nan(float x) {
   return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u;
