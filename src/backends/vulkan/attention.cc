@@ -78,6 +78,17 @@ std::array<int32_t, 4> mask_strides(const Shape& m) {
   return strides;
 }
 
+// Sets a push's mask strides (RowPush or TiledPush) from the node's mask input, if any.
+template <typename Push>
+void set_mask_strides(const NodeContext& ctx, Push* push) {
+  if (!ctx.has_input(3)) return;
+  const std::array<int32_t, 4> m = mask_strides(ctx.input_shape(3));
+  push->m_b0 = m[0];
+  push->m_b1 = m[1];
+  push->m_i = m[2];
+  push->m_j = m[3];
+}
+
 // Why the tiled shader cannot take these views ("" when it can): at most two leading dims,
 // depths up to 128, strides within 32 bits.
 std::string tiled_refusal(const AttentionViews& v) {
@@ -132,13 +143,7 @@ std::unique_ptr<Kernel> make_tiled(const NodeContext& ctx, const AttentionViews&
   base.y_b1 = static_cast<int32_t>(lead(views.y, 1));
   base.y_s = static_cast<int32_t>(views.y.strides[r - 2]);
   base.scale = ctx.attr_float("scale", 1.f);
-  if (ctx.has_input(3)) {
-    const std::array<int32_t, 4> m = mask_strides(ctx.input_shape(3));
-    base.m_b0 = m[0];
-    base.m_b1 = m[1];
-    base.m_i = m[2];
-    base.m_j = m[3];
-  }
+  set_mask_strides(ctx, &base);
   const std::array<int64_t, 4> offsets = {views.q.offset, views.k.offset, views.v.offset,
                                           views.y.offset};
   // Blocks of 16 rows where that still gives about two workgroups per multiprocessor of a large
@@ -175,13 +180,7 @@ std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
   base.dv = static_cast<int32_t>(v[-1]);
   base.heads = rank == 4 ? static_cast<int32_t>(q[1]) : 1;
   base.scale = ctx.attr_float("scale", 1.f);
-  if (ctx.has_input(3)) {
-    const std::array<int32_t, 4> m = mask_strides(ctx.input_shape(3));
-    base.m_b0 = m[0];
-    base.m_b1 = m[1];
-    base.m_i = m[2];
-    base.m_j = m[3];
-  }
+  set_mask_strides(ctx, &base);
   int64_t rows = 1;
   for (int d = 0; d < rank - 1; ++d) rows *= q[d];
   const int32_t constants[] = {ctx.attr_int("k_transposed", 0) == 1 ? 1 : 0};

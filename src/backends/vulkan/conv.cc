@@ -144,7 +144,7 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
                  static_cast<uint32_t>(images));
       return;
     }
-    const int64_t edge = 16 * tile;
+    const int64_t edge = int64_t{16} * tile;
     const auto gx = static_cast<uint32_t>((plane + edge - 1) / edge);
     const auto gy = static_cast<uint32_t>((push.o / push.groups + edge - 1) / edge);
     const auto gz = static_cast<uint32_t>(images * push.groups * split.splits);

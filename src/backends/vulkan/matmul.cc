@@ -240,7 +240,7 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
     const bool bt = push.b_rs == 1 && push.b_cs != 1;
     shader = "gemm_tiled";
     constants = {act, tm, vec4_form(push, bt) ? 1 : 0, bt ? 1 : 0};
-    edge_m = edge_n = 16 * tm;
+    edge_m = edge_n = int64_t{16} * tm;
     depth = 64 / tm;
   }
   const int64_t gx = (push.n + edge_n - 1) / edge_n, gy = (push.m + edge_m - 1) / edge_m;

@@ -121,11 +121,11 @@ std::string require_float32(const NodeContext& ctx, int data_inputs) {
 // once, when this build's version is the loading core's.
 extern "C" __attribute__((visibility("default"))) const char* lumen_plugin_register(
     const char* core_version) {
-  static const std::string mismatch = std::string("built for Lumen ") + LUMEN_VERSION;
+  static const std::string kMismatch = std::string("built for Lumen ") + LUMEN_VERSION;
   if (core_version == nullptr || std::string(core_version) != LUMEN_VERSION)
-    return mismatch.c_str();
-  static const bool registered = (lumen::register_backend(&lumen::vulkan::probe_vulkan),
-                                  lumen::vulkan::register_vulkan_device_ops(), true);
-  (void)registered;
+    return kMismatch.c_str();
+  static const bool kRegistered = (lumen::register_backend(&lumen::vulkan::probe_vulkan),
+                                   lumen::vulkan::register_vulkan_device_ops(), true);
+  (void)kRegistered;
   return nullptr;
 }
