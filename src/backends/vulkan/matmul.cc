@@ -213,9 +213,9 @@ bool vec4_form(const GemmPush& p, bool bt) {
 }  // namespace
 
 SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs) {
-  constexpr int64_t kMinDepth = 128, kMaxSplits = 16;
+  constexpr int64_t kMinDepth = 64, kMaxSplits = 16;
   if (groups <= 0 || groups >= kBusyGroups) return {};
-  int64_t s = std::min({(2 * kBusyGroups + groups - 1) / groups, k / kMinDepth, kMaxSplits});
+  int64_t s = std::min({(4 * kBusyGroups + groups - 1) / groups, k / kMinDepth, kMaxSplits});
   const auto room = static_cast<int64_t>(Context::kSplitWorkspaceBytes / sizeof(float));
   while (s > 1 && s * outputs > room) --s;
   if (s < 2) return {};
