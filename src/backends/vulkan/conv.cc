@@ -129,53 +129,56 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
   const Pipeline& pipe =
       direct ? pipeline("conv_direct", direct_constants) : pipeline("conv", gemm_constants);
   const Pipeline& reduce = pipeline("gemm_reduce", direct_constants);
-  return make_fn_kernel([&pipe, &reduce, base, direct, images, tile, split](KernelContext& k) {
-    ConvPush push = base;
-    push.x = address(k.inputs[0]);
-    push.w = address(k.inputs[1]);
-    if (k.inputs.size() > 2 && k.inputs[2].defined()) push.b = address(k.inputs[2]);
-    if (k.inputs.size() > 3 && k.inputs[3].defined()) push.z = address(k.inputs[3]);
-    push.y = address(k.outputs[0]);
-    if (k.outputs[0].numel() == 0) return;
-    VulkanStream& s = stream_of(k);
-    const int64_t plane = int64_t{push.oh} * push.ow;
-    if (direct) {
-      s.dispatch(pipe, &push, sizeof(push), groups_for(push.o * plane, 256),
-                 static_cast<uint32_t>(images));
-      return;
-    }
-    const int64_t edge = int64_t{16} * tile;
-    const auto gx = static_cast<uint32_t>((plane + edge - 1) / edge);
-    const auto gy = static_cast<uint32_t>((push.o / push.groups + edge - 1) / edge);
-    const auto gz = static_cast<uint32_t>(images * push.groups * split.splits);
-    if (split.splits == 1) {
-      s.dispatch(pipe, &push, sizeof(push), gx, gy, gz);
-      return;
-    }
-    // Partial sums into the workspace; the reduction adds them, the bias (C) and Z (D).
-    ReducePush r;
-    r.c = push.b;
-    r.c_rs = 1;
-    r.beta = 1.f;
-    r.d = push.z;
-    r.d_bs = static_cast<int32_t>(push.o * plane);
-    r.d_rs = static_cast<int32_t>(plane);
-    r.d_cs = 1;
-    r.y = push.y;
-    r.m = push.o;
-    r.n = static_cast<int32_t>(plane);
-    r.batch = static_cast<int32_t>(images);
-    r.splits = split.splits;
-    r.act_a = push.act_a;
-    r.act_b = push.act_b;
-    push.b = push.z = 0;
-    push.y = r.w = require_vulkan_backend().context().split_workspace();
-    push.k_split = split.k_split;
-    const VulkanStream::Dispatch work[] = {
-        {&pipe, &push, sizeof(push), gx, gy, gz},
-        {&reduce, &r, sizeof(r), groups_for(int64_t{r.batch} * r.m * r.n, 256)}};
-    s.dispatch(work);
-  });
+  const uint64_t workspace =
+      split.splits > 1 ? require_vulkan_backend().context().split_workspace() : 0;
+  return make_fn_kernel(
+      [&pipe, &reduce, base, direct, images, tile, split, workspace](KernelContext& k) {
+        ConvPush push = base;
+        push.x = address(k.inputs[0]);
+        push.w = address(k.inputs[1]);
+        if (k.inputs.size() > 2 && k.inputs[2].defined()) push.b = address(k.inputs[2]);
+        if (k.inputs.size() > 3 && k.inputs[3].defined()) push.z = address(k.inputs[3]);
+        push.y = address(k.outputs[0]);
+        if (k.outputs[0].numel() == 0) return;
+        VulkanStream& s = stream_of(k);
+        const int64_t plane = int64_t{push.oh} * push.ow;
+        if (direct) {
+          s.dispatch(pipe, &push, sizeof(push), groups_for(push.o * plane, 256),
+                     static_cast<uint32_t>(images));
+          return;
+        }
+        const int64_t edge = int64_t{16} * tile;
+        const auto gx = static_cast<uint32_t>((plane + edge - 1) / edge);
+        const auto gy = static_cast<uint32_t>((push.o / push.groups + edge - 1) / edge);
+        const auto gz = static_cast<uint32_t>(images * push.groups * split.splits);
+        if (split.splits == 1) {
+          s.dispatch(pipe, &push, sizeof(push), gx, gy, gz);
+          return;
+        }
+        // Partial sums into the workspace; the reduction adds them, the bias (C) and Z (D).
+        ReducePush r;
+        r.c = push.b;
+        r.c_rs = 1;
+        r.beta = 1.f;
+        r.d = push.z;
+        r.d_bs = static_cast<int32_t>(push.o * plane);
+        r.d_rs = static_cast<int32_t>(plane);
+        r.d_cs = 1;
+        r.y = push.y;
+        r.m = push.o;
+        r.n = static_cast<int32_t>(plane);
+        r.batch = static_cast<int32_t>(images);
+        r.splits = split.splits;
+        r.act_a = push.act_a;
+        r.act_b = push.act_b;
+        push.b = push.z = 0;
+        push.y = r.w = workspace;
+        push.k_split = split.k_split;
+        const VulkanStream::Dispatch work[] = {
+            {&pipe, &push, sizeof(push), gx, gy, gz},
+            {&reduce, &r, sizeof(r), groups_for(int64_t{r.batch} * r.m * r.n, 256)}};
+        s.dispatch(work);
+      });
 }
 
 struct PoolPush {

@@ -2,6 +2,8 @@
 // through the tiled shaders (shaders/gemm_tiled.comp, gemm.comp for short products) that read
 // every operand by strides, split along k where the tiles alone leave the GPU idle.
 #include <algorithm>
+#include <array>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -226,12 +228,16 @@ SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs) {
 }
 
 void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act) {
+  // The shader, its specialization constants (the activation at act_slot) and its tile.
   int64_t edge_m = 0, edge_n = 0, depth = 0;
-  std::string shader;
-  std::vector<int32_t> constants;  // ACT first
-  if (push.m <= 16) {              // one row of threads per 16 rows (decoding)
+  const char* shader = nullptr;
+  std::array<int32_t, 4> constants{};
+  size_t count = 0, act_slot = 0;
+  if (push.m <= 16) {  // one row of threads per 16 rows (decoding)
     shader = "gemm";
     constants = {1, 4, act};
+    count = 3;
+    act_slot = 2;
     edge_m = 16;
     edge_n = 64;
     depth = 16;
@@ -240,16 +246,16 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
     const bool bt = push.b_rs == 1 && push.b_cs != 1;
     shader = "gemm_tiled";
     constants = {act, tm, vec4_form(push, bt) ? 1 : 0, bt ? 1 : 0};
+    count = 4;
     edge_m = edge_n = int64_t{16} * tm;
     depth = 64 / tm;
   }
   const int64_t gx = (push.n + edge_n - 1) / edge_n, gy = (push.m + edge_m - 1) / edge_m;
-  const int act_slot = shader == "gemm" ? 2 : 0;
   const SplitK split = plan_split(gx * gy * batch, push.k, depth, batch * push.m * push.n);
   if (gx > 65535 || gy > 65535 || batch * split.splits > 65535)
     throw ShapeError("vulkan: a product too large for one dispatch");
   if (split.splits == 1) {
-    const Pipeline& pipe = pipeline(shader, constants);
+    const Pipeline& pipe = pipeline(shader, std::span<const int32_t>(constants.data(), count));
     stream.dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                     static_cast<uint32_t>(batch));
     return;
@@ -260,7 +266,7 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
   part.y = require_vulkan_backend().context().split_workspace();
   part.k_split = split.k_split;
   constants[act_slot] = 0;
-  const Pipeline& partial = pipeline(shader, constants);
+  const Pipeline& partial = pipeline(shader, std::span<const int32_t>(constants.data(), count));
   ReducePush r;
   r.w = part.y;
   r.c = push.c;
