@@ -1,5 +1,7 @@
 #include "backends/stream.h"
 
+#include "lumen/error.h"
+
 namespace lumen {
 namespace {
 
@@ -11,6 +13,10 @@ class CpuEvent final : public Event {
 };
 
 }  // namespace
+
+double Event::elapsed_us(const Event& /*later*/) const {
+  throw DeviceError("Event::elapsed_us: this event does not take the device's clock");
+}
 
 std::unique_ptr<Event> CpuStream::create_event() {
   return std::make_unique<CpuEvent>();

@@ -106,16 +106,49 @@ double micros_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::micro>(to - from).count();
 }
 
+// A profiled device step timed on its stream: its entry in RunProfile::steps, when the host
+// issued it, and the timing events recorded before and after it.
+struct DeviceTiming {
+  size_t entry = 0;
+  Stream* stream = nullptr;
+  Clock::time_point host_start;
+  std::unique_ptr<Event> before, after;
+};
+
+// Fills the durations of device-timed steps once their streams are done. A step's start is its
+// stream's first timed step's host start plus the device time from that step to this one.
+void fill_device_times(Executable::Impl& impl, const std::vector<DeviceTiming>& timings,
+                       RunProfile& profile, Clock::time_point run_start) {
+  for (Stream* s : impl.device_streams) s->synchronize();
+  std::vector<const DeviceTiming*> origins;
+  for (const DeviceTiming& t : timings) {
+    const DeviceTiming* origin = nullptr;
+    for (const DeviceTiming* o : origins)
+      if (o->stream == t.stream) origin = o;
+    if (origin == nullptr) {
+      origins.push_back(&t);
+      origin = &t;
+    }
+    RunProfile::Step& step = profile.steps[t.entry];
+    step.start_us =
+        micros_between(run_start, origin->host_start) + origin->before->elapsed_us(*t.before);
+    step.duration_us = t.before->elapsed_us(*t.after);
+  }
+}
+
 // Runs every step over `slots` (inputs and constants bound). With `record` set, copies of graph
 // inputs are skipped (their outputs are already bound) and no slot is released, so every tensor
-// the recorded work touches stays alive. With `profile`, each step's stream is synchronized after
-// it and its time is appended (start measured from `run_start`).
+// the recorded work touches stays alive. With `profile`, each step's time is appended (start
+// measured from `run_start`): a device step whose stream has timing events is timed on the device
+// between two of them, with no wait; any other step after the device work before it is done,
+// waiting for its own stream after it.
 void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& lease, bool record,
                RunProfile* profile = nullptr, Clock::time_point run_start = {}) {
   const std::shared_ptr<Buffer>& arena = lease.arena();
   std::vector<Tensor> step_inputs;
   std::vector<Tensor> step_outputs;
   std::vector<std::unique_ptr<Event>> events(impl.num_events);
+  std::vector<DeviceTiming> timings;
   for (const Step& step : impl.steps) {
     if (record && step.input_copy) continue;
     step_inputs.clear();
@@ -132,6 +165,14 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
     KernelContext ctx{step_inputs, step_outputs, &step.backend->default_stream()};
     ctx.output_types = step.output_types;
     if (step.wait >= 0) ctx.ready = events[step.wait].get();
+    std::unique_ptr<Event> before;
+    if (profile != nullptr && step.backend->device().type != DeviceType::kCPU)
+      before = ctx.stream->create_timing_event();
+    if (before != nullptr) {
+      before->record(*ctx.stream);
+    } else if (profile != nullptr) {
+      for (Stream* s : impl.device_streams) s->synchronize();
+    }
     const Clock::time_point step_start = Clock::now();
     step.kernel->run(ctx);
     if (step.signal >= 0) {
@@ -139,10 +180,19 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
       events[step.signal]->record(*ctx.stream);
     }
     if (profile != nullptr) {
-      ctx.stream->synchronize();
-      profile->steps.push_back({step.node, step.op, step.backend->name(),
-                                micros_between(run_start, step_start),
-                                micros_between(step_start, Clock::now()), step.kernel->describe()});
+      std::unique_ptr<Event> after = before ? ctx.stream->create_timing_event() : nullptr;
+      if (after != nullptr) {
+        after->record(*ctx.stream);
+        timings.push_back(
+            {profile->steps.size(), ctx.stream, step_start, std::move(before), std::move(after)});
+        profile->steps.push_back(
+            {step.node, step.op, step.backend->name(), 0, 0, step.kernel->describe()});
+      } else {
+        ctx.stream->synchronize();
+        profile->steps.push_back(
+            {step.node, step.op, step.backend->name(), micros_between(run_start, step_start),
+             micros_between(step_start, Clock::now()), step.kernel->describe()});
+      }
     }
     for (size_t k = 0; k < step_outputs.size(); ++k) {
       const TensorType& want = step.output_types[k];
@@ -155,6 +205,7 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
     if (!record)
       for (int s : step.release) slots[s] = Tensor();
   }
+  if (!timings.empty()) fill_device_times(impl, timings, *profile, run_start);
 }
 
 // Records the whole run on the device stream once (after one ordinary run has warmed up library

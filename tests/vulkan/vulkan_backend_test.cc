@@ -448,6 +448,12 @@ TEST(VulkanBackend, AttentionAndSlices) {
       {random_tensor(Shape{1, 4, 40, 64}, 83, -1, 1), random_tensor(Shape{1, 4, 64, 45}, 84, -1, 1),
        random_tensor(Shape{1, 4, 45, 100}, 85, -1, 1)},
       {{"scale", 0.125f}, {"k_transposed", int64_t{1}}}, 1e-5, 1e-4);
+  // Depths that are not multiples of 4 (the shader reads them as vec4s, zero-padded), K^T.
+  expect_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{3, 2, 21, 10}, 98, -1, 1), random_tensor(Shape{3, 2, 10, 37}, 99, -1, 1),
+       random_tensor(Shape{3, 2, 37, 7}, 100, -1, 1)},
+      {{"scale", 0.3f}, {"k_transposed", int64_t{1}}}, 1e-5, 1e-4);
   expect_matches_cpu(
       "FusedAttention",
       {random_tensor(Shape{2, 4, 600, 32}, 86, -1, 1), random_tensor(Shape{2, 4, 600, 32}, 87),

@@ -19,7 +19,10 @@ std::array<KernelEntry, kNumOpKinds>& kernel_table() {
 
 class CudaEvent final : public Event {
  public:
-  CudaEvent() { check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "create event"); }
+  explicit CudaEvent(bool timing = false) {
+    check(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming),
+          "create event");
+  }
   ~CudaEvent() override { cudaEventDestroy(event_); }
   void record(Stream& stream) override {
     auto* s = dynamic_cast<CudaStream*>(&stream);
@@ -29,6 +32,14 @@ class CudaEvent final : public Event {
   }
   void synchronize() override { check(cudaEventSynchronize(event_), "wait for event"); }
   bool done() const override { return cudaEventQuery(event_) == cudaSuccess; }
+  double elapsed_us(const Event& later) const override {
+    const auto* end = dynamic_cast<const CudaEvent*>(&later);
+    if (end == nullptr) throw DeviceError("CudaEvent::elapsed_us: the later event is not CUDA's");
+    check(cudaEventSynchronize(end->event_), "wait for event");
+    float ms = 0.f;
+    check(cudaEventElapsedTime(&ms, event_, end->event_), "read event times");
+    return 1000.0 * ms;
+  }
   cudaEvent_t handle() const { return event_; }
 
  private:
@@ -82,6 +93,10 @@ void CudaStream::wait(const Event& event) {
 
 std::unique_ptr<Event> CudaStream::create_event() {
   return std::make_unique<CudaEvent>();
+}
+
+std::unique_ptr<Event> CudaStream::create_timing_event() {
+  return std::make_unique<CudaEvent>(true);
 }
 
 void CudaStream::begin_capture() {

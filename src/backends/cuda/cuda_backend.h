@@ -32,6 +32,7 @@ class CudaStream final : public Stream, public RecordingStream {
   void synchronize() override;
   void wait(const Event& event) override;
   std::unique_ptr<Event> create_event() override;
+  std::unique_ptr<Event> create_timing_event() override;
   void begin_capture() override;
   std::unique_ptr<CapturedWork> end_capture() override;
   void copy(const Tensor& src, const Tensor& dst) override;

@@ -147,12 +147,25 @@ std::unique_ptr<Kernel> make_tiled(const NodeContext& ctx, const AttentionViews&
   const std::array<int64_t, 4> offsets = {views.q.offset, views.k.offset, views.v.offset,
                                           views.y.offset};
   // Blocks of 16 rows where that still gives about two workgroups per multiprocessor of a large
-  // GPU, else 8.
-  const int64_t block = int64_t{base.nb} * ((base.sq + 15) / 16) >= 264 ? 16 : 8;
+  // GPU, else 8 or 4.
+  int64_t block = 16;
+  while (block > 4 && int64_t{base.nb} * ((base.sq + block - 1) / block) < 264) block /= 2;
   const int64_t groups = int64_t{base.nb} * ((base.sq + block - 1) / block);
-  const int32_t constants[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block)};
-  const Pipeline& pipe = pipeline("attention_tiled", constants);
-  return make_fn_kernel([&pipe, base, offsets, groups](KernelContext& k) {
+  const auto d4 = static_cast<int32_t>(std::max<int64_t>(1, (views.q.shape[-1] + 3) / 4));
+  const auto dv4 = static_cast<int32_t>(std::max<int64_t>(1, (views.v.shape[-1] + 3) / 4));
+  const int32_t scalar[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block), d4, dv4, 0};
+  const int32_t quads[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block), d4, dv4, 1};
+  const Pipeline& by_element = pipeline("attention_tiled", scalar);
+  // vec4 reads where the depths and every stride and offset of Q, V and (read along the depth) K
+  // are multiples of 4; the addresses are checked per run.
+  bool quad_form = views.q.shape[-1] % 4 == 0 && views.v.shape[-1] % 4 == 0;
+  for (const TensorView* t : {&views.q, &views.v, kt ? nullptr : &views.k}) {
+    if (t == nullptr) continue;
+    quad_form = quad_form && t->offset % 4 == 0;
+    for (int dim = 0; dim < r - 1; ++dim) quad_form = quad_form && t->strides[dim] % 4 == 0;
+  }
+  const Pipeline* by_quad = quad_form ? &pipeline("attention_tiled", quads) : nullptr;
+  return make_fn_kernel([&by_element, by_quad, kt, base, offsets, groups](KernelContext& k) {
     if (groups == 0 || k.outputs[0].numel() == 0) return;
     TiledPush push = base;
     push.q = address(k.inputs[0]) + 4 * offsets[0];
@@ -160,6 +173,8 @@ std::unique_ptr<Kernel> make_tiled(const NodeContext& ctx, const AttentionViews&
     push.v = address(k.inputs[2]) + 4 * offsets[2];
     if (k.inputs.size() > 3 && k.inputs[3].defined()) push.mask = address(k.inputs[3]);
     push.y = address(k.outputs[0]) + 4 * offsets[3];
+    const bool aligned = push.q % 16 == 0 && push.v % 16 == 0 && (kt || push.k % 16 == 0);
+    const Pipeline& pipe = by_quad != nullptr && aligned ? *by_quad : by_element;
     const int64_t gx = std::min<int64_t>(groups, 65535), gy = (groups + 65534) / 65535;
     stream_of(k).dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
                           static_cast<uint32_t>(gy));

@@ -164,6 +164,8 @@ bool Context::init() {
       found = true;
     }
   if (!found) return false;
+  info_.timestamp_bits = fam[queue_family_].timestampValidBits;
+  info_.timestamp_period_ns = props.properties.limits.timestampPeriod;
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

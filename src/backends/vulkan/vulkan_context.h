@@ -37,6 +37,8 @@ struct DeviceInfo {
   bool float16 = false;             // shaderFloat16 and 16-bit storage
   bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix
   uint32_t max_shared_bytes = 0;
+  uint32_t timestamp_bits = 0;     // valid bits of the queue's timestamps (0: none)
+  double timestamp_period_ns = 0;  // nanoseconds per timestamp tick
   // One line: name, type, memory, subgroup size and features.
   std::string describe() const;
 };
@@ -154,8 +156,8 @@ VkPipelineLayout pipeline_layout();
 inline constexpr uint32_t kPushBytes = 128;
 
 // The backend's queue: work is recorded into a command buffer and submitted when the host needs a
-// result (synchronize, an event, a copy involving the host). Every command is followed by a full
-// memory barrier, so commands run in the order they were recorded, as on a CUDA stream.
+// result (synchronize, an event, a copy involving the host). Every command is followed by a memory
+// barrier, so commands run in the order they were recorded, as on a CUDA stream.
 // Capture (RecordingStream) records into a command buffer that is kept and resubmitted by each
 // replay: the Vulkan form of a CUDA graph.
 class VulkanStream final : public Stream, public RecordingStream {
@@ -166,6 +168,9 @@ class VulkanStream final : public Stream, public RecordingStream {
   void synchronize() override;
   void wait(const Event& event) override;
   std::unique_ptr<Event> create_event() override;
+  // A timestamp query of the stream's pool (null where the queue has no timestamps or all
+  // kTimestampQueries are taken).
+  std::unique_ptr<Event> create_timing_event() override;
   void begin_capture() override;
   std::unique_ptr<CapturedWork> end_capture() override;
   void copy(const Tensor& src, const Tensor& dst) override;
@@ -199,11 +204,23 @@ class VulkanStream final : public Stream, public RecordingStream {
   void submit_captured(VkCommandBuffer cb);
   void free_captured(VkCommandBuffer cb);
 
+  // Timestamp queries: a free one's index (-1 when none is), its release, a command that resets
+  // it and writes the time the work recorded before it is done, and the time written there in
+  // nanoseconds (after the write was submitted and has run).
+  int take_query();
+  void release_query(int query);
+  void write_timestamp(int query);
+  double timestamp_ns(int query) const;
+  static constexpr int kTimestampQueries = 4096;
+
  private:
   // The buffer commands go to (under mutex_): the capture's while one records, unless immediate.
   VkCommandBuffer current(bool immediate);
   VkCommandBuffer begin_new(bool reusable);
+  // Orders the commands recorded before and after it: shaders and transfers (between commands),
+  // or every stage with the host's reads and writes (at the ends of a command buffer).
   void barrier(VkCommandBuffer cb);
+  void full_barrier(VkCommandBuffer cb);
   uint64_t submit_locked(VkCommandBuffer cb, bool keep);
   void reclaim_locked();
 
@@ -216,6 +233,8 @@ class VulkanStream final : public Stream, public RecordingStream {
   VkCommandBuffer capture_ = VK_NULL_HANDLE;  // recording for a capture
   std::vector<std::pair<VkCommandBuffer, uint64_t>> in_flight_;
   std::vector<VkCommandBuffer> free_;
+  VkQueryPool queries_ = VK_NULL_HANDLE;  // kTimestampQueries timestamps, where the queue has them
+  std::vector<int> free_queries_;
 };
 
 class VulkanBackend final : public Backend {

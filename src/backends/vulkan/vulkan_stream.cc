@@ -27,6 +27,34 @@ class VulkanEvent final : public Event {
   uint64_t value_ = 0;
 };
 
+// A point on the stream's timeline that also takes the device's clock: a timestamp query.
+class VulkanTimingEvent final : public Event {
+ public:
+  VulkanTimingEvent(VulkanStream& stream, int query) : stream_(stream), query_(query) {}
+  ~VulkanTimingEvent() override { stream_.release_query(query_); }
+  void record(Stream& stream) override {
+    if (&stream != &stream_)
+      throw DeviceError("vulkan: an event recorded on a " + stream.device().to_string() +
+                        " stream");
+    stream_.write_timestamp(query_);
+    recorded_ = true;
+  }
+  void synchronize() override { stream_.synchronize(); }
+  bool done() const override { return !recorded_ || stream_.completed() >= stream_.flush(); }
+  double elapsed_us(const Event& later) const override {
+    const auto* end = dynamic_cast<const VulkanTimingEvent*>(&later);
+    if (end == nullptr || !recorded_ || !end->recorded_)
+      throw DeviceError("vulkan: elapsed_us needs two recorded timing events of one stream");
+    stream_.wait_value(stream_.flush());
+    return (stream_.timestamp_ns(end->query_) - stream_.timestamp_ns(query_)) / 1000.0;
+  }
+
+ private:
+  VulkanStream& stream_;
+  int query_;
+  bool recorded_ = false;
+};
+
 // A captured command buffer, submitted again by each replay.
 class CapturedCommands final : public CapturedWork {
  public:
@@ -52,10 +80,18 @@ VulkanStream::VulkanStream(Context& context) : context_(context) {
   VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
   sci.pNext = &tci;
   check(vkCreateSemaphore(context_.device(), &sci, nullptr, &timeline_), "create semaphore");
+  if (context_.info().timestamp_bits > 0) {
+    VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qci.queryCount = kTimestampQueries;
+    check(vkCreateQueryPool(context_.device(), &qci, nullptr, &queries_), "create query pool");
+    for (int q = kTimestampQueries - 1; q >= 0; --q) free_queries_.push_back(q);
+  }
 }
 
 VulkanStream::~VulkanStream() {
   vkDeviceWaitIdle(context_.device());
+  if (queries_ != VK_NULL_HANDLE) vkDestroyQueryPool(context_.device(), queries_, nullptr);
   vkDestroySemaphore(context_.device(), timeline_, nullptr);
   vkDestroyCommandPool(context_.device(), pool_, nullptr);
 }
@@ -76,11 +112,23 @@ VkCommandBuffer VulkanStream::begin_new(bool reusable) {
   bi.flags = reusable ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT
                       : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vkBeginCommandBuffer(cb, &bi), "begin command buffer");
-  barrier(cb);  // after all work submitted before, and the host's writes
+  full_barrier(cb);  // after all work submitted before, and the host's writes
   return cb;
 }
 
 void VulkanStream::barrier(VkCommandBuffer cb) {
+  // Between commands of one buffer only shaders and transfers read and write: a barrier over
+  // those stages (one with the host's stages costs NVIDIA several microseconds per dispatch).
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags stages =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void VulkanStream::full_barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
   mb.dstAccessMask =
@@ -173,6 +221,7 @@ uint64_t VulkanStream::flush() {
   if (open_ == VK_NULL_HANDLE) return submitted_;
   VkCommandBuffer cb = open_;
   open_ = VK_NULL_HANDLE;
+  full_barrier(cb);  // the host may read what it wrote once the timeline says it is done
   check(vkEndCommandBuffer(cb), "end command buffer");
   return submit_locked(cb, false);
 }
@@ -206,6 +255,45 @@ std::unique_ptr<Event> VulkanStream::create_event() {
   return std::make_unique<VulkanEvent>(*this);
 }
 
+std::unique_ptr<Event> VulkanStream::create_timing_event() {
+  const int query = take_query();
+  if (query < 0) return nullptr;
+  return std::make_unique<VulkanTimingEvent>(*this, query);
+}
+
+int VulkanStream::take_query() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_queries_.empty()) return -1;
+  const int q = free_queries_.back();
+  free_queries_.pop_back();
+  return q;
+}
+
+void VulkanStream::release_query(int query) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_queries_.push_back(query);
+}
+
+void VulkanStream::write_timestamp(int query) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  VkCommandBuffer cb = current(false);
+  vkCmdResetQueryPool(cb, queries_, static_cast<uint32_t>(query), 1);
+  // Every command is followed by a full barrier, so the work before is done here.
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                      static_cast<uint32_t>(query));
+}
+
+double VulkanStream::timestamp_ns(int query) const {
+  uint64_t ticks = 0;
+  check(vkGetQueryPoolResults(context_.device(), queries_, static_cast<uint32_t>(query), 1,
+                              sizeof(ticks), &ticks, sizeof(ticks),
+                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+        "read a timestamp");
+  const uint32_t bits = context_.info().timestamp_bits;
+  if (bits < 64) ticks &= (uint64_t{1} << bits) - 1;
+  return static_cast<double>(ticks) * context_.info().timestamp_period_ns;
+}
+
 void VulkanStream::begin_capture() {
   flush();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -218,6 +306,7 @@ std::unique_ptr<CapturedWork> VulkanStream::end_capture() {
   if (capture_ == VK_NULL_HANDLE) throw DeviceError("vulkan: end_capture without begin_capture");
   VkCommandBuffer cb = capture_;
   capture_ = VK_NULL_HANDLE;
+  full_barrier(cb);
   check(vkEndCommandBuffer(cb), "end captured command buffer");
   return std::make_unique<CapturedCommands>(*this, cb);
 }
