@@ -1,9 +1,6 @@
 // MatMul/Gemm epilogue fusion: MatMul -> Add(bias) -> activation (Gelu included) and Gemm ->
 // activation become one FusedMatMul, whose kernel adds the bias and applies the activation as each
 // output is written (a oneDNN matmul with bias and an eltwise post-op on the CPU).
-#include <cstring>
-#include <limits>
-
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -18,16 +15,6 @@ int sole_reader(const Graph& graph, int id) {
   const Value& y = graph.value(n.outputs[0]);
   if (y.is_output || y.consumers.size() != 1) return -1;
   return y.consumers[0];
-}
-
-float attr_float_or(const Node& n, const char* name, float fallback) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? fallback : it->second.as_float();
-}
-
-int64_t attr_int_or(const Node& n, const char* name, int64_t fallback) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? fallback : it->second.as_int();
 }
 
 bool has_activation(const Node& n) {
@@ -56,19 +43,6 @@ class FuseMatMulPass : public Pass {
   }
 
  private:
-  // The value to pass as FusedMatMul's bias for Add operand `v` over an output with `n` columns:
-  // v itself when it is [n], a [n] copy when it is a constant [1, ..., 1, n]; -1 otherwise.
-  static int bias_value(Graph& graph, int v, int64_t n) {
-    const Value& b = graph.value(v);
-    if (b.type.dtype != DType::kFloat32 || b.type.shape.rank() < 1 || b.type.shape[-1] != n)
-      return -1;
-    if (b.type.shape.rank() == 1) return v;
-    if (!is_constant(b) || b.data->numel() != n) return -1;
-    Tensor flat = Tensor::empty(Shape{n}, DType::kFloat32);
-    std::memcpy(flat.raw_data(), b.data->raw_data(), static_cast<size_t>(n) * sizeof(float));
-    return graph.add_constant(graph.unique_name(b.name + "_row"), flat)->id;
-  }
-
   // MatMul (or a FusedMatMul without bias and activation) -> Add(y, bias) with bias broadcast
   // along rows: one FusedMatMul with that bias.
   static bool fuse_bias(Graph& graph, int mm_id) {
@@ -90,7 +64,7 @@ class FuseMatMulPass : public Pass {
     if (ov.producer >= 0) return false;
     int add_out = add.outputs[0];
     if (!can_replace_uses(graph, add_out, y)) return false;
-    int bias = bias_value(graph, other, graph.value(y).type.shape[-1]);
+    int bias = row_bias_value(graph, other, graph.value(y).type.shape[-1]);
     if (bias < 0) return false;
     Node& node = graph.node(mm_id);
     node.op = OpKind::kFusedMatMul;
@@ -107,23 +81,9 @@ class FuseMatMulPass : public Pass {
   // C absent, or beta 1 and C a row [N] / [1, N]) -> activation: one FusedMatMul.
   static bool fuse_activation(Graph& graph, int mm_id) {
     const Node& mm = graph.node(mm_id);
-    bool ok = fusible_matmul(graph, mm) || (mm.op == OpKind::kFusedMatMul && !has_activation(mm));
-    int gemm_bias = -1;
-    if (mm.op == OpKind::kGemm) {
-      ok = graph.value(mm.inputs[0]).type.dtype == DType::kFloat32 &&
-           attr_float_or(mm, "alpha", 1.0f) == 1.0f;
-      if (ok && mm.inputs.size() > 2 && mm.inputs[2] >= 0) {
-        int64_t n = graph.value(mm.outputs[0]).type.shape[-1];
-        ok = attr_float_or(mm, "beta", 1.0f) == 1.0f;
-        if (ok) {
-          const Value& c = graph.value(mm.inputs[2]);
-          ok = c.type.shape.rank() == 1 || (c.type.shape.rank() == 2 && c.type.shape[0] == 1);
-          ok = ok && c.type.shape[-1] == n;
-          ok = ok && (c.type.shape.rank() == 1 || is_constant(c));
-        }
-        if (ok) gemm_bias = mm.inputs[2];
-      }
-    }
+    const bool ok = fusible_matmul(graph, mm) ||
+                    (mm.op == OpKind::kFusedMatMul && !has_activation(mm)) ||
+                    gemm_fits_fused_matmul(graph, mm);
     if (!ok) return false;
     int act_id = sole_reader(graph, mm_id);
     if (act_id < 0) return false;
@@ -141,19 +101,7 @@ class FuseMatMulPass : public Pass {
     int y = mm.outputs[0], act_out = act.outputs[0];
     if (!can_replace_uses(graph, act_out, y)) return false;
     std::vector<int> act_inputs = act.inputs;
-    if (mm.op == OpKind::kGemm) {
-      int64_t n = graph.value(y).type.shape[-1];
-      int bias = gemm_bias < 0 ? -1 : bias_value(graph, gemm_bias, n);
-      Node& gemm = graph.node(mm_id);
-      bool trans_a = attr_int_or(gemm, "transA", 0) != 0;
-      bool trans_b = attr_int_or(gemm, "transB", 0) != 0;
-      gemm.attrs.clear();
-      gemm.attrs["trans_a"] = int64_t{trans_a ? 1 : 0};
-      gemm.attrs["trans_b"] = int64_t{trans_b ? 1 : 0};
-      if (gemm.inputs.size() > 2) set_input(graph, mm_id, 2, bias);
-      if (bias < 0) graph.node(mm_id).inputs.resize(2);
-      if (gemm_bias >= 0 && bias != gemm_bias) release_if_unused(graph, gemm_bias);
-    }
+    if (mm.op == OpKind::kGemm) gemm_to_fused_matmul(graph, mm_id);
     Node& node = graph.node(mm_id);
     node.op = OpKind::kFusedMatMul;
     for (auto& [key, value] : extra) node.attrs[key] = value;

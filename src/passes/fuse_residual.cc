@@ -8,6 +8,9 @@
 // relu. Where every backend adds a FusedMatMul's fourth input in its epilogue (`matmul_residual`:
 // the CPU, through oneDNN's sum post-op or the packed GEMM starting from z, and Vulkan), a
 // FusedMatMul without an activation takes z the same way: the residual Adds of a transformer layer.
+// There the product may also be a Gemm FusedMatMul can express (converted), and may reach the Add
+// through Reshapes that only it reads (a [S, N, E] layer's output projection is computed as
+// [S N, E]): z is then reshaped to the product's shape, a view.
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -20,11 +23,26 @@ bool empty_activation(const Node& conv) {
   return act == conv.attrs.end() || act->second.as_string().empty();
 }
 
-// The convolution whose output `y` is, when it can take a residual input.
+// `y` followed back through Reshapes whose outputs only the next one reads: the value the first
+// of them reshapes (y itself when no Reshape makes it).
+int before_reshapes(const Graph& graph, int y) {
+  for (;;) {
+    const Value& v = graph.value(y);
+    if (v.producer < 0 || v.is_output || v.consumers.size() != 1 || !v.type.shape.is_static())
+      return y;
+    const Node& n = graph.node(v.producer);
+    if (n.op != OpKind::kReshape) return y;
+    y = n.inputs[0];
+  }
+}
+
+// The convolution or product whose output `y` is, when it can take a residual input.
 int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residual) {
   const Value& v = graph.value(y);
   if (v.producer < 0 || v.is_output || v.consumers.size() != 1) return -1;
   const Node& conv = graph.node(v.producer);
+  if (matmul_residual && conv.op == OpKind::kGemm && gemm_fits_fused_matmul(graph, conv))
+    return v.producer;
   auto layout = conv.attrs.find("channels_last");
   const bool channels_last = layout != conv.attrs.end() && layout->second.as_int() == 1;
   if (!cpu_only && conv.op == OpKind::kConv && conv.inputs.size() <= 3 &&
@@ -35,6 +53,17 @@ int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residu
     return v.producer;
   if (conv.op != OpKind::kFusedConv || conv.inputs.size() > 3 || !empty_activation(conv)) return -1;
   return channels_last == cpu_only ? v.producer : -1;
+}
+
+// A new Reshape of `z` to `shape`; returns its output.
+int reshaped(Graph& graph, int z, const Shape& shape) {
+  const std::string name = graph.unique_name(graph.value(z).name + "/as_product");
+  const Tensor dims =
+      Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(shape.rank())}, shape.dims());
+  const int target = graph.add_constant(graph.unique_name(name + "_shape"), dims)->id;
+  const int id = graph.add_node(OpKind::kReshape, {z, target}, 1, {}, name).id;
+  graph.infer_node(id);
+  return graph.node(id).outputs[0];
 }
 
 class FuseResidualPass : public Pass {
@@ -51,9 +80,18 @@ class FuseResidualPass : public Pass {
         int y = add.inputs[k], z = add.inputs[1 - k];
         if (y < 0 || z < 0 || y == z) continue;
         int conv_id = residual_target(graph, y, cpu_only_, matmul_residual_);
+        int made = y;  // what the target makes: y, or the value Reshapes turn into y
+        if (conv_id < 0 && matmul_residual_) {
+          made = before_reshapes(graph, y);
+          conv_id = made == y ? -1 : residual_target(graph, made, cpu_only_, true);
+          const OpKind target = conv_id < 0 ? OpKind::kAdd : graph.node(conv_id).op;
+          if (target != OpKind::kFusedMatMul && target != OpKind::kGemm) conv_id = -1;
+        }
         if (conv_id < 0 || graph.value(z).type != graph.value(y).type) continue;
         int out = add.outputs[0];
         if (!can_replace_uses(graph, out, y)) continue;
+        if (made != y) z = reshaped(graph, z, graph.value(made).type.shape);
+        if (graph.node(conv_id).op == OpKind::kGemm) gemm_to_fused_matmul(graph, conv_id);
         Node& conv = graph.node(conv_id);
         if (conv.op != OpKind::kFusedMatMul) conv.op = OpKind::kFusedConv;
         conv.inputs.resize(3, -1);  // bias may be omitted

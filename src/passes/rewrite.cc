@@ -132,6 +132,58 @@ std::map<std::string, int> op_histogram(const Graph& graph) {
   return histogram;
 }
 
+int row_bias_value(Graph& graph, int v, int64_t n) {
+  const Value& b = graph.value(v);
+  if (b.type.dtype != DType::kFloat32 || b.type.shape.rank() < 1 || b.type.shape[-1] != n)
+    return -1;
+  if (b.type.shape.rank() == 1) return v;
+  if (!is_constant(b) || b.data->numel() != n) return -1;
+  Tensor flat = Tensor::empty(Shape{n}, DType::kFloat32);
+  std::memcpy(flat.raw_data(), b.data->raw_data(), static_cast<size_t>(n) * sizeof(float));
+  return graph.add_constant(graph.unique_name(b.name + "_row"), flat)->id;
+}
+
+namespace {
+float attr_float_or(const Node& n, const char* name, float fallback) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? fallback : it->second.as_float();
+}
+}  // namespace
+
+bool gemm_fits_fused_matmul(const Graph& graph, const Node& gemm) {
+  if (gemm.op != OpKind::kGemm || gemm.outputs.size() != 1) return false;
+  if (graph.value(gemm.inputs[0]).type.dtype != DType::kFloat32 ||
+      attr_float_or(gemm, "alpha", 1.0f) != 1.0f)
+    return false;
+  if (gemm.inputs.size() <= 2 || gemm.inputs[2] < 0) return true;
+  const int64_t n = graph.value(gemm.outputs[0]).type.shape[-1];
+  if (attr_float_or(gemm, "beta", 1.0f) != 1.0f) return false;
+  const Value& c = graph.value(gemm.inputs[2]);
+  const int rank = c.type.shape.rank();
+  if (rank != 1 && !(rank == 2 && c.type.shape[0] == 1 && is_constant(c))) return false;
+  return c.type.shape[-1] == n;
+}
+
+void gemm_to_fused_matmul(Graph& graph, int id) {
+  Node& gemm = graph.node(id);
+  const int gemm_bias = gemm.inputs.size() > 2 ? gemm.inputs[2] : -1;
+  const int64_t n = graph.value(gemm.outputs[0]).type.shape[-1];
+  const int bias = gemm_bias < 0 ? -1 : row_bias_value(graph, gemm_bias, n);
+  Node& node = graph.node(id);  // row_bias_value may have grown the graph
+  auto flag = [&](const char* name) {
+    auto it = node.attrs.find(name);
+    return int64_t{it != node.attrs.end() && it->second.as_int() != 0 ? 1 : 0};
+  };
+  const int64_t trans_a = flag("transA"), trans_b = flag("transB");
+  node.attrs.clear();
+  node.attrs["trans_a"] = trans_a;
+  node.attrs["trans_b"] = trans_b;
+  if (node.inputs.size() > 2) set_input(graph, id, 2, bias);
+  if (bias < 0) graph.node(id).inputs.resize(2);
+  if (gemm_bias >= 0 && bias != gemm_bias) release_if_unused(graph, gemm_bias);
+  graph.node(id).op = OpKind::kFusedMatMul;
+}
+
 bool activation_attributes(const Graph& graph, const Node& act, Attributes* attrs) {
   auto param = [&](int k, float fallback, float* out) {
     if (k >= static_cast<int>(act.inputs.size()) || act.inputs[k] < 0) {

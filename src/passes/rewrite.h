@@ -45,6 +45,17 @@ bool attributes_equal(const Attributes& a, const Attributes& b);
 // Tanh, HardSwish), or false when `act` cannot be fused.
 bool activation_attributes(const Graph& graph, const Node& act, Attributes* attrs);
 
+// The value to pass as FusedMatMul's bias for a row bias `v` over an output with `n` columns: v
+// itself when it is a float32 [n], a new [n] constant when it is a constant [1, ..., 1, n]; -1
+// otherwise.
+int row_bias_value(Graph& graph, int v, int64_t n);
+
+// Whether Gemm node `gemm` is one FusedMatMul can express: float32, alpha 1, and C absent or beta
+// 1 with C a row ([N], or a constant [1, N]).
+bool gemm_fits_fused_matmul(const Graph& graph, const Node& gemm);
+// Rewrites such a Gemm as that FusedMatMul (trans_a, trans_b, C as its bias), in place.
+void gemm_to_fused_matmul(Graph& graph, int id);
+
 // An inference BatchNormalization as a per-channel affine map y = x * scale[c] + shift[c], with
 // scale = gamma / sqrt(var + epsilon) and shift = beta - mean * scale (in double), when its
 // gamma, beta, mean and variance are float32 constants of `channels` elements; else false.

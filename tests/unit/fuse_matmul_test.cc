@@ -213,6 +213,39 @@ TEST(FuseResidual, MatMulBiasAddReluIsOneFusedMatMul) {
   }
 }
 
+// A transformer's output projection in [S, N, E] layout: Gemm(x [S N, E], W^T) + bias, Reshaped
+// to [S, N, E], + Z. The Gemm becomes a FusedMatMul with Z (reshaped to [S N, E], a view) as its
+// fourth input; the Reshape stays, the Add goes.
+TEST(FuseResidual, GemmReshapedBeforeTheResidualAddTakesIt) {
+  Tensor x = test::random_tensor({10, 16}, 46, -1, 1);
+  Tensor w = test::random_tensor({24, 16}, 47, -1, 1);  // [N, K]: transB
+  Tensor b = test::random_tensor({24}, 48, -1, 1);
+  Tensor z = test::random_tensor({5, 2, 24}, 49, -1, 1);
+  const std::vector<double> product = reference(x, w, &b, false, true, identity);
+  const std::vector<double> zs = test::to_doubles(z);
+  for (bool z_dies : {true, false}) {
+    SCOPED_TRACE(z_dies ? "Z computed, dying at the Add" : "Z a graph input");
+    Graph graph;
+    Value* in = graph.add_input("x", x.shape());
+    Value* zin = graph.add_input("z", z.shape());
+    Value* zv = z_dies ? graph.add_op("Neg", {graph.add_op("Neg", {zin})}) : zin;
+    Value* y = graph.add_op("Gemm", {in, graph.add_constant("w", w), graph.add_constant("b", b)},
+                            {{"transB", int64_t{1}}});
+    Value* shape = graph.add_constant("shape", Tensor::from_vector<int64_t>({3}, {5, 2, 24}));
+    graph.mark_output(graph.add_op("Add", {zv, graph.add_op("Reshape", {y, shape})}));
+    graph.optimize();
+    std::map<std::string, int> ops = ops_of(graph);
+    EXPECT_EQ(ops["FusedMatMul"], 1);
+    EXPECT_EQ(ops["Gemm"], 0);
+    EXPECT_EQ(ops["Add"], 0);
+    std::vector<double> want(product.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = product[i] + zs[i];
+    Runtime rt;
+    Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{x, z})[0];
+    test::expect_close(got, {5, 2, 24}, want, 1e-5, 1e-4);
+  }
+}
+
 // Z must be shaped like Y: a residual that broadcasts stays an Add.
 TEST(FuseResidual, MatMulResidualThatBroadcastsIsNotFused) {
   Graph graph;
