@@ -270,6 +270,22 @@ TEST(VulkanBackend, ReductionsAndRmsNorm) {
                      {{"epsilon", 1e-3f}}, 1e-5, 1e-4);
   expect_matches_cpu("RMSNormalization", {y, constant(random_tensor(Shape{3, 300}, 106))},
                      {{"axis", int64_t{1}}}, 1e-5, 1e-4);
+  // Scale and bias per channel: InstanceNormalization (1-D, 2-D and 3-D spatial dims) and
+  // GroupNormalization (several channels per group, and one).
+  for (const Shape& s : {Shape{2, 3, 50}, Shape{2, 4, 9, 11}, Shape{1, 3, 4, 5, 6}}) {
+    SCOPED_TRACE(s.to_string());
+    const Tensor in = random_tensor(s, 107, -2, 3);
+    const Tensor scale = random_tensor(Shape{s[1]}, 108), bias = random_tensor(Shape{s[1]}, 109);
+    expect_matches_cpu("InstanceNormalization", {in, scale, bias}, {{"epsilon", 1e-4f}}, 1e-5,
+                       1e-4);
+  }
+  const Tensor g = random_tensor(Shape{2, 6, 7, 5}, 110, -2, 3);
+  for (int64_t groups : {1, 2, 6}) {
+    SCOPED_TRACE(groups);
+    expect_matches_cpu("GroupNormalization",
+                       {g, random_tensor(Shape{6}, 111), random_tensor(Shape{6}, 112)},
+                       {{"num_groups", groups}, {"epsilon", 1e-5f}}, 1e-5, 1e-4);
+  }
 }
 
 // Resize: nearest (two rounding modes), linear and cubic (two coordinate transformations), by

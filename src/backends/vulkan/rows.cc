@@ -39,6 +39,7 @@ struct LayerNormPush {
   uint64_t x, scale, bias, y;
   uint32_t rows, n;
   float eps;
+  uint32_t groups = 1, spatial = 1;  // CHANNELS = 1 only
 };
 
 std::string check_layer_norm(const NodeContext& ctx) {
@@ -62,7 +63,7 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   const int rank = ctx.input_shape(0).rank();
   const int axis = normalized_axis(ctx, ctx.attr_int("axis", -1), rank);
   const float eps = ctx.attr_float("epsilon", 1e-5f);
-  const int32_t constants[] = {ctx.op() == OpKind::kRMSNormalization ? 1 : 0};
+  const int32_t constants[] = {ctx.op() == OpKind::kRMSNormalization ? 1 : 0, 0};
   const Pipeline& pipe = pipeline("layer_norm", constants);
   return make_fn_kernel([&pipe, axis, eps](KernelContext& k) {
     const Shape& x = k.inputs[0].shape();
@@ -82,8 +83,47 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   });
 }
 
+std::string check_channel_norm(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  if (!ctx.input_shape(0).is_static()) return "shapes known only at run time";
+  if (ctx.op() == OpKind::kGroupNormalization && ctx.attr_int("stash_type", 1) != 1)
+    return "stash_type other than float32";
+  return "";
+}
+
+// InstanceNormalization and GroupNormalization (scale and bias per channel): rows of one group of
+// channels of one sample.
+std::unique_ptr<Kernel> make_channel_norm(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const int64_t channels = x[1];
+  const int64_t groups =
+      ctx.op() == OpKind::kGroupNormalization ? ctx.attr_int("num_groups") : channels;
+  int64_t spatial = 1;
+  for (int d = 2; d < x.rank(); ++d) spatial *= x[d];
+  LayerNormPush base{};
+  base.rows = static_cast<uint32_t>(x[0] * groups);
+  base.n = static_cast<uint32_t>(channels / groups * spatial);
+  base.eps = ctx.attr_float("epsilon", 1e-5f);
+  base.groups = static_cast<uint32_t>(groups);
+  base.spatial = static_cast<uint32_t>(std::max<int64_t>(spatial, 1));
+  const int32_t constants[] = {0, 1};
+  const Pipeline& pipe = pipeline("layer_norm", constants);
+  return make_fn_kernel([&pipe, base](KernelContext& k) {
+    if (base.rows == 0 || base.n == 0) return;
+    LayerNormPush push = base;
+    push.x = address(k.inputs[0]);
+    push.scale = address(k.inputs[1]);
+    push.bias = address(k.inputs[2]);
+    push.y = address(k.outputs[0]);
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(base.rows, 1));
+  });
+}
+
 }  // namespace
 
+LUMEN_REGISTER_VULKAN_KERNEL(InstanceNormalization, &make_channel_norm, &check_channel_norm);
+LUMEN_REGISTER_VULKAN_KERNEL(GroupNormalization, &make_channel_norm, &check_channel_norm);
 LUMEN_REGISTER_VULKAN_KERNEL(Softmax, &make_softmax, &require_float32);
 LUMEN_REGISTER_VULKAN_KERNEL(LogSoftmax, &make_softmax, &require_float32);
 LUMEN_REGISTER_VULKAN_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);

@@ -4,8 +4,12 @@
 // LayerNormalization over the last n values of each row: y = (x - mean) / sqrt(var + eps) *
 // scale + bias (bias 0 where absent). One workgroup per row; mean, then variance about it.
 // RMS = 1: RMSNormalization, y = x / sqrt(mean(x^2) + eps) * scale (the mean taken as 0).
+// CHANNELS = 1: scale and bias per channel of an (N, C, spatial...) tensor whose rows are the
+// groups of each sample (`groups` rows per sample, C / groups channels of `spatial` values each):
+// GroupNormalization, and InstanceNormalization as one channel per group.
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int RMS = 0;
+layout(constant_id = 1) const int CHANNELS = 0;
 layout(push_constant) uniform P {
   uint64_t x;
   uint64_t scale;
@@ -14,6 +18,8 @@ layout(push_constant) uniform P {
   uint rows;
   uint n;
   float eps;
+  uint groups;
+  uint spatial;
 } p;
 
 shared float red[256];
@@ -51,9 +57,12 @@ void main() {
       q += d * d;
     }
     float rstd = 1.0 / sqrt(reduce_sum(q) / float(p.n) + p.eps);
+    // The channel of the row's first value (CHANNELS = 1).
+    const uint first = CHANNELS == 1 ? row % p.groups * (p.n / p.spatial) : 0;
     for (uint j = t; j < p.n; j += 256) {
-      float v = (x.v[base + j] - mean) * rstd * g.v[j];
-      if (p.bias != 0) v += b.v[j];
+      const uint c = CHANNELS == 1 ? first + j / p.spatial : j;
+      float v = (x.v[base + j] - mean) * rstd * g.v[c];
+      if (p.bias != 0) v += b.v[c];
       y.v[base + j] = v;
     }
   }
