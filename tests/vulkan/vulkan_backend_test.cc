@@ -414,6 +414,24 @@ TEST(VulkanBackend, ConvolutionsAndPools) {
                      {random_tensor(Shape{2, 8, 64, 64}, 59, -1, 1),
                       constant(random_tensor(Shape{64, 8, 3, 3}, 60, -0.5f, 0.5f))},
                      {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}, 1e-4, 1e-4);
+  // 1-D convolutions (a 2-D one of a single row): strides, dilations and asymmetric pads, grouped,
+  // depthwise, pointwise, and with a bias.
+  {
+    Tensor x1 = random_tensor(Shape{2, 6, 41}, 113, -1, 1);
+    expect_matches_cpu("Conv",
+                       {x1, constant(random_tensor(Shape{20, 6, 5}, 114, -0.5f, 0.5f)),
+                        constant(random_tensor(Shape{20}, 115))},
+                       {{"strides", std::vector<int64_t>{2}},
+                        {"dilations", std::vector<int64_t>{2}},
+                        {"pads", std::vector<int64_t>{3, 1}}},
+                       1e-4, 1e-4);
+    expect_matches_cpu("Conv", {x1, constant(random_tensor(Shape{32, 3, 3}, 116, -0.5f, 0.5f))},
+                       {{"group", int64_t{2}}, {"pads", std::vector<int64_t>{1, 1}}}, 1e-4, 1e-4);
+    expect_matches_cpu("Conv", {x1, constant(random_tensor(Shape{6, 1, 3}, 117, -0.5f, 0.5f))},
+                       {{"group", int64_t{6}}}, 1e-4, 1e-4);
+    expect_matches_cpu("Conv", {x1, constant(random_tensor(Shape{24, 6, 1}, 118, -0.5f, 0.5f))}, {},
+                       1e-4, 1e-4);
+  }
   // Pointwise convolutions run as products (the 128x128 tiles where the plane allows).
   Tensor x2 = random_tensor(Shape{2, 8, 16, 12}, 46, -1, 1);
   Tensor w2 = random_tensor(Shape{72, 8, 1, 1}, 47, -0.5f, 0.5f);

@@ -1,6 +1,6 @@
-// Convolutions and pooling, 2-D and NCHW: Conv and FusedConv (bias, residual and activation in
-// the epilogue) as an implicit GEMM, or one thread per output where groups have few output
-// channels (depthwise); Max/Average pooling and their global forms.
+// Convolutions and pooling, NCHW: Conv and FusedConv (1-D as 2-D of one row) (bias, residual and
+// activation in the epilogue) as an implicit GEMM, or one thread per output where groups have few
+// output channels (depthwise); Max/Average pooling and their global forms.
 #include "backends/vulkan/gemm.h"
 #include "backends/vulkan/vulkan_context.h"
 #include "graph/op_kind.h"
@@ -34,13 +34,14 @@ std::string check_conv(const NodeContext& ctx) {
   if (!why.empty()) return why;
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
-  if (x.rank() != 4 || w.rank() != 4) return "2-D convolution only";
+  if ((x.rank() != 3 && x.rank() != 4) || w.rank() != x.rank())
+    return "1-D and 2-D convolutions only";
   if (!x.is_static() || !w.is_static() || !ctx.output(0).shape.is_static())
     return "shapes known only at run time";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
   if (conv_activation(ctx) < 0) return "no activation '" + ctx.attr_string("activation", "") + "'";
   // Asymmetric padding needs nothing more: the shaders read the leading pads and the output size.
-  window_geometry(ctx, x, {w[2], w[3]}, false);
+  window_geometry(ctx, x, std::vector<int64_t>(w.dims().begin() + 2, w.dims().end()), false);
   return "";
 }
 
@@ -48,22 +49,28 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
   const Shape& y = ctx.output(0).shape;
-  ConvGeometry g = window_geometry(ctx, x, {w[2], w[3]}, false);
+  ConvGeometry g =
+      window_geometry(ctx, x, std::vector<int64_t>(w.dims().begin() + 2, w.dims().end()), false);
+  // A 1-D convolution runs as a 2-D one of a single row (the same memory: [N, C, 1, L]).
+  const int row = x.rank() == 3 ? -1 : 0;  // the index of the height in g's vectors
+  auto along = [&](const std::vector<int64_t>& v, int i, int64_t fallback) {
+    return static_cast<int32_t>(i < 0 ? fallback : v[i]);
+  };
   ConvPush base;
   base.c = static_cast<int32_t>(x[1]);
-  base.h = static_cast<int32_t>(x[2]);
-  base.wd = static_cast<int32_t>(x[3]);
+  base.h = along(g.in, row, 1);
+  base.wd = along(g.in, row + 1, 1);
   base.o = static_cast<int32_t>(y[1]);
-  base.oh = static_cast<int32_t>(y[2]);
-  base.ow = static_cast<int32_t>(y[3]);
-  base.kh = static_cast<int32_t>(w[2]);
-  base.kw = static_cast<int32_t>(w[3]);
-  base.sh = static_cast<int32_t>(g.strides[0]);
-  base.sw = static_cast<int32_t>(g.strides[1]);
-  base.ph = static_cast<int32_t>(g.pad_begin[0]);
-  base.pw = static_cast<int32_t>(g.pad_begin[1]);
-  base.dh = static_cast<int32_t>(g.dilations[0]);
-  base.dw = static_cast<int32_t>(g.dilations[1]);
+  base.oh = along(g.out, row, 1);
+  base.ow = along(g.out, row + 1, 1);
+  base.kh = along(g.kernel, row, 1);
+  base.kw = along(g.kernel, row + 1, 1);
+  base.sh = along(g.strides, row, 1);
+  base.sw = along(g.strides, row + 1, 1);
+  base.ph = along(g.pad_begin, row, 0);
+  base.pw = along(g.pad_begin, row + 1, 0);
+  base.dh = along(g.dilations, row, 1);
+  base.dw = along(g.dilations, row + 1, 1);
   base.groups = static_cast<int32_t>(ctx.attr_int("group", 1));
   if (ctx.op() == OpKind::kFusedConv) {
     base.act_a = ctx.attr_float("activation_alpha", 0.f);
