@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "backends/backend.h"
+#include "backends/stream.h"
 #include "lumen/lumen.h"
 #include "ops/backend_check_util.h"
 
@@ -65,6 +66,44 @@ TEST(VulkanBackend, DiscoveryNamesTheDevice) {
   // drives is not either.
   std::vector<Backend*> autos = auto_backends();
   if (!b->in_auto()) EXPECT_EQ(std::count(autos.begin(), autos.end(), b), 0);
+}
+
+// Timing events take the device's clock (lavapipe's queue has timestamps too): the time between
+// two is non-negative and finite; events of another kind are refused. A profiled run times each
+// step on the device, with no wait per step, and still gives the right numbers.
+TEST(VulkanBackend, ProfilesStepsWithDeviceTimestamps) {
+  SKIP_WITHOUT_VULKAN();
+  Stream& stream = vulkan()->default_stream();
+  std::unique_ptr<Event> start = stream.create_timing_event();
+  ASSERT_NE(start, nullptr);
+  std::unique_ptr<Event> end = stream.create_timing_event();
+  start->record(stream);
+  Tensor x = random_tensor(Shape{64, 64}, 120, -1, 1).to(Device::vulkan(0));
+  end->record(stream);
+  const double us = start->elapsed_us(*end);
+  EXPECT_GE(us, 0.0);
+  EXPECT_TRUE(std::isfinite(us));
+  std::unique_ptr<Event> plain = stream.create_event();
+  plain->record(stream);
+  EXPECT_THROW(start->elapsed_us(*plain), DeviceError);
+
+  Runtime rt;
+  CompileOptions options;
+  options.backends = {"vulkan"};
+  std::vector<Tensor> inputs;
+  const Tensor a = random_tensor(Shape{3, 40, 24}, 121, -1, 1);
+  const Tensor b = random_tensor(Shape{24, 16}, 122, -1, 1);
+  Executable* exe = compile_op(rt, "MatMul", {a, constant(b)}, {}, 1, options, &inputs);
+  RunProfile profile;
+  const std::vector<Tensor> got = exe->execute(inputs, &profile);
+  ASSERT_FALSE(profile.steps.empty());
+  for (const RunProfile::Step& step : profile.steps) {
+    EXPECT_GE(step.duration_us, 0.0) << step.node;
+    EXPECT_GE(step.start_us, 0.0) << step.node;
+    EXPECT_TRUE(std::isfinite(step.duration_us)) << step.node;
+  }
+  const std::vector<Tensor> want = run_on({"cpu"}, "MatMul", {a, constant(b)});
+  expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-5, 1e-4);
 }
 
 TEST(VulkanBackend, CopiesRoundTripAtEverySize) {
