@@ -59,7 +59,8 @@ def main():
 
 CUDA device: {devices['cuda']}; Vulkan device: {devices['vulkan']}. `lumen bench matmul N
 --device cuda,vulkan`, the kernel time with both operands already on the device (a profiled run's
-step, so each includes one submission and wait), median of {args.rounds} interleaved rounds.
+step, timed on the GPU: Vulkan timestamp queries, CUDA events), median of {args.rounds} interleaved
+rounds.
 Vulkan runs Lumen's own compute shader (`gemm_tiled.comp`, vec4 loads: 128x128 tiles, 8x8 per
 thread, where those give 128 workgroups, else 64x64 tiles, 4x4 per thread, split along k where
 still fewer); CUDA runs cuBLASLt in float32 (no TF32).
