@@ -471,6 +471,21 @@ TEST(VulkanBackend, ConvolutionsAndPools) {
     expect_matches_cpu("Conv", {x1, constant(random_tensor(Shape{24, 6, 1}, 118, -0.5f, 0.5f))}, {},
                        1e-4, 1e-4);
   }
+  // 1-D pooling (a 2-D window over a single row), and global pooling over 1-D and 3-D planes.
+  {
+    Tensor x1 = random_tensor(Shape{2, 5, 33}, 119, -1, 1);
+    const Attributes w1 = {{"kernel_shape", std::vector<int64_t>{3}},
+                           {"strides", std::vector<int64_t>{2}},
+                           {"pads", std::vector<int64_t>{1, 0}}};
+    expect_matches_cpu("MaxPool", {x1}, w1);
+    expect_matches_cpu("AveragePool", {x1}, w1);
+    Attributes ceil = w1;
+    ceil["ceil_mode"] = int64_t{1};
+    ceil["count_include_pad"] = int64_t{1};
+    expect_matches_cpu("AveragePool", {x1}, ceil);
+    expect_matches_cpu("GlobalAveragePool", {x1});
+    expect_matches_cpu("GlobalMaxPool", {random_tensor(Shape{2, 3, 4, 5, 6}, 123, -1, 1)});
+  }
   // Pointwise convolutions run as products (the 128x128 tiles where the plane allows).
   Tensor x2 = random_tensor(Shape{2, 8, 16, 12}, 46, -1, 1);
   Tensor w2 = random_tensor(Shape{72, 8, 1, 1}, 47, -0.5f, 0.5f);

@@ -198,7 +198,9 @@ struct PoolPush {
 std::string check_pool(const NodeContext& ctx) {
   std::string why = require_float32(ctx);
   if (!why.empty()) return why;
-  if (ctx.input_shape(0).rank() != 4) return "2-D pooling only";
+  const bool global = ctx.op() == OpKind::kGlobalAveragePool || ctx.op() == OpKind::kGlobalMaxPool;
+  const int rank = ctx.input_shape(0).rank();
+  if (global ? rank < 3 : rank != 3 && rank != 4) return "1-D and 2-D pooling only";
   if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
     return "shapes known only at run time";
   if (ctx.attr_int("channels_last", 0) != 0) return "the channels-last form is the CPU's";
@@ -210,31 +212,37 @@ std::string check_pool(const NodeContext& ctx) {
 
 std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
-  const Shape& y = ctx.output(0).shape;
   const bool global = ctx.op() == OpKind::kGlobalAveragePool || ctx.op() == OpKind::kGlobalMaxPool;
   const bool max = ctx.op() == OpKind::kMaxPool || ctx.op() == OpKind::kGlobalMaxPool;
   PoolPush base;
   base.planes = static_cast<int32_t>(x[0] * x[1]);
-  base.h = static_cast<int32_t>(x[2]);
-  base.w = static_cast<int32_t>(x[3]);
-  base.oh = static_cast<int32_t>(y[2]);
-  base.ow = static_cast<int32_t>(y[3]);
-  if (global) {
-    base.kh = base.h;
+  if (global) {  // every spatial value of a plane as one row
+    base.h = base.oh = base.kh = 1;
+    base.w = static_cast<int32_t>(x.numel() / (x[0] * x[1]));
+    base.ow = 1;
     base.kw = base.w;
   } else {
     std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
     ConvGeometry g = window_geometry(ctx, x, kernel, ctx.attr_int("ceil_mode", 0) != 0);
-    base.kh = static_cast<int32_t>(g.kernel[0]);
-    base.kw = static_cast<int32_t>(g.kernel[1]);
-    base.sh = static_cast<int32_t>(g.strides[0]);
-    base.sw = static_cast<int32_t>(g.strides[1]);
-    base.ph = static_cast<int32_t>(g.pad_begin[0]);
-    base.pw = static_cast<int32_t>(g.pad_begin[1]);
-    base.dh = static_cast<int32_t>(g.dilations[0]);
-    base.dw = static_cast<int32_t>(g.dilations[1]);
-    base.pad_bottom = static_cast<int32_t>(g.pad_end[0]);
-    base.pad_right = static_cast<int32_t>(g.pad_end[1]);
+    // A 1-D window runs as a 2-D one over a single row.
+    const int row = x.rank() == 3 ? -1 : 0;  // the index of the height in g's vectors
+    auto along = [&](const std::vector<int64_t>& v, int i, int64_t fallback) {
+      return static_cast<int32_t>(i < 0 ? fallback : v[i]);
+    };
+    base.h = along(g.in, row, 1);
+    base.w = along(g.in, row + 1, 1);
+    base.oh = along(g.out, row, 1);
+    base.ow = along(g.out, row + 1, 1);
+    base.kh = along(g.kernel, row, 1);
+    base.kw = along(g.kernel, row + 1, 1);
+    base.sh = along(g.strides, row, 1);
+    base.sw = along(g.strides, row + 1, 1);
+    base.ph = along(g.pad_begin, row, 0);
+    base.pw = along(g.pad_begin, row + 1, 0);
+    base.dh = along(g.dilations, row, 1);
+    base.dw = along(g.dilations, row + 1, 1);
+    base.pad_bottom = along(g.pad_end, row, 0);
+    base.pad_right = along(g.pad_end, row + 1, 0);
     base.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0 ? 1 : 0;
   }
   const int32_t constants[] = {max ? 1 : 0};
