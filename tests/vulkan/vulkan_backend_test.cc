@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "backends/backend.h"
@@ -639,6 +640,83 @@ TEST(VulkanBackend, ModelRunsOnTheDevice) {
   }
   // A wrong input shape is a clear error, not a crash.
   EXPECT_THROW(exe->execute(std::vector<Tensor>{random_tensor(Shape{8, 63}, 25, -1, 1)}), Error);
+}
+
+// The optimizer's fused element-wise programs run on the device: every op the pass fuses inside a
+// Mul -> op -> Add tree, and a tree of three inputs, one broadcast, with binary ops and immediates.
+TEST(VulkanBackend, FusedElementwisePrograms) {
+  SKIP_WITHOUT_VULKAN();
+  struct Case {
+    const char* op;
+    Attributes attrs;
+    std::vector<float> params;  // constant inputs after the first
+    float lo = -3, hi = 3;
+  };
+  const std::vector<Case> cases = {{"Relu", {}, {}},
+                                   {"Sigmoid", {}, {}},
+                                   {"Tanh", {}, {}},
+                                   {"Exp", {}, {}},
+                                   {"Log", {}, {}, 0.1f, 4},
+                                   {"Neg", {}, {}},
+                                   {"Abs", {}, {}},
+                                   {"Sqrt", {}, {}, 0.1f, 4},
+                                   {"Reciprocal", {}, {}, 0.5f, 3},
+                                   {"Erf", {}, {}},
+                                   {"Clip", {}, {-0.5f, 1.25f}},
+                                   {"LeakyRelu", {{"alpha", 0.3f}}, {}},
+                                   {"HardSigmoid", {{"alpha", 0.3f}, {"beta", 0.4f}}, {}},
+                                   {"HardSwish", {}, {}},
+                                   {"Softplus", {}, {}},
+                                   {"Gelu", {}, {}},
+                                   {"Gelu", {{"approximate", "tanh"}}, {}},
+                                   {"Pow", {}, {3.0f}},
+                                   {"Pow", {}, {1.7f}, 0.1f, 4}};
+  auto run = [](const std::function<void(Graph&)>& build, const std::vector<Tensor>& inputs,
+                const std::string& backend) {
+    Runtime rt;
+    Graph g;
+    build(g);
+    g.optimize({backend});
+    CompileOptions options;
+    options.backends = {backend};
+    Executable* exe = g.compile(&rt, options);
+    if (backend == "vulkan") {
+      const std::string summary = exe->summary();
+      EXPECT_NE(summary.find("(FusedElementwise) @vulkan"), std::string::npos) << summary;
+      EXPECT_EQ(summary.find(" @cpu"), std::string::npos) << summary;
+    }
+    return exe->execute(inputs)[0];
+  };
+  auto scalar = [](Graph& g, float v) {
+    return g.add_constant(g.unique_name("c"), Tensor::from_vector<float>(Shape{}, {v}));
+  };
+  const Shape shape{3, 171};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    const Tensor x = random_tensor(shape, 124, c.lo, c.hi);
+    auto build = [&](Graph& g) {
+      Value* y = g.add_op("Mul", {g.add_input("x", shape), scalar(g, 1.5f)});
+      std::vector<Value*> in = {y};
+      for (float p : c.params) in.push_back(scalar(g, p));
+      g.mark_output(g.add_op("Add", {g.add_op(c.op, in, c.attrs), scalar(g, 0.5f)}));
+    };
+    const Tensor want = run(build, {x}, "cpu");
+    expect_close(run(build, {x}, "vulkan"), shape, to_doubles(want), 1e-5, 1e-4);
+  }
+  const Tensor a = random_tensor(Shape{2, 5, 67}, 125, -2, 2);
+  const Tensor b = random_tensor(Shape{2, 5, 67}, 126, -2, 2);
+  const Tensor c = random_tensor(Shape{67}, 127, 0.5f, 2);
+  auto tree = [&](Graph& g) {
+    Value* va = g.add_input("a", a.shape());
+    Value* vb = g.add_input("b", b.shape());
+    Value* vc = g.add_input("c", c.shape());
+    Value* m = g.add_op("Max", {g.add_op("Max", {va, vb}), scalar(g, 0.25f)});
+    Value* d = g.add_op("Div", {g.add_op("Sub", {m, g.add_op("Min", {va, vb})}), vc});
+    g.mark_output(
+        g.add_op("Mul", {d, g.add_op("Sigmoid", {g.add_op("Sub", {scalar(g, 1.5f), va})})}));
+  };
+  const Tensor want = run(tree, {a, b, c}, "cpu");
+  expect_close(run(tree, {a, b, c}, "vulkan"), a.shape(), to_doubles(want), 1e-5, 1e-4);
 }
 
 // An op without a Vulkan kernel runs on the host under {"vulkan"}, with the copies it needs.

@@ -1,9 +1,12 @@
-// Element-wise kernels: the unary functions and activations, the broadcasting binary ops, views
-// (Reshape and the like), and the strided copies (Transpose, Expand, Concat).
+// Element-wise kernels: the unary functions and activations, the broadcasting binary ops, the
+// optimizer's fused element-wise programs, views (Reshape and the like), and the strided copies
+// (Transpose, Expand, Concat).
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backends/vulkan/vulkan_context.h"
+#include "graph/fused_elementwise.h"
 #include "graph/op_kind.h"
 #include "graph/schemas/movement.h"
 
@@ -187,6 +190,131 @@ std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
     broadcast_strides(k.inputs[0].shape(), y.shape(), push.sa);
     broadcast_strides(k.inputs[1].shape(), y.shape(), push.sb);
     stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
+  });
+}
+
+// FusedElementwise: the program as shaders/fused_elementwise.comp's table, on the device once.
+constexpr int kMaxFusedInputs = 8;
+
+struct FusedPush {
+  uint64_t x[kMaxFusedInputs] = {};
+  uint64_t y = 0, table = 0;
+  uint32_t n = 0;
+  int32_t inputs = 0, instructions = 0, consts = 0;
+};
+static_assert(sizeof(FusedPush) <= kPushBytes);
+
+// An instruction's code in the shader: apply_binary's op, or 100 + apply_unary's.
+int fused_code(EwOp op) {
+  switch (op) {
+    case EwOp::kAdd:
+      return 0;
+    case EwOp::kSub:
+      return 1;
+    case EwOp::kMul:
+      return 2;
+    case EwOp::kDiv:
+      return 3;
+    case EwOp::kPow:
+      return 4;
+    case EwOp::kMax:
+      return 5;
+    case EwOp::kMin:
+      return 6;
+    case EwOp::kRelu:
+      return 101;
+    case EwOp::kLeakyRelu:
+      return 102;
+    case EwOp::kClip:
+      return 103;
+    case EwOp::kSigmoid:
+      return 104;
+    case EwOp::kTanh:
+      return 105;
+    case EwOp::kHardSigmoid:
+      return 106;
+    case EwOp::kHardSwish:
+      return 107;
+    case EwOp::kSwish:
+      return 108;
+    case EwOp::kGeluErf:
+      return 109;
+    case EwOp::kGeluTanh:
+      return 110;
+    case EwOp::kExp:
+      return 111;
+    case EwOp::kLog:
+      return 112;
+    case EwOp::kSqrt:
+      return 113;
+    case EwOp::kNeg:
+      return 114;
+    case EwOp::kAbs:
+      return 115;
+    case EwOp::kReciprocal:
+      return 116;
+    case EwOp::kSoftplus:
+      return 119;
+    case EwOp::kErf:
+      return 121;
+    default:
+      return -1;
+  }
+}
+
+std::string check_fused_elementwise(const NodeContext& ctx) {
+  std::string why = require_float32(ctx);
+  if (!why.empty()) return why;
+  if (ctx.num_inputs() > kMaxFusedInputs) return "more than 8 inputs";
+  if (!ctx.output(0).shape.is_static()) return "shapes known only at run time";
+  std::string error;
+  const std::vector<EwInstr> program = decode_ew_program(
+      ctx.attr_ints("code"), ctx.attr_floats("consts", {}).size(), ctx.num_inputs(), &error);
+  if (program.empty()) return error;
+  for (const EwInstr& in : program)
+    if (fused_code(in.op) < 0) return std::string("no shader op for ") + ew_op_name(in.op);
+  return "";
+}
+
+std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
+  const std::vector<float> consts = ctx.attr_floats("consts", {});
+  std::string error;
+  const std::vector<EwInstr> program =
+      decode_ew_program(ctx.attr_ints("code"), consts.size(), ctx.num_inputs(), &error);
+  if (program.empty()) ctx.fail_model(error);
+  const Shape& y = ctx.output(0).shape;
+  const int lead = kMaxRank - y.rank();
+  std::vector<int32_t> table(6 + 6 * kMaxFusedInputs, 0);
+  for (int d = 0; d < kMaxRank; ++d) table[d] = d < lead ? 1 : static_cast<int32_t>(y[d - lead]);
+  for (int k = 0; k < ctx.num_inputs(); ++k) {
+    uint32_t strides[kMaxRank] = {};
+    broadcast_strides(ctx.input_shape(k), y, strides);
+    for (int d = 0; d < y.rank(); ++d)
+      table[6 + 6 * k + lead + d] = static_cast<int32_t>(strides[d]);
+  }
+  for (const EwInstr& in : program)
+    table.insert(table.end(), {fused_code(in.op), in.dst, in.a, in.b});
+  for (float c : consts) {
+    int32_t bits = 0;
+    std::memcpy(&bits, &c, sizeof(bits));
+    table.push_back(bits);
+  }
+  const Tensor device_table =
+      Tensor::from_vector<int32_t>(Shape{static_cast<int64_t>(table.size())}, table)
+          .to(Device::vulkan(0));
+  FusedPush base;
+  base.table = address(device_table);
+  base.n = static_cast<uint32_t>(y.numel());
+  base.inputs = ctx.num_inputs();
+  base.instructions = static_cast<int32_t>(program.size());
+  base.consts = static_cast<int32_t>(consts.size());
+  const Pipeline& pipe = pipeline("fused_elementwise");
+  return make_fn_kernel([&pipe, base, device_table](KernelContext& k) {
+    if (base.n == 0) return;
+    FusedPush push = base;
+    for (int i = 0; i < base.inputs; ++i) push.x[i] = address(k.inputs[i]);
+    push.y = address(k.outputs[0]);
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(base.n, 256));
   });
 }
 
@@ -442,6 +570,7 @@ LUMEN_REGISTER_VULKAN_KERNEL(Elu, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(Erf, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(Softsign, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(Selu, &make_unary, &check_unary);
+LUMEN_REGISTER_VULKAN_KERNEL(FusedElementwise, &make_fused_elementwise, &check_fused_elementwise);
 LUMEN_REGISTER_VULKAN_KERNEL(Add, &make_binary, &check_binary);
 LUMEN_REGISTER_VULKAN_KERNEL(Sub, &make_binary, &check_binary);
 LUMEN_REGISTER_VULKAN_KERNEL(Mul, &make_binary, &check_binary);

@@ -16,27 +16,6 @@ layout(push_constant) uniform P {
   uint sb[6];
 } p;
 
-float power(float x, float e) {
-  if (e == 0.0) return 1.0;
-  if (x == 0.0) return e > 0.0 ? 0.0 : 1.0 / 0.0;
-  if (x > 0.0) return exp2(e * log2(x));
-  if (e != floor(e)) return 0.0 / 0.0;
-  float r = exp2(e * log2(-x));
-  return mod(e, 2.0) == 1.0 ? -r : r;
-}
-
-float combine(float x, float z) {
-  switch (OP) {
-    case 0: return x + z;
-    case 1: return x - z;
-    case 2: return x * z;
-    case 3: return x / z;
-    case 4: return power(x, z);
-    case 5: return is_nan(x) || is_nan(z) ? x + z : max(x, z);
-    default: return is_nan(x) || is_nan(z) ? x + z : min(x, z);
-  }
-}
-
 void main() {
   Floats a = Floats(p.a);
   Floats b = Floats(p.b);
@@ -51,6 +30,6 @@ void main() {
       ia += c * p.sa[d];
       ib += c * p.sb[d];
     }
-    y.v[i] = combine(a.v[ia], b.v[ib]);
+    y.v[i] = apply_binary(OP, a.v[ia], b.v[ib]);
   }
 }

@@ -156,3 +156,27 @@ float apply_unary(int op, float x, float a, float b) {
     default: return x;
   }
 }
+
+// x^e as ONNX's Pow on floats: NaN for a negative base with a fractional exponent.
+float power(float x, float e) {
+  if (e == 0.0) return 1.0;
+  if (x == 0.0) return e > 0.0 ? 0.0 : 1.0 / 0.0;
+  if (x > 0.0) return exp2(e * log2(x));
+  if (e != floor(e)) return 0.0 / 0.0;
+  float r = exp2(e * log2(-x));
+  return mod(e, 2.0) == 1.0 ? -r : r;
+}
+
+// The binary ops by code: 0 add, 1 sub, 2 mul, 3 div, 4 pow, 5 max, 6 min (NaN carried through
+// max and min).
+float apply_binary(int op, float x, float z) {
+  switch (op) {
+    case 0: return x + z;
+    case 1: return x - z;
+    case 2: return x * z;
+    case 3: return x / z;
+    case 4: return power(x, z);
+    case 5: return is_nan(x) || is_nan(z) ? x + z : max(x, z);
+    default: return is_nan(x) || is_nan(z) ? x + z : min(x, z);
+  }
+}
