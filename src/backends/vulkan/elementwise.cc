@@ -1,6 +1,7 @@
 // Element-wise kernels: the unary functions and activations, the broadcasting binary ops, the
 // optimizer's fused element-wise programs, views (Reshape and the like), and the strided copies
 // (Transpose, Expand, Concat).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -336,6 +337,7 @@ struct CopyPush {
   uint32_t n, rank;
   uint32_t dims[kMaxRank];
   int32_t xs[kMaxRank], ys[kMaxRank];
+  int32_t x0, y0;  // the first element's index from x and y (both point at the lowest one)
 };
 
 // Contiguous element strides of `shape`.
@@ -355,11 +357,18 @@ void strided_copy(VulkanStream& stream, uint64_t x, uint64_t y, const Shape& dim
   push.y = y;
   push.n = static_cast<uint32_t>(n);
   push.rank = static_cast<uint32_t>(dims.rank());
+  int64_t x_low = 0, y_low = 0;  // the lowest index read / written, relative to x and y
   for (int d = 0; d < dims.rank(); ++d) {
     push.dims[d] = static_cast<uint32_t>(dims[d]);
     push.xs[d] = static_cast<int32_t>(xs[d]);
     push.ys[d] = static_cast<int32_t>(ys[d]);
+    x_low += std::min<int64_t>(0, (dims[d] - 1) * xs[d]);
+    y_low += std::min<int64_t>(0, (dims[d] - 1) * ys[d]);
   }
+  push.x = x + static_cast<uint64_t>(4 * x_low);
+  push.y = y + static_cast<uint64_t>(4 * y_low);
+  push.x0 = static_cast<int32_t>(-x_low);
+  push.y0 = static_cast<int32_t>(-y_low);
   stream.dispatch(pipeline("strided_copy"), &push, sizeof(push), groups_for(n, 256));
 }
 
