@@ -29,6 +29,29 @@ int conv_activation(const NodeContext& ctx) {
   return -1;
 }
 
+// A window's geometry in two dims (height, width): a 1-D window as one over a single row.
+struct Window2d {
+  int32_t h = 1, w = 1, oh = 1, ow = 1, kh = 1, kw = 1, sh = 1, sw = 1;
+  int32_t ph = 0, pw = 0, dh = 1, dw = 1, pad_bottom = 0, pad_right = 0;
+};
+
+Window2d window_2d(const ConvGeometry& g) {
+  const size_t at = g.in.size() == 1 ? 0 : 1;  // the width's index in g's vectors
+  auto set = [&](const std::vector<int64_t>& v, int32_t* height, int32_t* width) {
+    *width = static_cast<int32_t>(v[at]);
+    if (at == 1) *height = static_cast<int32_t>(v[0]);
+  };
+  Window2d w;
+  set(g.in, &w.h, &w.w);
+  set(g.out, &w.oh, &w.ow);
+  set(g.kernel, &w.kh, &w.kw);
+  set(g.strides, &w.sh, &w.sw);
+  set(g.pad_begin, &w.ph, &w.pw);
+  set(g.dilations, &w.dh, &w.dw);
+  set(g.pad_end, &w.pad_bottom, &w.pad_right);
+  return w;
+}
+
 std::string check_conv(const NodeContext& ctx) {
   std::string why = require_float32(ctx);
   if (!why.empty()) return why;
@@ -52,25 +75,22 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
   ConvGeometry g =
       window_geometry(ctx, x, std::vector<int64_t>(w.dims().begin() + 2, w.dims().end()), false);
   // A 1-D convolution runs as a 2-D one of a single row (the same memory: [N, C, 1, L]).
-  const int row = x.rank() == 3 ? -1 : 0;  // the index of the height in g's vectors
-  auto along = [&](const std::vector<int64_t>& v, int i, int64_t fallback) {
-    return static_cast<int32_t>(i < 0 ? fallback : v[i]);
-  };
+  const Window2d win = window_2d(g);
   ConvPush base;
   base.c = static_cast<int32_t>(x[1]);
-  base.h = along(g.in, row, 1);
-  base.wd = along(g.in, row + 1, 1);
   base.o = static_cast<int32_t>(y[1]);
-  base.oh = along(g.out, row, 1);
-  base.ow = along(g.out, row + 1, 1);
-  base.kh = along(g.kernel, row, 1);
-  base.kw = along(g.kernel, row + 1, 1);
-  base.sh = along(g.strides, row, 1);
-  base.sw = along(g.strides, row + 1, 1);
-  base.ph = along(g.pad_begin, row, 0);
-  base.pw = along(g.pad_begin, row + 1, 0);
-  base.dh = along(g.dilations, row, 1);
-  base.dw = along(g.dilations, row + 1, 1);
+  base.h = win.h;
+  base.wd = win.w;
+  base.oh = win.oh;
+  base.ow = win.ow;
+  base.kh = win.kh;
+  base.kw = win.kw;
+  base.sh = win.sh;
+  base.sw = win.sw;
+  base.ph = win.ph;
+  base.pw = win.pw;
+  base.dh = win.dh;
+  base.dw = win.dw;
   base.groups = static_cast<int32_t>(ctx.attr_int("group", 1));
   if (ctx.op() == OpKind::kFusedConv) {
     base.act_a = ctx.attr_float("activation_alpha", 0.f);
@@ -225,24 +245,21 @@ std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
     std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
     ConvGeometry g = window_geometry(ctx, x, kernel, ctx.attr_int("ceil_mode", 0) != 0);
     // A 1-D window runs as a 2-D one over a single row.
-    const int row = x.rank() == 3 ? -1 : 0;  // the index of the height in g's vectors
-    auto along = [&](const std::vector<int64_t>& v, int i, int64_t fallback) {
-      return static_cast<int32_t>(i < 0 ? fallback : v[i]);
-    };
-    base.h = along(g.in, row, 1);
-    base.w = along(g.in, row + 1, 1);
-    base.oh = along(g.out, row, 1);
-    base.ow = along(g.out, row + 1, 1);
-    base.kh = along(g.kernel, row, 1);
-    base.kw = along(g.kernel, row + 1, 1);
-    base.sh = along(g.strides, row, 1);
-    base.sw = along(g.strides, row + 1, 1);
-    base.ph = along(g.pad_begin, row, 0);
-    base.pw = along(g.pad_begin, row + 1, 0);
-    base.dh = along(g.dilations, row, 1);
-    base.dw = along(g.dilations, row + 1, 1);
-    base.pad_bottom = along(g.pad_end, row, 0);
-    base.pad_right = along(g.pad_end, row + 1, 0);
+    const Window2d win = window_2d(g);
+    base.h = win.h;
+    base.w = win.w;
+    base.oh = win.oh;
+    base.ow = win.ow;
+    base.kh = win.kh;
+    base.kw = win.kw;
+    base.sh = win.sh;
+    base.sw = win.sw;
+    base.ph = win.ph;
+    base.pw = win.pw;
+    base.dh = win.dh;
+    base.dw = win.dw;
+    base.pad_bottom = win.pad_bottom;
+    base.pad_right = win.pad_right;
     base.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0 ? 1 : 0;
   }
   const int32_t constants[] = {max ? 1 : 0};
