@@ -23,6 +23,27 @@ namespace {
 template <typename T>
 using WideAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
+// Integer accumulators wrap around (two's complement) instead of overflowing, as the element-wise
+// ops do: the arithmetic is done in the unsigned type.
+template <typename A>
+A wrap_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename A>
+A wrap_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
 struct SumComb {
   template <typename A>
   static A init() {
@@ -30,7 +51,7 @@ struct SumComb {
   }
   template <typename A>
   static A apply(A a, A b) {
-    return a + b;
+    return wrap_add(a, b);
   }
 };
 struct ProdComb {
@@ -40,7 +61,7 @@ struct ProdComb {
   }
   template <typename A>
   static A apply(A a, A b) {
-    return a * b;
+    return wrap_mul(a, b);
   }
 };
 
@@ -53,14 +74,14 @@ struct MapId {
 struct MapSquare {
   template <typename A, typename T>
   static A apply(T x, A) {
-    return static_cast<A>(x) * static_cast<A>(x);
+    return wrap_mul(static_cast<A>(x), static_cast<A>(x));
   }
 };
 struct MapAbs {
   template <typename A, typename T>
   static A apply(T x, A) {
     A v = static_cast<A>(x);
-    return v < 0 ? -v : v;
+    return v < 0 ? wrap_mul(v, A(-1)) : v;
   }
 };
 struct MapExpShift {
@@ -307,12 +328,12 @@ class CumSumKernel final : public Kernel {
 #pragma omp simd
           for (int64_t j = 0; j < len; ++j) {
             out[j] = acc[j];
-            acc[j] += in[j];
+            acc[j] = wrap_add(acc[j], in[j]);
           }
         } else {
 #pragma omp simd
           for (int64_t j = 0; j < len; ++j) {
-            acc[j] += in[j];
+            acc[j] = wrap_add(acc[j], in[j]);
             out[j] = acc[j];
           }
         }
