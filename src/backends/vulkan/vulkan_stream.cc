@@ -278,7 +278,7 @@ void VulkanStream::write_timestamp(int query) {
   std::lock_guard<std::mutex> lock(mutex_);
   VkCommandBuffer cb = current(false);
   vkCmdResetQueryPool(cb, queries_, static_cast<uint32_t>(query), 1);
-  // Every command is followed by a full barrier, so the work before is done here.
+  // BOTTOM_OF_PIPE: written once every command recorded before it has completed.
   vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                       static_cast<uint32_t>(query));
 }
