@@ -9,11 +9,12 @@ enum class Precision {
   kFloat32,   // float32 throughout (the default; on CUDA, TF32 tensor cores are not used)
   kTF32,      // CUDA matrix products and convolutions may round their inputs to TF32 (10-bit
               // mantissa) on tensor cores, accumulating in float32; the CPU is unaffected
-  kFloat16,   // the float32 values of nodes placed on CUDA are stored as float16 (weights converted
-              // once at compile time, tensor cores for products and convolutions, float32
-              // accumulation and float32 math inside every kernel); casts at the edges keep the
-              // graph's inputs and outputs float32. Converts the Graph in place, as optimize() does
-  kBFloat16,  // as kFloat16, with bfloat16 (float32's range, 8-bit mantissa)
+  kFloat16,   // the float32 values of nodes placed on CUDA, or on Vulkan where the device stores
+              // 16-bit floats, are stored as float16 (weights converted once at compile time; on
+              // CUDA tensor cores for products and convolutions; float32 accumulation and float32
+              // math inside every kernel); casts at the edges keep the graph's inputs and outputs
+              // float32. Converts the Graph in place, as optimize() does
+  kBFloat16,  // as kFloat16, with bfloat16 (float32's range, 8-bit mantissa); CUDA only
 };
 
 }  // namespace lumen

@@ -29,9 +29,9 @@ class Backend {
   virtual Allocator& allocator() const = 0;
   virtual Stream& default_stream() = 0;
   // Whether every kernel that supports a node with float32 tensors also runs it with those tensors
-  // in float16 or bfloat16 (so a Precision::kFloat16 or kBFloat16 compile may store the node's
-  // float values so).
-  virtual bool takes_half_floats() const { return false; }
+  // in `half` (kFloat16 or kBFloat16), so a Precision::kFloat16 or kBFloat16 compile may store the
+  // node's float values so.
+  virtual bool takes_half_floats(DType /*half*/) const { return false; }
   // Bytes of the device's last-level cache (a GPU's L2), 0 where unknown: a model whose constants
   // are larger reads them from memory on every run, which the router's calibration imitates.
   virtual size_t cache_bytes() const { return 0; }

@@ -57,7 +57,7 @@ int convert_to_half_storage(Graph& graph, DType half, std::vector<Backend*>& pla
   int count = 0;
   for (int id = 0; id < num_nodes; ++id) {
     const Node& n = graph.node(id);
-    if (!needed[id] || n.removed || placed[id] == nullptr || !placed[id]->takes_half_floats())
+    if (!needed[id] || n.removed || placed[id] == nullptr || !placed[id]->takes_half_floats(half))
       continue;
     bool any = false;
     for (int v : n.inputs)

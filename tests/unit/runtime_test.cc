@@ -201,7 +201,7 @@ class HalfBackend final : public Backend {
   }
   Allocator& allocator() const override { return cpu_allocator(); }
   Stream& default_stream() override { return stream_; }
-  bool takes_half_floats() const override { return true; }
+  bool takes_half_floats(DType /*half*/) const override { return true; }
 
  private:
   CpuStream stream_;

@@ -31,10 +31,11 @@ Backend* vulkan() {
 // the steps on the first run and replays them after).
 std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::string& op,
                            const std::vector<OpInput>& inputs, const Attributes& attrs = {},
-                           int runs = 1) {
+                           int runs = 1, Precision precision = Precision::kFloat32) {
   Runtime rt;
   CompileOptions options;
   options.backends = backends;
+  options.precision = precision;
   std::vector<Tensor> runtime_inputs;
   Executable* exe = compile_op(rt, op, inputs, attrs, 1, options, &runtime_inputs);
   if (backends == std::vector<std::string>{"vulkan"})
@@ -133,6 +134,22 @@ TEST(VulkanBackend, PoolReusesFreedBlocks) {
   for (int i = 0; i < 20; ++i)
     Tensor t = Tensor::empty(Shape{4096}, DType::kFloat32, Device::vulkan());
   EXPECT_EQ(pool.stats().num_system_allocs, before);
+}
+
+// The op compiled for Vulkan with Precision::kFloat16 (float32 values cast to float16 at the
+// edges on the device, constants converted at compile time, every kernel's float16 form) stays
+// within float16's rounding of the CPU's float32, and its outputs are float32 again. Run three
+// times (eager, recorded, replayed).
+void expect_half_matches_cpu(const std::string& op, const std::vector<OpInput>& inputs,
+                             const Attributes& attrs = {}, double atol = 2e-2, double rtol = 1e-2) {
+  SCOPED_TRACE(op + " in float16");
+  std::vector<Tensor> want = run_on({"cpu"}, op, inputs, attrs);
+  std::vector<Tensor> got = run_on({"vulkan"}, op, inputs, attrs, 3, Precision::kFloat16);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].dtype(), DType::kFloat32);
+    expect_close(got[k], want[k].shape(), to_doubles(want[k]), atol, rtol);
+  }
 }
 
 TEST(VulkanBackend, UnaryAndActivations) {
@@ -720,6 +737,115 @@ TEST(VulkanBackend, FusedElementwisePrograms) {
 }
 
 // An op without a Vulkan kernel runs on the host under {"vulkan"}, with the copies it needs.
+// Every kernel family's float16 form (shaders built with LUMEN_F16), where the device stores
+// float16: element-wise ops and programs, every product shader (short, tiled with and without
+// vec4 reads, split along k), convolutions of each form, pooling, rows, reductions, movement,
+// gather, resize and both attention shaders.
+TEST(VulkanBackend, Float16Storage) {
+  SKIP_WITHOUT_VULKAN();
+  if (!vulkan()->takes_half_floats(DType::kFloat16))
+    GTEST_SKIP() << "this Vulkan device has no 16-bit storage: float16 skipped";
+  EXPECT_FALSE(vulkan()->takes_half_floats(DType::kBFloat16));
+  Tensor x = random_tensor(Shape{2, 3, 4, 5}, 401, -2, 2);
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Gelu", "Exp", "Neg", "HardSwish"})
+    expect_half_matches_cpu(op, {x});
+  expect_half_matches_cpu("Clip",
+                          {x, constant(Tensor::scalar(-0.5f)), constant(Tensor::scalar(1.25f))});
+  expect_half_matches_cpu("Add", {x, random_tensor(Shape{4, 1}, 402)});
+  expect_half_matches_cpu("Mul", {x, constant(random_tensor(Shape{5}, 403))});
+  expect_half_matches_cpu("Div", {x, random_tensor(Shape{2, 3, 4, 5}, 404, 0.5f, 2)});
+  // r4 = x * row; r5 = r4 + col; r6 = r5 - s; r7 = GeluTanh(r6)
+  expect_half_matches_cpu(
+      "FusedElementwise",
+      {x, random_tensor(Shape{5}, 405), random_tensor(Shape{1}, 406),
+       random_tensor(Shape{3, 1, 1}, 407)},
+      {{"code", std::vector<int64_t>{2, 4, 0, 1, 0, 5, 4, 3, 1, 6, 5, 2, 24, 7, 6, 0}},
+       {"consts", std::vector<float>{0.25f}}});
+  // Sums of up to 2048 products of values in [-1, 1], each input rounded to 11 bits.
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
+           {3, 64, 40}, {130, 256, 132}, {70, 45, 129}, {64, 2048, 96}, {3, 2048, 40}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
+    Tensor a = random_tensor(Shape{m, k}, 408, -1, 1);
+    Tensor b = random_tensor(Shape{k, n}, 409, -1, 1);
+    const double atol = 2e-3 * std::sqrt(static_cast<double>(k)) + 1e-2;
+    expect_half_matches_cpu("MatMul", {a, constant(b)}, {}, atol, 1e-2);
+    expect_half_matches_cpu(
+        "FusedMatMul",
+        {a, constant(random_tensor(Shape{n, k}, 410, -1, 1)),
+         constant(random_tensor(Shape{n}, 411)), random_tensor(Shape{m, n}, 412)},
+        {{"trans_b", int64_t{1}}, {"activation", std::string("GeluErf")}}, atol, 1e-2);
+  }
+  expect_half_matches_cpu(
+      "Gemm",
+      {random_tensor(Shape{13, 6}, 413), random_tensor(Shape{10, 13}, 414),
+       random_tensor(Shape{10}, 415)},
+      {{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 0.7f}, {"beta", 1.3f}});
+  // Convolutions: implicit GEMM (and split along its depth), depthwise, pointwise; pooling.
+  Tensor img = random_tensor(Shape{2, 8, 13, 11}, 416, -1, 1);
+  const Attributes pad1 = {{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  expect_half_matches_cpu("Conv",
+                          {img, constant(random_tensor(Shape{32, 8, 3, 3}, 417, -0.5f, 0.5f)),
+                           constant(random_tensor(Shape{32}, 418))},
+                          pad1, 5e-2);
+  expect_half_matches_cpu("Conv",
+                          {random_tensor(Shape{1, 256, 7, 7}, 419, -1, 1),
+                           constant(random_tensor(Shape{16, 256, 3, 3}, 420, -0.1f, 0.1f))},
+                          pad1, 5e-2);
+  expect_half_matches_cpu(
+      "FusedConv",
+      {img, constant(random_tensor(Shape{8, 1, 3, 3}, 421, -0.5f, 0.5f)),
+       constant(random_tensor(Shape{8}, 422)), random_tensor(Shape{2, 8, 13, 11}, 423)},
+      {{"pads", std::vector<int64_t>{1, 1, 1, 1}},
+       {"group", int64_t{8}},
+       {"activation", std::string("Relu")}});
+  expect_half_matches_cpu("Conv",
+                          {img, constant(random_tensor(Shape{72, 8, 1, 1}, 424, -0.5f, 0.5f))});
+  const Attributes window = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                             {"strides", std::vector<int64_t>{2, 2}},
+                             {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  expect_half_matches_cpu("MaxPool", {img}, window);
+  expect_half_matches_cpu("AveragePool", {img}, window);
+  expect_half_matches_cpu("GlobalAveragePool", {img});
+  // Rows, reductions, normalizations.
+  Tensor rows = random_tensor(Shape{6, 300}, 425, -3, 3);
+  expect_half_matches_cpu("Softmax", {rows}, {{"axis", int64_t{-1}}});
+  expect_half_matches_cpu("LogSoftmax", {rows}, {{"axis", int64_t{-1}}});
+  expect_half_matches_cpu("LayerNormalization",
+                          {rows, constant(random_tensor(Shape{300}, 426)),
+                           constant(random_tensor(Shape{300}, 427))},
+                          {{"axis", int64_t{-1}}});
+  expect_half_matches_cpu("InstanceNormalization", {img, constant(random_tensor(Shape{8}, 428)),
+                                                    constant(random_tensor(Shape{8}, 429))});
+  expect_half_matches_cpu("ReduceMean", {x, constant(Tensor::from_vector<int64_t>({1}, {2}))});
+  expect_half_matches_cpu("ReduceMax", {x, constant(Tensor::from_vector<int64_t>({2}, {1, 3}))});
+  // Movement and gathers.
+  expect_half_matches_cpu("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
+  expect_half_matches_cpu("Concat", {x, random_tensor(Shape{2, 1, 4, 5}, 430)},
+                          {{"axis", int64_t{1}}});
+  expect_half_matches_cpu("Slice",
+                          {x, constant(Tensor::from_vector<int64_t>({2}, {3, 1})),
+                           constant(Tensor::from_vector<int64_t>({2}, {0, 4})),
+                           constant(Tensor::from_vector<int64_t>({2}, {3, 1})),
+                           constant(Tensor::from_vector<int64_t>({2}, {-1, 1}))});
+  expect_half_matches_cpu("Expand", {random_tensor(Shape{3, 1, 5}, 431),
+                                     constant(Tensor::from_vector<int64_t>({4}, {2, 3, 4, 5}))});
+  expect_half_matches_cpu("Gather", {random_tensor(Shape{50, 24}, 432),
+                                     Tensor::from_vector<int64_t>({2, 3}, {4, 49, 0, -1, 17, 4})});
+  expect_half_matches_cpu("Resize",
+                          {img, omitted(), constant(Tensor::from_vector<float>({4}, {1, 1, 2, 1.5f}))},
+                          {{"mode", std::string("linear")}});
+  // Attention: the tiled shader with vec4 reads (depth 64) and without (depth 20), the row shader
+  // (depth 160), with a mask.
+  for (int64_t d : {64, 20, 160}) {
+    SCOPED_TRACE(d);
+    expect_half_matches_cpu(
+        "FusedAttention",
+        {random_tensor(Shape{1, 2, 9, d}, 433, -1, 1), random_tensor(Shape{1, 2, 33, d}, 434, -1, 1),
+         random_tensor(Shape{1, 2, 33, d}, 435, -1, 1), random_tensor(Shape{9, 33}, 436, -2, 0)},
+        {{"scale", 0.125f}});
+  }
+}
+
 TEST(VulkanBackend, OpsWithoutKernelsFallBackToTheHost) {
   SKIP_WITHOUT_VULKAN();
   Graph g;

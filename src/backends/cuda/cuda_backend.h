@@ -70,7 +70,7 @@ class CudaBackend final : public Backend {
                                       Precision precision) const override;
   Allocator& allocator() const override;
   Stream& default_stream() override { return *stream_; }
-  bool takes_half_floats() const override { return true; }
+  bool takes_half_floats(DType /*half*/) const override { return true; }
   size_t cache_bytes() const override;
   // Copies on a stream of their own, through pinned staging memory (async_copy.cc).
   Tensor move(const Tensor& src, Device to, Event* ready) override;

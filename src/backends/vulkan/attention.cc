@@ -102,7 +102,7 @@ std::string tiled_refusal(const AttentionViews& v) {
 }
 
 std::string check_attention(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   const Shape& q = ctx.input_shape(0);
   const Shape& k = ctx.input_shape(1);
@@ -155,7 +155,10 @@ std::unique_ptr<Kernel> make_tiled(const NodeContext& ctx, const AttentionViews&
   const auto dv4 = static_cast<int32_t>(std::max<int64_t>(1, (views.v.shape[-1] + 3) / 4));
   const int32_t scalar[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block), d4, dv4, 0};
   const int32_t quads[] = {kt ? 1 : 0, static_cast<int32_t>(16 * block), d4, dv4, 1};
-  const Pipeline& by_element = pipeline("attention_tiled", scalar);
+  const DType dtype = ctx.output(0).dtype;
+  const auto bytes = static_cast<uint64_t>(dtype_size(dtype));
+  const std::string shader = shader_for("attention_tiled", dtype);
+  const Pipeline& by_element = pipeline(shader, scalar);
   // vec4 reads where the depths and every stride and offset of Q, V and (read along the depth) K
   // are multiples of 4; the addresses are checked per run.
   bool quad_form = views.q.shape[-1] % 4 == 0 && views.v.shape[-1] % 4 == 0;
@@ -164,16 +167,17 @@ std::unique_ptr<Kernel> make_tiled(const NodeContext& ctx, const AttentionViews&
     quad_form = quad_form && t->offset % 4 == 0;
     for (int dim = 0; dim < r - 1; ++dim) quad_form = quad_form && t->strides[dim] % 4 == 0;
   }
-  const Pipeline* by_quad = quad_form ? &pipeline("attention_tiled", quads) : nullptr;
-  return make_fn_kernel([&by_element, by_quad, kt, base, offsets, groups](KernelContext& k) {
+  const Pipeline* by_quad = quad_form ? &pipeline(shader, quads) : nullptr;
+  return make_fn_kernel([&by_element, by_quad, kt, base, offsets, groups, bytes](KernelContext& k) {
     if (groups == 0 || k.outputs[0].numel() == 0) return;
     TiledPush push = base;
-    push.q = address(k.inputs[0]) + 4 * offsets[0];
-    push.k = address(k.inputs[1]) + 4 * offsets[1];
-    push.v = address(k.inputs[2]) + 4 * offsets[2];
+    push.q = address(k.inputs[0]) + bytes * offsets[0];
+    push.k = address(k.inputs[1]) + bytes * offsets[1];
+    push.v = address(k.inputs[2]) + bytes * offsets[2];
     if (k.inputs.size() > 3 && k.inputs[3].defined()) push.mask = address(k.inputs[3]);
-    push.y = address(k.outputs[0]) + 4 * offsets[3];
-    const bool aligned = push.q % 16 == 0 && push.v % 16 == 0 && (kt || push.k % 16 == 0);
+    push.y = address(k.outputs[0]) + bytes * offsets[3];
+    const uint64_t quad = 4 * bytes;  // a vec4's alignment
+    const bool aligned = push.q % quad == 0 && push.v % quad == 0 && (kt || push.k % quad == 0);
     const Pipeline& pipe = by_quad != nullptr && aligned ? *by_quad : by_element;
     const int64_t gx = std::min<int64_t>(groups, 65535), gy = (groups + 65534) / 65535;
     stream_of(k).dispatch(pipe, &push, sizeof(push), static_cast<uint32_t>(gx),
@@ -199,7 +203,7 @@ std::unique_ptr<Kernel> make_attention(const NodeContext& ctx) {
   int64_t rows = 1;
   for (int d = 0; d < rank - 1; ++d) rows *= q[d];
   const int32_t constants[] = {ctx.attr_int("k_transposed", 0) == 1 ? 1 : 0};
-  const Pipeline& pipe = pipeline("attention", constants);
+  const Pipeline& pipe = pipeline(shader_for("attention", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, base, rows](KernelContext& k) {
     if (rows == 0 || k.outputs[0].numel() == 0) return;
     RowPush push = base;

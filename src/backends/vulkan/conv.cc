@@ -53,7 +53,7 @@ Window2d window_2d(const ConvGeometry& g) {
 }
 
 std::string check_conv(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
@@ -101,7 +101,8 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
   // A pointwise convolution is a product per image: W (O x C) by X (C x HW), bias per row.
   if (base.kh == 1 && base.kw == 1 && base.sh == 1 && base.sw == 1 && base.ph == 0 &&
       base.pw == 0 && base.groups == 1 && base.oh == base.h && base.ow == base.wd) {
-    return make_fn_kernel([base, act, images](KernelContext& k) {
+    const DType dtype = ctx.output(0).dtype;
+    return make_fn_kernel([base, act, images, dtype](KernelContext& k) {
       if (k.outputs[0].numel() == 0) return;
       const int32_t hw = base.h * base.wd;
       GemmPush g;
@@ -129,7 +130,7 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
       }
       g.act_a = base.act_a;
       g.act_b = base.act_b;
-      enqueue_gemm(stream_of(k), g, images, act);
+      enqueue_gemm(stream_of(k), g, images, act, dtype);
     });
   }
   // Few output channels per group (depthwise): one thread per output; else the implicit GEMM,
@@ -154,8 +155,8 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
   const int32_t direct_constants[] = {act};
   const int32_t gemm_constants[] = {split.splits > 1 ? 0 : act, tile, tile};
   const Pipeline& pipe =
-      direct ? pipeline("conv_direct", direct_constants) : pipeline("conv", gemm_constants);
-  const Pipeline& reduce = pipeline("gemm_reduce", direct_constants);
+      direct ? pipeline(shader_for("conv_direct", ctx.output(0).dtype), direct_constants) : pipeline(shader_for("conv", ctx.output(0).dtype), gemm_constants);
+  const Pipeline& reduce = pipeline(shader_for("gemm_reduce", ctx.output(0).dtype), direct_constants);
   const uint64_t workspace =
       split.splits > 1 ? require_vulkan_backend().context().split_workspace() : 0;
   return make_fn_kernel(
@@ -216,7 +217,7 @@ struct PoolPush {
 };
 
 std::string check_pool(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   const bool global = ctx.op() == OpKind::kGlobalAveragePool || ctx.op() == OpKind::kGlobalMaxPool;
   const int rank = ctx.input_shape(0).rank();
@@ -263,7 +264,7 @@ std::unique_ptr<Kernel> make_pool(const NodeContext& ctx) {
     base.count_include_pad = ctx.attr_int("count_include_pad", 0) != 0 ? 1 : 0;
   }
   const int32_t constants[] = {max ? 1 : 0};
-  const Pipeline& pipe = pipeline("pool", constants);
+  const Pipeline& pipe = pipeline(shader_for("pool", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, base](KernelContext& k) {
     PoolPush push = base;
     push.x = address(k.inputs[0]);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "backends/vulkan/vulkan_context.h"
+#include "core/half.h"
 #include "graph/fused_elementwise.h"
 #include "graph/op_kind.h"
 #include "graph/schemas/movement.h"
@@ -71,8 +72,14 @@ bool scalar_input(const NodeContext& ctx, int i, float fallback, float* out) {
   *out = fallback;
   if (!ctx.has_input(i)) return true;
   const Tensor* t = ctx.input_value(i);
-  if (t == nullptr || t->numel() != 1 || t->dtype() != DType::kFloat32) return false;
-  *out = t->data<float>()[0];
+  if (t == nullptr || t->numel() != 1) return false;
+  if (t->dtype() == DType::kFloat32) {
+    *out = t->data<float>()[0];
+  } else if (t->dtype() == DType::kFloat16) {  // a Precision::kFloat16 compile's constant
+    *out = half_to_float(*static_cast<const uint16_t*>(t->raw_data()));
+  } else {
+    return false;
+  }
   return true;
 }
 
@@ -80,11 +87,10 @@ std::string check_unary(const NodeContext& ctx) {
   if (ctx.op() == OpKind::kClip) {
     float v = 0;
     if (!scalar_input(ctx, 1, 0, &v) || !scalar_input(ctx, 2, 0, &v))
-      return "min and max must be float32 scalars known at build time";
-    if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
-    return ctx.output(0).dtype == DType::kFloat32 ? "" : "output is not float32";
+      return "min and max must be float scalars known at build time";
+    return require_float(ctx, 1);
   }
-  return require_float32(ctx);
+  return require_float(ctx);
 }
 
 struct UnaryPush {
@@ -120,12 +126,37 @@ std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
       break;
   }
   const int32_t constants[] = {code};
-  const Pipeline& pipe = pipeline("unary", constants);
+  const Pipeline& pipe = pipeline(shader_for("unary", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, alpha, beta](KernelContext& k) {
     const int64_t n = k.outputs[0].numel();
     if (n == 0) return;
     UnaryPush push{address(k.inputs[0]), address(k.outputs[0]), static_cast<uint32_t>(n), alpha,
                    beta};
+    stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
+  });
+}
+
+// Cast between float32 and float16 (the casts a Precision::kFloat16 compile adds at its edges),
+// through shaders/cast.comp.
+std::string check_cast(const NodeContext& ctx) {
+  const DType from = ctx.input_dtype(0), to = ctx.output(0).dtype;
+  if (!float_storage(from) || !float_storage(to) || !float_storage(DType::kFloat16))
+    return std::string("Cast from ") + dtype_name(from) + " to " + dtype_name(to) +
+           " (only float32 and float16, where the device stores float16)";
+  if (ctx.input(0).shape.is_static() && ctx.input(0).shape.numel() >= (int64_t{1} << 31))
+    return "2^31 elements or more";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_cast(const NodeContext& ctx) {
+  const DType from = ctx.input_dtype(0), to = ctx.output(0).dtype;
+  const int32_t constants[] = {from == DType::kFloat16 ? 1 : 0, to == DType::kFloat16 ? 1 : 0};
+  const Pipeline& pipe = pipeline("cast", constants);
+  return make_fn_kernel([&pipe](KernelContext& k) {
+    const int64_t n = k.outputs[0].numel();
+    if (n == 0) return;
+    UnaryPush push{address(k.inputs[0]), address(k.outputs[0]), static_cast<uint32_t>(n), 0.f,
+                   0.f};
     stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
   });
 }
@@ -171,12 +202,12 @@ struct BinaryPush {
 std::string check_binary(const NodeContext& ctx) {
   if ((ctx.op() == OpKind::kMax || ctx.op() == OpKind::kMin) && ctx.num_inputs() != 2)
     return "Max and Min take two inputs here";
-  return require_float32(ctx);
+  return require_float(ctx);
 }
 
 std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
   const int32_t constants[] = {binary_code(ctx.op())};
-  const Pipeline& pipe = pipeline("binary", constants);
+  const Pipeline& pipe = pipeline(shader_for("binary", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe](KernelContext& k) {
     const Tensor& y = k.outputs[0];
     const int64_t n = y.numel();
@@ -264,7 +295,7 @@ int fused_code(EwOp op) {
 }
 
 std::string check_fused_elementwise(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   if (ctx.num_inputs() > kMaxFusedInputs) return "more than 8 inputs";
   if (!ctx.output(0).shape.is_static()) return "shapes known only at run time";
@@ -309,7 +340,7 @@ std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
   base.inputs = ctx.num_inputs();
   base.instructions = static_cast<int32_t>(program.size());
   base.consts = static_cast<int32_t>(consts.size());
-  const Pipeline& pipe = pipeline("fused_elementwise");
+  const Pipeline& pipe = pipeline(shader_for("fused_elementwise", ctx.output(0).dtype));
   return make_fn_kernel([&pipe, base, device_table](KernelContext& k) {
     if (base.n == 0) return;
     FusedPush push = base;
@@ -321,7 +352,7 @@ std::unique_ptr<Kernel> make_fused_elementwise(const NodeContext& ctx) {
 
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity: a view of the input with the inferred shape.
 std::string check_view(const NodeContext& ctx) {
-  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  if (!float_storage(ctx.input_dtype(0))) return "input 0 is not a float type the shaders take";
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
   return "";
 }
@@ -347,8 +378,8 @@ std::vector<int64_t> strides_of(const Shape& shape) {
   return s;
 }
 
-// Enqueues y[c . ys] = x[c . xs] over `dims`.
-void strided_copy(VulkanStream& stream, uint64_t x, uint64_t y, const Shape& dims,
+// Enqueues y[c . ys] = x[c . xs] over `dims`, elements of `dtype`.
+void strided_copy(VulkanStream& stream, DType dtype, uint64_t x, uint64_t y, const Shape& dims,
                   const std::vector<int64_t>& xs, const std::vector<int64_t>& ys) {
   const int64_t n = dims.numel();
   if (n == 0) return;
@@ -365,11 +396,13 @@ void strided_copy(VulkanStream& stream, uint64_t x, uint64_t y, const Shape& dim
     x_low += std::min<int64_t>(0, (dims[d] - 1) * xs[d]);
     y_low += std::min<int64_t>(0, (dims[d] - 1) * ys[d]);
   }
-  push.x = x + static_cast<uint64_t>(4 * x_low);
-  push.y = y + static_cast<uint64_t>(4 * y_low);
+  const auto bytes = static_cast<int64_t>(dtype_size(dtype));
+  push.x = x + static_cast<uint64_t>(bytes * x_low);
+  push.y = y + static_cast<uint64_t>(bytes * y_low);
   push.x0 = static_cast<int32_t>(-x_low);
   push.y0 = static_cast<int32_t>(-y_low);
-  stream.dispatch(pipeline("strided_copy"), &push, sizeof(push), groups_for(n, 256));
+  stream.dispatch(pipeline(shader_for("strided_copy", dtype)), &push, sizeof(push),
+                  groups_for(n, 256));
 }
 
 std::unique_ptr<Kernel> make_transpose(const NodeContext& ctx) {
@@ -382,7 +415,8 @@ std::unique_ptr<Kernel> make_transpose(const NodeContext& ctx) {
     Tensor& y = k.outputs[0];
     std::vector<int64_t> in_strides = strides_of(x.shape()), xs(perm.size());
     for (size_t d = 0; d < perm.size(); ++d) xs[d] = in_strides[perm[d]];
-    strided_copy(stream_of(k), address(x), address(y), y.shape(), xs, strides_of(y.shape()));
+    strided_copy(stream_of(k), x.dtype(), address(x), address(y), y.shape(), xs,
+                 strides_of(y.shape()));
   });
 }
 
@@ -392,23 +426,21 @@ std::unique_ptr<Kernel> make_expand(const NodeContext& /*ctx*/) {
     Tensor& y = k.outputs[0];
     std::vector<uint32_t> xs(y.shape().rank());
     broadcast_strides(x.shape(), y.shape(), xs.data());
-    strided_copy(stream_of(k), address(x), address(y), y.shape(),
+    strided_copy(stream_of(k), x.dtype(), address(x), address(y), y.shape(),
                  std::vector<int64_t>(xs.begin(), xs.end()), strides_of(y.shape()));
   });
 }
 
 std::string check_expand(const NodeContext& ctx) {
-  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  std::string why = require_float(ctx, 1);
+  if (!why.empty()) return why;
   if (ctx.input_shape(0).rank() > kMaxRank || ctx.output(0).shape.rank() > kMaxRank)
     return "rank above 6";
   return "";
 }
 
 std::string check_concat(const NodeContext& ctx) {
-  for (int i = 0; i < ctx.num_inputs(); ++i)
-    if (ctx.input_dtype(i) != DType::kFloat32) return "an input is not float32";
-  if (ctx.output(0).shape.rank() > kMaxRank) return "rank above 6";
-  return "";
+  return require_float(ctx);
 }
 
 std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
@@ -419,7 +451,8 @@ std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
     const std::vector<int64_t> ys = strides_of(y.shape());
     int64_t at = 0;
     for (const Tensor& x : k.inputs) {
-      strided_copy(stream_of(k), address(x), address(y) + at * ys[axis] * sizeof(float), x.shape(),
+      strided_copy(stream_of(k), x.dtype(), address(x),
+                   address(y) + at * ys[axis] * dtype_size(x.dtype()), x.shape(),
                    strides_of(x.shape()), ys);
       at += x.shape()[axis];
     }
@@ -429,7 +462,8 @@ std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
 // Slice: one strided copy from the first element kept, every start, end, axis and step known at
 // compile time (steps may be negative).
 std::string check_slice(const NodeContext& ctx) {
-  if (ctx.input_dtype(0) != DType::kFloat32) return "input 0 is not float32";
+  std::string why = require_float(ctx, 1);
+  if (!why.empty()) return why;
   if (!ctx.input_shape(0).is_static() || ctx.input_shape(0).rank() > kMaxRank)
     return "a static input of rank 6 or less";
   for (int i = 1; i < ctx.num_inputs(); ++i)
@@ -450,8 +484,9 @@ std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
   }
   const Shape out = spec.output;
   return make_fn_kernel([xs, offset, out](KernelContext& k) {
-    strided_copy(stream_of(k), address(k.inputs[0]) + offset * sizeof(float), address(k.outputs[0]),
-                 out, xs, strides_of(out));
+    const Tensor& x = k.inputs[0];
+    strided_copy(stream_of(k), x.dtype(), address(x) + offset * dtype_size(x.dtype()),
+                 address(k.outputs[0]), out, xs, strides_of(out));
   });
 }
 
@@ -495,7 +530,7 @@ bool gather_geometry(const NodeContext& ctx, GatherGeometry* g, std::string* why
 }
 
 std::string check_gather(const NodeContext& ctx) {
-  std::string why = require_float32(ctx, 1);
+  std::string why = require_float(ctx, 1);
   if (!why.empty()) return why;
   if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
     return "shapes known only at run time";
@@ -540,7 +575,7 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
     known = Tensor::from_vector<int32_t>({num}, g.indices).to(Device::vulkan());
   }
   const int32_t constants[] = {kind};
-  const Pipeline& pipe = pipeline("gather", constants);
+  const Pipeline& pipe = pipeline(shader_for("gather", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, base, known](KernelContext& k) {
     const int64_t n = k.outputs[0].numel();
     if (n == 0) return;
@@ -558,6 +593,7 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
 
 LUMEN_REGISTER_VULKAN_KERNEL(Gather, &make_gather, &check_gather);
 LUMEN_REGISTER_VULKAN_KERNEL(Slice, &make_slice, &check_slice);
+LUMEN_REGISTER_VULKAN_KERNEL(Cast, &make_cast, &check_cast);
 LUMEN_REGISTER_VULKAN_KERNEL(Relu, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(LeakyRelu, &make_unary, &check_unary);
 LUMEN_REGISTER_VULKAN_KERNEL(Clip, &make_unary, &check_unary);
@@ -592,7 +628,7 @@ LUMEN_REGISTER_VULKAN_KERNEL(Flatten, &make_view, &check_view);
 LUMEN_REGISTER_VULKAN_KERNEL(Squeeze, &make_view, &check_view);
 LUMEN_REGISTER_VULKAN_KERNEL(Unsqueeze, &make_view, &check_view);
 LUMEN_REGISTER_VULKAN_KERNEL(Identity, &make_view, &check_view);
-LUMEN_REGISTER_VULKAN_KERNEL(Transpose, &make_transpose, &require_float32);
+LUMEN_REGISTER_VULKAN_KERNEL(Transpose, &make_transpose, &require_float);
 LUMEN_REGISTER_VULKAN_KERNEL(Expand, &make_expand, &check_expand);
 LUMEN_REGISTER_VULKAN_KERNEL(Concat, &make_concat, &check_concat);
 

@@ -8,7 +8,7 @@
 
 namespace lumen::vulkan {
 
-// Y[b] = act(alpha A[b] B[b] + beta C[b] + D[b]) for b < batch, float32: the push constants of
+// Y[b] = act(alpha A[b] B[b] + beta C[b] + D[b]) for b < batch: the push constants of
 // shaders/gemm.comp and gemm_tiled.comp. Operands are addressed by element strides (batch, row,
 // column; 0 broadcasts); C and D are optional (address 0); Y is contiguous (batch, m, n).
 // k_split is set by enqueue_gemm (0: one pass over all of k).
@@ -54,7 +54,8 @@ SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs);
 // Enqueues the product on `stream`: gemm_tiled.comp in 128x128 or 64x64 tiles (vec4 reads where
 // the operands allow), gemm.comp for products of at most 16 rows, each split along k where that
 // leaves the GPU idle (then gemm_reduce.comp applies the epilogue). `act` is an activation code of
-// shaders/common.glsl.
-void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act);
+// shaders/common.glsl; `dtype` is the operands' float type (float32 or float16, which the
+// partial sums of a split take too).
+void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act, DType dtype);
 
 }  // namespace lumen::vulkan

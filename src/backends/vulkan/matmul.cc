@@ -128,12 +128,12 @@ std::unique_ptr<Kernel> make_product(const Epilogue& e) {
     if (pr.k == 0) {
       push.k = 0;  // the shader's loop does nothing: Y = epilogue(0)
     }
-    enqueue_gemm(stream_of(k), push, pr.batch, e.act);
+    enqueue_gemm(stream_of(k), push, pr.batch, e.act, y.dtype());
   });
 }
 
 std::string check_product(const NodeContext& ctx, bool trans_a, bool trans_b) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(1);
@@ -203,12 +203,14 @@ int64_t groups_of(int64_t m, int64_t n, int64_t batch, int64_t bm, int64_t bn) {
 }
 
 // Whether gemm_tiled.comp may read the operands as vec4: A row-major, B row-major or transposed
-// (`bt`), k, n and the row and batch strides multiples of 4, the tensors 16-byte aligned.
-bool vec4_form(const GemmPush& p, bool bt) {
+// (`bt`), k, n and the row and batch strides multiples of 4, the tensors aligned to 4 elements of
+// `bytes` each.
+bool vec4_form(const GemmPush& p, bool bt, uint64_t bytes) {
   const bool b_rows = bt ? p.b_rs == 1 && p.b_cs % 4 == 0 : p.b_cs == 1 && p.b_rs % 4 == 0;
   const bool quads =
       p.k % 4 == 0 && p.n % 4 == 0 && p.a_rs % 4 == 0 && p.a_bs % 4 == 0 && p.b_bs % 4 == 0;
-  const bool aligned = p.a % 16 == 0 && p.b % 16 == 0 && p.y % 16 == 0;
+  const uint64_t quad = 4 * bytes;
+  const bool aligned = p.a % quad == 0 && p.b % quad == 0 && p.y % quad == 0;
   return p.a_cs == 1 && b_rows && quads && aligned;
 }
 
@@ -227,14 +229,16 @@ SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs) {
   return {static_cast<int32_t>(splits), static_cast<int32_t>(chunk)};
 }
 
-void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act) {
+void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act,
+                  DType dtype) {
+  const auto bytes = static_cast<uint64_t>(dtype_size(dtype));
   // The shader, its specialization constants (the activation at act_slot) and its tile.
   int64_t edge_m = 0, edge_n = 0, depth = 0;
-  const char* shader = nullptr;
+  std::string shader;
   std::array<int32_t, 4> constants{};
   size_t count = 0, act_slot = 0;
   if (push.m <= 16) {  // one row of threads per 16 rows (decoding)
-    shader = "gemm";
+    shader = shader_for("gemm", dtype);
     constants = {1, 4, act};
     count = 3;
     act_slot = 2;
@@ -244,8 +248,8 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
   } else {
     const int32_t tm = groups_of(push.m, push.n, batch, 128, 128) >= kBusyGroups ? 8 : 4;
     const bool bt = push.b_rs == 1 && push.b_cs != 1;
-    shader = "gemm_tiled";
-    constants = {act, tm, vec4_form(push, bt) ? 1 : 0, bt ? 1 : 0};
+    shader = shader_for("gemm_tiled", dtype);
+    constants = {act, tm, vec4_form(push, bt, bytes) ? 1 : 0, bt ? 1 : 0};
     count = 4;
     edge_m = edge_n = int64_t{16} * tm;
     depth = 64 / tm;
@@ -289,7 +293,7 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
   const VulkanStream::Dispatch work[] = {
       {&partial, &part, sizeof(part), static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
        static_cast<uint32_t>(batch * split.splits)},
-      {&pipeline("gemm_reduce", reduce_constants), &r, sizeof(r),
+      {&pipeline(shader_for("gemm_reduce", dtype), reduce_constants), &r, sizeof(r),
        groups_for(batch * push.m * push.n, 256)}};
   stream.dispatch(work);
 }

@@ -62,7 +62,7 @@ std::vector<bool> reduced_dims(const NodeContext& ctx) {
 }
 
 std::string check_reduce(const NodeContext& ctx) {
-  std::string why = require_float32(ctx, 1);
+  std::string why = require_float(ctx, 1);
   if (!why.empty()) return why;
   if (!ctx.input_shape(0).is_static()) return "shapes known only at run time";
   if (ctx.has_input(1) && ctx.input_value(1) == nullptr) return "axes known only at run time";
@@ -94,7 +94,7 @@ std::unique_ptr<Kernel> make_reduce(const NodeContext& ctx) {
     base.red_strides[i] = static_cast<uint32_t>(red[i].second);
   }
   const int32_t constants[] = {reduce_code(ctx.op())};
-  const Pipeline& pipe = pipeline("reduce", constants);
+  const Pipeline& pipe = pipeline(shader_for("reduce", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, base](KernelContext& k) {
     if (base.n_out == 0) return;
     ReducePush push = base;

@@ -46,7 +46,7 @@ ResizeMaps resize_maps(const NodeContext& ctx) {
 }
 
 std::string check_resize(const NodeContext& ctx) {
-  std::string why = require_float32(ctx, 1);
+  std::string why = require_float(ctx, 1);
   if (!why.empty()) return why;
   if (!ctx.input_shape(0).is_static() || !ctx.output(0).shape.is_static())
     return "shapes known only at run time";
@@ -101,7 +101,7 @@ std::unique_ptr<Kernel> make_resize(const NodeContext& ctx) {
   Tensor host = Tensor::empty(Shape{static_cast<int64_t>(table.size())}, DType::kFloat32);
   std::memcpy(host.raw_data(), table.data(), table.size() * sizeof(uint32_t));
   const Tensor device_table = host.to(Device::vulkan(0));
-  const Pipeline& pipe = pipeline("resize");
+  const Pipeline& pipe = pipeline(shader_for("resize", ctx.output(0).dtype));
   return make_fn_kernel([&pipe, base, device_table](KernelContext& k) {
     if (base.n == 0) return;
     ResizePush push = base;

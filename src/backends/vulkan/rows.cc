@@ -21,7 +21,7 @@ std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
   const int rank = ctx.input_shape(0).rank();
   const int axis = rank == 0 ? 0 : normalized_axis(ctx, ctx.attr_int("axis", -1), rank);
   const int32_t constants[] = {ctx.op() == OpKind::kLogSoftmax ? 1 : 0};
-  const Pipeline& pipe = pipeline("softmax", constants);
+  const Pipeline& pipe = pipeline(shader_for("softmax", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, axis](KernelContext& k) {
     const Shape& x = k.inputs[0].shape();
     int64_t outer = 1, n = x.rank() ? x[axis] : 1, inner = 1;
@@ -43,7 +43,7 @@ struct LayerNormPush {
 };
 
 std::string check_layer_norm(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   if (ctx.num_outputs() > 1) return "the Mean and InvStdDev outputs";
   if (ctx.op() == OpKind::kRMSNormalization && ctx.attr_int("stash_type", 1) != 1)
@@ -64,7 +64,7 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   const int axis = normalized_axis(ctx, ctx.attr_int("axis", -1), rank);
   const float eps = ctx.attr_float("epsilon", 1e-5f);
   const int32_t constants[] = {ctx.op() == OpKind::kRMSNormalization ? 1 : 0, 0};
-  const Pipeline& pipe = pipeline("layer_norm", constants);
+  const Pipeline& pipe = pipeline(shader_for("layer_norm", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, axis, eps](KernelContext& k) {
     const Shape& x = k.inputs[0].shape();
     int64_t rows = 1, n = 1;
@@ -84,7 +84,7 @@ std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
 }
 
 std::string check_channel_norm(const NodeContext& ctx) {
-  std::string why = require_float32(ctx);
+  std::string why = require_float(ctx);
   if (!why.empty()) return why;
   if (!ctx.input_shape(0).is_static()) return "shapes known only at run time";
   if (ctx.op() == OpKind::kGroupNormalization && ctx.attr_int("stash_type", 1) != 1)
@@ -108,7 +108,7 @@ std::unique_ptr<Kernel> make_channel_norm(const NodeContext& ctx) {
   base.groups = static_cast<uint32_t>(groups);
   base.spatial = static_cast<uint32_t>(std::max<int64_t>(spatial, 1));
   const int32_t constants[] = {0, 1};
-  const Pipeline& pipe = pipeline("layer_norm", constants);
+  const Pipeline& pipe = pipeline(shader_for("layer_norm", ctx.output(0).dtype), constants);
   return make_fn_kernel([&pipe, base](KernelContext& k) {
     if (base.rows == 0 || base.n == 0) return;
     LayerNormPush push = base;
@@ -124,8 +124,8 @@ std::unique_ptr<Kernel> make_channel_norm(const NodeContext& ctx) {
 
 LUMEN_REGISTER_VULKAN_KERNEL(InstanceNormalization, &make_channel_norm, &check_channel_norm);
 LUMEN_REGISTER_VULKAN_KERNEL(GroupNormalization, &make_channel_norm, &check_channel_norm);
-LUMEN_REGISTER_VULKAN_KERNEL(Softmax, &make_softmax, &require_float32);
-LUMEN_REGISTER_VULKAN_KERNEL(LogSoftmax, &make_softmax, &require_float32);
+LUMEN_REGISTER_VULKAN_KERNEL(Softmax, &make_softmax, &require_float);
+LUMEN_REGISTER_VULKAN_KERNEL(LogSoftmax, &make_softmax, &require_float);
 LUMEN_REGISTER_VULKAN_KERNEL(LayerNormalization, &make_layer_norm, &check_layer_norm);
 LUMEN_REGISTER_VULKAN_KERNEL(RMSNormalization, &make_layer_norm, &check_layer_norm);
 

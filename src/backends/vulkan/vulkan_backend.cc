@@ -72,6 +72,10 @@ Allocator& VulkanBackend::allocator() const {
   return device_allocator();
 }
 
+bool VulkanBackend::takes_half_floats(DType half) const {
+  return half == DType::kFloat16 && context_.info().float16;
+}
+
 bool VulkanBackend::in_auto() const {
   const DeviceInfo& info = context_.info();
   if (info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return false;  // lavapipe: the CPU backend wins
@@ -89,25 +93,47 @@ const KernelEntry* find_kernel(OpKind op) {
   return e.make ? &e : nullptr;
 }
 
-std::string require_float32(const NodeContext& ctx) {
-  return require_float32(ctx, ctx.num_inputs());
+std::string require_float(const NodeContext& ctx) {
+  return require_float(ctx, ctx.num_inputs());
 }
 
-std::string require_float32(const NodeContext& ctx, int data_inputs) {
+bool float_storage(DType dtype) {
+  if (dtype == DType::kFloat32) return true;
+  const VulkanBackend* b = vulkan_backend();
+  return dtype == DType::kFloat16 && b != nullptr && b->context().info().float16;
+}
+
+std::string shader_for(const std::string& name, DType dtype) {
+  return dtype == DType::kFloat16 ? name + ".f16" : name;
+}
+
+std::string require_float(const NodeContext& ctx, int data_inputs) {
   constexpr int64_t kMaxElements = int64_t{1} << 31;
+  // Every float tensor of the node has the first one's type: one shader form reads them all.
+  DType first = DType::kFloat32;
+  bool seen = false;
+  auto check_type = [&](DType t, const std::string& what) -> std::string {
+    if (!float_storage(t))
+      return what + " is " + dtype_name(t) + "; the Vulkan kernel takes float32" +
+             (float_storage(DType::kFloat16) ? " or float16" : "");
+    if (seen && t != first) return what + " is " + dtype_name(t) + ", another is " + dtype_name(first);
+    first = t;
+    seen = true;
+    return "";
+  };
   for (int i = 0; i < std::min(data_inputs, ctx.num_inputs()); ++i) {
     if (!ctx.has_input(i)) continue;
     const TensorType& t = ctx.input(i);
-    if (t.dtype != DType::kFloat32)
-      return "input " + std::to_string(i) + " is " + dtype_name(t.dtype) +
-             "; the Vulkan kernel takes float32";
+    std::string why = check_type(t.dtype, "input " + std::to_string(i));
+    if (!why.empty()) return why;
     if (t.shape.rank() > kMaxRank) return "input " + std::to_string(i) + " has rank above 6";
     if (t.shape.is_static() && t.shape.numel() >= kMaxElements)
       return "input " + std::to_string(i) + " has 2^31 elements or more";
   }
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     const TensorType& t = ctx.output(i);
-    if (t.dtype != DType::kFloat32) return "output is not float32";
+    std::string why = check_type(t.dtype, "output " + std::to_string(i));
+    if (!why.empty()) return why;
     if (t.shape.rank() > kMaxRank) return "output has rank above 6";
     if (t.shape.is_static() && t.shape.numel() >= kMaxElements)
       return "output has 2^31 elements or more";

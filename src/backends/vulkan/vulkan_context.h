@@ -248,6 +248,8 @@ class VulkanBackend final : public Backend {
                                       Precision precision) const override;
   Allocator& allocator() const override;
   Stream& default_stream() override { return context_.stream(); }
+  // Float16 storage where the device has it (every kernel has a float16 form); no bfloat16.
+  bool takes_half_floats(DType half) const override;
   bool in_auto() const override;
   Context& context() const { return context_; }
 
@@ -282,11 +284,17 @@ const KernelEntry* find_kernel(OpKind op);
   static const bool lumen_vulkan_kernel_registered_##Name = ::lumen::vulkan::register_kernel( \
       ::lumen::OpKind::k##Name, ::lumen::vulkan::KernelEntry{__VA_ARGS__})
 
-// The usual check: every present input and every output float32 with at most kMaxRank dims and
-// fewer than 2^31 elements (the shaders index with 32 bits).
-std::string require_float32(const NodeContext& ctx);
+// The usual check: every present input and every output of one float type that float_storage()
+// takes, with at most kMaxRank dims and fewer than 2^31 elements (the shaders index with 32 bits).
+std::string require_float(const NodeContext& ctx);
 // The same for the first `data_inputs` inputs only (the rest: integer parameters such as axes).
-std::string require_float32(const NodeContext& ctx, int data_inputs);
+std::string require_float(const NodeContext& ctx, int data_inputs);
+// Whether the shaders take float tensors of `dtype`: float32 always, float16 where the device
+// stores 16-bit floats (DeviceInfo::float16; a Precision::kFloat16 compile makes such tensors).
+bool float_storage(DType dtype);
+// The shader `name` built for float tensors of `dtype`: NAME for float32, NAME.f16 (float16
+// storage, float32 math; cmake/vulkan_shaders.cmake) for float16.
+std::string shader_for(const std::string& name, DType dtype);
 inline constexpr int kMaxRank = 6;
 
 // The device address of a tensor's first element, for push constants.

@@ -11,8 +11,8 @@ layout(constant_id = 0) const int KT = 0;
 const int MAX_KEYS = 4096;
 const int MAX_DEPTH = 256;
 
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FloatsIn {
-  float v[];
+layout(buffer_reference, std430, buffer_reference_align = ELEM_BYTES) readonly buffer FloatsIn {
+  ELEM v[];
 };
 
 layout(push_constant) uniform P {
@@ -55,17 +55,17 @@ void main() {
   if (row >= p.rows) return;  // the whole workgroup: no barrier is left waiting
   const int b = row / p.sq, i = row - b * p.sq;
   const int b0 = b / p.heads, b1 = b - b0 * p.heads;
-  for (int e = t; e < p.d; e += 256) qrow[e] = Q.v[row * p.d + e] * p.scale;
+  for (int e = t; e < p.d; e += 256) qrow[e] = float(Q.v[row * p.d + e]) * p.scale;
   barrier();
   float best = -1.0 / 0.0;
   for (int j = t; j < p.sk; j += 256) {
     float s = 0.0;
     if (KT == 1) {
-      for (int e = 0; e < p.d; ++e) s = fma(qrow[e], K.v[(b * p.d + e) * p.sk + j], s);
+      for (int e = 0; e < p.d; ++e) s = fma(qrow[e], float(K.v[(b * p.d + e) * p.sk + j]), s);
     } else {
-      for (int e = 0; e < p.d; ++e) s = fma(qrow[e], K.v[(b * p.sk + j) * p.d + e], s);
+      for (int e = 0; e < p.d; ++e) s = fma(qrow[e], float(K.v[(b * p.sk + j) * p.d + e]), s);
     }
-    if (p.mask != 0) s += M.v[b0 * p.m_b0 + b1 * p.m_b1 + i * p.m_i + j * p.m_j];
+    if (p.mask != 0) s += float(M.v[b0 * p.m_b0 + b1 * p.m_b1 + i * p.m_i + j * p.m_j]);
     scores[j] = s;
     best = max(best, s);
   }
@@ -81,7 +81,7 @@ void main() {
   const float inv = 1.0 / sum;
   for (int e = t; e < p.dv; e += 256) {
     float acc = 0.0;
-    for (int j = 0; j < p.sk; ++j) acc = fma(scores[j], V.v[(b * p.sk + j) * p.dv + e], acc);
-    Y.v[row * p.dv + e] = acc * inv;
+    for (int j = 0; j < p.sk; ++j) acc = fma(scores[j], float(V.v[(b * p.sk + j) * p.dv + e]), acc);
+    Y.v[row * p.dv + e] = ELEM(acc * inv);
   }
 }

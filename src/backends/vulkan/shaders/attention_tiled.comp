@@ -27,11 +27,11 @@ const int QV = (DV4 + 15) / 16;                      // output vec4 columns per 
 const int KN = (TK * D4 + THREADS - 1) / THREADS;   // K vec4s a thread loads per tile
 const int VN = (TK * DV4 + THREADS - 1) / THREADS;  // V vec4s
 
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FloatsIn {
-  float v[];
+layout(buffer_reference, std430, buffer_reference_align = ELEM_BYTES) readonly buffer FloatsIn {
+  ELEM v[];
 };
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4sIn {
-  vec4 v[];
+layout(buffer_reference, std430, buffer_reference_align = QUAD_BYTES) readonly buffer Vec4sIn {
+  ELEM4 v[];
 };
 
 layout(push_constant) uniform P {
@@ -60,13 +60,13 @@ shared vec4 Es[BQ][TK / 4];  // their weights
 
 // Four values of a row from `base` on, zero at and past `n`.
 vec4 load4(uint64_t address, int base, int e, int n) {
-  if (VEC == 1) return Vec4sIn(address).v[(base + e) / 4];
+  if (VEC == 1) return vec4(Vec4sIn(address).v[(base + e) / 4]);
   FloatsIn t = FloatsIn(address);
   vec4 r = vec4(0.0);
-  if (e < n) r.x = t.v[base + e];
-  if (e + 1 < n) r.y = t.v[base + e + 1];
-  if (e + 2 < n) r.z = t.v[base + e + 2];
-  if (e + 3 < n) r.w = t.v[base + e + 3];
+  if (e < n) r.x = float(t.v[base + e]);
+  if (e + 1 < n) r.y = float(t.v[base + e + 1]);
+  if (e + 2 < n) r.z = float(t.v[base + e + 2]);
+  if (e + 3 < n) r.w = float(t.v[base + e + 3]);
   return r;
 }
 
@@ -84,10 +84,10 @@ void fetch(int j0, int kb, int vb, int d, int dv) {
     if (e < TK * D4 && j0 + jj < p.sk) {
       if (KT == 1) {
         const int at = kb + j0 + jj, e0 = 4 * e4;
-        if (e0 < d) kr[n].x = K.v[at + e0 * p.k_s];
-        if (e0 + 1 < d) kr[n].y = K.v[at + (e0 + 1) * p.k_s];
-        if (e0 + 2 < d) kr[n].z = K.v[at + (e0 + 2) * p.k_s];
-        if (e0 + 3 < d) kr[n].w = K.v[at + (e0 + 3) * p.k_s];
+        if (e0 < d) kr[n].x = float(K.v[at + e0 * p.k_s]);
+        if (e0 + 1 < d) kr[n].y = float(K.v[at + (e0 + 1) * p.k_s]);
+        if (e0 + 2 < d) kr[n].z = float(K.v[at + (e0 + 2) * p.k_s]);
+        if (e0 + 3 < d) kr[n].w = float(K.v[at + (e0 + 3) * p.k_s]);
       } else {
         kr[n] = load4(p.k, kb + (j0 + jj) * p.k_s, 4 * e4, d);
       }
@@ -153,8 +153,8 @@ void main() {
       float a0 = (s0.x + s0.y) + (s0.z + s0.w), a1 = (s1.x + s1.y) + (s1.z + s1.w);
       if (p.mask != 0 && live) {
         const int mb = b0 * p.m_b0 + b1 * p.m_b1 + i * p.m_i;
-        if (c < tk) a0 += M.v[mb + (j0 + c) * p.m_j];
-        if (c + 16 < tk) a1 += M.v[mb + (j0 + c + 16) * p.m_j];
+        if (c < tk) a0 += float(M.v[mb + (j0 + c) * p.m_j]);
+        if (c + 16 < tk) a1 += float(M.v[mb + (j0 + c + 16) * p.m_j]);
       }
       Ps[r][c >> 2][c & 3] = c < tk ? a0 : -1.0 / 0.0;
       Ps[r][(c + 16) >> 2][c & 3] = c + 16 < tk ? a1 : -1.0 / 0.0;
@@ -196,9 +196,9 @@ void main() {
   [[unroll]] for (int q = 0; q < QV; ++q) {
     const int e = 4 * (c + 16 * q);
     const vec4 o = acc[q] * inv;
-    if (e < dv) Y.v[yb + e] = o.x;
-    if (e + 1 < dv) Y.v[yb + e + 1] = o.y;
-    if (e + 2 < dv) Y.v[yb + e + 2] = o.z;
-    if (e + 3 < dv) Y.v[yb + e + 3] = o.w;
+    if (e < dv) Y.v[yb + e] = ELEM(o.x);
+    if (e + 1 < dv) Y.v[yb + e + 1] = ELEM(o.y);
+    if (e + 2 < dv) Y.v[yb + e + 2] = ELEM(o.z);
+    if (e + 3 < dv) Y.v[yb + e + 3] = ELEM(o.w);
   }
 }

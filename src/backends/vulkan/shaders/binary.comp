@@ -30,6 +30,6 @@ void main() {
       ia += c * p.sa[d];
       ib += c * p.sb[d];
     }
-    y.v[i] = apply_binary(OP, a.v[ia], b.v[ib]);
+    y.v[i] = ELEM(apply_binary(OP, float(a.v[ia]), float(b.v[ib])));
   }
 }

@@ -2,8 +2,33 @@
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats {
+// The element type of float tensors: float32, or float16 where the shader is compiled with
+// LUMEN_F16 (cmake/vulkan_shaders.cmake builds every shader both ways). Math stays float32: loads
+// widen with float()/vec4(), stores narrow with ELEM()/ELEM4().
+#ifdef LUMEN_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define ELEM float16_t
+#define ELEM4 f16vec4
+#define ELEM_BYTES 2
+#define QUAD_BYTES 8
+#else
+#define ELEM float
+#define ELEM4 vec4
+#define ELEM_BYTES 4
+#define QUAD_BYTES 16
+#endif
+
+layout(buffer_reference, std430, buffer_reference_align = ELEM_BYTES) buffer Floats {
+  ELEM v[];
+};
+// Float32 whatever the tensors' type: tables the host computes.
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Float32s {
   float v[];
+};
+// Four elements at a time (tensors aligned to four elements, checked by the host).
+layout(buffer_reference, std430, buffer_reference_align = QUAD_BYTES) buffer Quads {
+  ELEM4 v[];
 };
 
 // The record of the first out-of-range index (vulkan_context.h, Context::index_record): a kernel

@@ -17,8 +17,8 @@ const int BK = 16;
 const int BM = 16 * TM;
 const int BN = 16 * TN;
 
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FloatsIn {
-  float v[];
+layout(buffer_reference, std430, buffer_reference_align = ELEM_BYTES) readonly buffer FloatsIn {
+  ELEM v[];
 };
 
 layout(push_constant) uniform P {
@@ -62,7 +62,7 @@ void main() {
     for (int e = tid; e < BM * BK; e += 256) {
       int r = e / BK, kk = e - r * BK;
       int gm = m0 + r, gk = k0 + kk;
-      As[kk * BM + r] = gm < m && gk < kend ? W.v[w_base + gm * k + gk] : 0.0;
+      As[kk * BM + r] = gm < m && gk < kend ? float(W.v[w_base + gm * k + gk]) : 0.0;
     }
     for (int e = tid; e < BK * BN; e += 256) {
       int kk = e / BN, col = e - kk * BN;
@@ -73,7 +73,7 @@ void main() {
         int ki = r / p.kw, kj = r - ki * p.kw;
         int oy = gn / p.ow, ox = gn - oy * p.ow;
         int iy = oy * p.sh - p.ph + ki * p.dh, ix = ox * p.sw - p.pw + kj * p.dw;
-        if (iy >= 0 && iy < p.h && ix >= 0 && ix < p.wd) v = X.v[x_base + (ci * p.h + iy) * p.wd + ix];
+        if (iy >= 0 && iy < p.h && ix >= 0 && ix < p.wd) v = float(X.v[x_base + (ci * p.h + iy) * p.wd + ix]);
       }
       Bs[kk * BN + col] = v;
     }
@@ -95,14 +95,14 @@ void main() {
     const int gm = m0 + ty + 16 * i;
     if (gm >= m) continue;
     const int oc = group * og + gm;
-    const float bias = p.b != 0 ? B.v[oc] : 0.0;
+    const float bias = p.b != 0 ? float(B.v[oc]) : 0.0;
     [[unroll]] for (int j = 0; j < TN; ++j) {
       const int gn = n0 + tx + 16 * j;
       if (gn >= n) continue;
       const int at = y_base + (image * p.o + oc) * n + gn;
       float v = acc[i][j] + bias;
-      if (p.z != 0) v += Z.v[at - y_base];
-      Y.v[at] = apply_unary(ACT, v, p.act_a, p.act_b);
+      if (p.z != 0) v += float(Z.v[at - y_base]);
+      Y.v[at] = ELEM(apply_unary(ACT, v, p.act_a, p.act_b));
     }
   }
 }

@@ -7,8 +7,8 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int ACT = 0;
 
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FloatsIn {
-  float v[];
+layout(buffer_reference, std430, buffer_reference_align = ELEM_BYTES) readonly buffer FloatsIn {
+  ELEM v[];
 };
 
 layout(push_constant) uniform P {
@@ -36,7 +36,7 @@ void main() {
     const int oc = i / plane, pos = i - oc * plane;
     const int oy = pos / p.ow, ox = pos - oy * p.ow;
     const int group = oc / og;
-    float acc = p.b != 0 ? B.v[oc] : 0.0;
+    float acc = p.b != 0 ? float(B.v[oc]) : 0.0;
     for (int ci = 0; ci < cg; ++ci) {
       const int x_plane = (image * p.c + group * cg + ci) * p.h;
       const int w_at = (oc * cg + ci) * p.kh * p.kw;
@@ -46,12 +46,12 @@ void main() {
         for (int kj = 0; kj < p.kw; ++kj) {
           const int ix = ox * p.sw - p.pw + kj * p.dw;
           if (ix < 0 || ix >= p.wd) continue;
-          acc = fma(W.v[w_at + ki * p.kw + kj], X.v[(x_plane + iy) * p.wd + ix], acc);
+          acc = fma(float(W.v[w_at + ki * p.kw + kj]), float(X.v[(x_plane + iy) * p.wd + ix]), acc);
         }
       }
     }
     const int at = image * p.o * plane + i;
-    if (p.z != 0) acc += Z.v[at];
-    Y.v[at] = apply_unary(ACT, acc, p.act_a, p.act_b);
+    if (p.z != 0) acc += float(Z.v[at]);
+    Y.v[at] = ELEM(apply_unary(ACT, acc, p.act_a, p.act_b));
   }
 }

@@ -44,7 +44,7 @@ void main() {
     }
     float r[32];
     [[unroll]] for (int k = 0; k < 8; ++k)
-      if (k < p.inputs) r[k] = Floats(p.x[k]).v[at[k]];
+      if (k < p.inputs) r[k] = float(Floats(p.x[k]).v[at[k]]);
     float v = 0.0;
     for (int c = 0; c < p.instructions; ++c) {
       const int w = kProgram + 4 * c;
@@ -62,6 +62,6 @@ void main() {
       }
       r[dst] = v;
     }
-    Y.v[i] = v;
+    Y.v[i] = ELEM(v);
   }
 }

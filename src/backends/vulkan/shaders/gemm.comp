@@ -54,12 +54,12 @@ void main() {
     for (int e = tid; e < BM * BK; e += 256) {
       int r = e / BK, kk = e - r * BK;
       int gm = m0 + r, gk = k0 + kk;
-      As[kk * BM + r] = gm < p.m && gk < kend ? A.v[a_base + gm * p.a_rs + gk * p.a_cs] : 0.0;
+      As[kk * BM + r] = gm < p.m && gk < kend ? float(A.v[a_base + gm * p.a_rs + gk * p.a_cs]) : 0.0;
     }
     for (int e = tid; e < BK * BN; e += 256) {
       int kk = e / BN, c = e - kk * BN;
       int gn = n0 + c, gk = k0 + kk;
-      Bs[kk * BN + c] = gn < p.n && gk < kend ? B.v[b_base + gk * p.b_rs + gn * p.b_cs] : 0.0;
+      Bs[kk * BN + c] = gn < p.n && gk < kend ? float(B.v[b_base + gk * p.b_rs + gn * p.b_cs]) : 0.0;
     }
     barrier();
     [[unroll]] for (int kk = 0; kk < BK; ++kk) {
@@ -82,9 +82,9 @@ void main() {
       int gn = n0 + tx + 16 * j;
       if (gn >= p.n) continue;
       float v = p.alpha * acc[i][j];
-      if (p.c != 0) v += p.beta * C.v[bz * p.c_bs + gm * p.c_rs + gn * p.c_cs];
-      if (p.d != 0) v += D.v[bz * p.d_bs + gm * p.d_rs + gn * p.d_cs];
-      Y.v[(z * p.m + gm) * p.n + gn] = apply_unary(ACT, v, p.act_a, p.act_b);
+      if (p.c != 0) v += p.beta * float(C.v[bz * p.c_bs + gm * p.c_rs + gn * p.c_cs]);
+      if (p.d != 0) v += float(D.v[bz * p.d_bs + gm * p.d_rs + gn * p.d_cs]);
+      Y.v[(z * p.m + gm) * p.n + gn] = ELEM(apply_unary(ACT, v, p.act_a, p.act_b));
     }
   }
 }

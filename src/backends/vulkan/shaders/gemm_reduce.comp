@@ -28,9 +28,9 @@ void main() {
   for (int e = int(gl_GlobalInvocationID.x); e < total; e += stride) {
     const int bz = e / plane, r = e - bz * plane, gm = r / p.n, gn = r - gm * p.n;
     float v = 0.0;
-    for (int s = 0; s < p.splits; ++s) v += W.v[s * total + e];
-    if (p.c != 0) v += p.beta * C.v[bz * p.c_bs + gm * p.c_rs + gn * p.c_cs];
-    if (p.d != 0) v += D.v[bz * p.d_bs + gm * p.d_rs + gn * p.d_cs];
-    Y.v[e] = apply_unary(ACT, v, p.act_a, p.act_b);
+    for (int s = 0; s < p.splits; ++s) v += float(W.v[s * total + e]);
+    if (p.c != 0) v += p.beta * float(C.v[bz * p.c_bs + gm * p.c_rs + gn * p.c_cs]);
+    if (p.d != 0) v += float(D.v[bz * p.d_bs + gm * p.d_rs + gn * p.d_cs]);
+    Y.v[e] = ELEM(apply_unary(ACT, v, p.act_a, p.act_b));
   }
 }

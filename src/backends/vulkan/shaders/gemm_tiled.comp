@@ -23,10 +23,6 @@ const int KQ = BK / 4;   // k quads per tile row of A
 const int MQ = BM / 4;   // quads per tile row of B
 const int TQ = TM / 4;   // quads per thread row
 
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s {
-  vec4 v[];
-};
-
 layout(push_constant) uniform P {
   uint64_t a;
   uint64_t b;
@@ -49,11 +45,11 @@ shared vec4 Bs[BK][MQ];  // Bs[k][n / 4]
 // zeros outside.
 vec4 quad(uint64_t base_address, int base, int row, int rows, int rs, int col, int cols, int cs) {
   if (row >= rows || col >= cols) return vec4(0.0);
-  if (VEC == 1) return Vec4s(base_address).v[(base + row * rs + col) / 4];
+  if (VEC == 1) return vec4(Quads(base_address).v[(base + row * rs + col) / 4]);
   Floats X = Floats(base_address);
   vec4 r = vec4(0.0);
   [[unroll]] for (int j = 0; j < 4; ++j)
-    if (col + j < cols) r[j] = X.v[base + row * rs + (col + j) * cs];
+    if (col + j < cols) r[j] = float(X.v[base + row * rs + (col + j) * cs]);
   return r;
 }
 
@@ -111,7 +107,7 @@ void main() {
   Floats C = Floats(p.c);
   Floats D = Floats(p.d);
   Floats Y = Floats(p.y);
-  Vec4s Y4 = Vec4s(p.y);
+  Quads Y4 = Quads(p.y);
   [[unroll]] for (int i = 0; i < TM; ++i) {
     const int gm = m0 + ty * TM + i;
     if (gm >= p.m) break;
@@ -123,18 +119,18 @@ void main() {
         [[unroll]] for (int j = 0; j < 4; ++j) {
           float e = v[j];
           if (gn + j < p.n) {
-            if (p.c != 0) e += p.beta * C.v[bz * p.c_bs + gm * p.c_rs + (gn + j) * p.c_cs];
-            if (p.d != 0) e += D.v[bz * p.d_bs + gm * p.d_rs + (gn + j) * p.d_cs];
+            if (p.c != 0) e += p.beta * float(C.v[bz * p.c_bs + gm * p.c_rs + (gn + j) * p.c_cs]);
+            if (p.d != 0) e += float(D.v[bz * p.d_bs + gm * p.d_rs + (gn + j) * p.d_cs]);
           }
           v[j] = apply_unary(ACT, e, p.act_a, p.act_b);
         }
       }
       const int at = (z * p.m + gm) * p.n + gn;
       if (VEC == 1) {
-        Y4.v[at / 4] = v;
+        Y4.v[at / 4] = ELEM4(v);
       } else {
         [[unroll]] for (int j = 0; j < 4; ++j)
-          if (gn + j < p.n) Y.v[at + j] = v[j];
+          if (gn + j < p.n) Y.v[at + j] = ELEM(v[j]);
       }
     }
   }

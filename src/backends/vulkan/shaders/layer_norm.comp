@@ -48,12 +48,12 @@ void main() {
     float mean = 0.0;
     if (RMS == 0) {
       float s = 0.0;
-      for (uint j = t; j < p.n; j += 256) s += x.v[base + j];
+      for (uint j = t; j < p.n; j += 256) s += float(x.v[base + j]);
       mean = reduce_sum(s) / float(p.n);
     }
     float q = 0.0;
     for (uint j = t; j < p.n; j += 256) {
-      float d = x.v[base + j] - mean;
+      float d = float(x.v[base + j]) - mean;
       q += d * d;
     }
     float rstd = 1.0 / sqrt(reduce_sum(q) / float(p.n) + p.eps);
@@ -61,9 +61,9 @@ void main() {
     const uint first = CHANNELS == 1 ? row % p.groups * (p.n / p.spatial) : 0;
     for (uint j = t; j < p.n; j += 256) {
       const uint c = CHANNELS == 1 ? first + j / p.spatial : j;
-      float v = (x.v[base + j] - mean) * rstd * g.v[c];
-      if (p.bias != 0) v += b.v[c];
-      y.v[base + j] = v;
+      float v = (float(x.v[base + j]) - mean) * rstd * float(g.v[c]);
+      if (p.bias != 0) v += float(b.v[c]);
+      y.v[base + j] = ELEM(v);
     }
   }
 }

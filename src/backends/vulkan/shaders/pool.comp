@@ -35,7 +35,7 @@ void main() {
       for (int kj = 0; kj < p.kw; ++kj) {
         const int ix = ox * p.sw - p.pw + kj * p.dw;
         if (ix < 0 || ix >= p.w) continue;
-        const float v = X.v[base + iy * p.w + ix];
+        const float v = float(X.v[base + iy * p.w + ix]);
         nan_seen = nan_seen || is_nan(v);
         best = max(best, v);
         sum += v;
@@ -55,6 +55,6 @@ void main() {
     } else {
       r = count > 0 ? sum / float(count) : 0.0;
     }
-    Y.v[i] = r;
+    Y.v[i] = ELEM(r);
   }
 }

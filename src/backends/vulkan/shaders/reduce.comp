@@ -82,7 +82,7 @@ void main() {
   float shift = 0.0;
   if (OP == 9) {
     float m = -1.0 / 0.0;
-    for (uint e = t; e < p.n_red; e += 64) m = max(m, X.v[base + offset_of(e)]);
+    for (uint e = t; e < p.n_red; e += 64) m = max(m, float(X.v[base + offset_of(e)]));
     part[t] = m;
     barrier();
     for (uint s = 32; s > 0; s >>= 1) {
@@ -94,12 +94,12 @@ void main() {
     if (shift == -1.0 / 0.0 || shift == 1.0 / 0.0) shift = 0.0;
   }
   float acc = identity();
-  for (uint e = t; e < p.n_red; e += 64) acc = combine(acc, term(X.v[base + offset_of(e)], shift));
+  for (uint e = t; e < p.n_red; e += 64) acc = combine(acc, term(float(X.v[base + offset_of(e)]), shift));
   acc = workgroup_combine(acc);
   if (t != 0) return;
   if (OP == 1) acc /= float(p.n_red);
   if (OP == 7) acc = sqrt(acc);
   if (OP == 8) acc = log(acc);
   if (OP == 9) acc = log(acc) + shift;
-  Y.v[o] = acc;
+  Y.v[o] = ELEM(acc);
 }

@@ -23,7 +23,7 @@ layout(push_constant) uniform P {
 void main() {
   Floats X = Floats(p.x);
   Floats Y = Floats(p.y);
-  Floats T = Floats(p.table);
+  Float32s T = Float32s(p.table);
   Ints I = Ints(p.table);
   const uint wt_a = p.out_a * p.taps_a, idx_b = 2 * wt_a, wt_b = idx_b + p.out_b * p.taps_b;
   const uint stride = gl_NumWorkGroups.x * 256;
@@ -45,10 +45,10 @@ void main() {
       float part = 0.0;
       for (uint jb = 0; jb < p.taps_b; ++jb) {
         const uint ib = uint(I.v[idx_b + yb * p.taps_b + jb]);
-        part = fma(T.v[wt_b + yb * p.taps_b + jb], X.v[(row + ib) * p.inner + i], part);
+        part = fma(T.v[wt_b + yb * p.taps_b + jb], float(X.v[(row + ib) * p.inner + i]), part);
       }
       acc = fma(wa, part, acc);
     }
-    Y.v[e] = acc;
+    Y.v[e] = ELEM(acc);
   }
 }

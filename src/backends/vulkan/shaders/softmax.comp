@@ -49,17 +49,17 @@ void main() {
     uint o = line / p.inner, in_ = line - o * p.inner;
     uint base = o * p.n * p.inner + in_;
     float m = -1.0 / 0.0;
-    for (uint j = t; j < p.n; j += 256) m = max(m, x.v[base + j * p.inner]);
+    for (uint j = t; j < p.n; j += 256) m = max(m, float(x.v[base + j * p.inner]));
     m = reduce_max(m);
     float s = 0.0;
-    for (uint j = t; j < p.n; j += 256) s += exp_accurate(x.v[base + j * p.inner] - m);
+    for (uint j = t; j < p.n; j += 256) s += exp_accurate(float(x.v[base + j * p.inner]) - m);
     s = reduce_sum(s);
     if (LOG == 1) {
       float ls = log(s);
-      for (uint j = t; j < p.n; j += 256) y.v[base + j * p.inner] = x.v[base + j * p.inner] - m - ls;
+      for (uint j = t; j < p.n; j += 256) y.v[base + j * p.inner] = ELEM(float(x.v[base + j * p.inner]) - m - ls);
     } else {
       float r = 1.0 / s;
-      for (uint j = t; j < p.n; j += 256) y.v[base + j * p.inner] = exp_accurate(x.v[base + j * p.inner] - m) * r;
+      for (uint j = t; j < p.n; j += 256) y.v[base + j * p.inner] = ELEM(exp_accurate(float(x.v[base + j * p.inner]) - m) * r);
     }
   }
 }

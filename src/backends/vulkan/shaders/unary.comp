@@ -16,5 +16,5 @@ void main() {
   Floats x = Floats(p.x);
   Floats y = Floats(p.y);
   uint stride = gl_NumWorkGroups.x * 256;
-  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) y.v[i] = apply_unary(OP, x.v[i], p.alpha, p.beta);
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) y.v[i] = ELEM(apply_unary(OP, float(x.v[i]), p.alpha, p.beta));
 }
