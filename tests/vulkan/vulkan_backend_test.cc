@@ -810,10 +810,10 @@ TEST(VulkanBackend, Float16Storage) {
   Tensor rows = random_tensor(Shape{6, 300}, 425, -3, 3);
   expect_half_matches_cpu("Softmax", {rows}, {{"axis", int64_t{-1}}});
   expect_half_matches_cpu("LogSoftmax", {rows}, {{"axis", int64_t{-1}}});
-  expect_half_matches_cpu("LayerNormalization",
-                          {rows, constant(random_tensor(Shape{300}, 426)),
-                           constant(random_tensor(Shape{300}, 427))},
-                          {{"axis", int64_t{-1}}});
+  expect_half_matches_cpu(
+      "LayerNormalization",
+      {rows, constant(random_tensor(Shape{300}, 426)), constant(random_tensor(Shape{300}, 427))},
+      {{"axis", int64_t{-1}}});
   expect_half_matches_cpu("InstanceNormalization", {img, constant(random_tensor(Shape{8}, 428)),
                                                     constant(random_tensor(Shape{8}, 429))});
   expect_half_matches_cpu("ReduceMean", {x, constant(Tensor::from_vector<int64_t>({1}, {2}))});
@@ -822,25 +822,25 @@ TEST(VulkanBackend, Float16Storage) {
   expect_half_matches_cpu("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
   expect_half_matches_cpu("Concat", {x, random_tensor(Shape{2, 1, 4, 5}, 430)},
                           {{"axis", int64_t{1}}});
-  expect_half_matches_cpu("Slice",
-                          {x, constant(Tensor::from_vector<int64_t>({2}, {3, 1})),
-                           constant(Tensor::from_vector<int64_t>({2}, {0, 4})),
-                           constant(Tensor::from_vector<int64_t>({2}, {3, 1})),
-                           constant(Tensor::from_vector<int64_t>({2}, {-1, 1}))});
+  expect_half_matches_cpu("Slice", {x, constant(Tensor::from_vector<int64_t>({2}, {3, 1})),
+                                    constant(Tensor::from_vector<int64_t>({2}, {0, 4})),
+                                    constant(Tensor::from_vector<int64_t>({2}, {3, 1})),
+                                    constant(Tensor::from_vector<int64_t>({2}, {-1, 1}))});
   expect_half_matches_cpu("Expand", {random_tensor(Shape{3, 1, 5}, 431),
                                      constant(Tensor::from_vector<int64_t>({4}, {2, 3, 4, 5}))});
   expect_half_matches_cpu("Gather", {random_tensor(Shape{50, 24}, 432),
                                      Tensor::from_vector<int64_t>({2, 3}, {4, 49, 0, -1, 17, 4})});
-  expect_half_matches_cpu("Resize",
-                          {img, omitted(), constant(Tensor::from_vector<float>({4}, {1, 1, 2, 1.5f}))},
-                          {{"mode", std::string("linear")}});
+  expect_half_matches_cpu(
+      "Resize", {img, omitted(), constant(Tensor::from_vector<float>({4}, {1, 1, 2, 1.5f}))},
+      {{"mode", std::string("linear")}});
   // Attention: the tiled shader with vec4 reads (depth 64) and without (depth 20), the row shader
   // (depth 160), with a mask.
   for (int64_t d : {64, 20, 160}) {
     SCOPED_TRACE(d);
     expect_half_matches_cpu(
         "FusedAttention",
-        {random_tensor(Shape{1, 2, 9, d}, 433, -1, 1), random_tensor(Shape{1, 2, 33, d}, 434, -1, 1),
+        {random_tensor(Shape{1, 2, 9, d}, 433, -1, 1),
+         random_tensor(Shape{1, 2, 33, d}, 434, -1, 1),
          random_tensor(Shape{1, 2, 33, d}, 435, -1, 1), random_tensor(Shape{9, 33}, 436, -2, 0)},
         {{"scale", 0.125f}});
   }

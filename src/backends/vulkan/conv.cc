@@ -155,8 +155,10 @@ std::unique_ptr<Kernel> make_conv(const NodeContext& ctx) {
   const int32_t direct_constants[] = {act};
   const int32_t gemm_constants[] = {split.splits > 1 ? 0 : act, tile, tile};
   const Pipeline& pipe =
-      direct ? pipeline(shader_for("conv_direct", ctx.output(0).dtype), direct_constants) : pipeline(shader_for("conv", ctx.output(0).dtype), gemm_constants);
-  const Pipeline& reduce = pipeline(shader_for("gemm_reduce", ctx.output(0).dtype), direct_constants);
+      direct ? pipeline(shader_for("conv_direct", ctx.output(0).dtype), direct_constants)
+             : pipeline(shader_for("conv", ctx.output(0).dtype), gemm_constants);
+  const Pipeline& reduce =
+      pipeline(shader_for("gemm_reduce", ctx.output(0).dtype), direct_constants);
   const uint64_t workspace =
       split.splits > 1 ? require_vulkan_backend().context().split_workspace() : 0;
   return make_fn_kernel(

@@ -155,8 +155,7 @@ std::unique_ptr<Kernel> make_cast(const NodeContext& ctx) {
   return make_fn_kernel([&pipe](KernelContext& k) {
     const int64_t n = k.outputs[0].numel();
     if (n == 0) return;
-    UnaryPush push{address(k.inputs[0]), address(k.outputs[0]), static_cast<uint32_t>(n), 0.f,
-                   0.f};
+    UnaryPush push{address(k.inputs[0]), address(k.outputs[0]), static_cast<uint32_t>(n), 0.f, 0.f};
     stream_of(k).dispatch(pipe, &push, sizeof(push), groups_for(n, 256));
   });
 }

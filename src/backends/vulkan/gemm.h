@@ -52,9 +52,10 @@ inline constexpr int64_t kBusyGroups = 128;
 SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs);
 
 // Enqueues the product on `stream`: gemm_tiled.comp in 128x128 or 64x64 tiles (vec4 reads where
-// the operands allow), gemm.comp for products of at most 16 rows, each split along k where that
-// leaves the GPU idle (then gemm_reduce.comp applies the epilogue). `act` is an activation code of
-// shaders/common.glsl; `dtype` is the operands' float type (float32 or float16, which the
+// the operands allow), gemm.comp for products of at most 16 rows, gemm_coop.comp (64x64 tiles on
+// cooperative matrices) for longer float16 ones where the device has them, each split along k where
+// that leaves the GPU idle (then gemm_reduce.comp applies the epilogue). `act` is an activation
+// code of shaders/common.glsl; `dtype` is the operands' float type (float32 or float16, which the
 // partial sums of a split take too).
 void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act, DType dtype);
 

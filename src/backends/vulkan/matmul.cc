@@ -229,15 +229,23 @@ SplitK plan_split(int64_t groups, int64_t k, int64_t depth, int64_t outputs) {
   return {static_cast<int32_t>(splits), static_cast<int32_t>(chunk)};
 }
 
-void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act,
-                  DType dtype) {
+void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int act, DType dtype) {
   const auto bytes = static_cast<uint64_t>(dtype_size(dtype));
   // The shader, its specialization constants (the activation at act_slot) and its tile.
   int64_t edge_m = 0, edge_n = 0, depth = 0;
   std::string shader;
   std::array<int32_t, 4> constants{};
   size_t count = 0, act_slot = 0;
-  if (push.m <= 16) {  // one row of threads per 16 rows (decoding)
+  if (push.m > 16 && dtype == DType::kFloat16 &&
+      require_vulkan_backend().context().info().cooperative_matrix) {  // tensor cores
+    const bool bt = push.b_rs == 1 && push.b_cs != 1;
+    shader = "gemm_coop.f16";
+    constants = {act, vec4_form(push, bt, bytes) ? 1 : 0, bt ? 1 : 0};
+    count = 3;
+    act_slot = 0;
+    edge_m = edge_n = 64;
+    depth = 32;
+  } else if (push.m <= 16) {  // one row of threads per 16 rows (decoding)
     shader = shader_for("gemm", dtype);
     constants = {1, 4, act};
     count = 3;

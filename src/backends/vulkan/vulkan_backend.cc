@@ -116,7 +116,8 @@ std::string require_float(const NodeContext& ctx, int data_inputs) {
     if (!float_storage(t))
       return what + " is " + dtype_name(t) + "; the Vulkan kernel takes float32" +
              (float_storage(DType::kFloat16) ? " or float16" : "");
-    if (seen && t != first) return what + " is " + dtype_name(t) + ", another is " + dtype_name(first);
+    if (seen && t != first)
+      return what + " is " + dtype_name(t) + ", another is " + dtype_name(first);
     first = t;
     seen = true;
     return "";

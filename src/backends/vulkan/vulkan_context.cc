@@ -73,6 +73,33 @@ bool has_extension(VkPhysicalDevice device, const char* name) {
   });
 }
 
+// Whether the device multiplies 16x16x16 float16 matrices into float32 ones in subgroup scope
+// through VK_NV_cooperative_matrix, with the feature on.
+bool has_coop_f16(VkInstance instance, VkPhysicalDevice device) {
+  if (!has_extension(device, "VK_NV_cooperative_matrix")) return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f.pNext = &coop;
+  vkGetPhysicalDeviceFeatures2(device, &f);
+  if (!coop.cooperativeMatrix) return false;
+  auto list = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (list == nullptr) return false;
+  uint32_t count = 0;
+  if (list(device, &count, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(
+      count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (list(device, &count, shapes.data()) != VK_SUCCESS) return false;
+  for (const VkCooperativeMatrixPropertiesNV& c : shapes)
+    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 &&
+        c.AType == VK_COMPONENT_TYPE_FLOAT16_NV && c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        c.CType == VK_COMPONENT_TYPE_FLOAT32_NV && c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        c.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
+}
+
 }  // namespace
 
 void check(VkResult result, const std::string& what) {
@@ -151,7 +178,8 @@ bool Context::init() {
   have.pNext = &have11;
   vkGetPhysicalDeviceFeatures2(physical_, &have);
   info_.float16 = have12.shaderFloat16 && have11.storageBuffer16BitAccess;
-  info_.cooperative_matrix = has_extension(physical_, "VK_KHR_cooperative_matrix");
+  info_.cooperative_matrix =
+      info_.float16 && info_.subgroup_size == 32 && has_coop_f16(instance_, physical_);
 
   uint32_t families = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);
@@ -179,11 +207,20 @@ bool Context::init() {
   want12.timelineSemaphore = VK_TRUE;
   want12.shaderFloat16 = have12.shaderFloat16;
   want11.pNext = &want12;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV want_coop{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  want_coop.cooperativeMatrix = VK_TRUE;
+  if (info_.cooperative_matrix) want12.pNext = &want_coop;
   VkPhysicalDeviceFeatures2 want{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   want.pNext = &want11;
   want.features.shaderInt64 = VK_TRUE;
+  const char* coop_extension = "VK_NV_cooperative_matrix";
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &want;
+  if (info_.cooperative_matrix) {
+    dci.enabledExtensionCount = 1;
+    dci.ppEnabledExtensionNames = &coop_extension;
+  }
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   check(vkCreateDevice(physical_, &dci, nullptr, &device_), "create device");

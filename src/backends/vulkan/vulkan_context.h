@@ -35,7 +35,9 @@ struct DeviceInfo {
   uint32_t subgroup_size = 0;
   uint64_t device_local_bytes = 0;  // the largest DEVICE_LOCAL heap
   bool float16 = false;             // shaderFloat16 and 16-bit storage
-  bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix
+  // VK_NV_cooperative_matrix with 16x16x16 float16 products accumulated in float32 in subgroups of
+  // 32 (shaders/gemm_coop.comp); the KHR form needs newer headers and glslang than Debian 12's.
+  bool cooperative_matrix = false;
   uint32_t max_shared_bytes = 0;
   uint32_t timestamp_bits = 0;     // valid bits of the queue's timestamps (0: none)
   double timestamp_period_ns = 0;  // nanoseconds per timestamp tick
