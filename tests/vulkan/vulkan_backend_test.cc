@@ -762,8 +762,12 @@ TEST(VulkanBackend, Float16Storage) {
       {{"code", std::vector<int64_t>{2, 4, 0, 1, 0, 5, 4, 3, 1, 6, 5, 2, 24, 7, 6, 0}},
        {"consts", std::vector<float>{0.25f}}});
   // Sums of up to 2048 products of values in [-1, 1], each input rounded to 11 bits.
-  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
-           {3, 64, 40}, {130, 256, 132}, {70, 45, 129}, {64, 2048, 96}, {3, 2048, 40}}) {
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{3, 64, 40},
+                                                            {130, 256, 132},
+                                                            {70, 45, 129},
+                                                            {64, 2048, 96},
+                                                            {3, 2048, 40},
+                                                            {1540, 68, 1532}}) {
     SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
     Tensor a = random_tensor(Shape{m, k}, 408, -1, 1);
     Tensor b = random_tensor(Shape{k, n}, 409, -1, 1);

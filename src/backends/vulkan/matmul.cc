@@ -236,8 +236,10 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
   std::string shader;
   std::array<int32_t, 4> constants{};
   size_t count = 0, act_slot = 0;
-  if (push.m > 16 && dtype == DType::kFloat16 &&
-      require_vulkan_backend().context().info().cooperative_matrix) {  // tensor cores
+  // Tensor cores for float16 products with enough 64x64 tiles to fill the GPU; the others (which
+  // would be split along k) run the tiled shader's float16 form, measured faster for them (BERT).
+  if (dtype == DType::kFloat16 && require_vulkan_backend().context().info().cooperative_matrix &&
+      groups_of(push.m, push.n, batch, 64, 64) >= kBusyGroups) {
     const bool bt = push.b_rs == 1 && push.b_cs != 1;
     shader = "gemm_coop.f16";
     constants = {act, vec4_form(push, bt, bytes) ? 1 : 0, bt ? 1 : 0};
