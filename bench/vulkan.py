@@ -57,7 +57,8 @@ still fewer); CUDA runs cuBLASLt in float32 (no TF32).
 
 The same with `--precision float16` (float16 storage, float32 accumulation): Vulkan runs
 `gemm_coop.comp` on the tensor cores through VK_NV_cooperative_matrix (64x64 tiles, 16x16x16
-products), CUDA runs cuBLASLt in float16. The time is the sum of the run's steps: the casts of the
+products) where a product has 128 tiles or more (every size here), else `gemm_tiled.comp`'s
+float16 form; CUDA runs cuBLASLt in float16. The time is the sum of the run's steps: the casts of the
 input to float16 and of the result back to float32 are included, on both.
 
 | N | CUDA ms | CUDA TFLOP/s | Vulkan ms | Vulkan TFLOP/s | Vulkan rate / cuBLAS |
