@@ -39,8 +39,10 @@ layout(push_constant) uniform P {
   int k_split;
 } p;
 
-shared float16_t As[BM * BK];  // [m][k], row stride BK
-shared float16_t Bs[BK * BM];  // [k][n] with row stride BM, or (BT) [n][k] with row stride BK
+// The staged tiles hold four float16 per uvec2 (one 8-byte store per quad; glslang takes no f16vec4
+// arrays for coopMatLoadNV), so the loads' offsets and strides count quads.
+shared uvec2 As[BM * BK / 4];  // [m][k], row stride BK
+shared uvec2 Bs[BK * BM / 4];  // [k][n] with row stride BM, or (BT) [n][k] with row stride BK
 shared float Cs[BM * BM];      // the accumulators, [m][n]
 
 f16vec4 ra[QUADS], rb[QUADS];
@@ -88,22 +90,21 @@ void main() {
 
   fetch(m0, n0, kbeg, kend, a_base, b_base);
   for (int k0 = kbeg; k0 < kend; k0 += BK) {
-    [[unroll]] for (int i = 0; i < QUADS; ++i)
-      [[unroll]] for (int j = 0; j < 4; ++j) {
-        As[4 * (t + 128 * i) + j] = ra[i][j];
-        Bs[4 * (t + 128 * i) + j] = rb[i][j];
-      }
+    [[unroll]] for (int i = 0; i < QUADS; ++i) {
+      As[t + 128 * i] = uvec2(packFloat2x16(ra[i].xy), packFloat2x16(ra[i].zw));
+      Bs[t + 128 * i] = uvec2(packFloat2x16(rb[i].xy), packFloat2x16(rb[i].zw));
+    }
     barrier();
     fetch(m0, n0, k0 + BK, kend, a_base, b_base);
     [[unroll]] for (int kk = 0; kk < BK; kk += FR) {
       fcoopmatNV<16, gl_ScopeSubgroup, FR, FR> fa[2], fb[2];
       [[unroll]] for (int i = 0; i < 2; ++i)
-        coopMatLoadNV(fa[i], As, uint((qm + 16 * i) * BK + kk), uint(BK), false);
+        coopMatLoadNV(fa[i], As, uint(((qm + 16 * i) * BK + kk) / 4), uint(BK / 4), false);
       [[unroll]] for (int j = 0; j < 2; ++j)
         if (BT == 1) {
-          coopMatLoadNV(fb[j], Bs, uint((qn + 16 * j) * BK + kk), uint(BK), true);
+          coopMatLoadNV(fb[j], Bs, uint(((qn + 16 * j) * BK + kk) / 4), uint(BK / 4), true);
         } else {
-          coopMatLoadNV(fb[j], Bs, uint(kk * BM + qn + 16 * j), uint(BM), false);
+          coopMatLoadNV(fb[j], Bs, uint((kk * BM + qn + 16 * j) / 4), uint(BM / 4), false);
         }
       [[unroll]] for (int i = 0; i < 2; ++i)
         [[unroll]] for (int j = 0; j < 2; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
