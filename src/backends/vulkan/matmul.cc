@@ -236,11 +236,11 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
   std::string shader;
   std::array<int32_t, 4> constants{};
   size_t count = 0, act_slot = 0;
+  const bool bt = push.b_rs == 1 && push.b_cs != 1;  // B stored n x k (a transposed weight)
   // Tensor cores for float16 products with enough 64x64 tiles to fill the GPU; the others (which
   // would be split along k) run the tiled shader's float16 form, measured faster for them (BERT).
   if (dtype == DType::kFloat16 && require_vulkan_backend().context().info().cooperative_matrix &&
       groups_of(push.m, push.n, batch, 64, 64) >= kBusyGroups) {
-    const bool bt = push.b_rs == 1 && push.b_cs != 1;
     shader = "gemm_coop.f16";
     constants = {act, vec4_form(push, bt, bytes) ? 1 : 0, bt ? 1 : 0};
     count = 3;
@@ -257,7 +257,6 @@ void enqueue_gemm(VulkanStream& stream, const GemmPush& push, int64_t batch, int
     depth = 16;
   } else {
     const int32_t tm = groups_of(push.m, push.n, batch, 128, 128) >= kBusyGroups ? 8 : 4;
-    const bool bt = push.b_rs == 1 && push.b_cs != 1;
     shader = shader_for("gemm_tiled", dtype);
     constants = {act, tm, vec4_form(push, bt, bytes) ? 1 : 0, bt ? 1 : 0};
     count = 4;

@@ -73,7 +73,7 @@ Allocator& VulkanBackend::allocator() const {
 }
 
 bool VulkanBackend::takes_half_floats(DType half) const {
-  return half == DType::kFloat16 && context_.info().float16;
+  return half == DType::kFloat16 && float_storage(half);
 }
 
 bool VulkanBackend::in_auto() const {
