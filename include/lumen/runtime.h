@@ -128,8 +128,11 @@ class BoundReplay {
   BoundReplay& operator=(const BoundReplay&) = delete;
   // Runs with every input that was not bound, by name (host or device tensors). Host outputs
   // come back as copies; device outputs are this replay's own memory, valid until its next run
-  // (no copy: read them at once). Throws as Executable::execute.
-  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // (no copy: read them at once). Throws as Executable::execute. With `wait` false it returns once
+  // the run is enqueued: device outputs are then ready for work enqueued after it on the device's
+  // stream, and a failure inside the run (an index out of range) is raised by the next wait on
+  // that stream.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, bool wait = true);
 
  private:
   friend class Executable;

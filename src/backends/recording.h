@@ -23,8 +23,9 @@ class RecordingStream {
   virtual void begin_capture() = 0;
   // Stops recording and returns the recorded work, ready to replay.
   virtual std::unique_ptr<CapturedWork> end_capture() = 0;
-  // Enqueues a copy of src into dst (the same byte size; either may be on the host). A copy that
-  // touches host memory is complete when this returns.
+  // Enqueues a copy of src into dst (the same byte size; either may be on the host). A copy to the
+  // host is complete when this returns; a copy from the host has read src when this returns (src
+  // may change at once), and dst is ready for work enqueued on this stream after it.
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "lumen/allocator.h"
 #include "lumen/device.h"
@@ -30,15 +31,31 @@ struct DeviceOps {
                size_t bytes) = nullptr;
   // Sets `bytes` bytes of device memory to zero and returns when done.
   void (*zero)(void* dst, Device device, size_t bytes) = nullptr;
-  // Runs `count` strided copies within this device's memory, in order, and returns when all are
-  // complete (one wait for the lot). Null where the device does not offer it.
-  void (*copy_rows)(const RowCopy* copies, size_t count, Device device) = nullptr;
+  // Runs `count` strided copies within this device's memory, in order. With `wait` it returns
+  // when all are complete (one wait for the lot); without, once they are enqueued ahead of any
+  // later op of this table on the device (a failure is then raised by the next op that waits).
+  // Null where the device does not offer it.
+  void (*copy_rows)(const RowCopy* copies, size_t count, Device device, bool wait) = nullptr;
   // Per row r < rows of float32 values data[r * stride + j], j < cols, on this device: the index
-  // of its largest value (the first of equals, as std::max_element) into out[r] on the host. False
-  // where a row holds a NaN (out is then unspecified; the caller decides on the host). Null where
-  // the device does not offer it.
+  // of its largest value (the first of equals, as std::max_element) into out[r] on the host, after
+  // the device's earlier work. False where a row holds a NaN (out is then unspecified; the caller
+  // decides on the host). Null where the device does not offer it.
   bool (*argmax_rows)(const float* data, int64_t rows, int64_t cols, int64_t stride, Device device,
                       int64_t* out) = nullptr;
+  // The greedy choice kept on the device, enqueued without a wait: per row r < rows of float32
+  // values data[r * stride + j], j < cols, the index std::max_element gives (the first of equals;
+  // 0 where the row starts with a NaN, other NaNs passed over) into ids[r] (device memory, int64,
+  // or int32 where `ids32`) and chosen[r] (device memory, int64). Null where not offered.
+  void (*argmax_rows_into)(const float* data, int64_t rows, int64_t cols, int64_t stride,
+                           Device device, void* ids, bool ids32, int64_t* chosen) = nullptr;
+  // A mark of the work enqueued on the device so far, for copy_to_host_after. Null where not
+  // offered.
+  uint64_t (*mark)(Device device) = nullptr;
+  // Copies `bytes` of device memory at src to the host at dst once the device's work up to `mark`
+  // is complete, without waiting for work enqueued after the mark; returns when the copy is done,
+  // raising a failure of the work up to the mark (an index out of range). Null where not offered.
+  void (*copy_to_host_after)(void* dst, const void* src, size_t bytes, Device device,
+                             uint64_t mark) = nullptr;
 };
 
 // Installs the ops of a device type (once, from a backend's static initialiser).

@@ -64,13 +64,14 @@ double uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
-// Runs strided copies where both sides live on `device` (host loops, or the device's own ops).
-void copy_rows(Device device, const std::vector<RowCopy>& copies) {
+// Runs strided copies where both sides live on `device` (host loops, or the device's own ops,
+// complete on return with `wait`, else only enqueued).
+void copy_rows(Device device, const std::vector<RowCopy>& copies, bool wait) {
   if (device.type != DeviceType::kCPU) {
     const DeviceOps& ops = device_ops(device);
     if (ops.copy_rows == nullptr)
       throw DeviceError("generate: " + device.to_string() + " cannot copy cache rows");
-    ops.copy_rows(copies.data(), copies.size(), device);
+    ops.copy_rows(copies.data(), copies.size(), device, wait);
     return;
   }
   for (const RowCopy& c : copies)
@@ -173,6 +174,7 @@ struct Generation::State {
   std::vector<int> present_key_out;  // per layer: index of present.N.key among the outputs
   std::vector<int> present_value_out;
   int logits_out = 0;
+  bool float32_logits = false;  // the model declares logits float32
   GenerateOptions options;
   std::vector<std::vector<int64_t>> prompts;
   int64_t batch = 0;
@@ -194,6 +196,21 @@ struct Generation::State {
   // (Executable::bind), so a step copies neither the cache in nor the presents out.
   std::unique_ptr<BoundReplay> bound_step;
   bool bind_tried = false;
+  // Greedy decoding kept on the device (where picks_on_device() and the device offers
+  // argmax_rows_into, mark and copy_to_host_after), once the step is bound: the step's ids, mask
+  // and positions are bound device tensors too, written on the device after each step (the ids by
+  // its choice, the mask's new slot and the positions by row copies), so the host enqueues the
+  // next step before it reads this one's tokens and the device never waits for the host.
+  struct OnDevice {
+    Tensor ids, mask, positions;  // the bound inputs
+    Tensor position_table;        // [steps + 1, batch]: the positions of each later step
+    Tensor one;                   // one mask value of 1
+    Tensor chosen;                // [2, batch] int64: the choices of the last two steps
+    int64_t steps = 0;            // steps enqueued
+    bool pending = false;         // a step is enqueued whose tokens were not read
+    uint64_t pending_mark = 0;
+  };
+  std::unique_ptr<OnDevice> on_device;
 
   std::map<std::string, Tensor> feeds(const Tensor& ids, const std::vector<int64_t>& mask,
                                       int64_t new_len, const Tensor& positions) const {
@@ -208,10 +225,131 @@ struct Generation::State {
     return in;
   }
 
+  // Whether pick() chooses on the cache's device (greedy over float32 logits): its wait for the
+  // chosen indices then also waits for the step and its cache copies.
+  bool picks_on_device() const {
+    return (!options.do_sample || options.top_k == 1) && float32_logits &&
+           device.type != DeviceType::kCPU && device_ops(device).argmax_rows != nullptr;
+  }
+
+  // Whether decoding can stay on the device (OnDevice above).
+  bool can_stay_on_device() const {
+    if (!picks_on_device()) return false;
+    const DeviceOps& ops = device_ops(device);
+    return ops.argmax_rows_into != nullptr && ops.mark != nullptr &&
+           ops.copy_to_host_after != nullptr && ops.copy_rows != nullptr;
+  }
+
+  // Device tensors for the step's ids, mask and positions (bound with the cache), and the tables
+  // the device copies from.
+  void make_on_device(std::map<std::string, Tensor>& bound) {
+    auto od = std::make_unique<OnDevice>();
+    od->ids = Tensor::empty(Shape{batch, 1}, ids_dtype, device);
+    od->mask = Tensor::empty(Shape{batch, capacity + 1}, mask_dtype, device);
+    od->positions = Tensor::empty(Shape{batch, 1}, position_dtype, device);
+    od->chosen = Tensor::empty(Shape{2, batch}, DType::kInt64, device);
+    od->one = index_tensor(mask_dtype, 1, 1, {1}).to(device);
+    bound[kInputIds] = od->ids;
+    bound[kAttentionMask] = od->mask;
+    bound[kPositionIds] = od->positions;
+    on_device = std::move(od);
+  }
+
+  // Writes the next step's inputs from the host's state (once, when decoding moves to the device):
+  // the ids to feed, the mask and the positions, and the table of later positions.
+  void start_on_device(const std::vector<int64_t>& mask) {
+    OnDevice& od = *on_device;
+    const DeviceOps& ops = device_ops(device);
+    auto upload = [&](const Tensor& host, Tensor& dst) {
+      ops.copy(dst.raw_data(), device, host.raw_data(), Device::cpu(), host.nbytes());
+    };
+    upload(index_tensor(ids_dtype, batch, 1, last), od.ids);
+    upload(index_tensor(mask_dtype, batch, capacity + 1, mask), od.mask);
+    const int64_t steps = std::max<int64_t>(options.max_new_tokens, 1);
+    std::vector<int64_t> table(static_cast<size_t>((steps + 1) * batch));
+    for (int64_t k = 0; k <= steps; ++k)
+      for (int64_t b = 0; b < batch; ++b) table[k * batch + b] = position[b] + k;
+    od.position_table = index_tensor(position_dtype, steps + 1, batch, table).to(device);
+    upload(index_tensor(position_dtype, batch, 1, position), od.positions);
+  }
+
+  // Enqueues one decoding step on the device: the replay, the cache copies, the choice (into the
+  // bound ids and a slot of `chosen`), the next step's mask slot and positions. Nothing waits.
+  void enqueue_on_device() {
+    OnDevice& od = *on_device;
+    const DeviceOps& ops = device_ops(device);
+    std::vector<Tensor> outs = bound_step->run({}, false);
+    const int64_t slot = filled;
+    store(outs, 1, std::vector<int64_t>(static_cast<size_t>(batch), 1), false);
+    const Tensor& logits = outs[logits_out];
+    const int64_t vocab = logits.shape()[2];
+    ops.argmax_rows_into(static_cast<const float*>(logits.raw_data()), batch, vocab, vocab, device,
+                         od.ids.raw_data(), ids_dtype == DType::kInt32,
+                         static_cast<int64_t*>(od.chosen.raw_data()) + (od.steps % 2) * batch);
+    ++od.steps;
+    const size_t mask_bytes = dtype_size(mask_dtype), pos_bytes = dtype_size(position_dtype);
+    RowCopy slot_valid_copy{static_cast<char*>(od.mask.raw_data()) + slot * mask_bytes,
+                            static_cast<size_t>(capacity + 1) * mask_bytes,
+                            od.one.raw_data(),
+                            0,
+                            mask_bytes,
+                            static_cast<size_t>(batch)};
+    const int64_t row = std::min(od.steps, od.position_table.shape()[0] - 1);
+    RowCopy positions_copy{od.positions.raw_data(),
+                           0,
+                           static_cast<const char*>(od.position_table.raw_data()) +
+                               static_cast<size_t>(row * batch) * pos_bytes,
+                           0,
+                           static_cast<size_t>(batch) * pos_bytes,
+                           1};
+    const RowCopy copies[] = {slot_valid_copy, positions_copy};
+    ops.copy_rows(copies, 2, device, false);
+    for (int64_t b = 0; b < batch; ++b) ++position[b];
+    od.pending_mark = ops.mark(device);
+    od.pending = true;
+  }
+
+  // The tokens chosen by enqueued step `step` (counted from 0), once the device is past `mark`.
+  std::vector<int64_t> collect_on_device(uint64_t mark, int64_t step) {
+    OnDevice& od = *on_device;
+    std::vector<int64_t> next(static_cast<size_t>(batch));
+    device_ops(device).copy_to_host_after(
+        next.data(), static_cast<const int64_t*>(od.chosen.raw_data()) + (step % 2) * batch,
+        static_cast<size_t>(batch) * sizeof(int64_t), device, mark);
+    return next;
+  }
+
+  // One decoding step on the device; with `more`, the next step is enqueued before this one's
+  // tokens are read (a sequence that ends here is fed its own choice there, not pad_token_id: its
+  // later tokens are not kept).
+  void decode_on_device(std::vector<int64_t>* tokens, bool more) {
+    OnDevice& od = *on_device;
+    if (!od.pending) enqueue_on_device();
+    const uint64_t mark = od.pending_mark;
+    const int64_t step = od.steps - 1;
+    od.pending = false;
+    if (more) enqueue_on_device();
+    std::vector<int64_t> next = collect_on_device(mark, step);
+    accept(next);
+    *tokens = next;
+  }
+
+  // Waits for a step enqueued ahead that no call will read (the generation ends or fails), so
+  // its device work is done before the cache and the bound tensors are released.
+  void drain() noexcept {
+    if (!on_device || !on_device->pending) return;
+    try {
+      collect_on_device(on_device->pending_mark, on_device->steps - 1);
+    } catch (...) {
+    }
+    on_device->pending = false;
+  }
+
   // Copies new positions [0, count) of each present output (they follow the `capacity` past
   // slots) into cache slots [filled, filled + count) on the cache's device; slots of padding get
-  // zeros.
-  void store(const std::vector<Tensor>& outs, int64_t count, const std::vector<int64_t>& valid) {
+  // zeros. Without `wait` the device copies are only enqueued (pick() waits for them).
+  void store(const std::vector<Tensor>& outs, int64_t count, const std::vector<int64_t>& valid,
+             bool wait = true) {
     const size_t row = static_cast<size_t>(layout.head_dim) * dtype_size(layout.cache_dtype);
     const size_t heads = static_cast<size_t>(layout.kv_heads);
     std::vector<Tensor> keep;  // presents moved to the cache's device, alive until copied
@@ -249,7 +387,7 @@ struct Generation::State {
             j = end;
           }
       }
-    copy_rows(device, copies);
+    copy_rows(device, copies, wait);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < count; ++j)
         slot_valid[b * capacity + filled + j] = valid[b * count + j];
@@ -335,7 +473,12 @@ struct Generation::State {
     *tokens = next;
   }
 
-  void decode(std::vector<int64_t>* tokens) {
+  // One decoding step; `more`: the caller will ask for another.
+  void decode(std::vector<int64_t>* tokens, bool more) {
+    if (on_device) {
+      decode_on_device(tokens, more);
+      return;
+    }
     std::vector<int64_t> mask(static_cast<size_t>(batch * (capacity + 1)), 0);
     std::vector<int64_t> valid(static_cast<size_t>(batch), 1);
     for (int64_t b = 0; b < batch; ++b) {
@@ -347,10 +490,14 @@ struct Generation::State {
     const Tensor positions = index_tensor(position_dtype, batch, 1, position);
     std::vector<Tensor> outs;
     if (bound_step) {
+      // Where pick() waits on the device, the step and the cache copies are only enqueued: one
+      // wait per token instead of three.
+      const bool wait = !picks_on_device();
       outs = bound_step->run({{kInputIds, ids},
                               {kAttentionMask, index_tensor(mask_dtype, batch, capacity + 1, mask)},
-                              {kPositionIds, positions}});
-      store(outs, 1, valid);
+                              {kPositionIds, positions}},
+                             wait);
+      store(outs, 1, valid, wait);
     } else {
       const std::map<std::string, Tensor> in = feeds(ids, mask, 1, positions);
       outs = session->run(in, OutputPlace::kDevice);
@@ -362,20 +509,42 @@ struct Generation::State {
           cache_inputs[past_name(l, true)] = cache[2 * l];
           cache_inputs[past_name(l, false)] = cache[2 * l + 1];
         }
-        bound_step = session->plan_for(in)->bind(cache_inputs);
+        Executable* plan = session->plan_for(in);
+        if (can_stay_on_device()) {
+          std::map<std::string, Tensor> all_inputs = cache_inputs;
+          make_on_device(all_inputs);
+          bound_step = plan->bind(all_inputs);
+          if (!bound_step) on_device.reset();
+        }
+        if (!bound_step) bound_step = plan->bind(cache_inputs);
       }
     }
     for (int64_t b = 0; b < batch; ++b) ++position[b];
     std::vector<int64_t> next = pick(outs[logits_out], 1);
     accept(next);
     *tokens = next;
+    if (on_device && !on_device->position_table.defined()) {
+      // The next step's mask: the slots filled so far and its own.
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy(slot_valid.begin() + b * capacity, slot_valid.begin() + (b + 1) * capacity,
+                  mask.begin() + b * (capacity + 1));
+        mask[b * (capacity + 1) + capacity] = 1;
+      }
+      start_on_device(mask);
+    }
   }
 };
 
 Generation::Generation(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Generation::~Generation() = default;
+Generation::~Generation() {
+  if (state_) state_->drain();
+}
 Generation::Generation(Generation&&) noexcept = default;
-Generation& Generation::operator=(Generation&&) noexcept = default;
+Generation& Generation::operator=(Generation&& other) noexcept {
+  if (state_ && state_ != other.state_) state_->drain();
+  state_ = std::move(other.state_);
+  return *this;
+}
 
 bool Generation::next(std::vector<int64_t>* tokens) {
   State& s = *state_;
@@ -391,12 +560,13 @@ bool Generation::next(std::vector<int64_t>* tokens) {
       s.prefill(tokens);
       s.stats.prefill_seconds = seconds_since(start);
     } else {
-      s.decode(tokens);
+      s.decode(tokens, made + 1 < s.options.max_new_tokens);
       s.stats.decode_seconds += seconds_since(start);
       ++s.stats.new_tokens;
     }
   } catch (...) {
     s.broken = true;
+    s.drain();
     throw;
   }
   return true;
@@ -532,7 +702,11 @@ Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
   }
   for (size_t k = 0; k < info.outputs.size(); ++k) {
     const std::string& name = info.outputs[k];
-    if (name == kLogits) s->logits_out = static_cast<int>(k);
+    if (name == kLogits) {
+      s->logits_out = static_cast<int>(k);
+      s->float32_logits =
+          k < info.output_types.size() && info.output_types[k].dtype == DType::kFloat32;
+    }
   }
   for (int64_t l = 0; l < layout_.layers; ++l)
     for (size_t k = 0; k < info.outputs.size(); ++k) {

@@ -6,7 +6,7 @@
 // CUDA kernel adds z in its epilogue or in cuDNN's fused call). The activation the
 // fuse-activation pass may add afterwards applies after the sum, as in ResNet's conv -> add ->
 // relu. Where every backend adds a FusedMatMul's fourth input in its epilogue (`matmul_residual`:
-// the CPU, through oneDNN's sum post-op or the packed GEMM starting from z, and Vulkan), a
+// the CPU, through oneDNN's sum post-op or the packed GEMM starting from z, Vulkan and CUDA), a
 // FusedMatMul without an activation takes z the same way: the residual Adds of a transformer layer.
 // There the product may also be a Gemm FusedMatMul can express (converted), and may reach the Add
 // through Reshapes that only it reads (a [S, N, E] layer's output projection is computed as

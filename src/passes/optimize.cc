@@ -14,12 +14,14 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (names.empty())
     for (Backend* b : auto_backends()) names.push_back(b->name());
   bool cpu_only = true;
-  // Every backend is the CPU or Vulkan: those have a StridedAttention kernel and a FusedMatMul that
-  // adds a residual input.
+  // Every backend is the CPU or Vulkan: those have a StridedAttention kernel.
   bool cpu_or_vulkan = true;
+  // Every backend's FusedMatMul adds a residual input (the CPU, Vulkan and CUDA).
+  bool matmul_residual = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     cpu_or_vulkan = cpu_or_vulkan && (b == "cpu" || b == "vulkan");
+    matmul_residual = matmul_residual && (b == "cpu" || b == "vulkan" || b == "cuda");
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -39,7 +41,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());
-  manager.add(make_fuse_residual_pass(cpu_only, cpu_or_vulkan));
+  manager.add(make_fuse_residual_pass(cpu_only, matmul_residual));
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
   // Element-wise trees fuse once the passes above have reached their fixed point: inside their

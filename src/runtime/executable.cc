@@ -252,10 +252,11 @@ std::unique_ptr<RecordedRun> record_run(Executable::Impl& impl,
 // copied where the replay reads them, unless they are that very tensor (a bound input). Host
 // outputs come back as copies; device outputs as views of the recorded memory with `views`, else
 // with place kDevice as copies of their own (made as one batch with one wait), else on the host.
+// Without `wait`, device outputs that are views come back without waiting for the run.
 // The caller holds impl.record_mutex.
 std::vector<Tensor> replay(Executable::Impl& impl, RecordedRun& rec,
                            const std::vector<Tensor>& inputs, const std::vector<Tensor>& slots,
-                           OutputPlace place, bool views) {
+                           OutputPlace place, bool views, bool wait = true) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& into = rec.input_tensors[i];
     if (!into.defined()) continue;
@@ -288,14 +289,14 @@ std::vector<Tensor> replay(Executable::Impl& impl, RecordedRun& rec,
   if (!device_copies.empty()) {
     const DeviceOps& ops = device_ops(copies_on);
     if (ops.copy_rows != nullptr) {
-      ops.copy_rows(device_copies.data(), device_copies.size(), copies_on);
+      ops.copy_rows(device_copies.data(), device_copies.size(), copies_on, false);
     } else {
       for (const RowCopy& c : device_copies) ops.copy(c.dst, copies_on, c.src, copies_on, c.width);
     }
   }
   // Device outputs were copied on the device (or not at all) without a host wait that checks for
   // errors (a CUDA index out of range): this one does.
-  if (views || place == OutputPlace::kDevice) impl.record_stream->synchronize();
+  if ((views && wait) || place == OutputPlace::kDevice) impl.record_stream->synchronize();
   return outputs;
 }
 
@@ -331,7 +332,7 @@ struct BoundReplay::State {
 BoundReplay::BoundReplay(std::unique_ptr<State> state) : state_(std::move(state)) {}
 BoundReplay::~BoundReplay() = default;
 
-std::vector<Tensor> BoundReplay::run(const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> BoundReplay::run(const std::map<std::string, Tensor>& inputs, bool wait) {
   State& s = *state_;
   Executable::Impl& impl = *s.impl;
   std::vector<Tensor> ordered;
@@ -356,7 +357,7 @@ std::vector<Tensor> BoundReplay::run(const std::map<std::string, Tensor>& inputs
   apply_num_threads();
   std::vector<Tensor> slots = bind_inputs(impl, ordered);
   std::lock_guard<std::mutex> lock(impl.record_mutex);
-  return replay(impl, *s.rec, ordered, slots, OutputPlace::kDevice, true);
+  return replay(impl, *s.rec, ordered, slots, OutputPlace::kDevice, true, wait);
 }
 
 std::unique_ptr<BoundReplay> Executable::bind(const std::map<std::string, Tensor>& bound) {

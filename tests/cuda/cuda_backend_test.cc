@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "backends/cuda/launch.h"
+#include "core/device_ops.h"
 #include "core/half.h"
 #include "lumen/lumen.h"
 #include "ops/backend_check_util.h"
@@ -258,6 +259,19 @@ TEST(CudaKernels, FusedMatMul) {
   expect_matches_cpu("FusedMatMul",
                      {random_tensor(Shape{1, 7, 9}, 60), random_tensor(Shape{3, 9, 11}, 61), bias},
                      {{"activation", "GeluTanh"}});
+  // A residual Z (cuBLASLt's C, beta 1) added before the activation: with a bias over all rows of
+  // a batched A, without one over per-batch products, and under transposes.
+  expect_matches_cpu("FusedMatMul", {random_tensor(Shape{2, 3, 7, 9}, 62),
+                                     constant(random_tensor(Shape{9, 11}, 63)), constant(bias),
+                                     random_tensor(Shape{2, 3, 7, 11}, 64)});
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{4, 7, 9}, 65), random_tensor(Shape{4, 9, 11}, 66),
+                      omitted(), random_tensor(Shape{4, 7, 11}, 67)},
+                     {{"activation", "Relu"}});
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{9, 7}, 68), constant(random_tensor(Shape{11, 9}, 69)),
+                      constant(bias), random_tensor(Shape{7, 11}, 70)},
+                     {{"trans_a", 1}, {"trans_b", 1}});
 }
 
 // Row copies in one launch per 32 (row_copy.cu): 40 copies of rows with their own pitches, wide
@@ -327,6 +341,48 @@ TEST(CudaKernels, RowArgmax) {
   EXPECT_EQ(got.data<int64_t>()[2], 0);
 }
 
+// The choice kept on the device (DeviceOps::argmax_rows_into, what greedy decoding on CUDA feeds
+// back as the next ids) is std::max_element's, NaNs included: a row holding a NaN after its first
+// value passes over it, a row starting with one gives 0. The ids come out as int64 and as int32,
+// and copy_to_host_after reads the choices at a mark.
+TEST(CudaKernels, RowArgmaxKeptOnTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t rows = 6, cols = 32000;
+  Tensor logits = random_tensor(Shape{rows, cols}, 802, -5.f, 5.f);
+  float* at = logits.data<float>();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  at[1 * cols + 7] = nan;
+  at[2 * cols + 0] = nan;
+  at[3 * cols + 500] = 9.f;
+  at[3 * cols + 20] = 9.f;
+  for (int64_t j = 0; j < cols; ++j) at[4 * cols + j] = -std::numeric_limits<float>::infinity();
+  const Device cuda = Device::cuda();
+  const DeviceOps& ops = device_ops(cuda);
+  ASSERT_NE(ops.argmax_rows_into, nullptr);
+  Tensor dev = logits.to(cuda);
+  for (bool ids32 : {false, true}) {
+    SCOPED_TRACE(ids32 ? "int32 ids" : "int64 ids");
+    Tensor ids = Tensor::empty(Shape{rows}, ids32 ? DType::kInt32 : DType::kInt64, cuda);
+    Tensor chosen = Tensor::empty(Shape{rows}, DType::kInt64, cuda);
+    ops.argmax_rows_into(static_cast<const float*>(dev.raw_data()), rows, cols, cols, cuda,
+                         ids.raw_data(), ids32, static_cast<int64_t*>(chosen.raw_data()));
+    const uint64_t mark = ops.mark(cuda);
+    std::vector<int64_t> host(rows, -1);
+    ops.copy_to_host_after(host.data(), chosen.raw_data(), rows * sizeof(int64_t), cuda, mark);
+    Tensor id_host = ids.to(Device::cpu());
+    for (int64_t r = 0; r < rows; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r));
+      const float* row = at + r * cols;
+      const int64_t want = std::max_element(row, row + cols) - row;
+      EXPECT_EQ(host[r], want);
+      EXPECT_EQ(ids32 ? id_host.data<int32_t>()[r] : id_host.data<int64_t>()[r], want);
+    }
+    EXPECT_EQ(host[2], 0);
+    EXPECT_EQ(host[3], 20);
+    EXPECT_EQ(host[4], 0);
+  }
+}
+
 // Skinny products (gemv.cu: up to eight rows, decoding): GPT-2's layer shapes at one token (K split
 // over many blocks, the last block of each column range adding the partials), two and three rows
 // through a batch dim, a bias with GeluTanh and with Relu in the epilogue, a Gemm's bias row, a K
@@ -356,6 +412,22 @@ TEST(CudaKernels, SkinnyProducts) {
   expect_matches_cpu("MatMul", {random_tensor(Shape{8, 1, 768}, seed++), weights(768, 2304)});
   expect_matches_cpu("MatMul", {random_tensor(Shape{6, 64}, seed++), weights(64, 48)});
   expect_matches_cpu("MatMul", {random_tensor(Shape{9, 64}, seed++), weights(64, 48)});
+  // A residual Z added in the epilogue (GPT-2's attention and MLP output projections), with and
+  // without a bias, and one too long for the kernel (cuBLASLt's C). Sums of 768 or 3072 products
+  // (about 16 or 32 in size) plus Z may cancel to near zero: the absolute tolerance is that of the
+  // sums, whose order differs from the CPU's.
+  expect_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{1, 1, 768}, seed++), weights(768, 768),
+       constant(random_tensor(Shape{768}, seed++)), random_tensor(Shape{1, 1, 768}, seed++)},
+      {}, 1e-4);
+  expect_matches_cpu("FusedMatMul",
+                     {random_tensor(Shape{3, 1, 3072}, seed++), weights(3072, 768), omitted(),
+                      random_tensor(Shape{3, 1, 768}, seed++)},
+                     {{"activation", "GeluTanh"}}, 1e-4);
+  expect_matches_cpu("FusedMatMul", {random_tensor(Shape{9, 64}, seed++), weights(64, 48),
+                                     constant(random_tensor(Shape{48}, seed++)),
+                                     random_tensor(Shape{9, 48}, seed++)});
 }
 
 // Every opcode of a FusedElementwise program, each after a prologue that reads the four kinds of
@@ -519,6 +591,11 @@ TEST(CudaHalfPrecision, ElementwiseAndProducts) {
       {random_tensor(Shape{2, 16, 64}, 214), constant(random_tensor(Shape{64, 24}, 215)),
        constant(random_tensor(Shape{24}, 216))},
       {{"activation", "GeluErf"}}, 5e-2, 1e-2);
+  expect_half_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{2, 16, 64}, 217), constant(random_tensor(Shape{64, 24}, 218)),
+       constant(random_tensor(Shape{24}, 219)), random_tensor(Shape{2, 16, 24}, 220)},
+      {}, 5e-2, 1e-2);
 }
 
 TEST(CudaHalfPrecision, ConvNormPoolAttention) {

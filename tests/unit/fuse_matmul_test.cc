@@ -246,6 +246,27 @@ TEST(FuseResidual, GemmReshapedBeforeTheResidualAddTakesIt) {
   }
 }
 
+// The residual is fused where every backend of the graph adds a FusedMatMul's Z (the CPU, Vulkan
+// and CUDA), and stays an Add where one does not (the null backend of the router's tests).
+TEST(FuseResidual, MatMulResidualFusesForEveryBackendThatAddsIt) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"cuda"}, {"cuda", "cpu"}, {"vulkan", "cpu"}, {"null", "cpu"}};
+  for (const std::vector<std::string>& backends : cases) {
+    SCOPED_TRACE(backends[0]);
+    Graph graph;
+    Value* in = graph.add_input("x", {2, 5, 16});
+    Value* y = graph.add_op(
+        "Add",
+        {graph.add_op("MatMul", {in, graph.add_constant("w", test::random_tensor({16, 24}, 50))}),
+         graph.add_constant("b", test::random_tensor({24}, 51))});
+    graph.mark_output(graph.add_op("Add", {y, graph.add_input("z", {2, 5, 24})}));
+    graph.optimize(backends);
+    std::map<std::string, int> ops = ops_of(graph);
+    EXPECT_EQ(ops["FusedMatMul"], 1);
+    EXPECT_EQ(ops["Add"], backends[0] == "null" ? 1 : 0);
+  }
+}
+
 // Z must be shaped like Y: a residual that broadcasts stays an Add.
 TEST(FuseResidual, MatMulResidualThatBroadcastsIsNotFused) {
   Graph graph;

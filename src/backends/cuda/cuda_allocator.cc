@@ -183,8 +183,8 @@ void zero_bytes(void* dst, Device device, size_t bytes) {
   check(cudaStreamSynchronize(stream), "zero memory");
 }
 
-// One kernel for all the copies (launch_copy_rows), then waits for them.
-void copy_rows(const RowCopy* copies, size_t count, Device device) {
+// One kernel for all the copies (launch_copy_rows), then (with `wait`) waits for them.
+void copy_rows(const RowCopy* copies, size_t count, Device device, bool wait) {
   cudaStream_t stream = require_cuda_backend().stream().handle();
   std::vector<RowCopyDesc> descs;
   descs.reserve(count);
@@ -197,7 +197,7 @@ void copy_rows(const RowCopy* copies, size_t count, Device device) {
     launch_copy_rows(descs.data(), descs.size(), stream);
     check(cudaGetLastError(), "copy rows on " + device.to_string());
   }
-  check(cudaStreamSynchronize(stream), "copy rows on " + device.to_string());
+  if (wait) check(cudaStreamSynchronize(stream), "copy rows on " + device.to_string());
 }
 
 // launch_row_argmax into device memory of its own (grown as needed), then the indices and NaN
@@ -224,7 +224,9 @@ bool argmax_rows(const float* data, int64_t rows, int64_t cols, int64_t stride, 
   std::vector<char> host(bytes);
   check(cudaMemcpyAsync(host.data(), scratch, bytes, cudaMemcpyDeviceToHost, stream),
         "argmax to the host");
-  check(cudaStreamSynchronize(stream), "argmax on " + device.to_string());
+  // The stream's own wait: it also raises a failure of earlier work that did not wait (a replayed
+  // decoding step's index out of range).
+  require_cuda_backend().stream().synchronize();
   std::memcpy(out, host.data(), static_cast<size_t>(rows) * sizeof(int64_t));
   const auto* flags = reinterpret_cast<const int*>(host.data() + rows * sizeof(int64_t));
   for (int64_t r = 0; r < rows; ++r)
@@ -232,11 +234,68 @@ bool argmax_rows(const float* data, int64_t rows, int64_t cols, int64_t stride, 
   return true;
 }
 
+void argmax_rows_into(const float* data, int64_t rows, int64_t cols, int64_t stride, Device device,
+                      void* ids, bool ids32, int64_t* chosen) {
+  launch_row_argmax_into(data, rows, cols, stride, ids, ids32, chosen,
+                         require_cuda_backend().stream().handle());
+  check(cudaGetLastError(), "argmax on " + device.to_string());
+}
+
+// Marks are events recorded on the backend's stream, from a ring: a mark older than the ring names
+// an event recorded again since, at a later point of the stream, so waiting for it waits longer
+// but never too little.
+class Marks {
+ public:
+  uint64_t mark() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uint64_t m = next_++;
+    cudaEvent_t& e = events_[m % kRing];
+    if (e == nullptr) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "mark event");
+    check(cudaEventRecord(e, require_cuda_backend().stream().handle()), "mark");
+    return m;
+  }
+  cudaEvent_t event(uint64_t m) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (m >= next_) throw InvalidArgument("copy_to_host_after: no mark " + std::to_string(m));
+    return events_[m % kRing];
+  }
+
+ private:
+  static constexpr size_t kRing = 16;
+  std::mutex mutex_;
+  uint64_t next_ = 0;
+  cudaEvent_t events_[kRing] = {};
+};
+
+Marks& marks() {
+  static auto* m = new Marks();  // never destroyed, like the pools
+  return *m;
+}
+
+uint64_t mark(Device /*device*/) {
+  return marks().mark();
+}
+
+// Waits for the mark's event, then copies on the copy stream, which the work queued after the mark
+// does not hold up.
+void copy_to_host_after(void* dst, const void* src, size_t bytes, Device device, uint64_t m) {
+  CudaBackend& backend = require_cuda_backend();
+  check(cudaEventSynchronize(marks().event(m)), "work on " + device.to_string());
+  backend.index_errors().raise_pending(backend.stream().handle());
+  cudaStream_t copies = backend.copy_stream().handle();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, copies),
+        "copy " + device.to_string() + " -> host");
+  check(cudaStreamSynchronize(copies), "copy " + device.to_string() + " -> host");
+}
+
 }  // namespace
 
 void register_cuda_device_ops() {
-  register_device_ops(DeviceType::kCUDA, DeviceOps{&device_allocator, &copy_bytes, &zero_bytes,
-                                                   &copy_rows, &argmax_rows});
+  DeviceOps ops{&device_allocator, &copy_bytes, &zero_bytes, &copy_rows, &argmax_rows};
+  ops.argmax_rows_into = &argmax_rows_into;
+  ops.mark = &mark;
+  ops.copy_to_host_after = &copy_to_host_after;
+  register_device_ops(DeviceType::kCUDA, ops);
 }
 
 Allocator& device_allocator() {

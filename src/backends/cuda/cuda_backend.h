@@ -76,6 +76,8 @@ class CudaBackend final : public Backend {
   Tensor move(const Tensor& src, Device to, Event* ready) override;
 
   CudaStream& stream() { return *stream_; }
+  // The stream of Backend::move's copies (and DeviceOps::copy_to_host_after's).
+  CudaStream& copy_stream() { return *copy_stream_; }
   cublasLtHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   Workspace& workspace() const { return workspace_; }

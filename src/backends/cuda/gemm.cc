@@ -1,8 +1,9 @@
 // MatMul, Gemm and FusedMatMul through cuBLASLt (LtMatmul), float32 (no TF32 unless asked) or
 // float16, with float32 accumulation. The algorithm is chosen once at compile time by cuBLASLt's
-// heuristic; a bias that is one row is added in the GEMM's epilogue, and a FusedMatMul's activation
-// by one in-place launch. Skinny float32 products (up to kGemvMaxRows rows, decoding) run
-// gemv.cu's kernel instead, with the bias and activation in its epilogue.
+// heuristic; a bias that is one row is added in the GEMM's epilogue, a FusedMatMul's residual Z as
+// cuBLASLt's C (beta 1), and its activation by one in-place launch. Skinny float32 products (up to
+// kGemvMaxRows rows, decoding) run gemv.cu's kernel instead, with bias, residual and activation in
+// its epilogue.
 #include <cstdint>
 #include <memory>
 
@@ -34,16 +35,17 @@ class SkinnyGemv {
   SkinnyGemv(const SkinnyGemv&) = delete;
   SkinnyGemv& operator=(const SkinnyGemv&) = delete;
 
-  // Enqueues Y = act(X W + bias); false (nothing enqueued) when a pointer is not 16-byte aligned.
-  bool run(cudaStream_t stream, const void* x, const void* w, const void* bias, void* y,
-           UnaryOp act, float alpha, float beta) const {
+  // Enqueues Y = act(X W + bias + residual) (bias and residual may be null); false (nothing
+  // enqueued) when a pointer is not 16-byte aligned.
+  bool run(cudaStream_t stream, const void* x, const void* w, const void* bias,
+           const void* residual, void* y, UnaryOp act, float alpha, float beta) const {
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if (!aligned(w) || !aligned(y) || (bias != nullptr && !aligned(bias))) return false;
+    if (!aligned(w) || !aligned(y) || !aligned(bias) || !aligned(residual)) return false;
     auto* scratch = static_cast<float*>(
         scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
     launch_gemv(plan_, s_.m, s_.n, s_.k, static_cast<const float*>(x), static_cast<const float*>(w),
-                static_cast<const float*>(bias), act, alpha, beta, static_cast<float*>(y), scratch,
-                counters_, stream);
+                static_cast<const float*>(bias), static_cast<const float*>(residual), act, alpha,
+                beta, static_cast<float*>(y), scratch, counters_, stream);
     check_launch(where_);
     return true;
   }
@@ -77,8 +79,8 @@ class LtGemmKernel final : public Kernel {
 
   void run(KernelContext& ctx) const override {
     if (gemv_ && gemv_->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
-                            bias_ ? ctx.inputs[2].raw_data() : nullptr, ctx.outputs[0].raw_data(),
-                            UnaryOp::kIdentity, 0.f, 0.f))
+                            bias_ ? ctx.inputs[2].raw_data() : nullptr, nullptr,
+                            ctx.outputs[0].raw_data(), UnaryOp::kIdentity, 0.f, 0.f))
       return;
     const void* c = nullptr;
     const void* bias = nullptr;
@@ -166,11 +168,12 @@ std::unique_ptr<Kernel> make_matmul(const NodeContext& ctx) {
   return std::make_unique<LtGemmKernel>(ctx, s, 1.0f, false, 0.f);
 }
 
-// FusedMatMul: Y = act(op(A) op(B) + bias), each operand's batch either full or broadcast.
+// FusedMatMul: Y = act(op(A) op(B) + bias + Z), each operand's batch either full or broadcast; the
+// residual Z (input 3) is shaped like Y.
 class FusedMatMulKernel final : public Kernel {
  public:
-  FusedMatMulKernel(const NodeContext& ctx, const GemmShape& s, bool bias)
-      : where_(ctx.where()), matmul_(ctx, s, bias), bias_(bias) {
+  FusedMatMulKernel(const NodeContext& ctx, const GemmShape& s, bool bias, bool residual)
+      : where_(ctx.where()), matmul_(ctx, s, bias), bias_(bias), residual_(residual) {
     if (!fused_activation(ctx, &act_, &alpha_, &beta_))
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     n_ = ctx.output(0).shape.numel();
@@ -181,11 +184,13 @@ class FusedMatMulKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     cudaStream_t stream = stream_of(ctx);
     void* y = ctx.outputs[0].raw_data();
-    if (gemv_ && gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
-                            bias_ ? ctx.inputs[2].raw_data() : nullptr, y, act_, alpha_, beta_))
+    const void* bias = bias_ ? ctx.inputs[2].raw_data() : nullptr;
+    const void* z = residual_ ? ctx.inputs[3].raw_data() : nullptr;
+    if (gemv_ && gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y,
+                            act_, alpha_, beta_))
       return;
-    matmul_.run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), nullptr,
-                bias_ ? ctx.inputs[2].raw_data() : nullptr, y, 1.f, 0.f);
+    matmul_.run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y, 1.f,
+                residual_ ? 1.f : 0.f);
     if (act_ != UnaryOp::kIdentity) {
       launch_unary(storage_, act_, alpha_, beta_, y, y, n_, stream);
       check_launch(where_);
@@ -195,7 +200,7 @@ class FusedMatMulKernel final : public Kernel {
  private:
   std::string where_;
   LtMatmul matmul_;
-  bool bias_;
+  bool bias_, residual_;
   UnaryOp act_ = UnaryOp::kIdentity;
   float alpha_ = 0.f, beta_ = 0.f;
   int64_t n_ = 0;
@@ -212,7 +217,6 @@ int64_t batch_numel(const Shape& s) {
 std::string check_fused_matmul(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
-  if (ctx.num_inputs() > 3 && ctx.has_input(3)) return "a residual input (a CPU-only fusion)";
   UnaryOp op{};
   float a = 0.f, b = 0.f;
   if (!fused_activation(ctx, &op, &a, &b))
@@ -247,7 +251,8 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
     s.stride_y = s.m * s.n;
   }
   const bool bias = ctx.num_inputs() > 2 && ctx.has_input(2);
-  return std::make_unique<FusedMatMulKernel>(ctx, s, bias);
+  const bool residual = ctx.num_inputs() > 3 && ctx.has_input(3);
+  return std::make_unique<FusedMatMulKernel>(ctx, s, bias, residual);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // (16 threads of four columns, 16 threads down K), so a product of a few MB spreads over about
 // four blocks per multiprocessor; each block sums its run into a partial row in the scratch, and
 // the last block of a column range to finish (a counter per range, reset by that block) adds the
-// partials in split order, the bias and the activation: deterministic, and one launch.
+// partials in split order, the bias, a residual and the activation: deterministic, and one launch.
 #include <type_traits>
 
 #include "backends/cuda/launch.h"
@@ -34,9 +34,10 @@ __device__ __forceinline__ void add4(float4& acc, const float4& v) {
 template <int kRows>
 __global__ void __launch_bounds__(kThreadsX* kThreadsY)
     gemv_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                const float* __restrict__ bias, float* __restrict__ y, float* __restrict__ part,
-                unsigned* __restrict__ counters, int64_t n, int64_t k, int64_t rows_per_split,
-                UnaryOp act, float alpha, float beta) {
+                const float* __restrict__ bias, const float* __restrict__ residual,
+                float* __restrict__ y, float* __restrict__ part, unsigned* __restrict__ counters,
+                int64_t n, int64_t k, int64_t rows_per_split, UnaryOp act, float alpha,
+                float beta) {
   __shared__ float4 red[kThreadsY][kRows][kThreadsX];
   __shared__ bool last;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -59,9 +60,10 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
 #pragma unroll
   for (int r = 0; r < kRows; ++r) red[ty][r][tx] = acc[r];
   __syncthreads();
-  // The finished row of columns [col, col + 4): bias, activation, stored.
+  // The finished row of columns [col, col + 4): bias, residual, activation, stored.
   auto finish = [&](int r, float4 s) {
     if (bias != nullptr) add4(s, *reinterpret_cast<const float4*>(bias + col));
+    if (residual != nullptr) add4(s, *reinterpret_cast<const float4*>(residual + r * n + col));
     s.x = apply_unary(act, s.x, alpha, beta);
     s.y = apply_unary(act, s.y, alpha, beta);
     s.z = apply_unary(act, s.z, alpha, beta);
@@ -140,16 +142,16 @@ size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m, int64_t n) {
 }
 
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
-                 const float* w, const float* bias, UnaryOp act, float alpha, float beta, float* y,
-                 float* scratch, unsigned* counters, cudaStream_t stream) {
+                 const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
+                 float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.col_tiles), static_cast<unsigned>(plan.splits));
   const dim3 block(kThreadsX, kThreadsY);
   const int64_t rows = plan.rows_per_split;
   // One instance per row count (the accumulators live in registers).
   auto launch = [&](auto rows_tag) {
     constexpr int kRows = decltype(rows_tag)::value;
-    gemv_kernel<kRows><<<grid, block, 0, stream>>>(x, w, bias, y, scratch, counters, n, k, rows,
-                                                   act, alpha, beta);
+    gemv_kernel<kRows><<<grid, block, 0, stream>>>(x, w, bias, residual, y, scratch, counters, n, k,
+                                                   rows, act, alpha, beta);
   };
   switch (m) {
     case 1:

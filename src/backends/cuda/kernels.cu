@@ -201,17 +201,19 @@ __global__ void row_reduce_kernel(const T* x, T* y, int64_t rows, int64_t n, boo
 }
 
 __device__ float block_reduce(float v, bool max, float* shared) {
-  shared[threadIdx.x] = v;
+  // Within each warp by shuffles, then every warp combines the warps' results from `shared` (one
+  // slot per warp): two barriers, not one per halving. blockDim.x is a multiple of 32.
+  auto combine = [max](float a, float b) { return max ? fmaxf(a, b) : a + b; };
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the slots may still be read by the previous call
+  if (lane == 0) shared[warp] = v;
   __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s)
-      shared[threadIdx.x] = max ? fmaxf(shared[threadIdx.x], shared[threadIdx.x + s])
-                                : shared[threadIdx.x] + shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  float out = shared[0];
-  __syncthreads();
-  return out;
+  v = lane < static_cast<int>(blockDim.x >> 5) ? shared[lane] : (max ? -INFINITY : 0.f);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
 // Softmax along a contiguous axis (inner == 1): one block per row.
@@ -255,25 +257,60 @@ __global__ void softmax_strided_kernel(const T* x, T* y, int64_t outer, int64_t 
   }
 }
 
+// One block per row. A row of at most kLayerNormCached values per thread is read from memory once
+// and kept in registers for the mean, the variance and the output; a longer row is read three
+// times.
+constexpr int kLayerNormCached = 8;
+
 template <typename T>
 __global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, T* y, int64_t rows,
                                   int64_t n, float eps) {
-  __shared__ float shared[kThreads];
+  __shared__ float shared[kThreads / 32];
+  const bool cached = n <= static_cast<int64_t>(kLayerNormCached) * blockDim.x;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = x + r * n;
     T* out = y + r * n;
     float s = 0.f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += to_float(in[j]);
-    float mean = block_reduce(s, false, shared) / static_cast<float>(n);
-    float v = 0.f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const float c = to_float(in[j]) - mean;
-      v += c * c;
+    float v[kLayerNormCached];
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < kLayerNormCached; ++i) {
+        const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+        v[i] = j < n ? to_float(in[j]) : 0.f;
+        s += v[i];
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += to_float(in[j]);
     }
-    float inv = rsqrtf(block_reduce(v, false, shared) / static_cast<float>(n) + eps);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      out[j] = from_float<T>((to_float(in[j]) - mean) * inv * to_float(scale[j]) +
+    const float mean = block_reduce(s, false, shared) / static_cast<float>(n);
+    float q = 0.f;
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < kLayerNormCached; ++i) {
+        const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+        const float c = j < n ? v[i] - mean : 0.f;
+        q += c * c;
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float c = to_float(in[j]) - mean;
+        q += c * c;
+      }
+    }
+    const float inv = rsqrtf(block_reduce(q, false, shared) / static_cast<float>(n) + eps);
+    auto store = [&](int64_t j, float value) {
+      out[j] = from_float<T>((value - mean) * inv * to_float(scale[j]) +
                              (bias ? to_float(bias[j]) : 0.f));
+    };
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < kLayerNormCached; ++i) {
+        const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+        if (j < n) store(j, v[i]);
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) store(j, to_float(in[j]));
+    }
   }
 }
 

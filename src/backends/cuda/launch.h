@@ -205,9 +205,14 @@ void launch_copy_rows(const RowCopyDesc* copies, size_t count, cudaStream_t stre
 // index of the largest (the first of equals; 0 for a row of -inf), nan[r] = whether it holds a NaN.
 void launch_row_argmax(const float* data, int64_t rows, int64_t cols, int64_t stride,
                        int64_t* index, int* nan, cudaStream_t stream);
+// The same, all on the device, as std::max_element chooses (a row starting with a NaN gives 0,
+// other NaNs are passed over): chosen[r] (int64) and ids[r] (int32 where ids32, else int64).
+void launch_row_argmax_into(const float* data, int64_t rows, int64_t cols, int64_t stride,
+                            void* ids, bool ids32, int64_t* chosen, cudaStream_t stream);
 
-// Skinny float32 products, Y[M, N] = act(X[M, K] W[K, N] + bias) with M <= kGemvMaxRows (decoding):
-// X, W and Y row-major, N a multiple of 4, W, bias (a row of N, or null) and Y 16-byte aligned.
+// Skinny float32 products, Y[M, N] = act(X[M, K] W[K, N] + bias + Z) with M <= kGemvMaxRows
+// (decoding): X, W, Y and Z row-major, N a multiple of 4, W, bias (a row of N, or null), Z (a
+// residual [M, N], or null) and Y 16-byte aligned.
 // The plan splits K over blocks (splits 0: the shape does not qualify); the splits' partial rows go
 // to `scratch` (gemv_scratch_bytes), and `counters` (col_tiles zeros, left zero after each launch)
 // tell the last block of each column range to finish it.
@@ -218,8 +223,8 @@ struct GemvPlan {
 GemvPlan gemv_plan(int64_t m, int64_t n, int64_t k, int multiprocessors);
 size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m, int64_t n);
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
-                 const float* w, const float* bias, UnaryOp act, float alpha, float beta, float* y,
-                 float* scratch, unsigned* counters, cudaStream_t stream);
+                 const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
+                 float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream);
 
 // The softmax step of attention computed the plain way, in place over the scores
 // [batch, sq, sk] = Q K^T: s = softmax(desc.scale * s + mask) along sk, the mask read as above.

@@ -16,9 +16,14 @@ __device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi)
   return v > bv || (v == bv && i < bi);
 }
 
-// One block per row: each thread its strided share, then the warps, then the block.
+// One block per row: each thread its strided share, then the warps, then the block. NaNs never
+// rank above anything, so they are passed over; the row's NaN flag goes to nan[r] where nan is
+// given. With `ids`, the index also goes to ids[r] (int32 where ids32, else int64), and a row
+// starting with a NaN gives 0 (std::max_element keeps its first value while none compares above
+// it).
 __global__ void row_argmax_kernel(const float* __restrict__ data, int64_t cols, int64_t stride,
-                                  int64_t* __restrict__ index, int* __restrict__ nan) {
+                                  int64_t* __restrict__ index, int* __restrict__ nan,
+                                  void* __restrict__ ids, bool ids32) {
   __shared__ float sv[kThreads / 32];
   __shared__ int64_t si[kThreads / 32];
   __shared__ int s_nan;
@@ -58,8 +63,16 @@ __global__ void row_argmax_kernel(const float* __restrict__ data, int64_t cols, 
         bi = si[w];
       }
     // A row of -inf only: the first index, as a sequential scan gives.
-    index[blockIdx.x] = bi == cols ? 0 : bi;
-    nan[blockIdx.x] = s_nan;
+    int64_t at = bi == cols ? 0 : bi;
+    if (ids != nullptr) {
+      if (row[0] != row[0]) at = 0;
+      if (ids32)
+        static_cast<int32_t*>(ids)[blockIdx.x] = static_cast<int32_t>(at);
+      else
+        static_cast<int64_t*>(ids)[blockIdx.x] = at;
+    }
+    index[blockIdx.x] = at;
+    if (nan != nullptr) nan[blockIdx.x] = s_nan;
   }
 }
 
@@ -69,7 +82,14 @@ void launch_row_argmax(const float* data, int64_t rows, int64_t cols, int64_t st
                        int64_t* index, int* nan, cudaStream_t stream) {
   if (rows == 0) return;
   row_argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(data, cols, stride, index,
-                                                                          nan);
+                                                                          nan, nullptr, false);
+}
+
+void launch_row_argmax_into(const float* data, int64_t rows, int64_t cols, int64_t stride,
+                            void* ids, bool ids32, int64_t* chosen, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      data, cols, stride, chosen, nullptr, ids, ids32);
 }
 
 }  // namespace lumen::cuda

@@ -2,7 +2,7 @@
 // importers: Y = activation(op(A) x op(B) + bias), numpy.matmul's batch broadcasting, where op()
 // swaps the last two dimensions of an operand when its trans_a / trans_b attribute is 1 and bias
 // is an optional 1-D [N] added to every row. An optional fourth input Z (the fuse-residual pass,
-// CPU graphs only), shaped like Y, is added before the activation:
+// where every backend of the graph adds it), shaped like Y, is added before the activation:
 // Y = activation(op(A) x op(B) + bias + Z).
 #include <algorithm>
 #include <string>
