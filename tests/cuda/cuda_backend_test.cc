@@ -326,9 +326,12 @@ TEST(CudaKernels, RowArgmax) {
   Tensor dev_logits = logits.to(Device::cuda());
   Tensor index = Tensor::empty(Shape{rows}, DType::kInt64, Device::cuda());
   Tensor nan = Tensor::empty(Shape{rows}, DType::kInt32, Device::cuda());
+  Tensor scratch =
+      Tensor::empty(Shape{static_cast<int64_t>(cuda::row_argmax_scratch_bytes(rows, cols))},
+                    DType::kUInt8, Device::cuda());
   cuda::launch_row_argmax(static_cast<const float*>(dev_logits.raw_data()) + (positions - 1) * cols,
                           rows, cols, positions * cols, static_cast<int64_t*>(index.raw_data()),
-                          static_cast<int*>(nan.raw_data()), nullptr);
+                          static_cast<int*>(nan.raw_data()), scratch.raw_data(), nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Tensor got = index.to(Device::cpu()), flags = nan.to(Device::cpu());
   for (int64_t r = 0; r < rows; ++r) {
@@ -347,39 +350,42 @@ TEST(CudaKernels, RowArgmax) {
 // and copy_to_host_after reads the choices at a mark.
 TEST(CudaKernels, RowArgmaxKeptOnTheDevice) {
   SKIP_WITHOUT_CUDA();
-  const int64_t rows = 6, cols = 32000;
-  Tensor logits = random_tensor(Shape{rows, cols}, 802, -5.f, 5.f);
-  float* at = logits.data<float>();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  at[1 * cols + 7] = nan;
-  at[2 * cols + 0] = nan;
-  at[3 * cols + 500] = 9.f;
-  at[3 * cols + 20] = 9.f;
-  for (int64_t j = 0; j < cols; ++j) at[4 * cols + j] = -std::numeric_limits<float>::infinity();
+  const int64_t rows = 6;
   const Device cuda = Device::cuda();
   const DeviceOps& ops = device_ops(cuda);
   ASSERT_NE(ops.argmax_rows_into, nullptr);
-  Tensor dev = logits.to(cuda);
-  for (bool ids32 : {false, true}) {
-    SCOPED_TRACE(ids32 ? "int32 ids" : "int64 ids");
-    Tensor ids = Tensor::empty(Shape{rows}, ids32 ? DType::kInt32 : DType::kInt64, cuda);
-    Tensor chosen = Tensor::empty(Shape{rows}, DType::kInt64, cuda);
-    ops.argmax_rows_into(static_cast<const float*>(dev.raw_data()), rows, cols, cols, cuda,
-                         ids.raw_data(), ids32, static_cast<int64_t*>(chosen.raw_data()));
-    const uint64_t mark = ops.mark(cuda);
-    std::vector<int64_t> host(rows, -1);
-    ops.copy_to_host_after(host.data(), chosen.raw_data(), rows * sizeof(int64_t), cuda, mark);
-    Tensor id_host = ids.to(Device::cpu());
-    for (int64_t r = 0; r < rows; ++r) {
-      SCOPED_TRACE("row " + std::to_string(r));
-      const float* row = at + r * cols;
-      const int64_t want = std::max_element(row, row + cols) - row;
-      EXPECT_EQ(host[r], want);
-      EXPECT_EQ(ids32 ? id_host.data<int32_t>()[r] : id_host.data<int64_t>()[r], want);
+  // Rows of many parts (the first launch's blocks) and of one.
+  for (int64_t cols : {int64_t{32000}, int64_t{1000}}) {
+    Tensor logits = random_tensor(Shape{rows, cols}, 802, -5.f, 5.f);
+    float* at = logits.data<float>();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    at[1 * cols + 7] = nan;
+    at[2 * cols + 0] = nan;
+    at[3 * cols + 500] = 9.f;
+    at[3 * cols + 20] = 9.f;
+    for (int64_t j = 0; j < cols; ++j) at[4 * cols + j] = -std::numeric_limits<float>::infinity();
+    Tensor dev = logits.to(cuda);
+    for (bool ids32 : {false, true}) {
+      SCOPED_TRACE(std::to_string(cols) + (ids32 ? " columns, int32 ids" : " columns, int64 ids"));
+      Tensor ids = Tensor::empty(Shape{rows}, ids32 ? DType::kInt32 : DType::kInt64, cuda);
+      Tensor chosen = Tensor::empty(Shape{rows}, DType::kInt64, cuda);
+      ops.argmax_rows_into(static_cast<const float*>(dev.raw_data()), rows, cols, cols, cuda,
+                           ids.raw_data(), ids32, static_cast<int64_t*>(chosen.raw_data()));
+      const uint64_t mark = ops.mark(cuda);
+      std::vector<int64_t> host(rows, -1);
+      ops.copy_to_host_after(host.data(), chosen.raw_data(), rows * sizeof(int64_t), cuda, mark);
+      Tensor id_host = ids.to(Device::cpu());
+      for (int64_t r = 0; r < rows; ++r) {
+        SCOPED_TRACE("row " + std::to_string(r));
+        const float* row = at + r * cols;
+        const int64_t want = std::max_element(row, row + cols) - row;
+        EXPECT_EQ(host[r], want);
+        EXPECT_EQ(ids32 ? id_host.data<int32_t>()[r] : id_host.data<int64_t>()[r], want);
+      }
+      EXPECT_EQ(host[2], 0);
+      EXPECT_EQ(host[3], 20);
+      EXPECT_EQ(host[4], 0);
     }
-    EXPECT_EQ(host[2], 0);
-    EXPECT_EQ(host[3], 20);
-    EXPECT_EQ(host[4], 0);
   }
 }
 
@@ -1082,6 +1088,22 @@ TEST(CudaKernels, Movement) {
   expect_matches_cpu("Slice", {x, ints({0, 1}), ints({99, 4}), ints({0, 2}), ints({2, 2})});
   expect_matches_cpu("Split", {x, ints({1, 2})}, {{"axis", 1}}, 1e-5, 1e-4, 2);
   expect_matches_cpu("Split", {x}, {{"axis", -1}, {"num_outputs", 5}}, 1e-5, 1e-4, 5);
+  // Split and Concat are one launch of row copies: a decoder's Q/K/V split of one row, a cache's
+  // past and new slot (a wide block per head, 16-byte items), many narrow rows (byte items: 3
+  // floats at an odd offset), and more than one launch's batch of inputs (40).
+  expect_matches_cpu("Split", {random_tensor(Shape{1, 1, 2304}, 66)},
+                     {{"axis", -1}, {"num_outputs", 3}}, 1e-5, 1e-4, 3);
+  expect_matches_cpu("Split", {random_tensor(Shape{1, 10}, 71)}, {{"axis", 1}, {"num_outputs", 5}},
+                     1e-5, 1e-4, 5);
+  expect_matches_cpu(
+      "Concat", {random_tensor(Shape{1, 12, 255, 64}, 67), random_tensor(Shape{1, 12, 1, 64}, 68)},
+      {{"axis", 2}});
+  expect_matches_cpu("Concat",
+                     {random_tensor(Shape{4000, 3}, 69), random_tensor(Shape{4000, 5}, 70)},
+                     {{"axis", 1}});
+  std::vector<OpInput> many;
+  for (int i = 0; i < 40; ++i) many.push_back(random_tensor(Shape{3, 1 + i % 3, 4}, 100 + i));
+  expect_matches_cpu("Concat", many, {{"axis", 1}});
 }
 
 TEST(CudaKernels, WithoutAKernelTheHostRunsIt) {

@@ -200,29 +200,47 @@ void copy_rows(const RowCopy* copies, size_t count, Device device, bool wait) {
   if (wait) check(cudaStreamSynchronize(stream), "copy rows on " + device.to_string());
 }
 
-// launch_row_argmax into device memory of its own (grown as needed), then the indices and NaN
-// flags to the host.
+// Device memory of the argmax launches (grown as needed, never freed): their partial results, then
+// (for argmax_rows) the indices and NaN flags it copies to the host. Its users hold the lock
+// while their launches are enqueued; the stream runs them in order, so one buffer serves all.
+struct ArgmaxScratch {
+  std::mutex mutex;
+  void* ptr = nullptr;
+  size_t capacity = 0;
+  void* reserve(size_t bytes) {
+    if (bytes > capacity) {
+      // Earlier launches on the stream may still read the old buffer: wait before freeing it.
+      check(cudaStreamSynchronize(require_cuda_backend().stream().handle()), "argmax scratch");
+      if (ptr != nullptr) check(cudaFree(ptr), "argmax scratch");
+      ptr = nullptr;
+      check(cudaMalloc(&ptr, bytes), "argmax scratch of " + std::to_string(bytes) + " bytes");
+      capacity = bytes;
+    }
+    return ptr;
+  }
+};
+
+ArgmaxScratch& argmax_scratch() {
+  static auto* s = new ArgmaxScratch();  // never destroyed, like the pools
+  return *s;
+}
+
+// launch_row_argmax, then the indices and NaN flags to the host.
 bool argmax_rows(const float* data, int64_t rows, int64_t cols, int64_t stride, Device device,
                  int64_t* out) {
   if (rows <= 0) return true;
-  static std::mutex mutex;
-  static void* scratch = nullptr;  // rows int64 indices, then rows int flags; never freed
-  static size_t capacity = 0;
-  std::lock_guard<std::mutex> lock(mutex);
-  const size_t bytes = static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int));
-  if (bytes > capacity) {
-    if (scratch != nullptr) check(cudaFree(scratch), "argmax scratch");
-    scratch = nullptr;
-    check(cudaMalloc(&scratch, bytes), "argmax scratch of " + std::to_string(bytes) + " bytes");
-    capacity = bytes;
-  }
+  ArgmaxScratch& scratch = argmax_scratch();
+  std::lock_guard<std::mutex> lock(scratch.mutex);
+  const size_t results = static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int));
+  const size_t parts_at = (results + 15) / 16 * 16;
+  char* base = static_cast<char*>(scratch.reserve(parts_at + row_argmax_scratch_bytes(rows, cols)));
   cudaStream_t stream = require_cuda_backend().stream().handle();
-  auto* index = static_cast<int64_t*>(scratch);
+  auto* index = reinterpret_cast<int64_t*>(base);
   auto* nan = reinterpret_cast<int*>(index + rows);
-  launch_row_argmax(data, rows, cols, stride, index, nan, stream);
+  launch_row_argmax(data, rows, cols, stride, index, nan, base + parts_at, stream);
   check(cudaGetLastError(), "argmax on " + device.to_string());
-  std::vector<char> host(bytes);
-  check(cudaMemcpyAsync(host.data(), scratch, bytes, cudaMemcpyDeviceToHost, stream),
+  std::vector<char> host(results);
+  check(cudaMemcpyAsync(host.data(), base, results, cudaMemcpyDeviceToHost, stream),
         "argmax to the host");
   // The stream's own wait: it also raises a failure of earlier work that did not wait (a replayed
   // decoding step's index out of range).
@@ -236,7 +254,11 @@ bool argmax_rows(const float* data, int64_t rows, int64_t cols, int64_t stride, 
 
 void argmax_rows_into(const float* data, int64_t rows, int64_t cols, int64_t stride, Device device,
                       void* ids, bool ids32, int64_t* chosen) {
-  launch_row_argmax_into(data, rows, cols, stride, ids, ids32, chosen,
+  if (rows <= 0) return;
+  ArgmaxScratch& scratch = argmax_scratch();
+  std::lock_guard<std::mutex> lock(scratch.mutex);
+  void* parts = scratch.reserve(row_argmax_scratch_bytes(rows, cols));
+  launch_row_argmax_into(data, rows, cols, stride, ids, ids32, chosen, parts,
                          require_cuda_backend().stream().handle());
   check(cudaGetLastError(), "argmax on " + device.to_string());
 }

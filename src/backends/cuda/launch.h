@@ -203,12 +203,15 @@ void launch_copy_rows(const RowCopyDesc* copies, size_t count, cudaStream_t stre
 
 // Per row r < rows of float32 values data[r * stride + j], j < cols (cols >= 1): index[r] = the
 // index of the largest (the first of equals; 0 for a row of -inf), nan[r] = whether it holds a NaN.
+// `scratch`: row_argmax_scratch_bytes(rows, cols) of device memory.
+size_t row_argmax_scratch_bytes(int64_t rows, int64_t cols);
 void launch_row_argmax(const float* data, int64_t rows, int64_t cols, int64_t stride,
-                       int64_t* index, int* nan, cudaStream_t stream);
+                       int64_t* index, int* nan, void* scratch, cudaStream_t stream);
 // The same, all on the device, as std::max_element chooses (a row starting with a NaN gives 0,
 // other NaNs are passed over): chosen[r] (int64) and ids[r] (int32 where ids32, else int64).
 void launch_row_argmax_into(const float* data, int64_t rows, int64_t cols, int64_t stride,
-                            void* ids, bool ids32, int64_t* chosen, cudaStream_t stream);
+                            void* ids, bool ids32, int64_t* chosen, void* scratch,
+                            cudaStream_t stream);
 
 // Skinny float32 products, Y[M, N] = act(X[M, K] W[K, N] + bias + Z) with M <= kGemvMaxRows
 // (decoding): X, W, Y and Z row-major, N a multiple of 4, W, bias (a row of N, or null), Z (a

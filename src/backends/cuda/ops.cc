@@ -358,32 +358,59 @@ std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
   });
 }
 
-// Split: each output is a block of columns of the input's rows (one strided copy each).
+// Split: each output is a block of columns of the input's rows; all of them one launch of strided
+// row copies (launch_copy_rows). Where the rows are one (a decoding step's Q/K/V split of its
+// single token), each output is a contiguous block of the input: a view, no copy and no launch,
+// where every block starts 256 bytes past another (the alignment cuBLASLt assumes of operands).
 std::unique_ptr<Kernel> make_split(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const int axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
   int64_t outer = 1;
   for (int d = 0; d < axis; ++d) outer *= x[d];
+  std::vector<Shape> shapes;
+  bool aligned = true;
+  size_t at = 0;
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    shapes.push_back(ctx.output(i).shape);
+    aligned = aligned && at % 256 == 0;
+    at += static_cast<size_t>(shapes.back().numel()) * dtype_size(ctx.input_dtype(0));
+  }
+  if (outer == 1 && aligned) {
+    const Shape flat{x.numel()};
+    return std::make_unique<LaunchKernel>(
+        ctx.where(),
+        [=](const KernelContext& k, cudaStream_t) {
+          int64_t at = 0;
+          for (size_t i = 0; i < shapes.size(); ++i) {
+            k.outputs[i] =
+                k.inputs[0].reshape(flat).narrow(at, shapes[i].numel()).reshape(shapes[i]);
+            at += shapes[i].numel();
+          }
+        },
+        true);
+  }
   const size_t es = dtype_size(ctx.input_dtype(0));
   const size_t in_row = x.numel() / std::max<int64_t>(outer, 1) * es;
   std::vector<size_t> widths;
   for (int i = 0; i < ctx.num_outputs(); ++i)
     widths.push_back(ctx.output(i).shape.numel() / std::max<int64_t>(outer, 1) * es);
-  std::string where = ctx.where();
+  const auto rows = static_cast<size_t>(outer);
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    std::vector<RowCopyDesc> copies;
     size_t col = 0;
     for (size_t i = 0; i < widths.size(); ++i) {
-      if (widths[i] > 0 && outer > 0)
-        check(cudaMemcpy2DAsync(k.outputs[i].raw_data(), widths[i],
-                                static_cast<const char*>(k.inputs[0].raw_data()) + col, in_row,
-                                widths[i], outer, cudaMemcpyDeviceToDevice, s),
-              where);
+      if (widths[i] > 0 && rows > 0)
+        copies.push_back({k.outputs[i].raw_data(), widths[i],
+                          static_cast<const char*>(k.inputs[0].raw_data()) + col, in_row, widths[i],
+                          rows});
       col += widths[i];
     }
+    if (!copies.empty()) launch_copy_rows(copies.data(), copies.size(), s);
   });
 }
 
-// Concat: each input is a block of rows copied into its columns of the output (one strided copy).
+// Concat: each input is a block of rows copied into its columns of the output; all of them one
+// launch of strided row copies.
 std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
   const Shape& y = ctx.output(0).shape;
   int axis = normalize_axis(ctx, ctx.attr_int("axis"), y.rank());
@@ -394,17 +421,17 @@ std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
   std::vector<size_t> widths;
   for (int i = 0; i < ctx.num_inputs(); ++i)
     widths.push_back(ctx.input_shape(i).numel() / std::max<int64_t>(outer, 1) * es);
-  std::string where = ctx.where();
+  const auto rows = static_cast<size_t>(outer);
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    std::vector<RowCopyDesc> copies;
     size_t col = 0;
     for (size_t i = 0; i < widths.size(); ++i) {
-      if (widths[i] > 0 && outer > 0)
-        check(cudaMemcpy2DAsync(static_cast<char*>(k.outputs[0].raw_data()) + col, out_row,
-                                k.inputs[i].raw_data(), widths[i], widths[i], outer,
-                                cudaMemcpyDeviceToDevice, s),
-              where);
+      if (widths[i] > 0 && rows > 0)
+        copies.push_back({static_cast<char*>(k.outputs[0].raw_data()) + col, out_row,
+                          k.inputs[i].raw_data(), widths[i], widths[i], rows});
       col += widths[i];
     }
+    if (!copies.empty()) launch_copy_rows(copies.data(), copies.size(), s);
   });
 }
 
