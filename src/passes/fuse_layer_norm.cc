@@ -6,7 +6,8 @@
 // becomes one LayerNormalization(x, gamma, beta, axis, epsilon), whose kernel reads each row
 // once for its statistics and once to write it, instead of the nine full passes and six
 // intermediates of the decomposition. The axes must be the trailing dims [axis, rank) and every
-// intermediate must have no other reader. Without a Mul, gamma is a constant of ones.
+// intermediate must have no other reader. Without a Mul, gamma is a constant of ones. The RMS
+// form (no mean subtracted, no beta: Llama's RMSNorm) becomes one RMSNormalization the same way.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -64,11 +65,98 @@ class FuseLayerNormPass : public Pass {
   bool run(Graph& graph) override {
     bool changed = false;
     for (int id : graph.topological_order())
-      if (!graph.node(id).removed && fuse(graph, id)) changed = true;
+      if (!graph.node(id).removed && (fuse(graph, id) || fuse_rms(graph, id))) changed = true;
     return changed;
   }
 
  private:
+  // The RMS form (Llama's RMSNorm as torch exports it), from its ReduceMean `mean_id`:
+  //   p = Pow(x, 2) or Mul(x, x)    m = ReduceMean(p, axes)    s = Sqrt(Add(m, eps))
+  //   y = Div(x, s), or Mul(x, Div(1, s) or Reciprocal(s)) (either order)    [Mul gamma]
+  // becomes one RMSNormalization(x, gamma, axis, epsilon).
+  static bool fuse_rms(Graph& graph, int mean_id) {
+    const Node& mean = graph.node(mean_id);
+    if (mean.op != OpKind::kReduceMean || mean.outputs.size() != 1) return false;
+    const int axis = trailing_axis(graph, mean_id);
+    const int p = mean.inputs[0];
+    const int square = graph.value(p).producer;
+    if (axis < 0 || square < 0 || sole_reader(graph, p) != mean_id) return false;
+    const Node& sq = graph.node(square);
+    const bool pow2 = sq.op == OpKind::kPow && is_scalar(graph, sq.inputs[1], 2.0f);
+    const bool mul2 = sq.op == OpKind::kMul && sq.inputs[0] == sq.inputs[1];
+    if (!pow2 && !mul2) return false;
+    const int x = sq.inputs[0];
+    const TensorType& xt = graph.value(x).type;
+    if (xt.dtype != DType::kFloat32 || !(graph.value(p).type == xt)) return false;
+    std::vector<int> chain = {square, mean_id};
+    const int add_eps = sole_reader(graph, mean.outputs[0]);
+    if (add_eps < 0 || graph.node(add_eps).op != OpKind::kAdd) return false;
+    float eps = 0.0f;
+    if (!scalar_constant(graph, other_input(graph.node(add_eps), mean.outputs[0]), &eps) ||
+        eps < 0.0f ||
+        !(graph.value(graph.node(add_eps).outputs[0]).type == graph.value(mean.outputs[0]).type))
+      return false;
+    chain.push_back(add_eps);
+    const int sqrt = sole_reader(graph, graph.node(add_eps).outputs[0]);
+    if (sqrt < 0 || graph.node(sqrt).op != OpKind::kSqrt) return false;
+    chain.push_back(sqrt);
+    const int s = graph.node(sqrt).outputs[0];
+    const int next = sole_reader(graph, s);
+    if (next < 0) return false;
+    const Node& n = graph.node(next);
+    int out = -1;
+    if (n.op == OpKind::kDiv && n.inputs[0] == x && n.inputs[1] == s) {
+      chain.push_back(next);
+      out = n.outputs[0];
+    } else if ((n.op == OpKind::kDiv && n.inputs[1] == s && is_scalar(graph, n.inputs[0], 1.0f)) ||
+               n.op == OpKind::kReciprocal) {
+      chain.push_back(next);
+      const int r = n.outputs[0];
+      const int mul = sole_reader(graph, r);
+      if (mul < 0 || graph.node(mul).op != OpKind::kMul || other_input(graph.node(mul), r) != x)
+        return false;
+      chain.push_back(mul);
+      out = graph.node(mul).outputs[0];
+    } else {
+      return false;
+    }
+    if (!(graph.value(out).type == xt)) return false;
+    int gamma = -1;
+    if (int mul = sole_reader(graph, out); mul >= 0 && graph.node(mul).op == OpKind::kMul) {
+      const int g = other_input(graph.node(mul), out);
+      if (g >= 0 && graph.value(g).type.dtype == DType::kFloat32 &&
+          fits_norm_dims(xt.shape, graph.value(g).type.shape, axis) &&
+          graph.value(graph.node(mul).outputs[0]).type == xt) {
+        gamma = g;
+        chain.push_back(mul);
+        out = graph.node(mul).outputs[0];
+      }
+    }
+    if (gamma < 0) {
+      Shape norm(std::vector<int64_t>(xt.shape.dims().begin() + axis, xt.shape.dims().end()));
+      Tensor ones = Tensor::empty(norm, DType::kFloat32);
+      std::fill(ones.data<float>(), ones.data<float>() + ones.numel(), 1.0f);
+      gamma = graph.add_constant(graph.unique_name("rms_norm_scale"), ones)->id;
+    }
+    const std::string name = mean.name.empty() ? "rms_norm" : mean.name;
+    Attributes attrs;
+    attrs["axis"] = static_cast<int64_t>(axis);
+    attrs["epsilon"] = eps;
+    Node& rms = graph.add_node(OpKind::kRMSNormalization, {x, gamma}, 1, attrs,
+                               graph.unique_name(name + "_rms_fused"));
+    const int rms_id = rms.id;
+    const int rms_out = rms.outputs[0];
+    graph.infer_node(rms_id);
+    std::vector<int> constants;
+    for (int c : chain)
+      for (int in : graph.node(c).inputs)
+        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
+    replace_uses(graph, out, rms_out);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) remove_node(graph, *it);
+    for (int c : constants) release_if_unused(graph, c);
+    return true;
+  }
+
   // Matches the pattern starting at the first ReduceMean `mean_id` and rewrites it.
   static bool fuse(Graph& graph, int mean_id) {
     const Node& mean = graph.node(mean_id);

@@ -1027,6 +1027,17 @@ TEST(CudaKernels, AttentionSplitKeys) {
 
 TEST(CudaKernels, NormPoolSoftmax) {
   SKIP_WITHOUT_CUDA();
+  // RMSNormalization and LayerNormalization: a decoding step's one row (a block per row, values
+  // kept in registers), many short rows (RMS: a warp per row), and a row too long to keep.
+  for (const Shape& shape : {Shape{1, 1, 1024}, Shape{1100, 64}, Shape{3, 5000}}) {
+    SCOPED_TRACE(shape.to_string());
+    const int64_t n = shape[-1];
+    Tensor rx = random_tensor(shape, 56, -2.f, 3.f);
+    Tensor scale = random_tensor(Shape{n}, 57, 0.5f, 1.5f);
+    expect_matches_cpu("RMSNormalization", {rx, constant(scale)}, {{"epsilon", 1e-6f}});
+    expect_matches_cpu("LayerNormalization",
+                       {rx, constant(scale), constant(random_tensor(Shape{n}, 58))});
+  }
   Tensor x = random_tensor(Shape{2, 4, 9, 11}, 51);
   expect_matches_cpu(
       "BatchNormalization",

@@ -125,6 +125,56 @@ TEST(FuseLayerNorm, DecomposedFormsBecomeOneLayerNormalization) {
   }
 }
 
+// The RMS form (Llama's RMSNorm as torch exports it: no mean subtracted, no beta) becomes one
+// RMSNormalization: the reciprocal written as Div(1, s) then Mul (torch's export), as Reciprocal,
+// or a plain Div(x, s); the square as Pow or Mul; with and without gamma.
+TEST(FuseLayerNorm, RmsFormsBecomeOneRmsNormalization) {
+  const Shape shape{3, 2, 16};
+  Tensor x = test::random_tensor(shape, 15, -2, 3);
+  Tensor gamma = test::random_tensor({16}, 16, 0.5f, 1.5f);
+  enum class Inverse { kDivOne, kReciprocal, kDivX };
+  struct Form {
+    const char* name;
+    Inverse inverse;
+    bool square_by_mul, swap, affine;
+  };
+  for (const Form& f : {Form{"torch", Inverse::kDivOne, false, false, true},
+                        Form{"reciprocal-swapped", Inverse::kReciprocal, true, true, true},
+                        Form{"div-no-gamma", Inverse::kDivX, false, false, false}}) {
+    SCOPED_TRACE(f.name);
+    const float eps = 1e-6f;
+    auto build = [&](Graph& g) {
+      Value* in = g.add_input("x", shape);
+      Value* p = f.square_by_mul ? g.add_op("Mul", {in, in}) : g.add_op("Pow", {in, scalar(g, 2)});
+      Value* m = g.add_op("ReduceMean", {p}, {{"axes", std::vector<int64_t>{-1}}});
+      Value* sq = g.add_op("Sqrt", {g.add_op("Add", {m, scalar(g, eps)})});
+      Value* y = nullptr;
+      if (f.inverse == Inverse::kDivX) {
+        y = g.add_op("Div", {in, sq});
+      } else {
+        Value* r = f.inverse == Inverse::kReciprocal ? g.add_op("Reciprocal", {sq})
+                                                     : g.add_op("Div", {scalar(g, 1), sq});
+        y = f.swap ? g.add_op("Mul", {r, in}) : g.add_op("Mul", {in, r});
+      }
+      if (f.affine) {
+        Value* gm = g.add_constant("gamma", gamma);
+        y = f.swap ? g.add_op("Mul", {gm, y}) : g.add_op("Mul", {y, gm});
+      }
+      g.mark_output(g.add_op("Relu", {y}));
+    };
+    std::vector<double> v = test::to_doubles(x), want(v.size());
+    const std::vector<double> gs = test::to_doubles(gamma);
+    for (size_t r = 0; r < v.size() / 16; ++r) {
+      double ss = 0;
+      for (int i = 0; i < 16; ++i) ss += v[r * 16 + i] * v[r * 16 + i];
+      const double inv = 1.0 / std::sqrt(ss / 16 + eps);
+      for (int i = 0; i < 16; ++i)
+        want[r * 16 + i] = std::max(0.0, v[r * 16 + i] * inv * (f.affine ? gs[i] : 1.0));
+    }
+    check_fusion(build, "RMSNormalization", 1, 2, {x}, want);
+  }
+}
+
 TEST(FuseLayerNorm, PatternAsGraphOutputKeepsItsName) {
   Tensor x = test::random_tensor({3, 8}, 14);
   auto build = [&](Graph& g) {
@@ -160,7 +210,9 @@ TEST(FuseLayerNorm, LeavesNonMatchingGraphsAlone) {
     if (variant == 1) g.mark_output(d);
     g.optimize();
     EXPECT_EQ(count(g, "LayerNormalization"), 0);
-    EXPECT_EQ(count(g, "ReduceMean"), 2);
+    // With the centred value read outside, what follows it is an RMS norm of it, and fuses so.
+    EXPECT_EQ(count(g, "RMSNormalization"), variant == 0 ? 0 : 1);
+    EXPECT_EQ(count(g, "ReduceMean"), variant == 0 ? 2 : 1);
   }
 }
 

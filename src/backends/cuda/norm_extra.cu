@@ -239,7 +239,9 @@ void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int6
     const T* tx = static_cast<const T*>(x);
     const T* ts = static_cast<const T*>(scale);
     T* ty = static_cast<T*>(y);
-    if (n <= 1024) {
+    // A warp per row where rows are many; a block per row where they are few (a decoding step's
+    // one row of 1024 took 8.4 us on one warp under ncu on the H200).
+    if (n <= 1024 && rows >= 1024) {
       const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
       rms_norm_warp_kernel<<<static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8), kThreads, 0,
                              stream>>>(tx, ts, ty, rows, n, epsilon);
