@@ -31,6 +31,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_cse_pass());
   manager.add(make_fuse_layer_norm_pass());
   manager.add(make_fuse_gelu_pass());
+  manager.add(make_fuse_rotary_pass());
   manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass(cpu_only));

@@ -64,6 +64,9 @@ std::unique_ptr<Pass> make_bn_to_affine_pass();
 std::unique_ptr<Pass> make_fuse_layer_norm_pass();
 // GELU written with Erf (exact) or Tanh (approximation) and elementary ops becomes one Gelu.
 std::unique_ptr<Pass> make_fuse_gelu_pass();
+// Rotary embeddings written with rotate_half (x * cos + Concat(-x2, x1) * sin, the cos and sin of
+// doubled angles) become one RotaryEmbedding (fuse_rotary.cc says which forms).
+std::unique_ptr<Pass> make_fuse_rotary_pass();
 // MatMul(Q, K^T) -> scale -> [Add mask] -> Softmax -> MatMul(., V) becomes one FusedAttention.
 std::unique_ptr<Pass> make_fuse_attention_pass();
 // MatMul -> Add(row bias) -> activation, and Gemm (alpha 1, row or no C) -> activation, become one

@@ -216,6 +216,70 @@ TEST(FuseLayerNorm, LeavesNonMatchingGraphsAlone) {
   }
 }
 
+// ---- Rotary embeddings ----
+
+// Llama's rotate_half form as torch exports it, for Q and K sharing the angles: each becomes one
+// RotaryEmbedding, against a double-precision reference; operand orders swapped in one variant.
+TEST(FuseRotary, RotateHalfFormBecomesRotaryEmbedding) {
+  const int64_t b = 2, heads = 3, kv_heads = 1, s = 5, hd = 8, h = hd / 2;
+  Tensor q = test::random_tensor({b, heads, s, hd}, 31, -2, 2);
+  Tensor k = test::random_tensor({b, kv_heads, s, hd}, 32, -2, 2);
+  Tensor angles = test::random_tensor({b, s, h}, 33, -3, 3);
+  for (bool swap : {false, true}) {
+    SCOPED_TRACE(swap ? "operands swapped" : "torch's order");
+    auto ints = [](Graph& g, int64_t v) {
+      return g.add_constant(g.unique_name("i"), Tensor::from_vector<int64_t>({1}, {v}));
+    };
+    auto build = [&](Graph& g) {
+      Value* qv = g.add_input("q", q.shape());
+      Value* kv = g.add_input("k", k.shape());
+      Value* a = g.add_input("angles", angles.shape());
+      Value* u =
+          g.add_op("Unsqueeze", {g.add_op("Concat", {a, a}, {{"axis", int64_t{-1}}}), ints(g, 1)});
+      Value* cos = g.add_op("Cos", {u});
+      Value* sin = g.add_op("Sin", {u});
+      auto rotate = [&](Value* x) {
+        Value* hi = g.add_op(
+            "Slice", {x, ints(g, h), ints(g, std::numeric_limits<int64_t>::max()), ints(g, -1)});
+        Value* lo = g.add_op("Slice", {x, ints(g, 0), ints(g, h), ints(g, 3)});
+        Value* r = g.add_op("Concat", {g.add_op("Neg", {hi}), lo}, {{"axis", int64_t{3}}});
+        Value* xc = swap ? g.add_op("Mul", {cos, x}) : g.add_op("Mul", {x, cos});
+        Value* rs = swap ? g.add_op("Mul", {sin, r}) : g.add_op("Mul", {r, sin});
+        return swap ? g.add_op("Add", {rs, xc}) : g.add_op("Add", {xc, rs});
+      };
+      g.mark_output(rotate(qv));
+      g.mark_output(rotate(kv));
+    };
+    Graph plain, optimized;
+    build(plain);
+    build(optimized);
+    optimized.optimize();
+    optimized.verify();
+    EXPECT_EQ(count(optimized, "RotaryEmbedding"), 2) << optimized.to_text();
+    EXPECT_EQ(count(optimized, "Neg") + count(optimized, "Slice"), 0) << optimized.to_text();
+    const std::vector<double> av = test::to_doubles(angles);
+    auto reference = [&](const Tensor& x, int64_t nh) {
+      std::vector<double> xv = test::to_doubles(x), out(xv.size());
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t hh = 0; hh < nh; ++hh)
+          for (int64_t si = 0; si < s; ++si)
+            for (int64_t j = 0; j < hd; ++j) {
+              const size_t at = ((bi * nh + hh) * s + si) * hd;
+              const double ang = av[(bi * s + si) * h + j % h];
+              const double rot = j < h ? -xv[at + j + h] : xv[at + j - h];
+              out[at + j] = xv[at + j] * std::cos(ang) + rot * std::sin(ang);
+            }
+      return out;
+    };
+    for (Graph* g : {&plain, &optimized}) {
+      Runtime rt;
+      std::vector<Tensor> got = g->compile(&rt)->execute(std::vector<Tensor>{q, k, angles});
+      test::expect_close(got[0], q.shape(), reference(q, heads), 1e-5, 1e-4);
+      test::expect_close(got[1], k.shape(), reference(k, kv_heads), 1e-5, 1e-4);
+    }
+  }
+}
+
 // ---- GELU ----
 
 double gelu_erf(double v) {
