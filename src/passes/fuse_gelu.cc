@@ -175,16 +175,7 @@ class FuseGeluPass : public Pass {
     const int gelu_id = gelu.id;
     const int gelu_out = gelu.outputs[0];
     graph.infer_node(gelu_id);
-    std::vector<int> constants;
-    for (int n : chain)
-      for (int in : graph.node(n).inputs)
-        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
-    replace_uses(graph, out, gelu_out);
-    // Remove readers before the nodes they read: the chain is not in order for (x * 0.5) * a.
-    std::vector<int> order = graph.topological_order();
-    for (auto it = order.rbegin(); it != order.rend(); ++it)
-      if (std::find(chain.begin(), chain.end(), *it) != chain.end()) remove_node(graph, *it);
-    for (int k : constants) release_if_unused(graph, k);
+    replace_chain(graph, chain, out, gelu_out);
     return true;
   }
 };

@@ -59,6 +59,15 @@ bool fits_norm_dims(const Shape& x, const Shape& p, int axis) {
   return true;
 }
 
+// A float32 constant of ones over x's normalised dims [axis, rank): the scale of a norm without
+// a Mul.
+int ones_over(Graph& graph, const Shape& x, int axis, const char* name) {
+  Shape norm(std::vector<int64_t>(x.dims().begin() + axis, x.dims().end()));
+  Tensor ones = Tensor::empty(norm, DType::kFloat32);
+  std::fill(ones.data<float>(), ones.data<float>() + ones.numel(), 1.0f);
+  return graph.add_constant(graph.unique_name(name), ones)->id;
+}
+
 class FuseLayerNormPass : public Pass {
  public:
   const char* name() const override { return "fuse-layer-norm"; }
@@ -132,12 +141,7 @@ class FuseLayerNormPass : public Pass {
         out = graph.node(mul).outputs[0];
       }
     }
-    if (gamma < 0) {
-      Shape norm(std::vector<int64_t>(xt.shape.dims().begin() + axis, xt.shape.dims().end()));
-      Tensor ones = Tensor::empty(norm, DType::kFloat32);
-      std::fill(ones.data<float>(), ones.data<float>() + ones.numel(), 1.0f);
-      gamma = graph.add_constant(graph.unique_name("rms_norm_scale"), ones)->id;
-    }
+    if (gamma < 0) gamma = ones_over(graph, xt.shape, axis, "rms_norm_scale");
     const std::string name = mean.name.empty() ? "rms_norm" : mean.name;
     Attributes attrs;
     attrs["axis"] = static_cast<int64_t>(axis);
@@ -147,13 +151,7 @@ class FuseLayerNormPass : public Pass {
     const int rms_id = rms.id;
     const int rms_out = rms.outputs[0];
     graph.infer_node(rms_id);
-    std::vector<int> constants;
-    for (int c : chain)
-      for (int in : graph.node(c).inputs)
-        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
-    replace_uses(graph, out, rms_out);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) remove_node(graph, *it);
-    for (int c : constants) release_if_unused(graph, c);
+    replace_chain(graph, chain, out, rms_out);
     return true;
   }
 
@@ -241,12 +239,7 @@ class FuseLayerNormPass : public Pass {
       }
     }
     if (!(graph.value(out).type == xt)) return false;
-    if (gamma < 0) {
-      Shape norm(std::vector<int64_t>(xt.shape.dims().begin() + axis, xt.shape.dims().end()));
-      Tensor ones = Tensor::empty(norm, DType::kFloat32);
-      std::fill(ones.data<float>(), ones.data<float>() + ones.numel(), 1.0f);
-      gamma = graph.add_constant(graph.unique_name("layer_norm_scale"), ones)->id;
-    }
+    if (gamma < 0) gamma = ones_over(graph, xt.shape, axis, "layer_norm_scale");
 
     std::string name = graph.node(sub).name.empty() ? "layer_norm" : graph.node(sub).name;
     std::vector<int> inputs = {x, gamma};
@@ -259,13 +252,7 @@ class FuseLayerNormPass : public Pass {
     const int ln_id = ln.id;
     const int ln_out = ln.outputs[0];
     graph.infer_node(ln_id);
-    std::vector<int> constants;
-    for (int n : chain)
-      for (int in : graph.node(n).inputs)
-        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
-    replace_uses(graph, out, ln_out);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) remove_node(graph, *it);
-    for (int c : constants) release_if_unused(graph, c);
+    replace_chain(graph, chain, out, ln_out);
     return true;
   }
 };

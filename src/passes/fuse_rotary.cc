@@ -159,13 +159,7 @@ class FuseRotaryPass : public Pass {
     const int rot_id = rot.id;
     const int rot_out = rot.outputs[0];
     graph.infer_node(rot_id);
-    std::vector<int> constants;
-    for (int n : chain)
-      for (int in : graph.node(n).inputs)
-        if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
-    replace_uses(graph, out, rot_out);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) remove_node(graph, *it);
-    for (int k : constants) release_if_unused(graph, k);
+    replace_chain(graph, chain, out, rot_out);
     return true;
   }
 };

@@ -77,6 +77,18 @@ bool release_if_unused(Graph& graph, int id) {
   return true;
 }
 
+void replace_chain(Graph& graph, const std::vector<int>& chain, int out, int replacement) {
+  std::vector<int> constants;
+  for (int n : chain)
+    for (int in : graph.node(n).inputs)
+      if (in >= 0 && is_constant(graph.value(in))) constants.push_back(in);
+  replace_uses(graph, out, replacement);
+  const std::vector<int> order = graph.topological_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    if (std::find(chain.begin(), chain.end(), *it) != chain.end()) remove_node(graph, *it);
+  for (int k : constants) release_if_unused(graph, k);
+}
+
 void set_input(Graph& graph, int id, int k, int to) {
   Node& n = graph.node(id);
   int from = n.inputs.at(k);

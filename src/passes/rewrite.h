@@ -32,6 +32,11 @@ void remove_node(Graph& graph, int id);
 // it, so replaced tensors do not stay in memory; returns whether it did.
 bool release_if_unused(Graph& graph, int id);
 
+// Puts a fusion's node in place of the subgraph it matched: moves the uses of `out` (the chain's
+// result) to `replacement`, removes the chain's nodes (readers before what they read, whatever
+// their order in `chain`) and drops the constants that only they read.
+void replace_chain(Graph& graph, const std::vector<int>& chain, int out, int replacement);
+
 // Sets input `k` of node `id` to value `to` (-1 for omitted), keeping consumer lists right.
 void set_input(Graph& graph, int id, int k, int to);
 
