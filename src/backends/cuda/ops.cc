@@ -392,6 +392,7 @@ std::unique_ptr<Kernel> make_split(const NodeContext& ctx) {
   const size_t es = dtype_size(ctx.input_dtype(0));
   const size_t in_row = x.numel() / std::max<int64_t>(outer, 1) * es;
   std::vector<size_t> widths;
+  widths.reserve(static_cast<size_t>(ctx.num_outputs()));
   for (int i = 0; i < ctx.num_outputs(); ++i)
     widths.push_back(ctx.output(i).shape.numel() / std::max<int64_t>(outer, 1) * es);
   const auto rows = static_cast<size_t>(outer);
@@ -419,6 +420,7 @@ std::unique_ptr<Kernel> make_concat(const NodeContext& ctx) {
   size_t es = dtype_size(ctx.output(0).dtype);
   size_t out_row = y.numel() / std::max<int64_t>(outer, 1) * es;
   std::vector<size_t> widths;
+  widths.reserve(static_cast<size_t>(ctx.num_inputs()));
   for (int i = 0; i < ctx.num_inputs(); ++i)
     widths.push_back(ctx.input_shape(i).numel() / std::max<int64_t>(outer, 1) * es);
   const auto rows = static_cast<size_t>(outer);
