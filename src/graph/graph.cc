@@ -108,7 +108,9 @@ const Node& Graph::node(int id) const {
 
 std::string Graph::unique_name(std::string_view base) {
   std::string name(base.empty() ? "v" : base);
-  while (names_.count(name)) name = std::string(base) + "_" + std::to_string(++name_counter_);
+  // Free as a value name and as a node name (a node's outputs are named NAME:out).
+  while (names_.count(name) || names_.count(name + ":out"))
+    name = std::string(base) + "_" + std::to_string(++name_counter_);
   return name;
 }
 

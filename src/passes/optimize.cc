@@ -18,10 +18,13 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   bool cpu_or_vulkan = true;
   // Every backend's FusedMatMul adds a residual input (the CPU, Vulkan and CUDA).
   bool matmul_residual = true;
+  // Every backend has a RotaryEmbedding kernel (the CPU and CUDA; Vulkan runs the decomposed ops).
+  bool rotary = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     cpu_or_vulkan = cpu_or_vulkan && (b == "cpu" || b == "vulkan");
     matmul_residual = matmul_residual && (b == "cpu" || b == "vulkan" || b == "cuda");
+    rotary = rotary && (b == "cpu" || b == "cuda");
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -31,7 +34,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_cse_pass());
   manager.add(make_fuse_layer_norm_pass());
   manager.add(make_fuse_gelu_pass());
-  manager.add(make_fuse_rotary_pass());
+  if (rotary) manager.add(make_fuse_rotary_pass());
   manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass(cpu_only));

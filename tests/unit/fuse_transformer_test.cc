@@ -250,12 +250,16 @@ TEST(FuseRotary, RotateHalfFormBecomesRotaryEmbedding) {
       g.mark_output(rotate(qv));
       g.mark_output(rotate(kv));
     };
-    Graph plain, optimized;
+    Graph plain, optimized, for_vulkan;
     build(plain);
     build(optimized);
+    build(for_vulkan);
     optimized.optimize();
     optimized.verify();
     EXPECT_EQ(count(optimized, "RotaryEmbedding"), 2) << optimized.to_text();
+    // Vulkan has no RotaryEmbedding kernel: there the decomposed ops stay.
+    for_vulkan.optimize({"vulkan", "cpu"});
+    EXPECT_EQ(count(for_vulkan, "RotaryEmbedding"), 0);
     EXPECT_EQ(count(optimized, "Neg") + count(optimized, "Slice"), 0) << optimized.to_text();
     const std::vector<double> av = test::to_doubles(angles);
     auto reference = [&](const Tensor& x, int64_t nh) {
