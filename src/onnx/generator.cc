@@ -473,19 +473,26 @@ struct Generation::State {
     *tokens = next;
   }
 
+  // A decoding step's attention_mask [batch, capacity + 1]: the cache slots filled so far, and the
+  // step's own token.
+  std::vector<int64_t> step_mask() const {
+    std::vector<int64_t> mask(static_cast<size_t>(batch * (capacity + 1)), 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      std::copy(slot_valid.begin() + b * capacity, slot_valid.begin() + (b + 1) * capacity,
+                mask.begin() + b * (capacity + 1));
+      mask[b * (capacity + 1) + capacity] = 1;
+    }
+    return mask;
+  }
+
   // One decoding step; `more`: the caller will ask for another.
   void decode(std::vector<int64_t>* tokens, bool more) {
     if (on_device) {
       decode_on_device(tokens, more);
       return;
     }
-    std::vector<int64_t> mask(static_cast<size_t>(batch * (capacity + 1)), 0);
+    const std::vector<int64_t> mask = step_mask();
     std::vector<int64_t> valid(static_cast<size_t>(batch), 1);
-    for (int64_t b = 0; b < batch; ++b) {
-      std::copy(slot_valid.begin() + b * capacity, slot_valid.begin() + (b + 1) * capacity,
-                mask.begin() + b * (capacity + 1));
-      mask[b * (capacity + 1) + capacity] = 1;
-    }
     const Tensor ids = index_tensor(ids_dtype, batch, 1, last);
     const Tensor positions = index_tensor(position_dtype, batch, 1, position);
     std::vector<Tensor> outs;
@@ -523,15 +530,7 @@ struct Generation::State {
     std::vector<int64_t> next = pick(outs[logits_out], 1);
     accept(next);
     *tokens = next;
-    if (on_device && !on_device->position_table.defined()) {
-      // The next step's mask: the slots filled so far and its own.
-      for (int64_t b = 0; b < batch; ++b) {
-        std::copy(slot_valid.begin() + b * capacity, slot_valid.begin() + (b + 1) * capacity,
-                  mask.begin() + b * (capacity + 1));
-        mask[b * (capacity + 1) + capacity] = 1;
-      }
-      start_on_device(mask);
-    }
+    if (on_device && !on_device->position_table.defined()) start_on_device(step_mask());
   }
 };
 
