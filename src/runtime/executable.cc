@@ -375,13 +375,17 @@ std::unique_ptr<BoundReplay> Executable::bind(const std::map<std::string, Tensor
     by_input[i] = t;
   }
   std::lock_guard<std::mutex> lock(impl.record_mutex);
-  if (!impl.recorded) return nullptr;
-  // Every bound tensor must be on the device where the replay reads that input from a tensor of
-  // its own (the recording's input tensors).
-  const std::vector<Tensor>& reads = impl.recorded->input_tensors;
-  for (size_t i = 0; i < by_input.size(); ++i)
-    if (by_input[i].defined() && (!reads[i].defined() || reads[i].device() != by_input[i].device()))
-      return nullptr;
+  if (impl.record_stream == nullptr || !impl.warmed) return nullptr;
+  // Every bound tensor must be on the device where a replay reads that input from a tensor of its
+  // own (the device copy of the input).
+  for (size_t i = 0; i < by_input.size(); ++i) {
+    if (!by_input[i].defined()) continue;
+    bool read_there = false;
+    for (const Step& step : impl.steps)
+      read_there |= step.input_copy && step.inputs[0] == impl.input_slots[i] &&
+                    step.backend->device() == by_input[i].device();
+    if (!read_there) return nullptr;
+  }
   auto state = std::make_unique<BoundReplay::State>();
   state->impl = impl_;
   state->rec = record_run(impl, &by_input, &state->arena);
@@ -408,10 +412,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
   // A profiled run goes step by step, so each step can be timed.
   if (impl.record_stream != nullptr && profile == nullptr) {
     std::lock_guard<std::mutex> lock(impl.record_mutex);
-    if (!impl.recorded) {
-      ArenaLease warm(impl);
-      std::vector<Tensor> warm_slots = slots;
-      run_steps(impl, warm_slots, warm, false);
+    if (!impl.recorded && impl.warmed) {
       impl.recorded = record_run(impl);
       if (!impl.recorded) impl.record_stream = nullptr;
     }
@@ -420,6 +421,10 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
   ArenaLease lease(impl);
 
   run_steps(impl, slots, lease, false, profile, run_start);
+  if (impl.record_stream != nullptr) {
+    std::lock_guard<std::mutex> lock(impl.record_mutex);
+    impl.warmed = true;
+  }
   // An output that is a constant, or a view into the arena (which the next run reuses), is copied;
   // one on a device comes back to the host.
   std::vector<Tensor> outputs;
@@ -490,7 +495,7 @@ std::string Executable::summary() const {
     if (impl_->recorded)
       os << ", recorded as one device graph that every run replays";
     else if (impl_->record_stream != nullptr)
-      os << ", to be recorded as one device graph by the first run";
+      os << ", to be recorded as one device graph by its second run";
   }
   os << "\n";
   for (size_t i = 0; i < impl_->steps.size(); ++i)

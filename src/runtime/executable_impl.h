@@ -78,10 +78,13 @@ struct Executable::Impl {
   // also raises the errors its kernels could only record (a CUDA index out of range).
   std::vector<Stream*> device_streams;
   // Set when every step runs on one device stream that can record work (all CUDA, static
-  // shapes): execute() then records the run once and replays it.
+  // shapes): the first run goes step by step (it also creates library handles and pool memory,
+  // which a recording may not), the second records the run once, and every later run replays it.
+  // A plan run once (a size a shape family meets once) thus pays no recording.
   Stream* record_stream = nullptr;
   RecordingStream* recorder = nullptr;  // the same stream, as a recorder
   std::mutex record_mutex;
+  bool warmed = false;  // a run went step by step to its end (guarded by record_mutex)
   std::unique_ptr<RecordedRun> recorded;
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <climits>
 #include <cmath>
@@ -263,6 +264,27 @@ TEST_F(ShapeFamilies, ShapesThatAreNotMultilinearCompilePerShape) {
   EXPECT_EQ(st.sized, 0u);
   EXPECT_EQ(st.compiles, 4u);
   EXPECT_NE(st.refused.find("multilinear"), std::string::npos) << st.refused;
+}
+
+// On the GPU, a size's plan takes the kernels that run at any size (products of constant weights,
+// norms, softmax, views, element-wise) from the family's first plan, and runs step by step, then
+// recorded as a CUDA graph, then replayed: each of the three is checked at every size.
+TEST_F(ShapeFamilies, GpuPlansShareKernelsAndReplayAtEverySize) {
+  Runtime probe;
+  const std::vector<std::string> names = probe.backends();
+  if (std::find(names.begin(), names.end(), "cuda") == names.end())
+    GTEST_SKIP() << "no CUDA device here: this test runs on the GPU machine";
+  CompileOptions compile;
+  compile.backends = {"cuda"};
+  OnnxSession session(save(encoder_model(weights_), "encoder.onnx"), {}, compile);
+  uint64_t seed = 60;
+  for (int64_t seq : {5, 9, 3, 17, 64, 9})
+    for (int run = 0; run < 3; ++run) expect_encoder(session, 1, seq, seed++);
+  const OnnxSession::Stats st = session.stats();
+  EXPECT_EQ(st.compiles, 1u);
+  EXPECT_EQ(st.sized, 4u);
+  EXPECT_GT(st.kernels_shared, st.kernels_built)
+      << st.kernels_shared << " shared, " << st.kernels_built << " built";
 }
 
 TEST_F(ShapeFamilies, ConcurrentRunsAtManySizesAgree) {

@@ -3,9 +3,12 @@
 // heuristic; a bias that is one row is added in the GEMM's epilogue, a FusedMatMul's residual Z as
 // cuBLASLt's C (beta 1), and its activation by one in-place launch. Skinny float32 products (up to
 // kGemvMaxRows rows, decoding) run gemv.cu's kernel instead, with bias, residual and activation in
-// its epilogue.
+// its epilogue. A product of a constant 2-D weight runs at any row count (a shape family's
+// sizes), each new count planned once (RowMatmuls).
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -69,6 +72,47 @@ class SkinnyGemv {
   unsigned* counters_ = nullptr;
 };
 
+// A node's product at the row count of each run: the one planned at compile time, or one planned
+// at run time for a new count (at most kMaxCounts kept per node). Only for products whose other
+// sizes cannot change between a shape family's sizes: a constant 2-D W, X's rows contiguous.
+class RowMatmuls {
+ public:
+  RowMatmuls(const NodeContext& ctx, const GemmShape& s, bool bias)
+      : planned_(std::make_shared<LtMatmul>(ctx, s, bias)),
+        any_rows_(s.batch == 1 && !s.trans_x && ctx.input_value(1) != nullptr &&
+                  ctx.input_shape(1).rank() == 2) {}
+
+  const GemmShape& shape() const { return planned_->shape(); }
+  bool any_rows() const { return any_rows_; }
+
+  // The product for `rows` rows (planned now if new; on the run's thread, before any recording of
+  // the plan that runs it, since a plan's first run goes step by step).
+  std::shared_ptr<const LtMatmul> at(int64_t rows) const {
+    if (rows == planned_->shape().m) return planned_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = others_.find(rows);
+    if (it != others_.end()) return it->second;
+    if (others_.size() >= kMaxCounts) others_.clear();
+    GemmShape s = planned_->shape();
+    s.m = rows;
+    auto made = std::make_shared<const LtMatmul>(*planned_, s);
+    others_.emplace(rows, made);
+    return made;
+  }
+
+ private:
+  static constexpr size_t kMaxCounts = 64;
+  std::shared_ptr<const LtMatmul> planned_;
+  bool any_rows_;
+  mutable std::mutex mutex_;
+  mutable std::map<int64_t, std::shared_ptr<const LtMatmul>> others_;
+};
+
+// The rows of a run's product: Y's elements over N.
+int64_t rows_of(const KernelContext& ctx, int64_t n) {
+  return n == 0 ? 0 : ctx.outputs[0].numel() / n;
+}
+
 class LtGemmKernel final : public Kernel {
  public:
   // bias: a vector of n added by the epilogue; c_beta: Y = alpha*XW + beta*C with C [M, N].
@@ -78,9 +122,12 @@ class LtGemmKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
-    if (gemv_ && gemv_->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
-                            bias_ ? ctx.inputs[2].raw_data() : nullptr, nullptr,
-                            ctx.outputs[0].raw_data(), UnaryOp::kIdentity, 0.f, 0.f))
+    const int64_t rows = matmul_.any_rows() ? rows_of(ctx, matmul_.shape().n) : matmul_.shape().m;
+    const bool planned = rows == matmul_.shape().m;
+    if (planned && gemv_ &&
+        gemv_->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
+                   bias_ ? ctx.inputs[2].raw_data() : nullptr, nullptr, ctx.outputs[0].raw_data(),
+                   UnaryOp::kIdentity, 0.f, 0.f))
       return;
     const void* c = nullptr;
     const void* bias = nullptr;
@@ -88,12 +135,14 @@ class LtGemmKernel final : public Kernel {
       bias = ctx.inputs[2].raw_data();
     else if (beta_ != 0.f)
       c = ctx.inputs[2].raw_data();
-    matmul_.run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), c, bias,
-                ctx.outputs[0].raw_data(), alpha_, beta_);
+    matmul_.at(rows)->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), c,
+                          bias, ctx.outputs[0].raw_data(), alpha_, beta_);
   }
 
+  bool runs_any_shape() const override { return matmul_.any_rows(); }
+
  private:
-  LtMatmul matmul_;
+  RowMatmuls matmul_;
   float alpha_, beta_;
   bool bias_;
   std::unique_ptr<SkinnyGemv> gemv_;
@@ -176,7 +225,6 @@ class FusedMatMulKernel final : public Kernel {
       : where_(ctx.where()), matmul_(ctx, s, bias), bias_(bias), residual_(residual) {
     if (!fused_activation(ctx, &act_, &alpha_, &beta_))
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
-    n_ = ctx.output(0).shape.numel();
     storage_ = storage_of(ctx.output(0).dtype);
     gemv_ = SkinnyGemv::make(ctx, s);
   }
@@ -186,24 +234,27 @@ class FusedMatMulKernel final : public Kernel {
     void* y = ctx.outputs[0].raw_data();
     const void* bias = bias_ ? ctx.inputs[2].raw_data() : nullptr;
     const void* z = residual_ ? ctx.inputs[3].raw_data() : nullptr;
-    if (gemv_ && gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y,
-                            act_, alpha_, beta_))
+    const int64_t rows = matmul_.any_rows() ? rows_of(ctx, matmul_.shape().n) : matmul_.shape().m;
+    if (rows == matmul_.shape().m && gemv_ &&
+        gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y, act_,
+                   alpha_, beta_))
       return;
-    matmul_.run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y, 1.f,
-                residual_ ? 1.f : 0.f);
+    matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
+                          1.f, residual_ ? 1.f : 0.f);
     if (act_ != UnaryOp::kIdentity) {
-      launch_unary(storage_, act_, alpha_, beta_, y, y, n_, stream);
+      launch_unary(storage_, act_, alpha_, beta_, y, y, ctx.outputs[0].numel(), stream);
       check_launch(where_);
     }
   }
 
+  bool runs_any_shape() const override { return matmul_.any_rows(); }
+
  private:
   std::string where_;
-  LtMatmul matmul_;
+  RowMatmuls matmul_;
   bool bias_, residual_;
   UnaryOp act_ = UnaryOp::kIdentity;
   float alpha_ = 0.f, beta_ = 0.f;
-  int64_t n_ = 0;
   Storage storage_ = Storage::kFloat32;
   std::unique_ptr<SkinnyGemv> gemv_;
 };

@@ -3,6 +3,10 @@
 // read with no copy.
 #include "backends/cuda/lt_matmul.h"
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 
@@ -10,15 +14,56 @@ namespace lumen::cuda {
 
 namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+// cuBLASLt's heuristic answer per product, for the process: a model's layers share a few shapes,
+// and a plan for each new size of a shape family asks again for shapes seen before. At most
+// kMaxAlgos entries (the cache starts over when full).
+struct AlgoKey {
+  int device, storage, compute;
+  bool trans_x, trans_w, bias;
+  int64_t m, n, k, batch, stride_x, stride_w, stride_y;
+  auto tie() const {
+    return std::tie(device, storage, compute, trans_x, trans_w, bias, m, n, k, batch, stride_x,
+                    stride_w, stride_y);
+  }
+  bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
+};
+struct AlgoChoice {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+};
+constexpr size_t kMaxAlgos = 4096;
+std::mutex algo_mutex;
+std::map<AlgoKey, AlgoChoice>& algo_cache() {
+  static std::map<AlgoKey, AlgoChoice> cache;
+  return cache;
+}
 }  // namespace
 
 LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
-    : where_(ctx.where()), s_(s), bias_(bias), storage_(storage_of(ctx.input_dtype(0))) {
+    : where_(ctx.where()),
+      s_(s),
+      bias_(bias),
+      storage_(storage_of(ctx.input_dtype(0))),
+      compute_(ctx.precision() == Precision::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                   : CUBLAS_COMPUTE_32F) {
+  if (!plan()) ctx.fail_unsupported("cuBLASLt has no algorithm for this product");
+}
+
+LtMatmul::LtMatmul(const LtMatmul& like, const GemmShape& s)
+    : where_(like.where_),
+      s_(s),
+      bias_(like.bias_),
+      storage_(like.storage_),
+      compute_(like.compute_) {
+  if (!plan()) throw UnsupportedOp(where_ + ": cuBLASLt has no algorithm for this product");
+}
+
+bool LtMatmul::plan() {
+  const GemmShape& s = s_;
   CudaBackend& be = require_cuda_backend();
-  if (s.m == 0 || s.n == 0) return;
-  const cublasComputeType_t compute =
-      ctx.precision() == Precision::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  check(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), where_);
+  if (s.m == 0 || s.n == 0) return true;
+  check(cublasLtMatmulDescCreate(&op_, compute_, CUDA_R_32F), where_);
   cublasOperation_t ta = s.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = s.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N;
   check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), where_);
@@ -32,6 +77,31 @@ LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
   layout(&a_, s.trans_w ? s.k : s.n, s.trans_w ? s.n : s.k, s.stride_w);
   layout(&b_, s.trans_x ? s.m : s.k, s.trans_x ? s.k : s.m, s.stride_x);
   layout(&d_, s.n, s.m, s.stride_y);
+  int device = 0;
+  check(cudaGetDevice(&device), where_);
+  const AlgoKey key{device,
+                    static_cast<int>(storage_),
+                    static_cast<int>(compute_),
+                    s.trans_x,
+                    s.trans_w,
+                    bias_,
+                    s.m,
+                    s.n,
+                    s.k,
+                    s.batch,
+                    s.stride_x,
+                    s.stride_w,
+                    s.stride_y};
+  {
+    std::lock_guard<std::mutex> lock(algo_mutex);
+    auto it = algo_cache().find(key);
+    if (it != algo_cache().end()) {
+      algo_ = it->second.algo;
+      workspace_ = it->second.workspace;
+      be.workspace().reserve(workspace_);
+      return true;
+    }
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), where_);
   size_t ws = kWorkspaceBytes;
@@ -44,10 +114,14 @@ LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
       cublasLtMatmulAlgoGetHeuristic(be.cublas(), op_, a_, b_, d_, d_, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check(st, where_ + ": algorithm heuristic");
-  if (found == 0) ctx.fail_unsupported("cuBLASLt has no algorithm for this product");
+  if (found == 0) return false;
   algo_ = result.algo;
   workspace_ = result.workspaceSize;
   be.workspace().reserve(workspace_);
+  std::lock_guard<std::mutex> lock(algo_mutex);
+  if (algo_cache().size() >= kMaxAlgos) algo_cache().clear();
+  algo_cache()[key] = {algo_, workspace_};
+  return true;
 }
 
 LtMatmul::~LtMatmul() {

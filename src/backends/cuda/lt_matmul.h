@@ -28,6 +28,9 @@ class LtMatmul {
   // (naming ctx's node) when cuBLASLt has none. `bias`: a row of N added in the epilogue. The
   // storage is that of ctx's input 0 (every operand, C, bias and Y share it).
   LtMatmul(const NodeContext& ctx, const GemmShape& shape, bool bias);
+  // The same product (storage, precision, bias, node) planned for `shape`: a node's product at
+  // another row count. Throws UnsupportedOp when cuBLASLt has no algorithm for it.
+  LtMatmul(const LtMatmul& like, const GemmShape& shape);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -42,12 +45,16 @@ class LtMatmul {
   size_t workspace_size() const { return workspace_; }
 
  private:
+  // Creates the descriptors and takes the algorithm (from the process's cache of heuristic
+  // answers, else from cuBLASLt's heuristic); false when cuBLASLt has none.
+  bool plan();
   void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride);
 
   std::string where_;
   GemmShape s_;
   bool bias_;
   Storage storage_;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t op_ = nullptr;  // the bias pointer is set per run (one stream, in order)
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};

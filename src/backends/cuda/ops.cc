@@ -14,26 +14,34 @@
 namespace lumen::cuda {
 namespace {
 
-// A kernel whose run is a closure built at compile time.
+// A kernel whose run is a closure built at compile time. With `any_shape`, the closure takes
+// every size from the run's tensors (and output types), so one kernel serves a shape family.
 class LaunchKernel final : public Kernel {
  public:
   using Fn = std::function<void(const KernelContext&, cudaStream_t)>;
-  LaunchKernel(std::string where, Fn fn, bool views = false)
-      : where_(std::move(where)), fn_(std::move(fn)), views_(views) {}
+  LaunchKernel(std::string where, Fn fn, bool views = false, bool any_shape = false)
+      : where_(std::move(where)), fn_(std::move(fn)), views_(views), any_shape_(any_shape) {}
   void run(KernelContext& ctx) const override {
     fn_(ctx, stream_of(ctx));
     if (!views_) check_launch(where_);
   }
   bool makes_outputs() const override { return views_; }
+  bool runs_any_shape() const override { return any_shape_; }
 
  private:
   std::string where_;
   Fn fn_;
   bool views_;
+  bool any_shape_;
 };
 
 std::unique_ptr<Kernel> launch(const NodeContext& ctx, LaunchKernel::Fn fn) {
   return std::make_unique<LaunchKernel>(ctx.where(), std::move(fn));
+}
+
+// A launch whose closure reads its sizes at run time.
+std::unique_ptr<Kernel> launch_any_shape(const NodeContext& ctx, LaunchKernel::Fn fn) {
+  return std::make_unique<LaunchKernel>(ctx.where(), std::move(fn), false, true);
 }
 
 std::string check_float_consts(const NodeContext& ctx) {
@@ -125,10 +133,9 @@ std::unique_ptr<Kernel> make_unary(const NodeContext& ctx) {
     alpha = ctx.attr_float("alpha", 0.2f);
     beta = ctx.attr_float("beta", 0.5f);
   }
-  int64_t n = ctx.output(0).shape.numel();
   const Storage st = storage_of(ctx.input_dtype(0));
-  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_unary(st, op, alpha, beta, in(k, 0), out(k), n, s);
+  return launch_any_shape(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_unary(st, op, alpha, beta, in(k, 0), out(k), k.outputs[0].numel(), s);
   });
 }
 
@@ -165,16 +172,16 @@ std::unique_ptr<Kernel> make_binary(const NodeContext& ctx) {
   if (!is_gpu_float(ctx.input_dtype(0)) || ctx.input_dtype(1) != ctx.input_dtype(0))
     return make_any_binary(ctx);
   BinaryOp op = binary_op(ctx.op());
-  const Shape& y = ctx.output(0).shape;
-  BroadcastDesc d;
-  d.rank = y.rank();
-  for (int k = 0; k < y.rank(); ++k) d.dims[k] = y[k];
-  broadcast_strides(ctx.input_shape(0), y, d.a_strides);
-  broadcast_strides(ctx.input_shape(1), y, d.b_strides);
-  int64_t n = y.numel();
   const Storage st = storage_of(ctx.input_dtype(0));
-  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_binary(st, op, in(k, 0), in(k, 1), out(k), n, d, s);
+  // The broadcast is worked out per run from the tensors' shapes (a few host operations).
+  return launch_any_shape(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    const Shape& y = k.outputs[0].shape();
+    BroadcastDesc d;
+    d.rank = y.rank();
+    for (int j = 0; j < y.rank(); ++j) d.dims[j] = y[j];
+    broadcast_strides(k.inputs[0].shape(), y, d.a_strides);
+    broadcast_strides(k.inputs[1].shape(), y, d.b_strides);
+    launch_binary(st, op, in(k, 0), in(k, 1), out(k), y.numel(), d, s);
   });
 }
 
@@ -254,14 +261,14 @@ int normalize_axis(const NodeContext& ctx, int64_t axis, int rank) {
 }
 
 std::unique_ptr<Kernel> make_softmax(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
-  int64_t outer = 1, n = x.rank() ? x[axis] : 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x[d];
-  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  const int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), ctx.input_shape(0).rank());
   bool log = ctx.op() == OpKind::kLogSoftmax;
   const Storage st = storage_of(ctx.input_dtype(0));
-  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+  return launch_any_shape(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    const Shape& x = k.inputs[0].shape();
+    int64_t outer = 1, n = x.rank() ? x[axis] : 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= x[d];
+    for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
     launch_softmax(st, in(k, 0), out(k), outer, n, inner, log, s);
   });
 }
@@ -281,15 +288,15 @@ std::string check_layer_norm(const NodeContext& ctx) {
 
 std::unique_ptr<Kernel> make_layer_norm(const NodeContext& ctx) {
   if (ctx.num_outputs() > 1) return make_layer_norm_stats(ctx);
-  const Shape& x = ctx.input_shape(0);
-  int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
-  int64_t rows = 1, n = 1;
-  for (int d = 0; d < axis; ++d) rows *= x[d];
-  for (int d = axis; d < x.rank(); ++d) n *= x[d];
+  const int axis = normalize_axis(ctx, ctx.attr_int("axis", -1), ctx.input_shape(0).rank());
   float eps = ctx.attr_float("epsilon", 1e-5f);
   bool bias = ctx.has_input(2);
   const Storage st = storage_of(ctx.input_dtype(0));
-  return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
+  return launch_any_shape(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    const Shape& x = k.inputs[0].shape();
+    int64_t rows = 1, n = 1;
+    for (int d = 0; d < axis; ++d) rows *= x[d];
+    for (int d = axis; d < x.rank(); ++d) n *= x[d];
     launch_layer_norm(st, in(k, 0), in(k, 1), bias ? in(k, 2) : nullptr, out(k), rows, n, eps, s);
   });
 }
@@ -482,12 +489,17 @@ std::unique_ptr<Kernel> make_gather(const NodeContext& ctx) {
 }
 
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity: a view of the input with the inferred shape.
+// The shape comes from the plan's output type where the executor gives it (one kernel then
+// serves every size of a shape family), else from the node's.
 std::unique_ptr<Kernel> make_view(const NodeContext& ctx) {
   Shape shape = ctx.output(0).shape;
   return std::make_unique<LaunchKernel>(
       ctx.where(),
-      [shape](const KernelContext& k, cudaStream_t) { k.outputs[0] = k.inputs[0].reshape(shape); },
-      true);
+      [shape](const KernelContext& k, cudaStream_t) {
+        k.outputs[0] =
+            k.inputs[0].reshape(k.output_types.empty() ? shape : k.output_types[0].shape);
+      },
+      true, true);
 }
 
 }  // namespace
