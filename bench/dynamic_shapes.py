@@ -66,7 +66,7 @@ def main():
                          "exact": float(parts[4]), "rel": float(parts[5]),
                          "plan": float(parts[6]),
                          "second": float(parts[7]) if len(parts) > 7 else float("nan")})
-        elif line.startswith(("family:", "exact:")):
+        elif line.startswith(("family:", "exact:", "device memory:")):
             summary.append(line)
     lengths = ",".join(str(r["length"]) for r in rows)
     ort = None

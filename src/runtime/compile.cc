@@ -107,8 +107,10 @@ std::vector<Backend*> candidate_backends(const CompileOptions& options, bool* ho
   return out;
 }
 
-// Lays every intermediate out in one host arena: not inputs, constants or graph outputs (the caller
-// keeps those), nor what kernels make themselves (views, data-dependent shapes).
+// Lays every intermediate out in one arena: not inputs, constants or graph outputs (the caller
+// keeps those), nor what kernels make themselves (views, data-dependent shapes). The arena is the
+// host's, or, for a plan recorded as one CUDA graph, the device's: a recording then holds the
+// planned bytes instead of every intermediate at once, and records no allocations.
 void plan_memory(Executable::Impl& impl, const std::unordered_map<int, int>& slot_of,
                  const Graph& graph) {
   const size_t num_slots = impl.constants.size();
@@ -121,11 +123,17 @@ void plan_memory(Executable::Impl& impl, const std::unordered_map<int, int>& slo
       bytes[s] = static_cast<size_t>(v.type.shape.numel()) * dtype_size(v.type.dtype);
     impl.slot_names[s] = v.name;
   }
+  Backend* device_arena = nullptr;
+  if (impl.record_stream != nullptr)
+    for (const Step& step : impl.steps)
+      if (step.backend->device().type == DeviceType::kCUDA) device_arena = step.backend;
+  if (device_arena != nullptr) impl.arena_allocator = &device_arena->allocator();
   std::vector<StepUses> uses;
   for (const Step& step : impl.steps) {
     bool views = step.kernel->makes_outputs();
-    bool host = step.backend->device().type == DeviceType::kCPU;
-    for (int out : step.outputs) in_arena[out] = host && !views && bytes[out] > 0;
+    bool here = device_arena != nullptr ? step.backend == device_arena
+                                        : step.backend->device().type == DeviceType::kCPU;
+    for (int out : step.outputs) in_arena[out] = here && !views && bytes[out] > 0;
     uses.push_back({step.inputs, step.outputs, views, step.kernel->in_place_input()});
   }
   for (int s : impl.input_slots) in_arena[s] = false;

@@ -18,12 +18,12 @@ class ArenaLease {
   explicit ArenaLease(Executable::Impl& impl, bool own = false) : impl_(impl) {
     if (impl.layout.plan.arena_bytes == 0) return;
     if (own) {
-      arena_ = Buffer::allocate(impl.layout.plan.arena_bytes, cpu_allocator());
+      arena_ = Buffer::allocate(impl.layout.plan.arena_bytes, allocator());
       own_ = true;
       return;
     }
     if (impl.arena_pool) {
-      arena_ = impl.arena_pool->take(impl.layout.plan.arena_bytes);
+      arena_ = impl.arena_pool->take(impl.layout.plan.arena_bytes, allocator().device());
       return;
     }
     std::lock_guard<std::mutex> lock(impl.arena_mutex);
@@ -46,7 +46,7 @@ class ArenaLease {
 
   const std::shared_ptr<Buffer>& arena() {
     if (!arena_ && impl_.layout.plan.arena_bytes > 0)
-      arena_ = Buffer::allocate(impl_.layout.plan.arena_bytes, cpu_allocator());
+      arena_ = Buffer::allocate(impl_.layout.plan.arena_bytes, allocator());
     return arena_;
   }
   // The arena of an own lease, kept alive by the caller from now on.
@@ -59,6 +59,10 @@ class ArenaLease {
   }
 
  private:
+  Allocator& allocator() const {
+    return impl_.arena_allocator != nullptr ? *impl_.arena_allocator : cpu_allocator();
+  }
+
   Executable::Impl& impl_;
   std::shared_ptr<Buffer> arena_;
   bool own_ = false;
@@ -66,11 +70,12 @@ class ArenaLease {
 
 }  // namespace
 
-std::shared_ptr<Buffer> ArenaPool::take(size_t bytes) {
+std::shared_ptr<Buffer> ArenaPool::take(size_t bytes, Device device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto best = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
-    if ((*it)->size() >= bytes && (best == free_.end() || (*it)->size() < (*best)->size()))
+    if ((*it)->size() >= bytes && (*it)->device() == device &&
+        (best == free_.end() || (*it)->size() < (*best)->size()))
       best = it;
   if (best == free_.end()) return nullptr;
   std::shared_ptr<Buffer> arena = std::move(*best);
@@ -425,24 +430,28 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
     std::lock_guard<std::mutex> lock(impl.record_mutex);
     impl.warmed = true;
   }
+  // The host waits for the device work, and a device's synchronize() raises what its kernels could
+  // only record: a CUDA index out of range. Outputs left on the device wait too, so the error
+  // comes from the run that made it. A replay raises it when its outputs are copied back
+  // (RecordingStream::copy synchronizes).
+  for (Stream* stream : impl.device_streams) stream->synchronize();
   // An output that is a constant, or a view into the arena (which the next run reuses), is copied;
   // one on a device comes back to the host.
   std::vector<Tensor> outputs;
   for (int s : impl.output_slots) {
     const Tensor& t = slots[s];
     if (t.device().type != DeviceType::kCPU) {
-      outputs.push_back(place == OutputPlace::kDevice ? t : t.to(Device::cpu()));
+      // A view into a device arena is copied: the next run reuses that memory.
+      if (place == OutputPlace::kDevice)
+        outputs.push_back(lease.contains(t) ? t.clone() : t);
+      else
+        outputs.push_back(t.to(Device::cpu()));
       continue;
     }
     bool copy = impl.constants[s].defined() || lease.contains(t);
     outputs.push_back(copy ? t.clone() : t);
   }
 
-  // The host waits for the device work (the output copies did already, so this costs little) and
-  // a device's synchronize() raises what its kernels could only record: a CUDA index out of range.
-  // Outputs left on the device wait too, so the error comes from the run that made it. A replay
-  // raises it when its outputs are copied back (RecordingStream::copy synchronizes).
-  for (Stream* stream : impl.device_streams) stream->synchronize();
   if (profile != nullptr) profile->total_us = micros_between(run_start, Clock::now());
   return outputs;
 }

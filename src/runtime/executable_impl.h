@@ -42,8 +42,8 @@ struct RecordedRun {
 // faulting in an arena of its own, and the family holds a few arenas, not one per size.
 class ArenaPool {
  public:
-  // A free arena of at least `bytes`, or null.
-  std::shared_ptr<Buffer> take(size_t bytes);
+  // A free arena of at least `bytes` on `device`, or null.
+  std::shared_ptr<Buffer> take(size_t bytes, Device device);
   // Returns an arena; beyond kMaxFree free arenas, the smallest is released.
   void give(std::shared_ptr<Buffer> arena);
 
@@ -60,10 +60,12 @@ struct Executable::Impl {
   std::vector<int> output_slots;
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;
-  // Every intermediate lives at a fixed offset of one host arena (memory/liveness.h); a run takes
-  // an arena from `free_arenas` (allocating one only when every arena is in use by another
-  // thread's run) and gives it back when it ends.
+  // Every intermediate lives at a fixed offset of one arena (memory/liveness.h): on the host, or
+  // on the device for a plan recorded as one CUDA graph, so that a recording holds the planned
+  // bytes, not every intermediate at once. A run takes an arena from `free_arenas` (allocating
+  // one only when every arena is in use by another thread's run) and gives it back when it ends.
   ArenaLayout layout;
+  Allocator* arena_allocator = nullptr;  // where arenas are allocated (null: the host's)
   std::vector<std::string> slot_names;  // for the memory report
   std::mutex arena_mutex;
   std::vector<std::shared_ptr<Buffer>> free_arenas;

@@ -285,6 +285,13 @@ TEST_F(ShapeFamilies, GpuPlansShareKernelsAndReplayAtEverySize) {
   EXPECT_EQ(st.sized, 4u);
   EXPECT_GT(st.kernels_shared, st.kernels_built)
       << st.kernels_shared << " shared, " << st.kernels_built << " built";
+  // A recorded plan's intermediates live in one device arena planned by liveness.
+  Executable* plan = session.plan_for({{"x", test::random_tensor({1, 17, kD}, 1)}});
+  const MemoryReport report = plan->memory_report();
+  EXPECT_GT(report.arena_bytes, 0u);
+  EXPECT_LT(report.arena_bytes, report.no_reuse_bytes);
+  EXPECT_NE(plan->summary().find("recorded as one device graph"), std::string::npos)
+      << plan->summary();
 }
 
 TEST_F(ShapeFamilies, ConcurrentRunsAtManySizesAgree) {

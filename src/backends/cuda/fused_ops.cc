@@ -207,6 +207,22 @@ class AttentionKernel final : public Kernel {
  private:
   static constexpr size_t kMaxScoreBytes = size_t{64} << 20;
   static constexpr size_t kMaxChoices = 4096;
+  static constexpr float kClearly = 2.f;
+
+  // Two timing events, destroyed with it.
+  struct EventPair {
+    explicit EventPair(const std::string& where) {
+      check(cudaEventCreate(&start), where);
+      check(cudaEventCreate(&stop), where);
+    }
+    ~EventPair() {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+    EventPair(const EventPair&) = delete;
+    EventPair& operator=(const EventPair&) = delete;
+    cudaEvent_t start = nullptr, stop = nullptr;
+  };
 
   void launch(cudaStream_t stream, const void* q, const void* k, const void* v, const void* mask,
               void* y) const {
@@ -224,7 +240,8 @@ class AttentionKernel final : public Kernel {
     pv_->run(stream, scores, v, nullptr, nullptr, y, 1.f, 0.f);
   }
 
-  // Times both ways on scratch tensors and keeps the GEMMs only when they are faster.
+  // Times both ways on scratch tensors and keeps the GEMMs only when they are faster: one launch
+  // each, then, unless one way is clearly faster, repeated launches as a CUDA graph.
   // Times the two ways once per geometry (the dtype, Q, K, V and mask shapes, K's layout): a
   // model's layers share one, and a plan for each new sequence length (a shape family's) times it
   // once, not once per layer. Kept for the process, at most kMaxChoices geometries.
@@ -274,9 +291,39 @@ class AttentionKernel final : public Kernel {
           },
           where_.c_str());
     };
-    gemm_ms_ = time();
+    // One warm launch of each way first: where one is more than kClearly times the other (long
+    // sequences, where the fused kernel falls far behind), that settles it without the repeated
+    // timing, which would spend most of its time running the slow way.
+    auto time_one = [&] {
+      auto run = [&] {
+        launch(own.handle, sq.raw_data(), sk.raw_data(), sv.raw_data(),
+               has_mask_ ? sm.raw_data() : nullptr, sy.raw_data());
+      };
+      run();
+      EventPair events(where_);
+      check(cudaEventRecord(events.start, own.handle), where_);
+      run();
+      check(cudaEventRecord(events.stop, own.handle), where_);
+      check(cudaEventSynchronize(events.stop), where_);
+      float ms = 0.f;
+      check(cudaEventElapsedTime(&ms, events.start, events.stop), where_);
+      return ms;
+    };
     std::unique_ptr<LtMatmul> qk = std::move(qk_), pv = std::move(pv_);
-    fused_ms_ = time();
+    fused_ms_ = time_one();
+    qk_ = std::move(qk);
+    pv_ = std::move(pv);
+    gemm_ms_ = time_one();
+    const bool settled = gemm_ms_ * kClearly < fused_ms_ || fused_ms_ * kClearly < gemm_ms_;
+    if (!settled) {
+      gemm_ms_ = time();
+      qk = std::move(qk_);
+      pv = std::move(pv_);
+      fused_ms_ = time();
+    } else {
+      qk = std::move(qk_);
+      pv = std::move(pv_);
+    }
     if (gemm_ms_ < fused_ms_) {
       qk_ = std::move(qk);
       pv_ = std::move(pv);
