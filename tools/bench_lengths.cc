@@ -141,7 +141,8 @@ int bench_lengths(const std::vector<std::string>& args) {
   std::printf("exact: %zu compiles\n", es.compiles);
   if (device != "cpu") {
     // Both sessions' plans are alive here: what the device's pool holds for them.
-    const MemoryStats ms = Runtime().memory_stats(device == "cuda" ? Device::cuda() : Device::vulkan());
+    const MemoryStats ms =
+        Runtime().memory_stats(device == "cuda" ? Device::cuda() : Device::vulkan());
     std::printf("device memory: %.1f MB in use, %.1f MB peak, %.1f MB cached\n",
                 ms.bytes_in_use / 1e6, ms.peak_bytes_in_use / 1e6, ms.bytes_cached / 1e6);
   }

@@ -7,8 +7,8 @@
 // the views leave out; newer torch unbinds Q, K and V from a [S, N, 3, E] form of the projection
 // by Gathers of one constant index, which are views too. A chain is absorbed as far as its steps
 // are views without a copy (numpy's rule for reshapes) and the kernel's unit-stride needs hold; the
-// rest stays. Run only where every backend of the compile has a StridedAttention kernel (CPU and
-// Vulkan; Graph::optimize).
+// rest stays. Run only where every backend of the compile has a StridedAttention kernel (CPU,
+// Vulkan and CUDA; Graph::optimize).
 #include <algorithm>
 #include <vector>
 

@@ -14,15 +14,15 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (names.empty())
     for (Backend* b : auto_backends()) names.push_back(b->name());
   bool cpu_only = true;
-  // Every backend is the CPU or Vulkan: those have a StridedAttention kernel.
-  bool cpu_or_vulkan = true;
+  // Every backend has a StridedAttention kernel (the CPU, Vulkan and CUDA).
+  bool strided_attention = true;
   // Every backend's FusedMatMul adds a residual input (the CPU, Vulkan and CUDA).
   bool matmul_residual = true;
   // Every backend has a RotaryEmbedding kernel (the CPU and CUDA; Vulkan runs the decomposed ops).
   bool rotary = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
-    cpu_or_vulkan = cpu_or_vulkan && (b == "cpu" || b == "vulkan");
+    strided_attention = strided_attention && (b == "cpu" || b == "vulkan" || b == "cuda");
     matmul_residual = matmul_residual && (b == "cpu" || b == "vulkan" || b == "cuda");
     rotary = rotary && (b == "cpu" || b == "cuda");
   }
@@ -41,7 +41,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
-  if (cpu_or_vulkan) manager.add(make_attention_views_pass());
+  if (strided_attention) manager.add(make_attention_views_pass());
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());

@@ -66,7 +66,7 @@ struct Executable::Impl {
   // one only when every arena is in use by another thread's run) and gives it back when it ends.
   ArenaLayout layout;
   Allocator* arena_allocator = nullptr;  // where arenas are allocated (null: the host's)
-  std::vector<std::string> slot_names;  // for the memory report
+  std::vector<std::string> slot_names;   // for the memory report
   std::mutex arena_mutex;
   std::vector<std::shared_ptr<Buffer>> free_arenas;
   // Set for the plans of a shape family: their arenas come from and go back to it (free_arenas

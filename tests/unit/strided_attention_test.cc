@@ -160,6 +160,22 @@ TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
         const std::vector<double> want = mha_ref(x, w, s, n, h, e, causal);
         test::expect_close(run(plain, {x}), {s * n, e}, want, 1e-5, 1e-4);
         test::expect_close(run(optimized, {x}), {s * n, e}, want, 1e-5, 1e-4);
+        const std::vector<std::string>& backends = test::run_op_backends();
+        if (backends == std::vector<std::string>{"cpu"}) continue;
+        // The same form optimized and compiled for --lumen-backends (cuda,cpu on the GPU
+        // machine): the StridedAttention runs there, eagerly, recorded and replayed.
+        Graph device;
+        build_mha(device, w, s, n, h, e, causal, unbind);
+        device.optimize(backends);
+        EXPECT_EQ(count(device, "StridedAttention"), 1) << device.to_text();
+        Runtime rt;
+        CompileOptions options;
+        options.backends = backends;
+        Executable* exe = device.compile(&rt, options);
+        EXPECT_EQ(exe->summary().find("(StridedAttention) @cpu"), std::string::npos)
+            << exe->summary();
+        for (int r = 0; r < 3; ++r)
+          test::expect_close(exe->execute({x})[0], {s * n, e}, want, 1e-5, 1e-4);
       }
 }
 

@@ -21,10 +21,11 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 struct AlgoKey {
   int device, storage, compute;
   bool trans_x, trans_w, bias;
-  int64_t m, n, k, batch, stride_x, stride_w, stride_y;
+  int64_t m, n, k, batch, stride_x, stride_w, stride_y, ld_x, ld_w, ld_y;
+  int align;
   auto tie() const {
     return std::tie(device, storage, compute, trans_x, trans_w, bias, m, n, k, batch, stride_x,
-                    stride_w, stride_y);
+                    stride_w, stride_y, ld_x, ld_w, ld_y, align);
   }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
 };
@@ -74,9 +75,9 @@ bool LtMatmul::plan() {
           where_);
   }
   // Column-major views: W as (n x k) op'd, X as (k x m) op'd, Y as (n x m).
-  layout(&a_, s.trans_w ? s.k : s.n, s.trans_w ? s.n : s.k, s.stride_w);
-  layout(&b_, s.trans_x ? s.m : s.k, s.trans_x ? s.k : s.m, s.stride_x);
-  layout(&d_, s.n, s.m, s.stride_y);
+  layout(&a_, s.trans_w ? s.k : s.n, s.trans_w ? s.n : s.k, s.stride_w, s.ld_w);
+  layout(&b_, s.trans_x ? s.m : s.k, s.trans_x ? s.k : s.m, s.stride_x, s.ld_x);
+  layout(&d_, s.n, s.m, s.stride_y, s.ld_y);
   int device = 0;
   check(cudaGetDevice(&device), where_);
   const AlgoKey key{device,
@@ -91,7 +92,11 @@ bool LtMatmul::plan() {
                     s.batch,
                     s.stride_x,
                     s.stride_w,
-                    s.stride_y};
+                    s.stride_y,
+                    s.ld_x,
+                    s.ld_w,
+                    s.ld_y,
+                    s.align};
   {
     std::lock_guard<std::mutex> lock(algo_mutex);
     auto it = algo_cache().find(key);
@@ -108,6 +113,13 @@ bool LtMatmul::plan() {
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                              sizeof(ws)),
         where_);
+  if (s.align > 0) {
+    const uint32_t align = static_cast<uint32_t>(s.align);
+    for (auto attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)), where_);
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st =
@@ -148,11 +160,12 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
         where_);
 }
 
-void LtMatmul::layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride) {
+void LtMatmul::layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride,
+                      int64_t ld) {
   const cudaDataType_t type = storage_ == Storage::kFloat16    ? CUDA_R_16F
                               : storage_ == Storage::kBFloat16 ? CUDA_R_16BF
                                                                : CUDA_R_32F;
-  check(cublasLtMatrixLayoutCreate(l, type, rows, cols, rows), where_);
+  check(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld > 0 ? ld : rows), where_);
   if (s_.batch > 1) {
     int32_t count = static_cast<int32_t>(s_.batch);
     check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,

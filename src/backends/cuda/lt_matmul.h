@@ -20,6 +20,12 @@ struct GemmShape {
   bool trans_x = false, trans_w = false;
   int64_t batch = 1;
   int64_t stride_x = 0, stride_w = 0, stride_y = 0;  // elements between batches (0: broadcast)
+  // Elements between rows of each matrix as stored (0: packed, one row after another): views of
+  // a wider tensor, such as one head of a [seq, 3 * heads * depth] projection.
+  int64_t ld_x = 0, ld_w = 0, ld_y = 0;
+  // The alignment in bytes every pointer, row and batch start is known to have (0: cuBLASLt's
+  // default assumption, 256).
+  int align = 0;
 };
 
 class LtMatmul {
@@ -48,7 +54,9 @@ class LtMatmul {
   // Creates the descriptors and takes the algorithm (from the process's cache of heuristic
   // answers, else from cuBLASLt's heuristic); false when cuBLASLt has none.
   bool plan();
-  void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride);
+  // A column-major rows x cols layout with leading dimension ld (0: rows), over `stride`-apart
+  // batches.
+  void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride, int64_t ld);
 
   std::string where_;
   GemmShape s_;

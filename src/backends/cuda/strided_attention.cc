@@ -1,0 +1,170 @@
+// StridedAttention on CUDA: attention over strided views of its inputs and output (the optimizer's
+// attention-views pass: Q, K and V read in place from one projection, Y written in place into the
+// layout the next product reads), so the Transposes around attention never run. The scores
+// scale * Q K^T come from a cuBLASLt product reading the views through their row and head strides,
+// the masked softmax runs in place over them, and Y = P V is written through Y's view. The
+// innermost leading dim (the heads) is cuBLASLt's batch; each index of the dims before it (the
+// batch) is one pair of products.
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/launch.h"
+#include "backends/cuda/lt_matmul.h"
+#include "graph/schemas/strided_attention.h"
+
+namespace lumen::cuda {
+namespace {
+
+// The scores of all heads live in the backend's workspace: at most this many bytes.
+constexpr size_t kMaxScoreBytes = size_t{256} << 20;
+
+std::string check_strided_attention(const NodeContext& ctx) {
+  std::string why = require_float_static(ctx);
+  if (!why.empty()) return why;
+  const AttentionViews v = attention_views(ctx);
+  const Shape& q = v.q.shape;
+  if (q.rank() - 2 > kMaxRank) return "more than 8 leading dims";
+  const int64_t sk = v.k.shape[-2];
+  if (sk == 0) return "no keys";
+  const size_t scores = static_cast<size_t>(q.numel() / std::max<int64_t>(q[-1], 1) * sk) *
+                        storage_bytes(storage_of(ctx.input_dtype(0)));
+  if (scores > kMaxScoreBytes) return "scores above 256 MB";
+  return "";
+}
+
+class StridedAttentionKernel final : public Kernel {
+ public:
+  explicit StridedAttentionKernel(const NodeContext& ctx)
+      : where_(ctx.where()), storage_(storage_of(ctx.input_dtype(0))) {
+    const int64_t es = static_cast<int64_t>(storage_bytes(storage_));
+    const AttentionViews v = attention_views(ctx);
+    const Shape& q = v.q.shape;
+    const int r = q.rank();
+    const int64_t sq = q[-2], depth = q[-1], sk = v.k.shape[-2], dv = v.v.shape[-1];
+    const int64_t heads = r >= 3 ? q[r - 3] : 1;
+    auto head_stride = [&](const TensorView& t) { return r >= 3 ? t.strides[r - 3] : 0; };
+    // Every element offset, stride and row stride in bytes bounds the alignment cuBLASLt may
+    // assume (the tensors themselves start at least 16-byte aligned).
+    int64_t align = 16;
+    for (const TensorView* t : {&v.q, &v.k, &v.v, &v.y}) {
+      align = std::gcd(align, t->offset * es);
+      for (int64_t s : t->strides) align = std::gcd(align, s * es);
+    }
+    // One [sq, sk] block of scores per head, contiguous: [lead..., sq, sk].
+    GemmShape qk;
+    qk.m = sq;
+    qk.k = depth;
+    qk.n = sk;
+    qk.batch = heads;
+    qk.stride_x = head_stride(v.q);
+    qk.ld_x = v.q.strides[r - 2];
+    const bool depth_contiguous = v.k.strides[r - 1] == 1;
+    qk.trans_w = depth_contiguous;  // K stored [sk, depth]; else K^T stored [depth, sk]
+    qk.ld_w = depth_contiguous ? v.k.strides[r - 2] : v.k.strides[r - 1];
+    qk.stride_w = head_stride(v.k);
+    qk.stride_y = sq * sk;
+    qk.align = static_cast<int>(align);
+    GemmShape pv;
+    pv.m = sq;
+    pv.k = sk;
+    pv.n = dv;
+    pv.batch = heads;
+    pv.stride_x = sq * sk;
+    pv.stride_w = head_stride(v.v);
+    pv.ld_w = v.v.strides[r - 2];
+    pv.stride_y = head_stride(v.y);
+    pv.ld_y = v.y.strides[r - 2];
+    pv.align = static_cast<int>(align);
+    qk_ = std::make_unique<LtMatmul>(ctx, qk, false);
+    pv_ = std::make_unique<LtMatmul>(ctx, pv, false);
+    // Each index of the leading dims before the heads: where its views and scores start.
+    std::vector<int64_t> outer_dims(q.dims().begin(), q.dims().begin() + std::max(r - 3, 0));
+    int64_t outer = 1;
+    for (int64_t d : outer_dims) outer *= d;
+    for (int64_t o = 0; o < outer; ++o) {
+      Starts s{v.q.offset, v.k.offset, v.v.offset, v.y.offset, o * heads * sq * sk};
+      int64_t rest = o;
+      for (int d = static_cast<int>(outer_dims.size()) - 1; d >= 0; --d) {
+        const int64_t i = rest % outer_dims[d];
+        rest /= outer_dims[d];
+        s.q += i * v.q.strides[d];
+        s.k += i * v.k.strides[d];
+        s.v += i * v.v.strides[d];
+        s.y += i * v.y.strides[d];
+      }
+      starts_.push_back(s);
+    }
+    // The softmax over the scores of every head, with the mask broadcast onto them.
+    d_.batch = outer * heads;
+    d_.sq = sq;
+    d_.sk = sk;
+    d_.depth = depth;
+    d_.depth_v = dv;
+    d_.scale = ctx.attr_float("scale", 1.0f);
+    d_.lead_rank = r - 2;
+    for (int j = 0; j < r - 2; ++j) d_.lead_dims[j] = q[j];
+    has_mask_ = ctx.num_inputs() > 3 && ctx.has_input(3);
+    if (has_mask_) {
+      std::vector<int64_t> scores(q.dims().begin(), q.dims().end() - 1);
+      scores.push_back(sk);
+      int64_t strides[kMaxRank + 2] = {};
+      broadcast_strides(ctx.input_shape(3), Shape(scores), strides);
+      for (int j = 0; j < r - 2; ++j) d_.mask_lead_strides[j] = strides[j];
+      d_.mask_q_stride = strides[r - 2];
+      d_.mask_k_stride = strides[r - 1];
+    }
+    CudaBackend& be = require_cuda_backend();
+    score_offset_ = (std::max(qk_->workspace_size(), pv_->workspace_size()) + 255) / 256 * 256;
+    be.workspace().reserve(score_offset_ + static_cast<size_t>(d_.batch * sq * sk * es));
+  }
+
+  void run(KernelContext& ctx) const override {
+    if (d_.batch == 0 || d_.sq == 0 || d_.depth_v == 0) return;
+    cudaStream_t stream = stream_of(ctx);
+    const size_t es = storage_bytes(storage_);
+    // Element e of a tensor's data, as a byte address.
+    auto at = [es](const Tensor& t, int64_t e) {
+      return static_cast<char*>(const_cast<void*>(t.raw_data())) + static_cast<size_t>(e) * es;
+    };
+    const void* mask = has_mask_ ? ctx.inputs[3].raw_data() : nullptr;
+    char* scores = static_cast<char*>(require_cuda_backend().workspace().ptr()) + score_offset_;
+    for (const Starts& s : starts_)
+      qk_->run(stream, at(ctx.inputs[0], s.q), at(ctx.inputs[1], s.k), nullptr, nullptr,
+               scores + static_cast<size_t>(s.scores) * es, 1.f, 0.f);
+    launch_attention_softmax(storage_, d_, scores, mask, stream);
+    check_launch(where_);
+    for (const Starts& s : starts_)
+      pv_->run(stream, scores + static_cast<size_t>(s.scores) * es, at(ctx.inputs[2], s.v), nullptr,
+               nullptr, at(ctx.outputs[0], s.y), 1.f, 0.f);
+  }
+
+  std::string describe() const override { return "strided gemm + softmax + gemm"; }
+
+ private:
+  struct Starts {
+    int64_t q, k, v, y, scores;  // elements
+  };
+
+  std::string where_;
+  Storage storage_;
+  std::unique_ptr<LtMatmul> qk_, pv_;
+  std::vector<Starts> starts_;
+  AttentionDesc d_;
+  bool has_mask_ = false;
+  size_t score_offset_ = 0;
+};
+
+std::unique_ptr<Kernel> make_strided_attention(const NodeContext& ctx) {
+  return std::make_unique<StridedAttentionKernel>(ctx);
+}
+
+}  // namespace
+
+LUMEN_REGISTER_CUDA_KERNEL(StridedAttention, &make_strided_attention, &check_strided_attention);
+
+}  // namespace lumen::cuda
