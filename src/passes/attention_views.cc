@@ -229,7 +229,13 @@ std::vector<int64_t> view_attr(const View& v) {
   return out;
 }
 
-bool rewrite(Graph& graph, int id) {
+// With `whole_batches_only` (a backend runs StridedAttention as a pair of products per index
+// before the heads: CUDA), only attention with one such index and more than kDecodeRows query rows
+// per head is rewritten: a batch of several sequences would take a pair of launches each, and a
+// decoding step's few rows run faster on FusedAttention's split-key kernel.
+constexpr int64_t kDecodeRows = 4;
+
+bool rewrite(Graph& graph, int id, bool whole_batches_only) {
   const Node& att = graph.node(id);
   if (att.op != OpKind::kFusedAttention || att.outputs.size() != 1) return false;
   const bool k_transposed = NodeContext(graph, att).attr_int("k_transposed", 0) == 1;
@@ -246,6 +252,12 @@ bool rewrite(Graph& graph, int id) {
   const int z = output_view(graph, out, &y);
   if (q_src == att.inputs[0] && k_src == att.inputs[1] && v_src == att.inputs[2] && z == out)
     return false;
+  if (whole_batches_only) {
+    const size_t r = q.dims.size();
+    int64_t outer = 1;
+    for (size_t d = 0; d + 3 < r; ++d) outer *= q.dims[d];
+    if (outer != 1 || q.dims[r - 2] <= kDecodeRows) return false;
+  }
   std::vector<int> inputs = {q_src, k_src, v_src};
   if (att.inputs.size() > 3 && att.inputs[3] >= 0) inputs.push_back(att.inputs[3]);
   Attributes attrs;
@@ -283,19 +295,23 @@ bool rewrite(Graph& graph, int id) {
 
 class AttentionViewsPass : public Pass {
  public:
+  explicit AttentionViewsPass(bool whole_batches_only) : whole_batches_only_(whole_batches_only) {}
   const char* name() const override { return "attention-views"; }
   bool run(Graph& graph) override {
     bool changed = false;
     for (int id : graph.topological_order())
-      if (!graph.node(id).removed && rewrite(graph, id)) changed = true;
+      if (!graph.node(id).removed && rewrite(graph, id, whole_batches_only_)) changed = true;
     return changed;
   }
+
+ private:
+  bool whole_batches_only_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_attention_views_pass() {
-  return std::make_unique<AttentionViewsPass>();
+std::unique_ptr<Pass> make_attention_views_pass(bool whole_batches_only) {
+  return std::make_unique<AttentionViewsPass>(whole_batches_only);
 }
 
 }  // namespace lumen

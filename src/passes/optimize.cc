@@ -14,8 +14,10 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (names.empty())
     for (Backend* b : auto_backends()) names.push_back(b->name());
   bool cpu_only = true;
-  // Every backend has a StridedAttention kernel (the CPU, Vulkan and CUDA).
+  // Every backend has a StridedAttention kernel (the CPU, Vulkan and CUDA); CUDA's is a pair of
+  // products per batch index, so with CUDA only one-sequence, non-decoding attention takes it.
   bool strided_attention = true;
+  bool with_cuda = false;
   // Every backend's FusedMatMul adds a residual input (the CPU, Vulkan and CUDA).
   bool matmul_residual = true;
   // Every backend has a RotaryEmbedding kernel (the CPU and CUDA; Vulkan runs the decomposed ops).
@@ -23,6 +25,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     strided_attention = strided_attention && (b == "cpu" || b == "vulkan" || b == "cuda");
+    with_cuda = with_cuda || b == "cuda";
     matmul_residual = matmul_residual && (b == "cpu" || b == "vulkan" || b == "cuda");
     rotary = rotary && (b == "cpu" || b == "cuda");
   }
@@ -41,7 +44,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
-  if (strided_attention) manager.add(make_attention_views_pass());
+  if (strided_attention) manager.add(make_attention_views_pass(with_cuda));
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());

@@ -80,8 +80,9 @@ std::unique_ptr<Pass> make_fold_transpose_pass();
 std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();
 // FusedAttention whose Q, K and V are Slices, Reshapes and Transposes of other tensors, or whose
 // result is transposed and reshaped, becomes a StridedAttention that reads and writes those
-// layouts in place (CPU only).
-std::unique_ptr<Pass> make_attention_views_pass();
+// layouts in place. With `whole_batches_only` (CUDA among the backends), only where Q has one index
+// before its heads and more than a decoding step's few rows.
+std::unique_ptr<Pass> make_attention_views_pass(bool whole_batches_only = false);
 // Concat -> per-channel Mul -> per-channel Add [-> Relu] (DenseNet's Concat -> BatchNormalization
 // -> ReLU once bn-to-affine has run) becomes one FusedConcat: the pieces read once, written
 // scaled, shifted and rectified.

@@ -213,6 +213,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
 
   auto impl = std::make_unique<Executable::Impl>();
   impl->arena_pool = arena_pool_for_new_plan();
+  impl->record_on_first_run = !building_from_donor();
   std::unordered_map<int, int> slot_of;  // value id -> slot
   std::vector<Device> slot_device;       // where each slot's tensor lives during a run
   std::vector<bool> slot_shares;         // a weight whose device copies other plans may share

@@ -417,6 +417,12 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
   // A profiled run goes step by step, so each step can be timed.
   if (impl.record_stream != nullptr && profile == nullptr) {
     std::lock_guard<std::mutex> lock(impl.record_mutex);
+    if (!impl.recorded && !impl.warmed && impl.record_on_first_run) {
+      ArenaLease warm(impl);
+      std::vector<Tensor> warm_slots = slots;
+      run_steps(impl, warm_slots, warm, false);
+      impl.warmed = true;
+    }
     if (!impl.recorded && impl.warmed) {
       impl.recorded = record_run(impl);
       if (!impl.recorded) impl.record_stream = nullptr;
@@ -504,7 +510,8 @@ std::string Executable::summary() const {
     if (impl_->recorded)
       os << ", recorded as one device graph that every run replays";
     else if (impl_->record_stream != nullptr)
-      os << ", to be recorded as one device graph by its second run";
+      os << ", to be recorded as one device graph by its "
+         << (impl_->record_on_first_run ? "first" : "second") << " run";
   }
   os << "\n";
   for (size_t i = 0; i < impl_->steps.size(); ++i)

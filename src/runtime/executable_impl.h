@@ -80,12 +80,15 @@ struct Executable::Impl {
   // also raises the errors its kernels could only record (a CUDA index out of range).
   std::vector<Stream*> device_streams;
   // Set when every step runs on one device stream that can record work (all CUDA, static
-  // shapes): the first run goes step by step (it also creates library handles and pool memory,
-  // which a recording may not), the second records the run once, and every later run replays it.
-  // A plan run once (a size a shape family meets once) thus pays no recording.
+  // shapes): the run is recorded once, after a run step by step (which also creates library
+  // handles and pool memory, which a recording may not), and every later run replays it. With
+  // record_on_first_run the first execute does all three (warm-up, recording, replay); without it
+  // (a shape family's plan at new sizes, which a service may meet only once) the first execute
+  // only runs step by step and the second records.
   Stream* record_stream = nullptr;
   RecordingStream* recorder = nullptr;  // the same stream, as a recorder
   std::mutex record_mutex;
+  bool record_on_first_run = true;
   bool warmed = false;  // a run went step by step to its end (guarded by record_mutex)
   std::unique_ptr<RecordedRun> recorded;
 };

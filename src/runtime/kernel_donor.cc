@@ -46,6 +46,10 @@ std::shared_ptr<ArenaPool> arena_pool_for_new_plan() {
   return building_for_any_shape() ? std::make_shared<ArenaPool>() : nullptr;
 }
 
+bool building_from_donor() {
+  return innermost != nullptr;
+}
+
 KernelDonations kernel_donations() {
   return {taken_count, built_count};
 }

@@ -41,6 +41,10 @@ class KernelDonorScope {
 // a new pool under an AnyShapeScope alone (a family's first plan); else null.
 std::shared_ptr<ArenaPool> arena_pool_for_new_plan();
 
+// Whether a KernelDonorScope lives on this thread: the plan compiled now is one of a shape
+// family's at new sizes (a size a service may meet only once).
+bool building_from_donor();
+
 // The kernel the innermost KernelDonorScope of this thread gives for the node, or null.
 std::shared_ptr<Kernel> donated_kernel(const std::string& node, const std::string& op,
                                        const Backend& backend);
