@@ -181,6 +181,54 @@ TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
       }
 }
 
+// Batch-first multi-head attention as 4-D tensors: x [B, S, E] projected to [B, S, 3E], each part
+// sliced, reshaped to [B, S, H, D] and transposed heads-first ([B, H, S, D], K to [B, H, D, S]).
+void build_batched_mha(Graph& g, int64_t b, int64_t s, int64_t h, int64_t e) {
+  const int64_t d = e / h;
+  Value* x = g.add_input("x", {b, s, e});
+  Value* qkv = g.add_op("MatMul", {x, g.add_constant("w", test::random_tensor({e, 3 * e}, 5))});
+  auto ints = [&](std::vector<int64_t> v) {
+    return g.add_constant(g.unique_name("c"),
+                          Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(v.size())}, v));
+  };
+  auto part = [&](int64_t i, std::vector<int64_t> perm) {
+    Value* slice = g.add_op("Slice", {qkv, ints({i * e}), ints({(i + 1) * e}), ints({2})});
+    return g.add_op("Transpose", {g.add_op("Reshape", {slice, ints({b, s, h, d})})},
+                    {{"perm", std::move(perm)}});
+  };
+  Value* q = part(0, {0, 2, 1, 3});
+  Value* kt = part(1, {0, 2, 3, 1});
+  Value* v = part(2, {0, 2, 1, 3});
+  Value* root = g.add_constant("root", Tensor::scalar<float>(std::sqrt(static_cast<float>(d))));
+  Value* scores = g.add_op("MatMul", {g.add_op("Div", {q, root}), kt});
+  Value* y = g.add_op("MatMul", {g.add_op("Softmax", {scores}, {{"axis", int64_t{-1}}}), v});
+  y = g.add_op("Transpose", {y}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  g.mark_output(g.add_op("Reshape", {y, ints({b * s, e})}));
+}
+
+// With CUDA among the backends the pass rewrites only one sequence with more than a decoding
+// step's rows: CUDA's StridedAttention is a pair of products per batch index, and a few rows run
+// faster on FusedAttention's split-key kernel. The CPU takes every form.
+TEST(AttentionViews, WithCudaOnlyOneSequenceOfSeveralRows) {
+  struct Case {
+    int64_t batch, seq;
+    bool cuda_rewrites;
+  };
+  for (const Case& c : {Case{1, 37, true}, Case{2, 37, false}, Case{1, 1, false}, Case{1, 4, false},
+                        Case{1, 5, true}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq));
+    for (bool cuda : {false, true}) {
+      Graph g;
+      build_batched_mha(g, c.batch, c.seq, 4, 32);
+      g.optimize(std::vector<std::string>{cuda ? "cuda" : "cpu"});
+      g.verify();
+      const bool rewritten = cuda ? c.cuda_rewrites : true;
+      EXPECT_EQ(count(g, "StridedAttention"), rewritten ? 1 : 0) << (cuda ? "cuda" : "cpu");
+      EXPECT_EQ(count(g, "FusedAttention"), rewritten ? 0 : 1) << (cuda ? "cuda" : "cpu");
+    }
+  }
+}
+
 TEST(AttentionViews, KeepsWhatIsNotAView) {
   // Q stored [N, D, S] and transposed: its depth is not contiguous, so that Transpose stays; K^T
   // read by a second node keeps its Transpose too (fuse-attention reads K in place regardless), so
