@@ -238,6 +238,13 @@ constexpr int64_t kDecodeRows = 4;
 bool rewrite(Graph& graph, int id, bool whole_batches_only) {
   const Node& att = graph.node(id);
   if (att.op != OpKind::kFusedAttention || att.outputs.size() != 1) return false;
+  if (whole_batches_only) {
+    // Q's logical shape [..., heads, Sq, D]: one index before the heads, more than kDecodeRows.
+    const Shape& q = graph.value(att.inputs[0]).type.shape;
+    int64_t outer = 1;
+    for (int d = 0; d + 3 < q.rank(); ++d) outer *= q[d];
+    if (q.rank() < 2 || outer != 1 || q[q.rank() - 2] <= kDecodeRows) return false;
+  }
   const bool k_transposed = NodeContext(graph, att).attr_int("k_transposed", 0) == 1;
   const auto unit_last = [](const View& v) { return v.strides.back() == 1; };
   const auto k_usable = [](const View& v) {
@@ -252,12 +259,6 @@ bool rewrite(Graph& graph, int id, bool whole_batches_only) {
   const int z = output_view(graph, out, &y);
   if (q_src == att.inputs[0] && k_src == att.inputs[1] && v_src == att.inputs[2] && z == out)
     return false;
-  if (whole_batches_only) {
-    const size_t r = q.dims.size();
-    int64_t outer = 1;
-    for (size_t d = 0; d + 3 < r; ++d) outer *= q.dims[d];
-    if (outer != 1 || q.dims[r - 2] <= kDecodeRows) return false;
-  }
   std::vector<int> inputs = {q_src, k_src, v_src};
   if (att.inputs.size() > 3 && att.inputs[3] >= 0) inputs.push_back(att.inputs[3]);
   Attributes attrs;

@@ -280,6 +280,32 @@ bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* 
   return false;
 }
 
+namespace {
+
+// The GPU time in milliseconds of what `enqueue` puts on `stream`, between two events.
+float elapsed_ms(cudaStream_t stream, const std::function<void()>& enqueue, const char* where) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), where);
+  check(cudaEventCreate(&stop), where);
+  check(cudaEventRecord(start, stream), where);
+  enqueue();
+  check(cudaEventRecord(stop, stream), where);
+  check(cudaEventSynchronize(stop), where);
+  float ms = 0.f;
+  check(cudaEventElapsedTime(&ms, start, stop), where);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+}  // namespace
+
+float time_once_on_stream(cudaStream_t stream, const std::function<void()>& run,
+                          const char* where) {
+  run();
+  return elapsed_ms(stream, run, where);
+}
+
 float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where) {
   constexpr int kReps = 8;
   run();
@@ -301,17 +327,7 @@ float time_on_stream(cudaStream_t stream, const std::function<void()>& run, cons
     }
   };
   once();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), where);
-  check(cudaEventCreate(&stop), where);
-  check(cudaEventRecord(start, stream), where);
-  once();
-  check(cudaEventRecord(stop, stream), where);
-  check(cudaEventSynchronize(stop), where);
-  float ms = 0.f;
-  check(cudaEventElapsedTime(&ms, start, stop), where);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  const float ms = elapsed_ms(stream, once, where);
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
   return ms / kReps;

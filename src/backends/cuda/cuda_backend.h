@@ -163,6 +163,9 @@ bool fused_activation(const NodeContext& ctx, UnaryOp* op, float* alpha, float* 
 // captured as a CUDA graph and replayed, as an Executable runs them, after one eager warm-up; timed
 // eagerly where capture fails. For kernels that choose among their ways at compile time.
 float time_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where);
+// The GPU time in milliseconds of one `run` after one warm-up: a first, cheap look (launch
+// overheads included) before time_on_stream.
+float time_once_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where);
 
 // A stream of its own for time_on_stream, so that a capture there cannot catch other work.
 struct TimingStream {

@@ -191,7 +191,7 @@ class AttentionKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     auto in = [&](int i) { return ctx.inputs[i].raw_data(); };
     launch(stream_of(ctx), in(0), in(1), in(2), has_mask_ ? in(3) : nullptr,
-           ctx.outputs[0].raw_data());
+           ctx.outputs[0].raw_data(), qk_ != nullptr);
   }
 
   std::string describe() const override {
@@ -209,24 +209,10 @@ class AttentionKernel final : public Kernel {
   static constexpr size_t kMaxChoices = 4096;
   static constexpr float kClearly = 2.f;
 
-  // Two timing events, destroyed with it.
-  struct EventPair {
-    explicit EventPair(const std::string& where) {
-      check(cudaEventCreate(&start), where);
-      check(cudaEventCreate(&stop), where);
-    }
-    ~EventPair() {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-    }
-    EventPair(const EventPair&) = delete;
-    EventPair& operator=(const EventPair&) = delete;
-    cudaEvent_t start = nullptr, stop = nullptr;
-  };
-
+  // One attention, the GEMM way (qk_ and pv_ set) or the fused kernel.
   void launch(cudaStream_t stream, const void* q, const void* k, const void* v, const void* mask,
-              void* y) const {
-    if (!qk_) {
+              void* y, bool gemm) const {
+    if (!gemm) {
       void* scratch = scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr;
       launch_attention(storage_, d_, q, k, v, mask, y, scratch, stream);
       check_launch(where_);
@@ -282,51 +268,26 @@ class AttentionKernel final : public Kernel {
     Tensor sm = has_mask_ ? Tensor::zeros(ctx.input_shape(3), t, dev) : Tensor();
     check(cudaStreamSynchronize(be.stream().handle()), where_);
     TimingStream own(where_);
-    auto time = [&] {
-      return time_on_stream(
-          own.handle,
-          [&] {
-            launch(own.handle, sq.raw_data(), sk.raw_data(), sv.raw_data(),
-                   has_mask_ ? sm.raw_data() : nullptr, sy.raw_data());
-          },
-          where_.c_str());
-    };
-    // One warm launch of each way first: where one is more than kClearly times the other (long
+    // One warm launch of each way first: where one takes more than kClearly times the other (long
     // sequences, where the fused kernel falls far behind), that settles it without the repeated
     // timing, which would spend most of its time running the slow way.
-    auto time_one = [&] {
-      auto run = [&] {
+    auto time = [&](bool gemm, bool repeated) {
+      const std::function<void()> run = [&] {
         launch(own.handle, sq.raw_data(), sk.raw_data(), sv.raw_data(),
-               has_mask_ ? sm.raw_data() : nullptr, sy.raw_data());
+               has_mask_ ? sm.raw_data() : nullptr, sy.raw_data(), gemm);
       };
-      run();
-      EventPair events(where_);
-      check(cudaEventRecord(events.start, own.handle), where_);
-      run();
-      check(cudaEventRecord(events.stop, own.handle), where_);
-      check(cudaEventSynchronize(events.stop), where_);
-      float ms = 0.f;
-      check(cudaEventElapsedTime(&ms, events.start, events.stop), where_);
-      return ms;
+      return repeated ? time_on_stream(own.handle, run, where_.c_str())
+                      : time_once_on_stream(own.handle, run, where_.c_str());
     };
-    std::unique_ptr<LtMatmul> qk = std::move(qk_), pv = std::move(pv_);
-    fused_ms_ = time_one();
-    qk_ = std::move(qk);
-    pv_ = std::move(pv);
-    gemm_ms_ = time_one();
-    const bool settled = gemm_ms_ * kClearly < fused_ms_ || fused_ms_ * kClearly < gemm_ms_;
-    if (!settled) {
-      gemm_ms_ = time();
-      qk = std::move(qk_);
-      pv = std::move(pv_);
-      fused_ms_ = time();
-    } else {
-      qk = std::move(qk_);
-      pv = std::move(pv_);
+    fused_ms_ = time(false, false);
+    gemm_ms_ = time(true, false);
+    if (gemm_ms_ * kClearly >= fused_ms_ && fused_ms_ * kClearly >= gemm_ms_) {
+      gemm_ms_ = time(true, true);
+      fused_ms_ = time(false, true);
     }
-    if (gemm_ms_ < fused_ms_) {
-      qk_ = std::move(qk);
-      pv_ = std::move(pv);
+    if (gemm_ms_ >= fused_ms_) {
+      qk_.reset();
+      pv_.reset();
     }
     check(cudaStreamSynchronize(own.handle), where_);
   }

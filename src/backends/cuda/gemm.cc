@@ -84,6 +84,13 @@ class RowMatmuls {
 
   const GemmShape& shape() const { return planned_->shape(); }
   bool any_rows() const { return any_rows_; }
+  // The rows of this run's product: Y's elements over N where any row count runs, else the
+  // planned count.
+  int64_t rows(const KernelContext& ctx) const {
+    const int64_t n = planned_->shape().n;
+    if (!any_rows_) return planned_->shape().m;
+    return n == 0 ? 0 : ctx.outputs[0].numel() / n;
+  }
 
   // The product for `rows` rows (planned now if new; on the run's thread, before any recording of
   // the plan that runs it, since a plan's first run goes step by step).
@@ -108,11 +115,6 @@ class RowMatmuls {
   mutable std::map<int64_t, std::shared_ptr<const LtMatmul>> others_;
 };
 
-// The rows of a run's product: Y's elements over N.
-int64_t rows_of(const KernelContext& ctx, int64_t n) {
-  return n == 0 ? 0 : ctx.outputs[0].numel() / n;
-}
-
 class LtGemmKernel final : public Kernel {
  public:
   // bias: a vector of n added by the epilogue; c_beta: Y = alpha*XW + beta*C with C [M, N].
@@ -122,9 +124,8 @@ class LtGemmKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
-    const int64_t rows = matmul_.any_rows() ? rows_of(ctx, matmul_.shape().n) : matmul_.shape().m;
-    const bool planned = rows == matmul_.shape().m;
-    if (planned && gemv_ &&
+    const int64_t rows = matmul_.rows(ctx);
+    if (rows == matmul_.shape().m && gemv_ &&
         gemv_->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
                    bias_ ? ctx.inputs[2].raw_data() : nullptr, nullptr, ctx.outputs[0].raw_data(),
                    UnaryOp::kIdentity, 0.f, 0.f))
@@ -234,7 +235,7 @@ class FusedMatMulKernel final : public Kernel {
     void* y = ctx.outputs[0].raw_data();
     const void* bias = bias_ ? ctx.inputs[2].raw_data() : nullptr;
     const void* z = residual_ ? ctx.inputs[3].raw_data() : nullptr;
-    const int64_t rows = matmul_.any_rows() ? rows_of(ctx, matmul_.shape().n) : matmul_.shape().m;
+    const int64_t rows = matmul_.rows(ctx);
     if (rows == matmul_.shape().m && gemv_ &&
         gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y, act_,
                    alpha_, beta_))
