@@ -341,6 +341,33 @@ TimingStream::~TimingStream() {
   if (handle) cudaStreamDestroy(handle);
 }
 
+AttentionDesc attention_desc(const Shape& q, int64_t sk, int64_t depth_v, float scale,
+                             const Shape* mask) {
+  const int rank = q.rank();
+  AttentionDesc d;
+  d.sq = q[-2];
+  d.depth = q[-1];
+  d.sk = sk;
+  d.depth_v = depth_v;
+  d.scale = scale;
+  d.batch = 1;
+  d.lead_rank = rank - 2;
+  for (int j = 0; j < rank - 2; ++j) {
+    d.lead_dims[j] = q[j];
+    d.batch *= q[j];
+  }
+  if (mask != nullptr) {
+    std::vector<int64_t> scores(q.dims().begin(), q.dims().end() - 1);
+    scores.push_back(sk);
+    int64_t strides[kMaxRank + 2] = {};
+    broadcast_strides(*mask, Shape(scores), strides);
+    for (int j = 0; j < rank - 2; ++j) d.mask_lead_strides[j] = strides[j];
+    d.mask_q_stride = strides[rank - 2];
+    d.mask_k_stride = strides[rank - 1];
+  }
+  return d;
+}
+
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
   const int offset = out.rank() - in.rank();
   int64_t stride = 1;

@@ -180,4 +180,10 @@ struct TimingStream {
 // of `out`: 0 along the dims where `in` is broadcast.
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides);
 
+// The geometry of attention over queries of logical shape q [..., Sq, D] and sk keys with values
+// of depth depth_v: leading dims, sizes and scale, and where `mask` is given, its strides as
+// broadcast onto the scores [..., Sq, Sk] (k_transposed is left false).
+AttentionDesc attention_desc(const Shape& q, int64_t sk, int64_t depth_v, float scale,
+                             const Shape* mask);
+
 }  // namespace lumen::cuda

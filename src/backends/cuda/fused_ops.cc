@@ -122,30 +122,12 @@ class AttentionKernel final : public Kernel {
     const Shape& q = ctx.input_shape(0);
     const Shape& k = ctx.input_shape(1);
     const Shape& v = ctx.input_shape(2);
-    const int rank = q.rank();
     storage_ = storage_of(ctx.input_dtype(0));
-    d_.k_transposed = ctx.attr_int("k_transposed", 0) == 1;
-    d_.scale = ctx.attr_float("scale", 1.0f);
-    d_.sq = q[-2];
-    d_.depth = q[-1];
-    d_.sk = d_.k_transposed ? k[-1] : k[-2];
-    d_.depth_v = v[-1];
-    d_.batch = 1;
-    d_.lead_rank = rank - 2;
-    for (int j = 0; j < rank - 2; ++j) {
-      d_.lead_dims[j] = q[j];
-      d_.batch *= q[j];
-    }
+    const bool k_transposed = ctx.attr_int("k_transposed", 0) == 1;
     has_mask_ = ctx.num_inputs() > 3 && ctx.has_input(3);
-    if (has_mask_) {
-      std::vector<int64_t> scores(q.dims().begin(), q.dims().end() - 1);
-      scores.push_back(d_.sk);
-      int64_t strides[kMaxRank + 2] = {};
-      broadcast_strides(ctx.input_shape(3), Shape(scores), strides);
-      for (int j = 0; j < rank - 2; ++j) d_.mask_lead_strides[j] = strides[j];
-      d_.mask_q_stride = strides[rank - 2];
-      d_.mask_k_stride = strides[rank - 1];
-    }
+    d_ = attention_desc(q, k_transposed ? k[-1] : k[-2], v[-1], ctx.attr_float("scale", 1.0f),
+                        has_mask_ ? &ctx.input_shape(3) : nullptr);
+    d_.k_transposed = k_transposed;
     // Decoding (a few query rows per head): the split-key kernel, with no GEMM way to time (two
     // launches against three, and no scores in memory).
     if (d_.sq <= kAttentionSplitMaxRows) {

@@ -100,24 +100,9 @@ class StridedAttentionKernel final : public Kernel {
       starts_.push_back(s);
     }
     // The softmax over the scores of every head, with the mask broadcast onto them.
-    d_.batch = outer * heads;
-    d_.sq = sq;
-    d_.sk = sk;
-    d_.depth = depth;
-    d_.depth_v = dv;
-    d_.scale = ctx.attr_float("scale", 1.0f);
-    d_.lead_rank = r - 2;
-    for (int j = 0; j < r - 2; ++j) d_.lead_dims[j] = q[j];
     has_mask_ = ctx.num_inputs() > 3 && ctx.has_input(3);
-    if (has_mask_) {
-      std::vector<int64_t> scores(q.dims().begin(), q.dims().end() - 1);
-      scores.push_back(sk);
-      int64_t strides[kMaxRank + 2] = {};
-      broadcast_strides(ctx.input_shape(3), Shape(scores), strides);
-      for (int j = 0; j < r - 2; ++j) d_.mask_lead_strides[j] = strides[j];
-      d_.mask_q_stride = strides[r - 2];
-      d_.mask_k_stride = strides[r - 1];
-    }
+    d_ = attention_desc(q, sk, dv, ctx.attr_float("scale", 1.0f),
+                        has_mask_ ? &ctx.input_shape(3) : nullptr);
     CudaBackend& be = require_cuda_backend();
     score_offset_ = (std::max(qk_->workspace_size(), pv_->workspace_size()) + 255) / 256 * 256;
     be.workspace().reserve(score_offset_ + static_cast<size_t>(d_.batch * sq * sk * es));
