@@ -204,6 +204,15 @@ TEST(LayerNormTest, LargeRowsWithOffset) {
   // Mean far from zero with a small spread: a one-pass E[x^2]-E[x]^2 would lose it.
   check_layer_norm({64, 1000}, -1, {1000}, true, 3, 28, 99.0f, 101.0f);
 }
+TEST(LayerNormTest, RowLengthsOfEveryKernelForm) {
+  // Backends pick a kernel by row length (CUDA: a warp per row up to 256, 512 and 1024 values, a
+  // block per row beyond); row counts that do not fill the last block.
+  check_layer_norm({37, 200}, -1, {200}, true, 1, 40);
+  check_layer_norm({9, 500}, -1, {500}, false, 1, 41);
+  check_layer_norm({2, 65, 768}, -1, {768}, true, 1, 42);
+  check_layer_norm({5, 1500}, -1, {1500}, true, 1, 43);
+  check_layer_norm({6, 33}, -1, {33}, true, 1, 44);
+}
 TEST(LayerNormTest, EmptyRows) {
   check_layer_norm({0, 4}, -1, {4}, true, 3, 29);
 }

@@ -298,6 +298,80 @@ TEST(StridedAttention, RunsOnHandMadeViews) {
   }
 }
 
+// Heads of 32, 64 and 128 over up to 128 keys (CUDA's fused kernel; the products beyond), with an
+// additive mask of random -inf entries (never a whole row) broadcast over the heads: views over
+// one packed tensor P [heads, S, 3 D + 5] (Q, K, V side by side, rows not 16-byte aligned), Y
+// written heads-second.
+TEST(StridedAttention, HeadSizesOfTheFusedKernelWithMask) {
+  const int64_t heads = 3;
+  for (int64_t d : {32, 64, 128})
+    for (int64_t s : {1, 37, 128, 129}) {
+      SCOPED_TRACE("depth " + std::to_string(d) + ", " + std::to_string(s) + " rows");
+      const int64_t width = 3 * d + 5;
+      Tensor p = test::random_tensor({heads, s, width}, 95 + d + s, -1, 1);
+      Tensor mask = test::random_tensor({s, s}, 96 + s, -1, 1);
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          if (j != i && (i * 7 + j * 3) % 5 == 0)
+            mask.data<float>()[i * s + j] = -std::numeric_limits<float>::infinity();
+      const std::vector<double> pd = test::to_doubles(p), md = test::to_doubles(mask);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+      Attributes attrs{{"scale", scale},
+                       {"q_shape", std::vector<int64_t>{heads, s, d}},
+                       {"k_shape", std::vector<int64_t>{heads, s, d}},
+                       {"v_shape", std::vector<int64_t>{heads, s, d}},
+                       {"q_view", std::vector<int64_t>{0, s * width, width, 1}},
+                       {"k_view", std::vector<int64_t>{d, s * width, width, 1}},
+                       {"v_view", std::vector<int64_t>{2 * d, s * width, width, 1}},
+                       {"y_view", std::vector<int64_t>{0, d, heads * d, 1}},
+                       {"output_shape", std::vector<int64_t>{s, heads, d}}};
+      std::vector<double> want(static_cast<size_t>(s * heads * d));
+      for (int64_t b = 0; b < heads; ++b)
+        attention_head(
+            s, s, d, d, scale, [&](int64_t i, int64_t c) { return pd[(b * s + i) * width + c]; },
+            [&](int64_t j, int64_t c) { return pd[(b * s + j) * width + d + c]; },
+            [&](int64_t j, int64_t c) { return pd[(b * s + j) * width + 2 * d + c]; },
+            [&](int64_t i, int64_t j) { return md[i * s + j]; },
+            [&](int64_t i, int64_t c, double val) { want[(i * heads + b) * d + c] = val; });
+      Tensor got = test::run_op("StridedAttention", {p, p, p, mask}, attrs)[0];
+      test::expect_close(got, {s, heads, d}, want, 1e-5, 1e-4);
+    }
+}
+
+// The fused kernel over a batch of two: one launch per batch index, the mask [B, 1, S, S] read
+// per batch index and broadcast over the heads.
+TEST(StridedAttention, FusedKernelOverABatch) {
+  const int64_t batch = 2, heads = 2, s = 37, d = 64, width = 3 * d;
+  Tensor p = test::random_tensor({batch, heads, s, width}, 97, -1, 1);
+  Tensor mask = test::random_tensor({batch, 1, s, s}, 98, -3, 3);
+  const std::vector<double> pd = test::to_doubles(p), md = test::to_doubles(mask);
+  const int64_t hs = s * width, bs = heads * hs;
+  Attributes attrs{{"scale", 0.125f},
+                   {"q_shape", std::vector<int64_t>{batch, heads, s, d}},
+                   {"k_shape", std::vector<int64_t>{batch, heads, s, d}},
+                   {"v_shape", std::vector<int64_t>{batch, heads, s, d}},
+                   {"q_view", std::vector<int64_t>{0, bs, hs, width, 1}},
+                   {"k_view", std::vector<int64_t>{d, bs, hs, width, 1}},
+                   {"v_view", std::vector<int64_t>{2 * d, bs, hs, width, 1}},
+                   {"y_view", std::vector<int64_t>{0, s * heads * d, d, heads * d, 1}},
+                   {"output_shape", std::vector<int64_t>{batch, s, heads, d}}};
+  std::vector<double> want(static_cast<size_t>(batch * s * heads * d));
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t b = 0; b < heads; ++b) {
+      const int64_t base = n * bs + b * hs;
+      attention_head(
+          s, s, d, d, 0.125, [&](int64_t i, int64_t c) { return pd[base + i * width + c]; },
+          [&](int64_t j, int64_t c) { return pd[base + j * width + d + c]; },
+          [&](int64_t j, int64_t c) { return pd[base + j * width + 2 * d + c]; },
+          [&](int64_t i, int64_t j) { return md[(n * s + i) * s + j]; },
+          [&](int64_t i, int64_t c, double val) {
+            want[((n * s + i) * heads + b) * d + c] = val;
+          });
+    }
+  Tensor got = test::run_op("StridedAttention", {p, p, p, mask}, attrs)[0];
+  test::expect_close(got, {batch, s, heads, d}, want, 1e-5, 1e-4);
+}
+
 TEST(StridedAttention, SchemaRejectsViewsThatDoNotFit) {
   Tensor p = test::random_tensor({2, 6, 20}, 95);
   const Attributes good{{"scale", 0.5f},

@@ -314,6 +314,62 @@ __global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, T* 
   }
 }
 
+// Rows of at most 32 * kPerLane values: one warp per row, the row in registers, the sums by
+// shuffles within the warp (no block barriers), kLayerNormWarps rows per block. BERT's 128 x 768
+// rows took 4.6 us each as one 256-thread block per row (four barriers per row).
+constexpr int kLayerNormWarps = 4;
+
+__device__ __forceinline__ float warp_total(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename T, int kPerLane>
+__global__ void layer_norm_warp_kernel(const T* x, const T* scale, const T* bias, T* y,
+                                       int64_t rows, int n, float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = blockIdx.x * static_cast<int64_t>(kLayerNormWarps) + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const T* in = x + r * n;
+  T* out = y + r * n;
+  // Scale and bias are read with x, before any store: y may alias x, so a load after a store
+  // would wait for it (one memory round trip per value, 10 us for BERT's rows).
+  float v[kPerLane], w[kPerLane], b[kPerLane];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int j = lane + 32 * i;
+    v[i] = j < n ? to_float(in[j]) : 0.f;
+    w[i] = j < n ? to_float(scale[j]) : 0.f;
+    b[i] = j < n && bias ? to_float(bias[j]) : 0.f;
+    s += v[i];
+  }
+  const float mean = warp_total(s) / static_cast<float>(n);
+  float q = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int j = lane + 32 * i;
+    const float c = j < n ? v[i] - mean : 0.f;
+    q += c * c;
+  }
+  const float inv = rsqrtf(warp_total(q) / static_cast<float>(n) + eps);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int j = lane + 32 * i;
+    if (j < n) out[j] = from_float<T>((v[i] - mean) * inv * w[i] + b[i]);
+  }
+}
+
+template <typename T, int kPerLane>
+void launch_layer_norm_warps(const T* x, const T* scale, const T* bias, T* y, int64_t rows,
+                             int64_t n, float eps, cudaStream_t stream) {
+  const int64_t blocks = (rows + kLayerNormWarps - 1) / kLayerNormWarps;
+  layer_norm_warp_kernel<T, kPerLane><<<static_cast<unsigned>(blocks), 32 * kLayerNormWarps, 0,
+                                        stream>>>(x, scale, bias, y, rows, static_cast<int>(n),
+                                                  eps);
+}
+
 struct PermuteDesc {
   int rank;
   int64_t dims[kMaxRank];
@@ -518,9 +574,21 @@ void launch_layer_norm(Storage st, const void* x, const void* scale, const void*
   int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
-        static_cast<T*>(y), rows, n, epsilon);
+    const T* tx = static_cast<const T*>(x);
+    const T* ts = static_cast<const T*>(scale);
+    const T* tb = static_cast<const T*>(bias);
+    T* ty = static_cast<T*>(y);
+    // A warp per row while the row fits 32 registers per lane and the grid stays in range.
+    if (rows / kLayerNormWarps < (int64_t{1} << 31) - 1 && n <= 1024) {
+      if (n <= 256)
+        launch_layer_norm_warps<T, 8>(tx, ts, tb, ty, rows, n, epsilon, stream);
+      else if (n <= 512)
+        launch_layer_norm_warps<T, 16>(tx, ts, tb, ty, rows, n, epsilon, stream);
+      else
+        launch_layer_norm_warps<T, 32>(tx, ts, tb, ty, rows, n, epsilon, stream);
+      return;
+    }
+    layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(tx, ts, tb, ty, rows, n, epsilon);
   });
 }
 

@@ -234,4 +234,22 @@ void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const fl
 void launch_attention_softmax(Storage st, const AttentionDesc& desc, void* scores, const void* mask,
                               cudaStream_t stream);
 
+// StridedAttention's fused kernel (strided_attention.cu), for key sequences of at most
+// kStridedAttentionMaxKeys and heads of 32, 64 or 128 (depth_v == depth): Q, K, V and Y read and
+// written through each view's element strides between heads and between rows (depth contiguous),
+// the pointers at one batch index's views (outer_index: that index, for the mask). aligned16: K's
+// and V's pointers and their head and row strides are multiples of 16 bytes.
+inline constexpr int64_t kStridedAttentionMaxKeys = 128;
+struct HeadStrides {
+  int64_t heads = 1;
+  int64_t q_head = 0, q_row = 0, k_head = 0, k_row = 0, v_head = 0, v_row = 0, y_head = 0, y_row = 0;
+};
+// Whether the fused kernel runs `desc` on this device (shape and shared memory); sets up its
+// launches. Called at kernel build time, before any capture.
+bool prepare_strided_attention(const AttentionDesc& desc);
+void launch_strided_attention(Storage st, const AttentionDesc& desc, const HeadStrides& s,
+                              const void* q, const void* k, const void* v, const void* mask,
+                              void* y, int64_t outer_index, bool aligned16,
+                              cudaStream_t stream);
+
 }  // namespace lumen::cuda

@@ -1,11 +1,13 @@
 // StridedAttention on CUDA: attention over strided views of its inputs and output (the optimizer's
 // attention-views pass: Q, K and V read in place from one projection, Y written in place into the
-// layout the next product reads), so the Transposes around attention never run. The scores
-// scale * Q K^T come from a cuBLASLt product reading the views through their row and head strides,
-// the masked softmax runs in place over them, and Y = P V is written through Y's view. The
-// innermost leading dim (the heads) is cuBLASLt's batch; each index of the dims before it (the
-// batch) is one pair of products.
+// layout the next product reads), so the Transposes around attention never run. Short key
+// sequences (at most kStridedAttentionMaxKeys, heads of 32, 64 or 128) run one fused kernel
+// (strided_attention.cu) per batch index. Otherwise the scores scale * Q K^T come from a cuBLASLt
+// product reading the views through their row and head strides, the masked softmax runs in place
+// over them, and Y = P V is written through Y's view. The innermost leading dim (the heads) is
+// cuBLASLt's batch; each index of the dims before it (the batch) is one pair of products.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -80,8 +82,29 @@ class StridedAttentionKernel final : public Kernel {
     pv.stride_y = head_stride(v.y);
     pv.ld_y = v.y.strides[r - 2];
     pv.align = static_cast<int>(align);
-    qk_ = std::make_unique<LtMatmul>(ctx, qk, false);
-    pv_ = std::make_unique<LtMatmul>(ctx, pv, false);
+    has_mask_ = ctx.num_inputs() > 3 && ctx.has_input(3);
+    d_ = attention_desc(q, sk, dv, ctx.attr_float("scale", 1.0f),
+                        has_mask_ ? &ctx.input_shape(3) : nullptr);
+    const bool depth_packed = v.q.strides[r - 1] == 1 && depth_contiguous &&
+                              v.v.strides[r - 1] == 1 && v.y.strides[r - 1] == 1;
+    fused_ = depth_packed && prepare_strided_attention(d_);
+    if (fused_) {
+      strides_.heads = heads;
+      strides_.q_head = head_stride(v.q);
+      strides_.q_row = v.q.strides[r - 2];
+      strides_.k_head = head_stride(v.k);
+      strides_.k_row = v.k.strides[r - 2];
+      strides_.v_head = head_stride(v.v);
+      strides_.v_row = v.v.strides[r - 2];
+      strides_.y_head = head_stride(v.y);
+      strides_.y_row = v.y.strides[r - 2];
+      strides16_ = true;
+      for (int64_t e : {strides_.k_head, strides_.k_row, strides_.v_head, strides_.v_row})
+        strides16_ = strides16_ && (e * es) % 16 == 0;
+    } else {
+      qk_ = std::make_unique<LtMatmul>(ctx, qk, false);
+      pv_ = std::make_unique<LtMatmul>(ctx, pv, false);
+    }
     // Each index of the leading dims before the heads: where its views and scores start.
     std::vector<int64_t> outer_dims(q.dims().begin(), q.dims().begin() + std::max(r - 3, 0));
     int64_t outer = 1;
@@ -99,10 +122,8 @@ class StridedAttentionKernel final : public Kernel {
       }
       starts_.push_back(s);
     }
+    if (fused_) return;
     // The softmax over the scores of every head, with the mask broadcast onto them.
-    has_mask_ = ctx.num_inputs() > 3 && ctx.has_input(3);
-    d_ = attention_desc(q, sk, dv, ctx.attr_float("scale", 1.0f),
-                        has_mask_ ? &ctx.input_shape(3) : nullptr);
     CudaBackend& be = require_cuda_backend();
     score_offset_ = (std::max(qk_->workspace_size(), pv_->workspace_size()) + 255) / 256 * 256;
     be.workspace().reserve(score_offset_ + static_cast<size_t>(d_.batch * sq * sk * es));
@@ -117,6 +138,20 @@ class StridedAttentionKernel final : public Kernel {
       return static_cast<char*>(const_cast<void*>(t.raw_data())) + static_cast<size_t>(e) * es;
     };
     const void* mask = has_mask_ ? ctx.inputs[3].raw_data() : nullptr;
+    if (fused_) {
+      for (size_t o = 0; o < starts_.size(); ++o) {
+        const Starts& s = starts_[o];
+        const char* k = at(ctx.inputs[1], s.k);
+        const char* v = at(ctx.inputs[2], s.v);
+        const bool aligned16 = strides16_ && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
+                               reinterpret_cast<uintptr_t>(v) % 16 == 0;
+        launch_strided_attention(storage_, d_, strides_, at(ctx.inputs[0], s.q), k, v, mask,
+                                 at(ctx.outputs[0], s.y), static_cast<int64_t>(o), aligned16,
+                                 stream);
+      }
+      check_launch(where_);
+      return;
+    }
     char* scores = static_cast<char*>(require_cuda_backend().workspace().ptr()) + score_offset_;
     for (const Starts& s : starts_)
       qk_->run(stream, at(ctx.inputs[0], s.q), at(ctx.inputs[1], s.k), nullptr, nullptr,
@@ -128,7 +163,9 @@ class StridedAttentionKernel final : public Kernel {
                nullptr, at(ctx.outputs[0], s.y), 1.f, 0.f);
   }
 
-  std::string describe() const override { return "strided gemm + softmax + gemm"; }
+  std::string describe() const override {
+    return fused_ ? "fused strided attention" : "strided gemm + softmax + gemm";
+  }
 
  private:
   struct Starts {
@@ -141,6 +178,9 @@ class StridedAttentionKernel final : public Kernel {
   std::vector<Starts> starts_;
   AttentionDesc d_;
   bool has_mask_ = false;
+  bool fused_ = false;  // the fused kernel, not the products
+  HeadStrides strides_;
+  bool strides16_ = false;  // K's and V's head and row strides are multiples of 16 bytes
   size_t score_offset_ = 0;
 };
 
