@@ -51,7 +51,9 @@ int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residu
   if (matmul_residual && conv.op == OpKind::kFusedMatMul && conv.inputs.size() <= 3 &&
       empty_activation(conv))
     return v.producer;
-  if (conv.op != OpKind::kFusedConv || conv.inputs.size() > 3 || !empty_activation(conv)) return -1;
+  // A FusedConv may already have a channel scale (input 4) but no residual yet.
+  const bool no_residual = conv.inputs.size() <= 3 || conv.inputs[3] < 0;
+  if (conv.op != OpKind::kFusedConv || !no_residual || !empty_activation(conv)) return -1;
   return channels_last == cpu_only ? v.producer : -1;
 }
 
@@ -94,8 +96,7 @@ class FuseResidualPass : public Pass {
         if (graph.node(conv_id).op == OpKind::kGemm) gemm_to_fused_matmul(graph, conv_id);
         Node& conv = graph.node(conv_id);
         if (conv.op != OpKind::kFusedMatMul) conv.op = OpKind::kFusedConv;
-        conv.inputs.resize(3, -1);  // bias may be omitted
-        conv.inputs.push_back(-1);
+        if (conv.inputs.size() < 4) conv.inputs.resize(4, -1);  // bias may be omitted
         set_input(graph, conv_id, 3, z);
         replace_uses(graph, out, y);
         remove_node(graph, id);

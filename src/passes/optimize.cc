@@ -47,6 +47,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (strided_attention) manager.add(make_attention_views_pass(with_cuda));
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
+  if (cpu_only) manager.add(make_fuse_channel_scale_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());
   manager.add(make_fuse_residual_pass(cpu_only, matmul_residual));
   manager.add(make_dead_code_pass());

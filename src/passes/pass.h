@@ -51,6 +51,11 @@ std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only = true);
 // run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
 // so oneDNN reorders no activation per convolution.
 std::unique_ptr<Pass> make_channels_last_pass();
+// Mul(x, s), s one value per image and channel ([N or 1, 1, 1, C], a squeeze-and-excitation's
+// gate), read only by a channels-last 1x1 stride-1 FusedConv with known weights, becomes that
+// convolution with s as its fifth input: the CPU scales the pixels as its GEMM packs them, instead
+// of a pass of its own over them (CPU-only graphs).
+std::unique_ptr<Pass> make_fuse_channel_scale_pass();
 // Add(conv(x), z) over a convolution without activation becomes a FusedConv with z as a residual
 // input. With `cpu_only` only channels-last FusedConvs take it (a oneDNN sum post-op); otherwise
 // any 2-D convolution does (the CUDA kernel's epilogue). With `matmul_residual` (always with

@@ -364,9 +364,7 @@ TEST(StridedAttention, FusedKernelOverABatch) {
           [&](int64_t j, int64_t c) { return pd[base + j * width + d + c]; },
           [&](int64_t j, int64_t c) { return pd[base + j * width + 2 * d + c]; },
           [&](int64_t i, int64_t j) { return md[(n * s + i) * s + j]; },
-          [&](int64_t i, int64_t c, double val) {
-            want[((n * s + i) * heads + b) * d + c] = val;
-          });
+          [&](int64_t i, int64_t c, double val) { want[((n * s + i) * heads + b) * d + c] = val; });
     }
   Tensor got = test::run_op("StridedAttention", {p, p, p, mask}, attrs)[0];
   test::expect_close(got, {batch, s, heads, d}, want, 1e-5, 1e-4);

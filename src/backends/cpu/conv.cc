@@ -72,6 +72,23 @@ struct Reorder {
   }
 };
 
+// X (N, H, W, C) times S (N or 1, 1, 1, C), per image and channel, into a per-run buffer: the
+// channel scale for the paths that cannot apply it themselves (oneDNN's).
+Tensor scaled_copy(const Tensor& x, const Tensor& s) {
+  Tensor out = Tensor::empty(x.shape(), DType::kFloat32);
+  const int64_t c = x.shape()[3], images = x.shape()[0], pixels = x.numel() / (c * images);
+  const bool per_image = s.shape()[0] > 1;
+  const float* in = x.data<float>();
+  float* dst = out.data<float>();
+#pragma omp parallel for schedule(static) if (x.numel() >= (int64_t{1} << 16))
+  for (int64_t p = 0; p < images * pixels; ++p) {
+    const float* sc = s.data<float>() + (per_image ? p / pixels * c : 0);
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) dst[p * c + j] = in[p * c + j] * sc[j];
+  }
+  return out;
+}
+
 // A per-run float32 buffer of at least `bytes` bytes (scratch comes from the caching pool).
 Tensor scratch(size_t bytes) {
   return Tensor::empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::kFloat32);
@@ -128,6 +145,8 @@ class ConvKernel final : public Kernel {
     out_shape_ = y;
     has_bias_ = ctx.has_input(2);
     residual_ = !transposed && ctx.num_inputs() > 3 && ctx.has_input(3);
+    scale_ = !transposed && ctx.num_inputs() > 4 && ctx.has_input(4);
+    scale_per_image_ = scale_ && ctx.input_shape(4)[0] > 1;
     if (y.numel() == 0) return;  // nothing to compute
     if (x.numel() == 0 || w.numel() == 0)
       ctx.fail_unsupported("CPU: empty input with a non-empty output");
@@ -187,7 +206,7 @@ class ConvKernel final : public Kernel {
     // MobileNet-V3, on globally pooled channels): a matrix-vector product per image through
     // packed_gemm with its epilogue. oneDNN's fixed cost per call was about 11 us for a product of
     // a few thousand multiply-adds (32 such layers: 0.35 ms of EfficientNet-B0's 8.4).
-    bool one_pixel = !transposed && group == 1 && w_value && kvol == 1 && epilogue_ok;
+    bool one_pixel = !transposed && group == 1 && w_value && kvol == 1 && epilogue_ok && !scale_;
     for (int i = 0; i < g.spatial; ++i) one_pixel = one_pixel && x[2 + i] == 1 && y[2 + i] == 1;
     if (one_pixel) {
       // B[i][o] = W[o][i]: rows 1 apart, columns `channels` apart.
@@ -203,9 +222,18 @@ class ConvKernel final : public Kernel {
     // DepthwiseConv for depthwise ones whose activation oneDNN would leave to a pass of its own.
     const bool own = channels_last && g.spatial == 2 && w_value && epilogue_ok;
     const std::optional<WinogradForm> form =
-        own ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
-    if (own && group == 1 && kernel[0] == 3 && kernel[1] == 3 && g.strides[0] == 1 &&
-        g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 && form) {
+        own && !scale_ ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
+    if (scale_) {
+      // A channel scale S (fuse-channel-scale): packed_gemm applies it as it packs the pixels, at
+      // every level; oneDNN's convolutions have no per-channel input scale, so their path scales
+      // a copy of X first (at AVX-512 the faster of the two is kept, below).
+      if (own && pointwise_stride1(group, kernel, g)) {
+        pointwise_ = PackedMatrix::shared(*w_value, w_value->data<float>(), channels, out_channels,
+                                          1, channels);
+        use_pointwise_ = true;
+      }
+    } else if (own && group == 1 && kernel[0] == 3 && kernel[1] == 3 && g.strides[0] == 1 &&
+               g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1 && form) {
       winograd_ = WinogradConv(w_value->data<float>(), out_channels, channels, *form);
       use_winograd_ = true;
     } else if (own && grouped_conv8_applies(channels, out_channels, group, kernel, g.strides,
@@ -295,7 +323,12 @@ class ConvKernel final : public Kernel {
     if (own_kernel()) choose_own_or_onednn(ctx, g, group);
   }
 
-  std::string describe() const override { return describe_choice(choice_, own_name_); }
+  std::string describe() const override {
+    if (scale_ && !has_avx512())
+      return own_kernel() ? "packed_gemm, channel scale applied as the pixels are packed"
+                          : "oneDNN on a channel-scaled copy";
+    return describe_choice(choice_, own_name_);
+  }
 
   // Y may be written over a dying residual Z: the sum post-op then reads Z where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
@@ -319,17 +352,28 @@ class ConvKernel final : public Kernel {
                   pointwise_.n(), e);
       return;
     }
-    compute(x, ctx.inputs[1], bias, y, own_kernel());
+    compute(x, ctx.inputs[1], bias, y, own_kernel(), scale_ ? &ctx.inputs[4] : nullptr);
   }
 
  private:
   // y = the convolution of x (y holds the residual where there is one) by Lumen's own kernel or by
   // oneDNN's primitive; w is read only where the weights were not packed at build time.
-  void compute(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool own) const {
+  void compute(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool own,
+               const Tensor* scale) const {
     if (own) {
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
-      if (use_pointwise_)
+      if (scale != nullptr) {
+        // Per image where S has a row per image: each image's pixels times its row of S.
+        const int64_t images = scale_per_image_ ? out_shape_[0] : 1;
+        const int64_t rows = out_shape_[0] * out_shape_[2] * out_shape_[3] / images;
+        const int64_t c = pointwise_.k(), o = pointwise_.n();
+        for (int64_t n = 0; n < images; ++n) {
+          e.a_scale = scale->data<float>() + n * c;
+          packed_gemm(rows, x.data<float>() + n * rows * c, c, pointwise_,
+                      y.data<float>() + n * rows * o, o, e);
+        }
+      } else if (use_pointwise_)
         packed_gemm(out_shape_[0] * out_shape_[2] * out_shape_[3], x.data<float>(), pointwise_.k(),
                     pointwise_, y.data<float>(), pointwise_.n(), e);
       else if (use_depthwise_)
@@ -360,7 +404,9 @@ class ConvKernel final : public Kernel {
         r.prim.execute(strm, args);
       };
 
-      memory src(src_user_, eng, x.raw_data());
+      Tensor scaled;
+      if (scale != nullptr) scaled = scaled_copy(x, *scale);
+      memory src(src_user_, eng, scale != nullptr ? scaled.raw_data() : x.raw_data());
       Tensor src_tmp;
       if (src_reorder_) {
         src_tmp = scratch(src_md_.get_size());
@@ -429,13 +475,14 @@ class ConvKernel final : public Kernel {
     std::string key = "Conv " + own_name_ + " x " + ctx.input_shape(0).to_string() + " w " +
                       ctx.input_shape(1).to_string() + " y " + ctx.output(0).shape.to_string() +
                       " group " + std::to_string(group) + " " + ctx.attr_string("activation", "") +
-                      (has_bias_ ? " bias" : "") + (residual_ ? " residual" : "");
+                      (has_bias_ ? " bias" : "") + (residual_ ? " residual" : "") +
+                      (scale_ ? " scale " + ctx.input_shape(4).to_string() : "");
     for (size_t i = 0; i < g.strides.size(); ++i)
       key += " s" + std::to_string(g.strides[i]) + " p" + std::to_string(g.pad_begin[i]) + "," +
              std::to_string(g.pad_end[i]);
     const Tensor& w = *ctx.input_value(1);
     bool cold = false;
-    Tensor x, y, bias;
+    Tensor x, y, bias, scale;
     const auto random = [](const Shape& shape) {
       Tensor t = Tensor::empty(shape, DType::kFloat32);
       const std::vector<float> values = timing_data(t.numel());
@@ -448,13 +495,14 @@ class ConvKernel final : public Kernel {
           x = random(ctx.input_shape(0));
           y = random(ctx.output(0).shape);
           if (has_bias_) bias = random(ctx.input_shape(2));
+          if (scale_) scale = random(ctx.input_shape(4));
           cold = w.nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
         },
         [&](bool lumen) {
           if (cold) evict_weights(w, lumen);
         },
-        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true); },
-        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false); });
+        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, true, scale_ ? &scale : nullptr); },
+        [&] { compute(x, w, has_bias_ ? &bias : nullptr, y, false, scale_ ? &scale : nullptr); });
     if (choice_.lumen) {
       prim_ = dnnl::primitive();
       packed_w_ = memory();
@@ -571,8 +619,10 @@ class ConvKernel final : public Kernel {
   // 1x1 convolutions of one-pixel images (and, use_pointwise_, channels-last pointwise ones at
   // AVX-512): the weights transposed for packed_gemm.
   bool use_one_pixel_ = false;
-  // At AVX-512, channels-last pointwise convolutions on packed_gemm (pointwise_ the weights).
+  // At AVX-512, channels-last pointwise convolutions on packed_gemm (pointwise_ the weights); at
+  // every level those with a channel scale S (input 4; per image where scale_per_image_).
   bool use_pointwise_ = false;
+  bool scale_ = false, scale_per_image_ = false;
   PackedMatrix pointwise_;
   // For the three: the activation and residual (the bias is bound per run); for the two 3x3
   // kernels the input's height and width, the top and left padding and the strides.

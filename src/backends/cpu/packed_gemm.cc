@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/elementwise_math.h"
 #include "backends/cpu/isa.h"
@@ -374,6 +375,16 @@ static void packed_gemm_portable(int64_t m, const float* a, int64_t lda, const P
 void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
                  int64_t ldc, const GemmEpilogue& e) {
   if (m == 0 || b.n() == 0) return;
+  if (e.a_scale != nullptr && (m == 1 || !has_avx2())) {
+    // The forms that do not pack A (a matrix-vector product, the portable GEMM) take A scaled
+    // into a copy.
+    std::vector<float> scaled(static_cast<size_t>(m * b.k()));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < b.k(); ++j) scaled[i * b.k() + j] = a[i * lda + j] * e.a_scale[j];
+    GemmEpilogue plain = e;
+    plain.a_scale = nullptr;
+    return packed_gemm(m, scaled.data(), b.k(), b, c, ldc, plain);
+  }
 #if LUMEN_X86
   if (has_avx512()) return packed_gemm_avx512(m, a, lda, b, c, ldc, e);
   if (has_avx2()) return gemm_tiles(m, a, lda, b, c, ldc, e);

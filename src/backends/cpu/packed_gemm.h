@@ -43,6 +43,10 @@ struct GemmEpilogue {
   GemmActivation activation = GemmActivation::kNone;
   float alpha = 0.0f;  // LeakyRelu's slope, Clip's min
   float beta = 0.0f;   // Clip's max
+  // Read before the product, not applied to outputs: A's column j is multiplied by a_scale[j]
+  // as A is packed (a squeeze-and-excitation's channel scale feeding a pointwise convolution,
+  // fused there instead of a pass of its own over the pixels), or null.
+  const float* a_scale = nullptr;
 };
 
 // Sets out's activation, alpha and beta from FusedConv / FusedMatMul's attributes "activation"

@@ -242,14 +242,14 @@ void launch_attention_softmax(Storage st, const AttentionDesc& desc, void* score
 inline constexpr int64_t kStridedAttentionMaxKeys = 128;
 struct HeadStrides {
   int64_t heads = 1;
-  int64_t q_head = 0, q_row = 0, k_head = 0, k_row = 0, v_head = 0, v_row = 0, y_head = 0, y_row = 0;
+  int64_t q_head = 0, q_row = 0, k_head = 0, k_row = 0, v_head = 0, v_row = 0, y_head = 0,
+          y_row = 0;
 };
 // Whether the fused kernel runs `desc` on this device (shape and shared memory); sets up its
 // launches. Called at kernel build time, before any capture.
 bool prepare_strided_attention(const AttentionDesc& desc);
 void launch_strided_attention(Storage st, const AttentionDesc& desc, const HeadStrides& s,
                               const void* q, const void* k, const void* v, const void* mask,
-                              void* y, int64_t outer_index, bool aligned16,
-                              cudaStream_t stream);
+                              void* y, int64_t outer_index, bool aligned16, cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -88,7 +88,9 @@ void infer_conv_transpose(InferContext& ctx) {
 // are its parameters (LeakyRelu's slope; Clip's min and max). With channels_last=1 (the
 // channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...). An optional
 // fourth input Z (the fuse-residual pass), shaped like Y, is added before the activation:
-// Y = activation(conv(X, W) + B + Z).
+// Y = activation(conv(X, W) + B + Z). An optional fifth input S (the fuse-channel-scale pass, on
+// channels-last 2-D convolutions), [N or 1, 1, 1, C] for X's C channels, scales X per image and
+// channel before the convolution: Y = activation(conv(X * S, W) + B + Z).
 void infer_fused_conv(InferContext& ctx) {
   static const char* const kActivations[] = {"Relu", "LeakyRelu", "Clip", "Sigmoid",
                                              "Tanh", "HardSwish", "Swish"};
@@ -102,6 +104,17 @@ void infer_fused_conv(InferContext& ctx) {
     if (ctx.input_dtype(3) != want.dtype || ctx.input_shape(3) != want.shape)
       ctx.fail_shape("the residual input Z must be " + want.to_string() + " like Y, got " +
                      TensorType{ctx.input_dtype(3), ctx.input_shape(3)}.to_string());
+  }
+  if (ctx.num_inputs() > 4 && ctx.has_input(4)) {
+    const Shape& x = ctx.input_shape(0);
+    const Shape& scale = ctx.input_shape(4);
+    if (ctx.attr_int("channels_last", 0) != 1 || x.rank() != 4)
+      ctx.fail_model("a channel scale S needs a channels-last 2-D convolution");
+    if (ctx.input_dtype(4) != ctx.input_dtype(0) || scale.rank() != 4 ||
+        (scale[0] != 1 && scale[0] != x[0]) || scale[1] != 1 || scale[2] != 1 || scale[3] != x[3])
+      ctx.fail_shape("the channel scale S must be [1 or " + std::to_string(x[0]) + ", 1, 1, " +
+                     std::to_string(x[3]) + "] of X's type, got " +
+                     TensorType{ctx.input_dtype(4), scale}.to_string());
   }
 }
 
@@ -127,7 +140,7 @@ LUMEN_REGISTER_SCHEMA(
     Conv, {.min_inputs = 2, .max_inputs = 3, .attrs = conv_attrs(), .infer = &infer_conv});
 
 LUMEN_REGISTER_SCHEMA(FusedConv, {.min_inputs = 2,
-                                  .max_inputs = 4,
+                                  .max_inputs = 5,
                                   .attrs = fused_conv_attrs(),
                                   .infer = &infer_fused_conv});
 
