@@ -139,6 +139,49 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   set_cpu_isa_limit(in_use);
 }
 
+// A's columns scaled as A is packed (GemmEpilogue::a_scale): one row (the matrix-vector form,
+// which scales a copy), full and partial row panels, depths across the 8-column packing step and
+// the blocks of k, strided A, A packed once for several column shares; with bias and residual.
+TEST(PackedGemm, ScalesAColumnsAsItPacksThem) {
+  const CpuIsa in_use = cpu_isa();
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  const Shape3 shapes[] = {{1, 37, 40}, {6, 16, 16}, {7, 19, 33}, {100, 96, 24}, {70, 300, 260}};
+  for (CpuIsa level : levels_in_use()) {
+    set_cpu_isa_limit(level);
+    SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
+    uint64_t seed = 900;
+    for (const Shape3& s : shapes) {
+      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.k << "x" << s.n);
+      const int64_t lda = s.k + 3, ldc = s.n;
+      std::vector<float> a = test::random_floats(s.m * lda, ++seed);
+      std::vector<float> b = test::random_floats(s.k * s.n, ++seed);
+      std::vector<float> scale = test::random_floats(s.k, ++seed);
+      std::vector<float> bias = test::random_floats(s.n, ++seed);
+      std::vector<float> c = test::random_floats(s.m * ldc, ++seed);
+      const std::vector<float> residual = c;
+      PackedMatrix packed(b.data(), s.k, s.n, s.n, 1);
+      GemmEpilogue e;
+      e.a_scale = scale.data();
+      e.bias = bias.data();
+      e.accumulate = true;
+      e.activation = GemmActivation::kRelu;
+      cpu::packed_gemm(s.m, a.data(), lda, packed, c.data(), ldc, e);
+      std::vector<double> want(s.m * s.n);
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double acc = double(bias[j]) + residual[i * ldc + j];
+          for (int64_t q = 0; q < s.k; ++q)
+            acc += double(a[i * lda + q]) * scale[q] * b[q * s.n + j];
+          want[i * s.n + j] = std::max(acc, 0.0);
+        }
+      expect_matrix(c, ldc, want, s.m, s.n, std::sqrt(double(s.k)));
+    }
+  }
+  set_cpu_isa_limit(in_use);
+}
+
 TEST(PackedGemm, ZeroDepthGivesTheEpilogueOfZero) {
   const CpuIsa in_use = cpu_isa();
   for (CpuIsa level : levels_in_use()) {

@@ -224,10 +224,13 @@ class ConvKernel final : public Kernel {
     const std::optional<WinogradForm> form =
         own && !scale_ ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
     if (scale_) {
-      // A channel scale S (fuse-channel-scale): packed_gemm applies it as it packs the pixels, at
-      // every level; oneDNN's convolutions have no per-channel input scale, so their path scales
-      // a copy of X first (at AVX-512 the faster of the two is kept, below).
-      if (own && pointwise_stride1(group, kernel, g)) {
+      // A channel scale S (fuse-channel-scale): packed_gemm applies it as it packs the pixels;
+      // oneDNN's convolutions have no per-channel input scale, so their path scales a copy of X
+      // first. At AVX-512 the faster of the two is kept (below); below it oneDNN's path, at the
+      // cost of the separate Mul it replaces (on AVX2 oneDNN's 1x1 convolutions beat
+      // packed_gemm's; on a Zen 5 with Lumen's kernels limited to AVX2, EfficientNet-B0's steps
+      // took 7.0-7.3 ms with every scaled projection on packed_gemm, 6.5-6.6 with the Mul).
+      if (own && has_avx512() && pointwise_stride1(group, kernel, g)) {
         pointwise_ = PackedMatrix::shared(*w_value, w_value->data<float>(), channels, out_channels,
                                           1, channels);
         use_pointwise_ = true;
