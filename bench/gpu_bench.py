@@ -295,14 +295,29 @@ def main():
             f"CUDA stored as float16, weights converted once, float32 math inside kernels; "
             f"float32 in and out) next to PyTorch under torch.autocast(float16), the faster of "
             f"eager and CUDA-graph replay, each with its max relative difference from float32 "
-            f"on the CPU. The bf16 columns: Lumen with `--precision bfloat16`, the same way.\n\n"
-            + head + body)
+            f"on the CPU. The bf16 columns: Lumen with `--precision bfloat16`, the same way."
+            + left_out(args, rows, check) + "\n\n" + head + body)
     text += check_zoo(args, export_zoo, zoo, check)
     print(text)
     with open(os.path.join(args.work, "gpu_section.md"), "w") as f:
         f.write(text)
     import bench_doc
     bench_doc.write_section("gpu", text)
+
+
+def left_out(args, rows, check):
+    """The sentences that say which of the runs above this one did not make."""
+    out = ""
+    if args.no_compile:
+        out += (" torch.compile was not run (--no-compile): 'PyTorch best' is the faster of "
+                "eager and CUDA-graph replay.")
+    failed = [r[0] for r in rows if r[7] is None or r[7] != r[7]]
+    if failed:
+        out += (f" '-' under PyTorch CUDA graph: its capture failed ({', '.join(failed)}), so "
+                f"'PyTorch best' is eager there.")
+    if not check:
+        out += " The other zoo models were not checked on CUDA in this run (--check '')."
+    return out
 
 
 if __name__ == "__main__":
