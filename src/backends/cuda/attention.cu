@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cuda/attention_mask.cuh"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/storage.cuh"
@@ -25,19 +26,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kChunk = 32;
-
-// Where query row `i` of head `b` reads its mask (the head's leading coordinates times their mask
-// strides, plus the row's).
-template <typename T>
-__device__ __forceinline__ const T* mask_row_of(const AttentionDesc& d, const T* mask, int64_t b,
-                                                int64_t i) {
-  int64_t base = 0;
-  for (int j = d.lead_rank - 1; j >= 0; --j) {
-    base += (b % d.lead_dims[j]) * d.mask_lead_strides[j];
-    b /= d.lead_dims[j];
-  }
-  return mask + base + i * d.mask_q_stride;
-}
 
 // One query row per warp, kWarps rows per block. kD: the head size when fixed at compile time
 // (32, 64 or 128, for both Q/K and V), or 0 to read d.depth and d.depth_v.

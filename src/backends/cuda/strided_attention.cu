@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cuda/attention_mask.cuh"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/storage.cuh"
@@ -24,18 +25,6 @@ constexpr int kWarps = 4;
 constexpr int kRowsPerWarp = 4;
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kMaxKeysPerLane = kStridedAttentionMaxKeys / 32;
-
-// Where query row `i` of lead index `b` (batch index * heads + head) reads its mask.
-template <typename T>
-__device__ __forceinline__ const T* mask_row(const AttentionDesc& d, const T* mask, int64_t b,
-                                             int64_t i) {
-  int64_t base = 0;
-  for (int j = d.lead_rank - 1; j >= 0; --j) {
-    base += (b % d.lead_dims[j]) * d.mask_lead_strides[j];
-    b /= d.lead_dims[j];
-  }
-  return mask + base + i * d.mask_q_stride;
-}
 
 size_t smem_bytes(int64_t sk, int kd) {
   return sizeof(float) * static_cast<size_t>(sk * (kd + 4) + sk * kd + kWarps * kRowsPerWarp * kd +
@@ -54,10 +43,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int sk = static_cast<int>(d.sk);
-  float* ks = smem;                                // [sk][kKs]
-  float* vs = ks + sk * kKs;                       // [sk][kD]
-  float* qs = vs + sk * kD;                        // [kWarps][kRowsPerWarp][kD], scaled
-  float* ps = qs + kWarps * kRowsPerWarp * kD;     // [kWarps][sk][kRowsPerWarp]
+  float* ks = smem;                             // [sk][kKs]
+  float* vs = ks + sk * kKs;                    // [sk][kD]
+  float* qs = vs + sk * kD;                     // [kWarps][kRowsPerWarp][kD], scaled
+  float* ps = qs + kWarps * kRowsPerWarp * kD;  // [kWarps][sk][kRowsPerWarp]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t blocks_per_head = (d.sq + kRowsPerBlock - 1) / kRowsPerBlock;
   const int64_t h = blockIdx.x / blocks_per_head;
@@ -130,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t i = row0 + r < d.sq ? row0 + r : d.sq - 1;
-    const T* mrow = mask == nullptr ? nullptr : mask_row(d, mask, b, i);
+    const T* mrow = mask == nullptr ? nullptr : mask_row_of(d, mask, b, i);
     float m = -INFINITY;
 #pragma unroll
     for (int t = 0; t < kMaxKeysPerLane; ++t) {
@@ -218,8 +207,7 @@ bool prepare_strided_attention(const AttentionDesc& d) {
 
 void launch_strided_attention(Storage st, const AttentionDesc& d, const HeadStrides& s,
                               const void* q, const void* k, const void* v, const void* mask,
-                              void* y, int64_t outer_index, bool aligned16,
-                              cudaStream_t stream) {
+                              void* y, int64_t outer_index, bool aligned16, cudaStream_t stream) {
   if (d.sq == 0 || s.heads == 0) return;
   const int64_t blocks = s.heads * ((d.sq + kRowsPerBlock - 1) / kRowsPerBlock);
   const size_t bytes = smem_bytes(d.sk, static_cast<int>(d.depth));
@@ -233,16 +221,13 @@ void launch_strided_attention(Storage st, const AttentionDesc& d, const HeadStri
     const dim3 grid(static_cast<unsigned>(blocks));
     if (d.depth == 32)
       strided_attention_kernel<T, 32>
-          <<<grid, kWarps * 32, bytes, stream>>>(d, s, tq, tk, tv, tm, ty, outer_index,
-                                                         aligned16);
+          <<<grid, kWarps * 32, bytes, stream>>>(d, s, tq, tk, tv, tm, ty, outer_index, aligned16);
     else if (d.depth == 64)
       strided_attention_kernel<T, 64>
-          <<<grid, kWarps * 32, bytes, stream>>>(d, s, tq, tk, tv, tm, ty, outer_index,
-                                                         aligned16);
+          <<<grid, kWarps * 32, bytes, stream>>>(d, s, tq, tk, tv, tm, ty, outer_index, aligned16);
     else
       strided_attention_kernel<T, 128>
-          <<<grid, kWarps * 32, bytes, stream>>>(d, s, tq, tk, tv, tm, ty, outer_index,
-                                                         aligned16);
+          <<<grid, kWarps * 32, bytes, stream>>>(d, s, tq, tk, tv, tm, ty, outer_index, aligned16);
   });
 }
 
