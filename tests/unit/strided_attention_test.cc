@@ -370,6 +370,54 @@ TEST(StridedAttention, FusedKernelOverABatch) {
   test::expect_close(got, {batch, s, heads, d}, want, 1e-5, 1e-4);
 }
 
+// Plans built one after another for fewer keys: the plan for 128 keys, built first, still runs
+// after one for 9 keys (on CUDA the fused kernel's shared-memory limit is one for all key counts).
+TEST(StridedAttention, LongerPlanRunsAfterAShorterOneIsBuilt) {
+  const int64_t heads = 2, d = 64, width = 3 * d;
+  struct Plan {
+    int64_t s;
+    Tensor p;
+    std::vector<double> want;
+    Executable* exe;
+  };
+  Runtime rt;
+  std::vector<Plan> plans;
+  Graph graphs[2];
+  for (int64_t s : {128, 9}) {
+    Graph& g = graphs[plans.size()];
+    Value* p = g.add_input("p", {heads, s, width});
+    g.mark_output(g.add_op("StridedAttention", {p, p, p},
+                           {{"scale", 0.125f},
+                            {"q_shape", std::vector<int64_t>{heads, s, d}},
+                            {"k_shape", std::vector<int64_t>{heads, s, d}},
+                            {"v_shape", std::vector<int64_t>{heads, s, d}},
+                            {"q_view", std::vector<int64_t>{0, s * width, width, 1}},
+                            {"k_view", std::vector<int64_t>{d, s * width, width, 1}},
+                            {"v_view", std::vector<int64_t>{2 * d, s * width, width, 1}},
+                            {"y_view", std::vector<int64_t>{0, s * d, d, 1}},
+                            {"output_shape", std::vector<int64_t>{heads, s, d}}}));
+    CompileOptions options;
+    options.backends = test::run_op_backends();
+    Plan plan{s, test::random_tensor({heads, s, width}, 99 + s, -1, 1), {}, nullptr};
+    const std::vector<double> pd = test::to_doubles(plan.p);
+    plan.want.resize(static_cast<size_t>(heads * s * d));
+    for (int64_t b = 0; b < heads; ++b)
+      attention_head(
+          s, s, d, d, 0.125, [&](int64_t i, int64_t c) { return pd[(b * s + i) * width + c]; },
+          [&](int64_t j, int64_t c) { return pd[(b * s + j) * width + d + c]; },
+          [&](int64_t j, int64_t c) { return pd[(b * s + j) * width + 2 * d + c]; },
+          [](int64_t, int64_t) { return 0.0; },
+          [&](int64_t i, int64_t c, double val) { plan.want[(b * s + i) * d + c] = val; });
+    plan.exe = g.compile(&rt, options);
+    plans.push_back(std::move(plan));
+  }
+  for (int round = 0; round < 2; ++round)
+    for (const Plan& plan : plans) {
+      SCOPED_TRACE(std::to_string(plan.s) + " keys, round " + std::to_string(round));
+      test::expect_close(plan.exe->execute({plan.p})[0], {heads, plan.s, d}, plan.want, 1e-5, 1e-4);
+    }
+}
+
 TEST(StridedAttention, SchemaRejectsViewsThatDoNotFit) {
   Tensor p = test::random_tensor({2, 6, 20}, 95);
   const Attributes good{{"scale", 0.5f},

@@ -9,6 +9,7 @@
 // through their views' head and row strides (depth contiguous).
 #include <cuda_pipeline.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <type_traits>
@@ -167,6 +168,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 static_assert(kRowsPerWarp == 4, "the probabilities are read as one float4 per key");
 
+template <typename T, int kD>
+bool allow_shared_memory(int bytes) {
+  return cudaFuncSetAttribute(strided_attention_kernel<T, kD>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
+}
+
 template <int kD>
 bool prepare(int64_t sk) {
   int device = 0, optin = 0;
@@ -174,19 +181,14 @@ bool prepare(int64_t sk) {
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
           cudaSuccess)
     return false;
-  const size_t bytes = smem_bytes(sk, kD);
-  if (bytes > static_cast<size_t>(optin)) return false;
-  bool ok = true;
-  ok = ok && cudaFuncSetAttribute(strided_attention_kernel<float, kD>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)) == cudaSuccess;
-  ok = ok && cudaFuncSetAttribute(strided_attention_kernel<__half, kD>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)) == cudaSuccess;
-  ok = ok && cudaFuncSetAttribute(strided_attention_kernel<__nv_bfloat16, kD>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)) == cudaSuccess;
-  return ok;
+  // One limit for every key count (what the longest takes, or the device's most): a node built
+  // later for fewer keys must not lower the limit an earlier node launches with.
+  const size_t most =
+      std::min(smem_bytes(kStridedAttentionMaxKeys, kD), static_cast<size_t>(optin));
+  if (smem_bytes(sk, kD) > most) return false;
+  const int limit = static_cast<int>(most);
+  return allow_shared_memory<float, kD>(limit) && allow_shared_memory<__half, kD>(limit) &&
+         allow_shared_memory<__nv_bfloat16, kD>(limit);
 }
 
 }  // namespace
