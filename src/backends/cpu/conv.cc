@@ -327,9 +327,7 @@ class ConvKernel final : public Kernel {
   }
 
   std::string describe() const override {
-    if (scale_ && !has_avx512())
-      return own_kernel() ? "packed_gemm, channel scale applied as the pixels are packed"
-                          : "oneDNN on a channel-scaled copy";
+    if (scale_ && !has_avx512()) return "oneDNN on a channel-scaled copy";
     return describe_choice(choice_, own_name_);
   }
 
@@ -366,20 +364,18 @@ class ConvKernel final : public Kernel {
     if (own) {
       GemmEpilogue e = epilogue_;
       e.bias = bias ? bias->data<float>() : nullptr;
-      if (scale != nullptr) {
-        // Per image where S has a row per image: each image's pixels times its row of S.
-        const int64_t images = scale_per_image_ ? out_shape_[0] : 1;
+      if (use_pointwise_) {
+        // One product of every pixel; one per image where S has a row per image, each image's
+        // pixels times its row of S.
+        const int64_t images = scale != nullptr && scale_per_image_ ? out_shape_[0] : 1;
         const int64_t rows = out_shape_[0] * out_shape_[2] * out_shape_[3] / images;
         const int64_t c = pointwise_.k(), o = pointwise_.n();
         for (int64_t n = 0; n < images; ++n) {
-          e.a_scale = scale->data<float>() + n * c;
+          e.a_scale = scale != nullptr ? scale->data<float>() + n * c : nullptr;
           packed_gemm(rows, x.data<float>() + n * rows * c, c, pointwise_,
                       y.data<float>() + n * rows * o, o, e);
         }
-      } else if (use_pointwise_)
-        packed_gemm(out_shape_[0] * out_shape_[2] * out_shape_[3], x.data<float>(), pointwise_.k(),
-                    pointwise_, y.data<float>(), pointwise_.n(), e);
-      else if (use_depthwise_)
+      } else if (use_depthwise_)
         depthwise_.run(x.data<float>(), out_shape_[0], in_hw_[0], in_hw_[1], strides_[0],
                        strides_[1], pad_[0], pad_[1], out_shape_[2], out_shape_[3], y.data<float>(),
                        e);
@@ -622,8 +618,8 @@ class ConvKernel final : public Kernel {
   // 1x1 convolutions of one-pixel images (and, use_pointwise_, channels-last pointwise ones at
   // AVX-512): the weights transposed for packed_gemm.
   bool use_one_pixel_ = false;
-  // At AVX-512, channels-last pointwise convolutions on packed_gemm (pointwise_ the weights); at
-  // every level those with a channel scale S (input 4; per image where scale_per_image_).
+  // At AVX-512, channels-last pointwise convolutions on packed_gemm (pointwise_ the weights),
+  // with or without a channel scale S (input 4; per image where scale_per_image_).
   bool use_pointwise_ = false;
   bool scale_ = false, scale_per_image_ = false;
   PackedMatrix pointwise_;

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/index_check.cuh"
 #include "backends/cuda/launch.h"
+#include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/storage.cuh"
 #include "backends/cuda/unary_math.cuh"
 
@@ -319,12 +320,6 @@ __global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, T* 
 // rows took 4.6 us each as one 256-thread block per row (four barriers per row).
 constexpr int kLayerNormWarps = 4;
 
-__device__ __forceinline__ float warp_total(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 template <typename T, int kPerLane>
 __global__ void layer_norm_warp_kernel(const T* x, const T* scale, const T* bias, T* y,
                                        int64_t rows, int n, float eps) {
@@ -345,7 +340,7 @@ __global__ void layer_norm_warp_kernel(const T* x, const T* scale, const T* bias
     b[i] = j < n && bias ? to_float(bias[j]) : 0.f;
     s += v[i];
   }
-  const float mean = warp_total(s) / static_cast<float>(n);
+  const float mean = warp_sum(s) / static_cast<float>(n);
   float q = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
@@ -353,7 +348,7 @@ __global__ void layer_norm_warp_kernel(const T* x, const T* scale, const T* bias
     const float c = j < n ? v[i] - mean : 0.f;
     q += c * c;
   }
-  const float inv = rsqrtf(warp_total(q) / static_cast<float>(n) + eps);
+  const float inv = rsqrtf(warp_sum(q) / static_cast<float>(n) + eps);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int j = lane + 32 * i;
@@ -365,9 +360,9 @@ template <typename T, int kPerLane>
 void launch_layer_norm_warps(const T* x, const T* scale, const T* bias, T* y, int64_t rows,
                              int64_t n, float eps, cudaStream_t stream) {
   const int64_t blocks = (rows + kLayerNormWarps - 1) / kLayerNormWarps;
-  layer_norm_warp_kernel<T, kPerLane><<<static_cast<unsigned>(blocks), 32 * kLayerNormWarps, 0,
-                                        stream>>>(x, scale, bias, y, rows, static_cast<int>(n),
-                                                  eps);
+  layer_norm_warp_kernel<T, kPerLane>
+      <<<static_cast<unsigned>(blocks), 32 * kLayerNormWarps, 0, stream>>>(
+          x, scale, bias, y, rows, static_cast<int>(n), eps);
 }
 
 struct PermuteDesc {
@@ -571,7 +566,6 @@ void launch_softmax(Storage st, const void* x, void* y, int64_t outer, int64_t n
 void launch_layer_norm(Storage st, const void* x, const void* scale, const void* bias, void* y,
                        int64_t rows, int64_t n, float epsilon, cudaStream_t stream) {
   if (rows == 0) return;
-  int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
     const T* tx = static_cast<const T*>(x);
@@ -588,6 +582,7 @@ void launch_layer_norm(Storage st, const void* x, const void* scale, const void*
         launch_layer_norm_warps<T, 32>(tx, ts, tb, ty, rows, n, epsilon, stream);
       return;
     }
+    const int blocks = static_cast<int>(rows < 65535 ? rows : 65535);
     layer_norm_kernel<<<blocks, kThreads, 0, stream>>>(tx, ts, tb, ty, rows, n, epsilon);
   });
 }
