@@ -2,10 +2,11 @@
 """The router on a GPU machine, run by bench/router.sh (issue 31): for each model at batch 1 and
 32, at each CPU thread count (OMP_NUM_THREADS, 2 and 16 by default), on random inputs:
 `lumen tune` (calibration time, cache filled; a cache per thread count), `lumen plan --measure`
-(the plan auto runs, checked against the single-device plans, and its time as `lumen run` times
-it), then `lumen run` with --device cpu, cuda,cpu and auto interleaved in rounds (median of the
-rounds' medians), so auto is compared side by side with the better of cpu and cuda,cpu; the auto
-run reports its plan and its predicted time.
+(the plan auto runs, checked against the single-device plans by running them, which also times
+their host kernels inside runs), then `lumen run` with --device cpu, cuda,cpu and auto and
+`lumen plan --device auto --measure` interleaved in rounds (median of the rounds' medians), so
+auto is compared side by side with the better of cpu and cuda,cpu, and plan --measure with the
+auto run; the auto run reports its plan and its predicted time.
 
     python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models wide_deep_small,mlp20|all]
         [--rounds 2] [--batches 1,32] [--threads 2,16] [--max-seconds 380]
@@ -91,7 +92,9 @@ def write_section(rows, gpu, rounds, work):
             f"--device auto` ran (auto: the router's placement; cpu or cuda,cpu: a single-device "
             f"plan that measured faster, or predicted far faster, than it); predicted: its "
             f"prediction; plan --measure: `lumen plan --device auto --measure` (median of "
-            f"{REPEAT}, the same timer). Calibration: `lumen tune` with an empty cache. Made by "
+            f"{REPEAT}, the same timer, in each round beside the runs). Calibration: `lumen tune` "
+            f"with an empty cache, then the first `lumen plan --measure`, which runs the plans "
+            f"against each other and times their host kernels inside runs. Made by "
             f"`bash bench/router.sh run` on the GPU machine.\n\n" + head + body + summary)
     print(text)
     with open(os.path.join(work, "router_section.md"), "w") as fh:
@@ -167,13 +170,20 @@ def main():
                 try:
                     tune = lumen(args.lumen, ["tune", model, *given], threads)
                     row["calibration"] = number(r"measured, .* in ([0-9.]+) s", tune)
-                    plan = lumen(args.lumen, ["plan", model, "--device", "auto", "--measure",
-                                              "--runs", str(REPEAT), *given], threads)
-                    print(plan, flush=True)
-                    row["plan_measured"] = number(r"^measured: ([0-9.]+) ms per run", plan)
-                    times = {d: [] for d in ("cpu", "cuda", "auto")}
+                    plan_args = ["plan", model, "--device", "auto", "--measure", "--runs",
+                                 str(REPEAT), *given]
+                    # The first runs the plans against each other and learns their host kernels'
+                    # times inside runs (tools/auto_plan.cc); the later ones measure the chosen
+                    # plan in each round beside `lumen run`, so both are medians of rounds.
+                    print(lumen(args.lumen, plan_args, threads), flush=True)
+                    times = {d: [] for d in ("cpu", "cuda", "auto", "plan")}
                     for _ in range(args.rounds):
                         for device in times:
+                            if device == "plan":
+                                out = lumen(args.lumen, plan_args, threads)
+                                times[device].append(
+                                    number(r"^measured: ([0-9.]+) ms per run", out))
+                                continue
                             repeat = CPU_LARGE_REPEAT if device == "cpu" and batch > 1 else REPEAT
                             listed = args.gpu_device if device == "cuda" else device
                             out = lumen(args.lumen, ["run", model, "--device", listed,
@@ -187,6 +197,7 @@ def main():
                                 row["predicted"] = number(r"^auto: predicted ([0-9.]+) ms", out)
                     med = {d: statistics.median(v) for d, v in times.items()}
                     row.update(cpu=med["cpu"], cuda=med["cuda"], auto=med["auto"],
+                               plan_measured=med["plan"],
                                ratio=med["auto"] / min(med["cpu"], med["cuda"]))
                 except (RuntimeError, AttributeError, subprocess.TimeoutExpired) as e:
                     print(f"{name} {shape} {threads} threads: {e}", flush=True)

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "backends/backend.h"
+#include "router/run_samples.h"
 #include "router/tune_cache.h"
 
 namespace lumen::cli {
@@ -30,22 +33,62 @@ std::vector<std::string> backends_of(const std::string& name) {
 struct Compiled {
   std::unique_ptr<Runtime> runtime;
   Executable* exe = nullptr;
+  std::map<std::string, router::NodeSignature> host_keys;  // its nodes' keys on the host
 };
 
 Compiled compile_candidate(const GraphMaker& make, const CompileOptions& base,
-                           const std::string& name, Graph* ready) {
+                           const std::string& name, Graph* ready, const Backend& host) {
   Compiled c;
   c.runtime = std::make_unique<Runtime>();
   CompileOptions options = base;
   options.backends = name == "auto" ? std::vector<std::string>{"auto"} : backends_of(name);
   options.router.measure = false;  // routed (and measured) already
-  if (ready != nullptr) {
-    c.exe = ready->compile(c.runtime.get(), options);
-  } else {
-    Graph graph = make(backends_of(name));
-    c.exe = graph.compile(c.runtime.get(), options);
-  }
+  Graph made;
+  Graph& graph = ready != nullptr ? *ready : (made = make(backends_of(name)));
+  c.host_keys = router::host_step_keys(graph, host);  // before a compile releases weights
+  c.exe = graph.compile(c.runtime.get(), options);
   return c;
+}
+
+// The single-device plans' predictions (candidates after the first, in order), each routed on the
+// graph optimized for it, as `lumen run --device cpu` and `--device cuda,cpu` compile them; with
+// a cached choice only that one is costed. A device that cannot run the model has no candidate.
+void predict_single_plans(const GraphMaker& make, const std::vector<Backend*>& backends,
+                          const RouterOptions& options, const router::RoutePlan& route,
+                          const std::pair<std::string, std::string>* cached,
+                          std::vector<router::PlanCandidate>* out) {
+  for (size_t d = 0; d < route.candidates.size(); ++d) {
+    const std::string name = d == 0 ? "cpu" : route.candidates[d]->name() + ",cpu";
+    double predicted = -1;
+    if (cached != nullptr && cached->first != name) {
+      out->push_back({name, false, -1, -1});
+      continue;
+    }
+    try {
+      Graph single = make(backends_of(name));
+      // Over every backend, as the auto graph: the cache file holds one set of devices.
+      router::RoutePlan p = router::route(single, backends, options, true);
+      predicted = std::isfinite(p.single_us[d]) ? p.single_us[d] : -1;
+    } catch (const UnsupportedOp&) {
+      continue;  // this device cannot run the model
+    }
+    out->push_back({name, false, predicted, -1});
+  }
+}
+
+// Whether `route` places more than one device.
+bool is_mixed(const router::RoutePlan& route) {
+  std::set<std::string> used;
+  for (const router::NodeDecision& d : route.decisions) used.insert(d.backend);
+  return used.size() > 1;
+}
+
+// Each node's backend in `route`, by node name.
+std::map<std::string, std::string> placement_of(const Graph& graph,
+                                                const router::RoutePlan& route) {
+  std::map<std::string, std::string> out;
+  for (const router::NodeDecision& d : route.decisions) out[graph.node(d.node).name] = d.backend;
+  return out;
 }
 
 }  // namespace
@@ -68,17 +111,12 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
                       const InputMaker& make_inputs, bool verify) {
   AutoPlan out;
   const std::vector<Backend*> backends = auto_backends();
+  const Backend& host = *backends.front();
   Graph graph = make({});
   out.route = router::route(graph, backends, options.router, /*explain=*/true);
-  const router::RoutePlan& route = out.route;
-  std::vector<int> used(route.candidates.size(), 0);
-  for (const router::NodeDecision& d : route.decisions)
-    for (size_t k = 0; k < route.candidates.size(); ++k)
-      if (route.candidates[k]->name() == d.backend) ++used[k];
-  const bool mixed = std::count_if(used.begin(), used.end(), [](int n) { return n > 0; }) > 1;
-  out.candidates.push_back({"auto", mixed, route.predicted_us, -1});
-  if (route.candidates.size() == 1) {
-    Compiled c = compile_candidate(make, options, "auto", &graph);
+  out.candidates.push_back({"auto", is_mixed(out.route), out.route.predicted_us, -1});
+  if (out.route.candidates.size() == 1) {
+    Compiled c = compile_candidate(make, options, "auto", &graph, host);
     out.runtime = std::move(c.runtime);
     out.exe = c.exe;
     out.reason = "auto: the host is the only backend";
@@ -86,31 +124,13 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
   }
   // The plan the tune cache holds for this graph on these devices, if any.
   router::CostModel cache;
-  const router::CacheIdentity identity{version(), route.cache_devices};
-  router::load_cache(route.cache_file, identity, &cache);
+  const router::CacheIdentity identity{version(), out.route.cache_devices};
+  const std::string cache_file = out.route.cache_file;
+  router::load_cache(cache_file, identity, &cache);
   const std::string fingerprint =
       router::graph_fingerprint(graph, options.precision == Precision::kFloat32 ? "" : "lowp");
   const std::pair<std::string, std::string>* cached = cache.choice(fingerprint);
-  // The single-device plans, each on the graph optimized for it (the host's with its fusions), as
-  // `lumen run --device cpu` and `--device cuda,cpu` compile them; with a cached choice only that
-  // one is loaded and costed.
-  for (size_t d = 0; d < route.candidates.size(); ++d) {
-    const std::string name = d == 0 ? "cpu" : route.candidates[d]->name() + ",cpu";
-    double predicted = -1;
-    if (cached != nullptr && cached->first != name) {
-      out.candidates.push_back({name, false, -1, -1});
-      continue;
-    }
-    try {
-      Graph single = make(backends_of(name));
-      // Over every backend, as the auto graph: the cache file holds one set of devices.
-      router::RoutePlan p = router::route(single, backends, options.router, true);
-      predicted = std::isfinite(p.single_us[d]) ? p.single_us[d] : -1;
-    } catch (const UnsupportedOp&) {
-      continue;  // this device cannot run the model
-    }
-    out.candidates.push_back({name, false, predicted, -1});
-  }
+  predict_single_plans(make, backends, options.router, out.route, cached, &out.candidates);
   int chosen = -1;
   if (cached != nullptr)
     for (size_t k = 0; k < out.candidates.size(); ++k)
@@ -139,7 +159,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     std::vector<double> first_ms(out.candidates.size(), 0);
     for (int k : contenders) {
       compiled[k] =
-          compile_candidate(make, options, out.candidates[k].name, k == 0 ? &graph : nullptr);
+          compile_candidate(make, options, out.candidates[k].name, k == 0 ? &graph : nullptr, host);
       inputs[k] = make_inputs(compiled[k].exe);
       auto t0 = std::chrono::steady_clock::now();
       compiled[k].exe->execute(inputs[k]);  // warm-up, as `lumen run`'s first run
@@ -162,8 +182,26 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     chosen = contenders[verdict.chosen];
     out.reason = verdict.reason;
     cache.set_choice(fingerprint, out.candidates[chosen].name, verdict.reason);
+    // The chosen plan's host kernels as its runs find them (issue 31: a kernel timed alone may
+    // find its data in a cache the run's other steps empty, or in memory the run keeps cached):
+    // profiled runs after the timed ones, up to about 0.2 s, into the cost model, so later
+    // predictions of this plan hold what a run does. Kept only where the router would still place
+    // the auto plan as it was run.
+    router::CostModel learned = cache;
+    std::vector<RunProfile> profiles(static_cast<size_t>(std::clamp<int64_t>(
+        static_cast<int64_t>(200.0 / std::max(out.candidates[chosen].measured_us / 1000, 1e-3)), 3,
+        20)));
+    for (RunProfile& p : profiles) compiled[chosen].exe->execute(inputs[chosen], &p);
+    router::learn_from_runs(compiled[chosen].host_keys, host.name(), profiles,
+                            out.candidates[chosen].measured_us, &learned);
     try {
-      router::save_cache(route.cache_file, identity, cache);
+      router::save_cache(cache_file, identity, learned);
+      if (chosen == 0) {
+        Graph again = make({});
+        router::RoutePlan route = router::route(again, backends, options.router, true);
+        if (placement_of(again, route) != placement_of(graph, out.route))
+          router::save_cache(cache_file, identity, cache);  // the costs measured alone
+      }
     } catch (const IoError&) {
       // An unwritable cache costs the next compile this check, not this one its result.
     }
@@ -178,7 +216,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
   out.chosen = chosen;
   if (!compiled[chosen].exe)
     compiled[chosen] = compile_candidate(make, options, out.candidates[chosen].name,
-                                         chosen == 0 ? &graph : nullptr);
+                                         chosen == 0 ? &graph : nullptr, host);
   out.runtime = std::move(compiled[chosen].runtime);
   out.exe = compiled[chosen].exe;
   return out;

@@ -43,8 +43,9 @@ struct AutoPlan {
 // cache recorded for this graph; else, with `verify` and more than one plan predicted within 3x of
 // the best (or under 5 ms), compiles each such plan, runs it (two interleaved rounds of timed_runs,
 // up to about 0.3 s a round, the lesser median) and keeps the fastest (choose_plan), recording the
-// choice in the tune cache; else the least predicted. `options` are compile options but for
-// backends.
+// choice in the tune cache, with the chosen plan's host kernels timed inside its runs
+// (router::learn_from_runs; not where those times would move the auto plan's placement); else the
+// least predicted. `options` are compile options but for backends.
 AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
                       const InputMaker& make_inputs, bool verify);
 

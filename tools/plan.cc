@@ -69,8 +69,9 @@ std::vector<Backend*> candidates(const std::string& device) {
     std::string name = device.substr(start, comma - start);
     Backend* b = find_backend(name);
     if (b == nullptr && name == "cuda")
-      throw DeviceError("--device: backend 'cuda' is not available (no CUDA device, or a build "
-                        "without CUDA)");
+      throw DeviceError(
+          "--device: backend 'cuda' is not available (no CUDA device, or a build "
+          "without CUDA)");
     if (b == nullptr)
       throw InvalidArgument("--device: backend '" + name + "' is not available here (" +
                             std::to_string(available_backends().size()) + " available)");
@@ -122,8 +123,8 @@ int plan_by_preference(const PlanArgs& a, const std::vector<Backend*>& backends)
   for (Backend* b : backends) options.backends.push_back(b->name());
   Executable* exe = graph.compile(&rt, options);
   const std::string summary = exe->summary();
-  std::printf("%s: device list %s, the host as the fallback\n%s", a.model.c_str(),
-              a.device.c_str(), summary.c_str());
+  std::printf("%s: device list %s, the host as the fallback\n%s", a.model.c_str(), a.device.c_str(),
+              summary.c_str());
   print_host_fallbacks(summary);
   return 0;
 }
@@ -164,6 +165,8 @@ int plan_model(const std::vector<std::string>& args) {
   if (plan.schedule_us != 0)
     std::printf(" %s schedule %.4f ms (host and device at once, devices waiting for launches)",
                 plan.schedule_us < 0 ? "-" : "+", std::abs(plan.schedule_us) / 1000);
+  if (plan.overhead_us > 0)
+    std::printf(" + run overhead %.4f ms (measured in runs)", plan.overhead_us / 1000);
   std::printf("\n");
   std::printf("against one device: %s\n", plan.choice.c_str());
   if (a.device == "auto" && !a.measure) {

@@ -153,15 +153,15 @@ size_t cold_copies(double bytes, size_t cache) {
 
 // Times `node`'s kernel on `backend`: eager, and recorded where the backend's stream records.
 // With `cold`, each launch reads another of several copies of the constants (together at least
-// twice the cache): a kernel per copy, since kernels may pack constants when they are built. Graph
-// inputs of kColdInputMinBytes or more are read cold the same way: a run finds them where the
-// caller wrote them, not in the cache. On a device, outputs of kFreshOutputMinBytes or more take
-// turns over as many copies: in a run each kernel writes a buffer that no recent kernel wrote, so
-// its writes evict other data and go to memory; writing one buffer over and over stays in the
-// cache (on the H100, batch-32 mobilenet_v2 was predicted 34% fast with one output buffer, 3% with
-// fresh ones). Returns a negative eager time when it cannot be measured.
-KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, bool cold,
-                       std::mt19937& rng) {
+// twice the cache): a kernel per copy, since kernels may pack constants when they are built. Where
+// the regime says so, graph inputs of kColdInputMinBytes or more are read cold the same way. On a
+// device, outputs of kFreshOutputMinBytes or more take turns over as many copies: in a run each
+// kernel writes a buffer that no recent kernel wrote, so its writes evict other data and go to
+// memory; writing one buffer over and over stays in the cache (on the H100, batch-32 mobilenet_v2
+// was predicted 34% fast with one output buffer, 3% with fresh ones). Returns a negative eager time
+// when it cannot be measured.
+KernelSample time_node(const Graph& graph, const Node& node, Backend& backend,
+                       const TimingRegime& regime, std::mt19937& rng) {
   KernelSample sample;
   sample.us = -1;
   std::vector<TensorType> output_types;
@@ -171,17 +171,12 @@ KernelSample time_node(const Graph& graph, const Node& node, Backend& backend, b
     output_types.push_back(t);
   }
   const double const_bytes = constant_bytes(graph, node);
-  double input_bytes = 0, output_bytes = 0;
+  const double input_bytes = graph_input_bytes(graph, node);
+  double output_bytes = 0;
   for (const TensorType& t : output_types)
     output_bytes += static_cast<double>(t.shape.numel()) * dtype_size(t.dtype);
-  for (int in : node.inputs) {
-    if (in < 0) continue;
-    const Value& v = graph.value(in);
-    if (v.is_input && !v.data.has_value() && v.type.shape.is_static())
-      input_bytes += static_cast<double>(v.type.shape.numel()) * dtype_size(v.type.dtype);
-  }
-  const bool cold_constants = cold && const_bytes >= kColdMinBytes;
-  const bool cold_inputs = input_bytes >= kColdInputMinBytes;
+  const bool cold_constants = regime.cold_constants && const_bytes >= kColdMinBytes;
+  const bool cold_inputs = regime.cold_inputs && input_bytes >= kColdInputMinBytes;
   const bool fresh_outputs =
       backend.device().type != DeviceType::kCPU && output_bytes >= kFreshOutputMinBytes;
   size_t copies = 1;
@@ -339,6 +334,30 @@ bool constants_stream(const Graph& graph, const std::vector<int>& nodes, const B
   return bytes > static_cast<double>(cache);
 }
 
+TimingRegime timing_regime(const Graph& graph, const std::vector<int>& nodes,
+                           const Backend& backend) {
+  TimingRegime regime;
+  regime.cold_constants = constants_stream(graph, nodes, backend);
+  const size_t cache = backend.cache_bytes();
+  if (backend.device().type == DeviceType::kCPU && cache > 0) {
+    double bytes = 0;
+    for (int in : graph.inputs())
+      if (!graph.value(in).data.has_value() && graph.value(in).type.shape.is_static())
+        bytes += static_cast<double>(graph.value(in).type.shape.numel()) *
+                 dtype_size(graph.value(in).type.dtype);
+    regime.cold_inputs = bytes > static_cast<double>(cache) / 2;
+  }
+  return regime;
+}
+
+std::string timed_key(const Graph& graph, const Node& node, const NodeSignature& sig,
+                      const TimingRegime& regime) {
+  std::string key = regime.cold_constants ? cold_key(sig.key) : sig.key;
+  if (!regime.cold_inputs && graph_input_bytes(graph, node) >= kColdInputMinBytes)
+    key = warm_input_key(key);
+  return key;
+}
+
 std::string device_identity(const std::vector<Backend*>& backends) {
   std::string out;
   for (Backend* b : backends) {
@@ -366,15 +385,14 @@ CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
   std::vector<Work> work;
   std::map<std::pair<std::string, std::string>, Work> of_key;  // (backend, key) -> how to time it
   std::set<std::pair<std::string, std::string>> planned;
-  std::set<const Backend*> cold;
-  for (Backend* b : backends)
-    if (constants_stream(graph, nodes, *b)) cold.insert(b);
+  std::map<const Backend*, TimingRegime> regime;
+  for (Backend* b : backends) regime[b] = timing_regime(graph, nodes, *b);
   for (int id : nodes) {
     const Node& node = graph.node(id);
     NodeSignature sig = signature_of(graph, node);
     for (Backend* b : backends) {
       NodeSignature s = sig;
-      if (cold.count(b)) s.key = cold_key(s.key);
+      s.key = timed_key(graph, node, sig, regime[b]);
       if (!planned.insert({b->name(), s.key}).second) continue;
       std::string why;
       const bool supported = b->supports(graph, node, &why);
@@ -402,7 +420,7 @@ CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
     KernelSample sample;
     sample.us = -1;
     try {
-      sample = time_node(graph, graph.node(w.node), *w.backend, cold.count(w.backend), rng);
+      sample = time_node(graph, graph.node(w.node), *w.backend, regime[w.backend], rng);
     } catch (const Error&) {
       sample.us = -1;  // no kernel for this variant, or it rejects random inputs: estimated
     }
@@ -439,6 +457,7 @@ CalibrationReport calibrate(const Graph& graph, const std::vector<int>& nodes,
         ++report.remeasured;
         if (again.us <= 0 || old == nullptr || again.us >= old->us) continue;
         if (again.graph_us <= 0) again.graph_us = old->graph_us;
+        again.run_us = old->run_us;
         model->add_kernel(b->name(), key, again);
         changed = true;
       }

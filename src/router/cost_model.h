@@ -28,9 +28,17 @@ NodeSignature signature_of(const Graph& graph, const Node& node);
 // Bytes of the constant inputs `node` reads.
 double constant_bytes(const Graph& graph, const Node& node);
 
+// Bytes of the graph inputs (not constants) `node` reads.
+double graph_input_bytes(const Graph& graph, const Node& node);
+
 // The key of a kernel measured with its constants out of the device's cache (calibrate.h).
 inline std::string cold_key(const std::string& key) {
   return key + ":cold";
+}
+
+// The key of a host kernel measured with its large graph inputs in the cache (calibrate.h).
+inline std::string warm_input_key(const std::string& key) {
+  return key + ":warm-input";
 }
 
 // Below this many microseconds above its neighbours' prediction a sample is never an outlier
@@ -40,14 +48,17 @@ inline constexpr double kOutlierMinUs = 50;
 inline constexpr double kLoneOutlierFactor = 10;
 
 // One measured kernel: the time per run of the node's kernel, launched back to back on its
-// backend (on a device: launch and execution overlap, as in an eager run), and on a device that
-// records work, the time per run inside a replayed recording (0 where not measured).
+// backend (on a device: launch and execution overlap, as in an eager run); on a device that
+// records work, the time per run inside a replayed recording; and on the host, its step's time
+// inside profiled runs of a whole plan (run_samples.h), which holds what timing it alone misses
+// (the caches as the plan's other steps leave them). 0 where not measured.
 struct KernelSample {
   std::string op;
   double flops = 0;
   double bytes = 0;
   double us = 0;
   double graph_us = 0;
+  double run_us = 0;
 };
 
 // Moving b bytes between the host and a device, one way: latency_us + b * us_per_byte.
@@ -78,7 +89,8 @@ class CostModel {
   void add_kernel(const std::string& backend, const std::string& key, const KernelSample& sample);
   // The measured sample, or nullptr.
   const KernelSample* measured(const std::string& backend, const std::string& key) const;
-  // The time per run of `sig` on `backend` in an eager run: measured; else interpolated linearly in
+  // The time per run of `sig` on `backend` in an eager run: measured inside a run where it was,
+  // else measured alone; else interpolated linearly in
   // work between the nearest samples of the same op (scaled by work above the largest, the
   // smallest's time below the smallest); else from the backend's median rate over all samples;
   // else a conservative default (host 1 GFLOP/s and 2 GB/s, devices 1 TFLOP/s and 100 GB/s).
@@ -95,6 +107,11 @@ class CostModel {
   bool has_launch(const std::string& backend) const { return launches_.count(backend) > 0; }
   // Zero for the host; 5 us eager and 1 us in a graph where nothing was measured.
   LaunchCost launch(const std::string& backend) const;
+
+  // What a run costs beyond its steps (input checks, output hand-back, step dispatch), measured
+  // in profiled runs of a host plan; 0 until measured.
+  void set_run_overhead(double us) { run_overhead_us_ = us; }
+  double run_overhead() const { return run_overhead_us_; }
 
   // Keys of `backend`'s measured samples (eager times) that their op's other samples contradict:
   // more than `factor` times, and kOutlierMinUs more than, the time interpolated by work from at
@@ -125,6 +142,7 @@ class CostModel {
   std::map<std::string, std::pair<Link, Link>> links_;  // backend -> (to device, to host)
   std::map<std::string, LaunchCost> launches_;
   std::map<std::string, std::pair<std::string, std::string>> choices_;  // fingerprint -> plan, why
+  double run_overhead_us_ = 0;
 
   // kernel()'s rule over one field of the samples (those where it is positive).
   Prediction predict(const std::string& backend, const NodeSignature& sig,

@@ -191,16 +191,16 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
       graph_us(order.size());
   std::vector<std::vector<std::string>> source(order.size());
   bool all_static = true;
-  // Where the constants outgrow a device's cache, its kernels were timed with them cold.
-  std::vector<bool> cold(num_devices);
-  for (int d = 0; d < num_devices; ++d) cold[d] = constants_stream(graph, order, *cands[d]);
+  // Each device's kernels were timed with their constants and inputs as a run finds them.
+  std::vector<TimingRegime> regime;
+  for (int d = 0; d < num_devices; ++d) regime.push_back(timing_regime(graph, order, *cands[d]));
   for (size_t i = 0; i < order.size(); ++i) {
     const Node& node = graph.node(order[i]);
     const NodeSignature sig = signature_of(graph, node);
     PlacementProblem::Node pn;
     for (int d = 0; d < num_devices; ++d) {
       NodeSignature s = sig;
-      if (cold[d]) s.key = cold_key(s.key);
+      s.key = timed_key(graph, node, sig, regime[d]);
       Prediction p =
           can[i][d] ? model.kernel(cands[d]->name(), s) : Prediction{kUnsupported, 0, ""};
       LaunchCost launch = model.launch(cands[d]->name());
@@ -290,17 +290,6 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
       serial_us = evaluate(problem, device);
     }
   }
-  {
-    std::vector<int> used(num_devices, 0);
-    for (int d : best.device) ++used[d];
-    const int devices_used =
-        static_cast<int>(std::count_if(used.begin(), used.end(), [](int n) { return n > 0; }));
-    plan.choice = (devices_used > 1 ? "mixed " : "single-device ") + ms(best.cost_us) + " against";
-    for (int d = 0; d < num_devices; ++d)
-      plan.choice += std::string(d ? ", " : " ") + cands[d]->name() + " only " +
-                     (std::isfinite(plan.single_us[d]) ? ms(plan.single_us[d]) : "-");
-    plan.choice += " (predicted)";
-  }
   if (plan.graph_replay)
     for (size_t i = 0; i < order.size(); ++i) {
       int d = best.device[i];
@@ -363,6 +352,23 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   }
   plan.transfer_us = serial_base - plan.kernel_us;
   plan.schedule_us = plan.predicted_us - serial_base;
+  // What every run pays beyond its steps, whatever the placement.
+  plan.overhead_us = model.run_overhead();
+  plan.predicted_us += plan.overhead_us;
+  for (double& us : plan.single_us)
+    if (std::isfinite(us)) us += plan.overhead_us;
+  {
+    std::vector<int> used(num_devices, 0);
+    for (int d : best.device) ++used[d];
+    const int devices_used =
+        static_cast<int>(std::count_if(used.begin(), used.end(), [](int n) { return n > 0; }));
+    plan.choice =
+        (devices_used > 1 ? "mixed " : "single-device ") + ms(plan.predicted_us) + " against";
+    for (int d = 0; d < num_devices; ++d)
+      plan.choice += std::string(d ? ", " : " ") + cands[d]->name() + " only " +
+                     (std::isfinite(plan.single_us[d]) ? ms(plan.single_us[d]) : "-");
+    plan.choice += " (predicted)";
+  }
   return plan;
 }
 

@@ -30,21 +30,22 @@ struct RoutePlan {
   std::vector<Backend*> backend_of;     // per node id; nullptr for nodes that do not run
   std::vector<int> order;               // the node ids that run, in execution order (schedule.h)
   std::vector<NodeDecision> decisions;  // per node that runs, in execution order
-  double predicted_us = 0;  // one run: kernels, launches and transfers as scheduled
+  double predicted_us = 0;  // one run: kernels, launches and transfers as scheduled, overhead
   double kernel_us = 0;     // the kernels' part (launches included)
   double transfer_us = 0;   // the copies' part
   // The rest (schedule.h's simulate): less where host and device work at once, more where a
   // device waits for the host to launch its work.
   double schedule_us = 0;
+  double overhead_us = 0;  // the run's own cost beyond its steps (CostModel::run_overhead)
   // Per candidate: the predicted time of the plan on it alone (every node it runs there, the rest
   // on the host; +inf where neither runs a node), costed as the chosen plan is. The chosen plan
   // never predicts more than the host's.
   std::vector<double> single_us;
   // The plan against the single-device plans: "mixed 0.087 ms against cpu only 0.521 ms, ...".
   std::string choice;
-  int transfers = 0;                    // copies per run
-  bool graph_replay = false;            // every node on one device, replayed as a CUDA graph
-  std::string method;  // "one backend", "exact", "heuristic", "one device, replayed"
+  int transfers = 0;          // copies per run
+  bool graph_replay = false;  // every node on one device, replayed as a CUDA graph
+  std::string method;         // "one backend", "exact", "heuristic", "one device, replayed"
   std::string cache_file;
   std::string cache_devices;  // the devices the cache file's measurements hold for (tune_cache.h)
   bool cache_loaded = false;  // the cache file held measurements for these devices and version

@@ -15,7 +15,7 @@
 namespace lumen::router {
 namespace {
 
-constexpr const char* kMagic = "lumen-tune\t3";
+constexpr const char* kMagic = "lumen-tune\t4";
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> out;
@@ -68,8 +68,10 @@ bool load_cache(const std::string& file, const CacheIdentity& identity, CostMode
     if (line.empty()) continue;
     std::vector<std::string> f = split_tabs(line);
     auto num = [&](size_t k) { return number(f[k], file, number_of_line); };
-    if (f[0] == "kernel" && f.size() == 8) {
-      loaded.add_kernel(f[1], f[7], {f[2], num(3), num(4), num(5), num(6)});
+    if (f[0] == "kernel" && f.size() == 9) {
+      loaded.add_kernel(f[1], f[8], {f[2], num(3), num(4), num(5), num(6), num(7)});
+    } else if (f[0] == "overhead" && f.size() == 2) {
+      loaded.set_run_overhead(num(1));
     } else if (f[0] == "link" && f.size() == 6) {
       loaded.set_link(f[1], {num(2), num(3)}, {num(4), num(5)});
     } else if (f[0] == "choice" && f.size() == 4) {
@@ -98,6 +100,7 @@ void save_cache(const std::string& file, const CacheIdentity& identity, const Co
     out.precision(17);  // round-trips a double
     out << kMagic << "\nversion\t" << clean(identity.version) << "\ndevices\t"
         << clean(identity.devices) << "\n";
+    if (model.run_overhead() > 0) out << "overhead\t" << model.run_overhead() << "\n";
     for (const auto& [backend, costs] : model.launches())
       out << "launch\t" << backend << "\t" << costs.eager_us << "\t" << costs.graph_us << "\n";
     for (const auto& [backend, link] : model.links())
@@ -106,7 +109,7 @@ void save_cache(const std::string& file, const CacheIdentity& identity, const Co
     for (const auto& [backend, samples] : model.samples())
       for (const auto& [key, s] : samples)
         out << "kernel\t" << backend << "\t" << s.op << "\t" << s.flops << "\t" << s.bytes << "\t"
-            << s.us << "\t" << s.graph_us << "\t" << clean(key) << "\n";
+            << s.us << "\t" << s.graph_us << "\t" << s.run_us << "\t" << clean(key) << "\n";
     for (const auto& [fingerprint, choice] : model.choices())
       out << "choice\t" << clean(fingerprint) << "\t" << clean(choice.first) << "\t"
           << clean(choice.second) << "\n";

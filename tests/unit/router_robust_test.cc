@@ -14,6 +14,7 @@
 #include "router/calibrate.h"
 #include "router/choice.h"
 #include "router/router.h"
+#include "router/run_samples.h"
 #include "router/tune_cache.h"
 
 namespace lumen {
@@ -215,19 +216,25 @@ class SimulatedBackend final : public Backend {
 };
 
 // route() of `g` over the host and `sim`, per-node costs (us) by node name from a cache file;
-// links 10 us + 1 ns per byte, a launch 3 us (0.5 in a graph).
+// links 10 us + 1 ns per byte, a launch 3 us (0.5 in a graph), a run's overhead `overhead_us`.
 router::RoutePlan route_with(const Graph& g, const std::map<std::string, double>& host_us,
-                             const std::map<std::string, double>& sim_us, const std::string& name) {
+                             const std::map<std::string, double>& sim_us, const std::string& name,
+                             double overhead_us = 0) {
   static SimulatedBackend simulated;  // outlives the plans, which point at it
   SimulatedBackend* sim = &simulated;
   Backend* cpu = find_backend("cpu");
   router::CostModel model;
   model.set_link("sim", {10, 1e-3}, {10, 1e-3});
   model.set_launch("sim", {3, 0.5});
+  model.set_run_overhead(overhead_us);
+  const router::TimingRegime on_host = router::timing_regime(g, all_nodes(g), *cpu);
+  const router::TimingRegime on_sim = router::timing_regime(g, all_nodes(g), *sim);
   for (int n = 0; n < g.num_nodes(); ++n) {
     router::NodeSignature sig = router::signature_of(g, g.node(n));
-    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, host_us.at(g.node(n).name)});
-    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, sim_us.at(g.node(n).name)});
+    model.add_kernel("cpu", router::timed_key(g, g.node(n), sig, on_host),
+                     {sig.op, sig.flops, sig.bytes, host_us.at(g.node(n).name)});
+    model.add_kernel("sim", router::timed_key(g, g.node(n), sig, on_sim),
+                     {sig.op, sig.flops, sig.bytes, sim_us.at(g.node(n).name)});
   }
   const std::string file = temp_file(name);
   router::save_cache(file, {version(), router::device_identity({cpu, sim})}, model);
@@ -282,6 +289,159 @@ TEST(Router, AMixedPlanIsChosenOnlyWherePredictedBelowEverySingleDevice) {
   EXPECT_LT(plan.predicted_us, plan.single_us[0]);
   EXPECT_LT(plan.predicted_us, plan.single_us[1]);
   EXPECT_EQ(plan.choice.rfind("mixed", 0), 0u) << plan.choice;
+}
+
+TEST(Router, TheRunOverheadIsPartOfEveryPrediction) {
+  Graph g = chain3();
+  router::RoutePlan plan = route_with(g, {{"a", 30}, {"b", 30}, {"c", 30}},
+                                      {{"a", 10}, {"b", 10}, {"c", 10}}, "overhead.tsv", 7);
+  EXPECT_NEAR(plan.overhead_us, 7, 1e-9);
+  EXPECT_NEAR(plan.predicted_us, 97, 1e-9);
+  EXPECT_NEAR(plan.single_us[0], 97, 1e-9);
+  const double copy = 10 + 64 * 256 * 4 * 1e-3;
+  EXPECT_NEAR(plan.single_us[1], 3 * 7.5 + 2 * copy + 7, 1e-9);
+  EXPECT_NE(plan.choice.find("0.097 ms"), std::string::npos) << plan.choice;
+}
+
+// A host whose last-level cache is `cache` bytes, and a device.
+class SizedBackend final : public Backend {
+ public:
+  SizedBackend(Device device, size_t cache) : device_(device), cache_(cache) {}
+  std::string name() const override { return device_.type == DeviceType::kCPU ? "cpu" : "sim"; }
+  Device device() const override { return device_; }
+  bool supports(const Graph&, const Node&, std::string*) const override { return true; }
+  std::unique_ptr<Kernel> make_kernel(const Graph&, const Node&, Precision) const override {
+    throw UnsupportedOp("sized: runs nothing");
+  }
+  Allocator& allocator() const override { return cpu_allocator(); }
+  Stream& default_stream() override { return stream_; }
+  size_t cache_bytes() const override { return cache_; }
+
+ private:
+  Device device_;
+  size_t cache_;
+  CpuStream stream_;
+};
+
+// Issue 31: `lumen run` feeds the same inputs every run, and a caller's inputs are in the cache
+// it wrote them through; so on the host a kernel reading 1 MiB or more of graph inputs is timed
+// with them warm while the graph's inputs fit in half the cache, and cold beyond (on a device, a
+// run copies them in: always cold). The regime is part of the key.
+TEST(TimingRegime, HostInputsAreWarmWhileTheGraphsInputsFitHalfTheCache) {
+  Graph g;
+  Value* big = g.add_input("big", {1024, 1024});  // 4 MiB
+  Value* small = g.add_input("small", {16, 16});
+  Value* r = g.add_op("Relu", {big}, {}, "r");
+  Value* s = g.add_op("Sigmoid", {small}, {}, "s");
+  g.mark_output(r);
+  g.mark_output(s);
+  const router::NodeSignature sig_r = router::signature_of(g, g.node(0));
+  const router::NodeSignature sig_s = router::signature_of(g, g.node(1));
+  const std::vector<int> nodes = {0, 1};
+
+  router::TimingRegime roomy =
+      router::timing_regime(g, nodes, SizedBackend(Device::cpu(), 64 << 20));
+  EXPECT_FALSE(roomy.cold_inputs);
+  EXPECT_FALSE(roomy.cold_constants);
+  EXPECT_EQ(router::timed_key(g, g.node(0), sig_r, roomy), router::warm_input_key(sig_r.key));
+  EXPECT_EQ(router::timed_key(g, g.node(1), sig_s, roomy), sig_s.key);  // under 1 MiB: as it is
+
+  // 4 MiB of inputs and a bit: more than half of an 8 MiB cache.
+  router::TimingRegime tight =
+      router::timing_regime(g, nodes, SizedBackend(Device::cpu(), 8 << 20));
+  EXPECT_TRUE(tight.cold_inputs);
+  EXPECT_EQ(router::timed_key(g, g.node(0), sig_r, tight), sig_r.key);
+
+  router::TimingRegime device =
+      router::timing_regime(g, nodes, SizedBackend(Device::cuda(0), 1ull << 40));
+  EXPECT_TRUE(device.cold_inputs);
+  EXPECT_EQ(router::timed_key(g, g.node(0), sig_r, device), sig_r.key);
+}
+
+// Step times of profiled runs become the kernels' run times: the median per key over every step
+// and run, on the host only; copies and nodes the plan's graph lacks are skipped; the overhead
+// (the unprofiled run's time less the steps') is learned only from short runs with every step on
+// the host.
+TEST(RunSamples, StepMediansBecomeTheRunTimesThePredictionsUse) {
+  Graph g = matmul_chain();
+  const std::map<std::string, router::NodeSignature> keys =
+      router::host_step_keys(g, *find_backend("cpu"));
+  ASSERT_EQ(keys.size(), 4u);
+  auto run = [](std::vector<std::pair<std::string, double>> steps, double total,
+                const std::string& backend = "cpu") {
+    RunProfile p;
+    for (auto& [node, us] : steps) p.steps.push_back({node, "MatMul", backend, 0, us, ""});
+    p.total_us = total;
+    return p;
+  };
+  std::vector<RunProfile> runs = {
+      run({{"mm1", 10}, {"mm2", 40}, {"relu", 2}, {"mm3", 5}, {"added", 99}}, 60),
+      run({{"mm1", 12}, {"mm2", 30}, {"relu", 3}, {"mm3", 9}, {"added", 99}}, 160),
+      run({{"mm1", 11}, {"mm2", 50}, {"relu", 1}, {"mm3", 7}, {"added", 99}}, 171)};
+  runs[0].steps.push_back({"x", "Copy", "cpu", 0, 1000, ""});
+  router::CostModel model;
+  const std::string mm2 = keys.at("mm2").key;
+  model.add_kernel("cpu", mm2, {"MatMul", keys.at("mm2").flops, keys.at("mm2").bytes, 80, 0});
+  EXPECT_EQ(router::learn_from_runs(keys, "cpu", runs, 170, &model), 4);
+  EXPECT_DOUBLE_EQ(model.measured("cpu", keys.at("mm1").key)->run_us, 11);
+  EXPECT_DOUBLE_EQ(model.measured("cpu", mm2)->run_us, 40);
+  EXPECT_DOUBLE_EQ(model.measured("cpu", mm2)->us, 80);                // its time alone is kept
+  EXPECT_DOUBLE_EQ(model.measured("cpu", keys.at("mm3").key)->us, 7);  // none: the run time
+  router::Prediction p = model.kernel("cpu", keys.at("mm2"));
+  EXPECT_DOUBLE_EQ(p.us, 40);
+  EXPECT_EQ(p.source, "measured in a run");
+  // In the steps: 1156, 153, 168, the median 168: 2 us of the unprofiled 170 outside them.
+  EXPECT_DOUBLE_EQ(model.run_overhead(), 2);
+  router::CostModel long_plan;
+  router::learn_from_runs(keys, "cpu", runs, router::kOverheadPlanUs + 168, &long_plan);
+  EXPECT_DOUBLE_EQ(long_plan.run_overhead(), 0);
+
+  // A run with a device step teaches the host steps but not the overhead.
+  router::CostModel mixed;
+  std::vector<RunProfile> with_device = {run({{"mm1", 10}}, 500)};
+  with_device[0].steps.push_back({"mm2", "MatMul", "cuda", 0, 5, ""});
+  EXPECT_EQ(router::learn_from_runs(keys, "cpu", with_device, 20, &mixed), 1);
+  EXPECT_DOUBLE_EQ(mixed.run_overhead(), 0);
+  EXPECT_EQ(mixed.measured("cpu", mm2), nullptr);
+}
+
+// The steps of a real compiled plan carry the node names host_step_keys knows, taken before a
+// compile that releases the weights.
+TEST_F(OneThread, AProfiledPlanTeachesEveryHostKernel) {
+  Graph g = matmul_chain();
+  const std::map<std::string, router::NodeSignature> keys =
+      router::host_step_keys(g, *find_backend("cpu"));
+  Runtime rt;
+  CompileOptions options;
+  options.backends = {"cpu"};
+  options.release_weights = true;
+  Executable* exe = g.compile(&rt, options);
+  std::vector<Tensor> inputs = {test::random_tensor({16, 128}, 7)};
+  std::vector<RunProfile> profiles(3);
+  for (RunProfile& p : profiles) exe->execute(inputs, &p);
+  router::CostModel model;
+  EXPECT_EQ(router::learn_from_runs(keys, "cpu", profiles, -1, &model), 4);
+  for (const auto& [name, sig] : keys) {
+    const router::KernelSample* s = model.measured("cpu", sig.key);
+    ASSERT_NE(s, nullptr) << name;
+    EXPECT_GT(s->run_us, 0) << name;
+  }
+  EXPECT_EQ(model.run_overhead(), 0);  // no unprofiled time given
+}
+
+TEST(TuneCache, KeepsRunTimesAndTheRunOverhead) {
+  router::CostModel model;
+  model.add_kernel("cpu", "k", {"MatMul", 1e6, 5e5, 12.5, 0, 8.25});
+  model.set_run_overhead(3.5);
+  const std::string file = temp_file("run_times.tsv");
+  router::CacheIdentity id{"v", "cpu=Test"};
+  router::save_cache(file, id, model);
+  router::CostModel back;
+  ASSERT_TRUE(router::load_cache(file, id, &back));
+  ASSERT_NE(back.measured("cpu", "k"), nullptr);
+  EXPECT_DOUBLE_EQ(back.measured("cpu", "k")->us, 12.5);
+  EXPECT_DOUBLE_EQ(back.measured("cpu", "k")->run_us, 8.25);
+  EXPECT_DOUBLE_EQ(back.run_overhead(), 3.5);
 }
 
 }  // namespace
