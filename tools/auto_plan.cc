@@ -177,17 +177,22 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
         m = m < 0 ? median_us : std::min(m, median_us);
       }
     std::vector<router::PlanCandidate> measured;
+    measured.reserve(contenders.size());
     for (int k : contenders) measured.push_back(out.candidates[k]);
     router::PlanVerdict verdict = router::choose_plan(measured);
     chosen = contenders[verdict.chosen];
     out.reason = verdict.reason;
-    cache.set_choice(fingerprint, out.candidates[chosen].name, verdict.reason);
+    // The cache as it is now (routing the single-device graphs may have added to it), with the
+    // choice.
+    router::CostModel latest = cache;
+    router::load_cache(cache_file, identity, &latest);
+    latest.set_choice(fingerprint, out.candidates[chosen].name, verdict.reason);
     // The chosen plan's host kernels as its runs find them (issue 31: a kernel timed alone may
     // find its data in a cache the run's other steps empty, or in memory the run keeps cached):
     // profiled runs after the timed ones, up to about 0.2 s, into the cost model, so later
     // predictions of this plan hold what a run does. Kept only where the router would still place
     // the auto plan as it was run.
-    router::CostModel learned = cache;
+    router::CostModel learned = latest;
     std::vector<RunProfile> profiles(static_cast<size_t>(std::clamp<int64_t>(
         static_cast<int64_t>(200.0 / std::max(out.candidates[chosen].measured_us / 1000, 1e-3)), 3,
         20)));
@@ -200,7 +205,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
         Graph again = make({});
         router::RoutePlan route = router::route(again, backends, options.router, true);
         if (placement_of(again, route) != placement_of(graph, out.route))
-          router::save_cache(cache_file, identity, cache);  // the costs measured alone
+          router::save_cache(cache_file, identity, latest);  // the costs measured alone
       }
     } catch (const IoError&) {
       // An unwritable cache costs the next compile this check, not this one its result.
@@ -208,6 +213,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
   }
   if (chosen < 0) {
     std::vector<router::PlanCandidate> predicted;
+    predicted.reserve(contenders.size());
     for (int k : contenders) predicted.push_back(out.candidates[k]);
     router::PlanVerdict verdict = router::choose_plan(predicted);
     chosen = contenders[verdict.chosen];

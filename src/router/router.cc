@@ -193,6 +193,7 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   bool all_static = true;
   // Each device's kernels were timed with their constants and inputs as a run finds them.
   std::vector<TimingRegime> regime;
+  regime.reserve(num_devices);
   for (int d = 0; d < num_devices; ++d) regime.push_back(timing_regime(graph, order, *cands[d]));
   for (size_t i = 0; i < order.size(); ++i) {
     const Node& node = graph.node(order[i]);

@@ -367,7 +367,7 @@ TEST(RunSamples, StepMediansBecomeTheRunTimesThePredictionsUse) {
   const std::map<std::string, router::NodeSignature> keys =
       router::host_step_keys(g, *find_backend("cpu"));
   ASSERT_EQ(keys.size(), 4u);
-  auto run = [](std::vector<std::pair<std::string, double>> steps, double total,
+  auto run = [](const std::vector<std::pair<std::string, double>>& steps, double total,
                 const std::string& backend = "cpu") {
     RunProfile p;
     for (auto& [node, us] : steps) p.steps.push_back({node, "MatMul", backend, 0, us, ""});
