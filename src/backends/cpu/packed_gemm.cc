@@ -345,10 +345,11 @@ void finish_row_isa(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e)
 LUMEN_ISA_END
 #endif
 
-// packed_gemm below AVX2: per row of A and panel of B, 16 sums the compiler vectorises (SSE on
-// x86-64-v2, NEON on arm64), then the epilogue through finish_row. Rows in parallel.
-static void packed_gemm_portable(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
-                                 float* c, int64_t ldc, const GemmEpilogue& e) {
+// packed_gemm below AVX2 on x86: per row of A and panel of B, 16 sums the compiler vectorises (SSE
+// on x86-64-v2), then the epilogue through finish_row. Rows in parallel.
+[[maybe_unused]] static void packed_gemm_portable(int64_t m, const float* a, int64_t lda,
+                                                  const PackedMatrix& b, float* c, int64_t ldc,
+                                                  const GemmEpilogue& e) {
   const int64_t n = b.n(), k = b.k(), panels = (n + kNr - 1) / kNr;
   const bool parallel = 2 * m * n * k > kParallelFlops && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
@@ -388,6 +389,9 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
 #if LUMEN_X86
   if (has_avx512()) return packed_gemm_avx512(m, a, lda, b, c, ldc, e);
   if (has_avx2()) return gemm_tiles(m, a, lda, b, c, ldc, e);
+#endif
+#if defined(__aarch64__)
+  return packed_gemm_neon(m, a, lda, b, c, ldc, e);
 #endif
   packed_gemm_portable(m, a, lda, b, c, ldc, e);
 }

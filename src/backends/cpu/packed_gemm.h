@@ -1,8 +1,8 @@
 // Lumen's own float32 GEMM for matrix products with constant weights: B (the weights) is packed
 // once, at compile time, into column panels; A is packed per call, block by block. Bias, a
 // residual already in C and an activation are applied while each output tile is still in cache.
-// Micro-kernels for AVX2 + FMA (6 x 16) and AVX-512 (6 x 32, packed_gemm_avx512.cc) over the same
-// panels, and a portable form below AVX2 and on arm64.
+// Micro-kernels for AVX2 + FMA (6 x 16), AVX-512 (6 x 32, packed_gemm_avx512.cc) and NEON on arm64
+// (6 x 16, packed_gemm_neon.cc) over the same panels, and a portable form below AVX2 on x86.
 //
 // Why: on AVX2-only CPUs oneDNN 2.6 runs matmul through its jit sgemm, which repacks B on every
 // call: 64x1024x1024 ran at 89 GFLOP/s on 2 Zen cores (this GEMM: 135), and the 20-layer MLP of
@@ -91,5 +91,9 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
 // and with m, n > 0.
 void packed_gemm_avx512(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
                         int64_t ldc, const GemmEpilogue& epilogue);
+
+// packed_gemm's NEON form (packed_gemm_neon.cc): arm64 only, with m, n > 0 and no a_scale.
+void packed_gemm_neon(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
+                      int64_t ldc, const GemmEpilogue& epilogue);
 
 }  // namespace lumen::cpu
