@@ -140,7 +140,7 @@ class FusedMatMulKernel final : public Kernel {
       n_ = n;
       k_ = k;
       packed_ = PackedMatrix::shared(*b_value, b_const, k, n, trans_b ? 1 : n, trans_b ? k : 1);
-      if (has_avx512()) init_flat();
+      if (kernel_choice_measured()) init_flat();
       choice_ = pick_gemm("FusedMatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" +
                               std::to_string(n) + (trans_b ? " B^T " : " ") +
                               ctx.attr_string("activation", "") + (has_bias_ ? " bias" : "") +

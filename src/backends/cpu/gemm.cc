@@ -74,7 +74,7 @@ class MatMulKernel final : public Kernel {
       // Constant weights: Lumen's packed GEMM (packed_gemm.h says why) where kernel_choice.h picks
       // it.
       packed_ = PackedMatrix::shared(*b_value, b_const, k, n, n, 1);
-      if (has_avx512()) init_flat();
+      if (kernel_choice_measured()) init_flat();
       choice_ = pick_gemm(
           "MatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" + std::to_string(n),
           ctx.graph(), *b_value, rows_, k, n, {}, false, packed_, mm_);
@@ -218,7 +218,7 @@ class GemmKernel final : public Kernel {
         b_const && lumen_kernel_candidate() && !trans_a && alpha == 1.0f && c_mode_ != CMode::kSum;
     if (packable)
       packed_ = PackedMatrix::shared(*b_value, b_const, k_, n_, trans_b ? 1 : n_, trans_b ? k_ : 1);
-    if (packable && !has_avx512()) {
+    if (packable && !kernel_choice_measured()) {
       use_packed_ = true;
       return;
     }

@@ -65,15 +65,23 @@ std::string describe_choice(const KernelChoice& choice, const std::string& name)
   return text;
 }
 
+bool kernel_choice_measured() {
+#if defined(__aarch64__)
+  return true;
+#else
+  return has_avx512();
+#endif
+}
+
 bool lumen_kernel_candidate() {
-  return has_avx2();
+  return has_avx2() || kernel_choice_measured();
 }
 
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void(bool lumen)>& evict,
                                const std::function<void()>& lumen,
                                const std::function<void()>& onednn) {
-  if (!has_avx512()) return {true, "avx2"};
+  if (!kernel_choice_measured()) return {true, "avx2"};
   if (forced.load() != CpuKernelChoice::kMeasure)
     return {forced.load() == CpuKernelChoice::kLumen, "forced"};
   if (building_for_any_shape()) return {true, "runs at any size"};

@@ -1,9 +1,10 @@
 // Which implementation runs a CPU node that both Lumen's own kernels and oneDNN can run: the
 // packed GEMM (constant-weight MatMul, Gemm, FusedMatMul) and the Winograd, im2col, grouped and
 // depthwise convolutions against oneDNN's matmul and convolution primitives. On AVX2 machines
-// Lumen's kernels (measured faster there, packed_gemm.h and conv.cc say where); below AVX2
-// oneDNN; on AVX-512 machines, where oneDNN's AVX-512 kernels are strong too, the faster of the
-// two on the node, timed when the kernel is built, once per distinct node in the process.
+// Lumen's kernels (measured faster there, packed_gemm.h and conv.cc say where); below AVX2 on x86
+// oneDNN; on AVX-512 machines, where oneDNN's AVX-512 kernels are strong too, and on arm64 (the
+// packed GEMM's NEON form against whatever oneDNN build is there), the faster of the two on the
+// node, timed when the kernel is built, once per distinct node in the process.
 #pragma once
 
 #include <cstddef>
@@ -28,19 +29,25 @@ struct KernelChoice {
 // 0.078 ms (measured)"; "" where there was nothing to choose.
 std::string describe_choice(const KernelChoice& choice, const std::string& name);
 
-// Whether Lumen's kernels are candidates at the CPU level in use (AVX2 or AVX-512).
+// Whether Lumen's kernels are candidates at the CPU level in use (AVX2 or AVX-512, or arm64).
 bool lumen_kernel_candidate();
 
-// At AVX2: Lumen's. At AVX-512, as set_cpu_kernel_choice says (lumen/cpu_isa.h): Lumen's where
-// `lumen` ran at least 5% faster than `onednn` (each one run of the node on the same inputs, made
-// by `prepare`, which is called first and only when timing: first an untimed call each, then the
-// fastest of interleaved rounds). Before every call `evict(side)` flushes that side's weights (side
-// true: Lumen's) from the caches: in a model each layer's weights come from memory or a far cache,
-// and timed on cache-warm weights Lumen's kernels (the Winograd forms' weights are 4 times larger)
-// looked faster than they ran in the model (resnet50 and efficientnet_b0 on 2 Xeon threads: 14% and
-// 10% slower than oneDNN alone). `key` names everything that changes their cost (op, shapes,
-// attributes); the answer is kept per key and thread count, so the layers of a model that repeat a
-// node time it once.
+// Whether a node that both can run builds both and keeps the faster by measurement
+// (pick_lumen_kernel): at AVX-512, and on arm64, where oneDNN's float32 products may be its
+// reference code (Debian's arm64 oneDNN 2.7 has jit kernels for SVE-512 only, so a NEON machine
+// gets "gemm:ref").
+bool kernel_choice_measured();
+
+// At AVX2: Lumen's. At AVX-512 and on arm64 (kernel_choice_measured), as set_cpu_kernel_choice says
+// (lumen/cpu_isa.h): Lumen's where `lumen` ran at least 5% faster than `onednn` (each one run of
+// the node on the same inputs, made by `prepare`, which is called first and only when timing: first
+// an untimed call each, then the fastest of interleaved rounds). Before every call `evict(side)`
+// flushes that side's weights (side true: Lumen's) from the caches: in a model each layer's weights
+// come from memory or a far cache, and timed on cache-warm weights Lumen's kernels (the Winograd
+// forms' weights are 4 times larger) looked faster than they ran in the model (resnet50 and
+// efficientnet_b0 on 2 Xeon threads: 14% and 10% slower than oneDNN alone). `key` names everything
+// that changes their cost (op, shapes, attributes); the answer is kept per key and thread count, so
+// the layers of a model that repeat a node time it once.
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void(bool lumen)>& evict,
                                const std::function<void()>& lumen,
