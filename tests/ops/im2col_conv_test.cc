@@ -10,6 +10,7 @@
 
 #include "backends/cpu/im2col_conv.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
@@ -17,8 +18,8 @@ namespace lumen {
 namespace {
 
 TEST(Im2colConv, MatchesDirectConvolution) {
-  if (!cpu::has_avx2())
-    GTEST_SKIP() << "Im2colConv is AVX2 code, and the CPU level in use has no AVX2";
+  if (!cpu::lumen_kernel_candidate())
+    GTEST_SKIP() << "Im2colConv is AVX2 code on x86, and the CPU level in use has no AVX2";
   struct Case {
     int64_t batch, h, w, c, o, kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;
@@ -64,9 +65,10 @@ TEST(Im2colConv, MatchesDirectConvolution) {
   }
 }
 
-// Which convolutions it takes, where the CPU level has AVX2.
+// Which convolutions it takes, where the CPU level has AVX2 (or on arm64).
 TEST(Im2colConv, AppliesToStridedDenseConvolutions) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "Im2colConv is AVX2 code: this CPU level has no AVX2";
+  if (!cpu::lumen_kernel_candidate())
+    GTEST_SKIP() << "Im2colConv is AVX2 code on x86: this CPU level has no AVX2";
   const std::vector<int64_t> k3 = {3, 3}, one = {1, 1}, two = {2, 2};
   EXPECT_TRUE(cpu::im2col_conv_applies(128, 1, k3, two, one));
   EXPECT_TRUE(cpu::im2col_conv_applies(64, 1, {7, 7}, {2, 1}, one));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "backends/cpu/winograd.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
@@ -16,8 +17,8 @@ namespace lumen {
 namespace {
 
 TEST(Winograd, MatchesDirectConvolution) {
-  if (!cpu::has_avx2())
-    GTEST_SKIP() << "WinogradConv is AVX2 code, and the CPU level in use has no AVX2";
+  if (!cpu::lumen_kernel_candidate())
+    GTEST_SKIP() << "WinogradConv is AVX2 code on x86, and the CPU level in use has no AVX2";
   struct Case {
     int64_t batch, h, w, c, o, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;
@@ -69,9 +70,10 @@ TEST(Winograd, MatchesDirectConvolution) {
     }
 }
 
-// Which layers take which form, where the CPU level has AVX2.
+// Which layers take which form, where the CPU level has AVX2 (or on arm64).
 TEST(Winograd, FormFollowsTheMeasuredThresholds) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "Winograd is AVX2 code: this CPU level has no AVX2";
+  if (!cpu::lumen_kernel_candidate())
+    GTEST_SKIP() << "Winograd is AVX2 code on x86: this CPU level has no AVX2";
   using cpu::WinogradForm;
   EXPECT_EQ(cpu::winograd_form(56, 56, 64, 64), WinogradForm::kF4x4);
   EXPECT_EQ(cpu::winograd_form(28, 28, 128, 128), WinogradForm::kF4x4);

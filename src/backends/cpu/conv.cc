@@ -263,8 +263,9 @@ class ConvKernel final : public Kernel {
       in_hw_ = {x[2], x[3]};
       pad_ = {g.pad_begin[0], g.pad_begin[1]};
       strides_ = {g.strides[0], g.strides[1]};
-      // At AVX-512 oneDNN's primitive is built too, and the faster of the two kept (below).
-      if (!has_avx512()) return;
+      // At AVX-512 and on arm64 oneDNN's primitive is built too, and the faster of the two kept
+      // (below).
+      if (!kernel_choice_measured()) return;
     }
 
     // Pointwise stride-1 convolutions run fastest as a plain GEMM on NCHW (measured with

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "lumen/tensor.h"
 
 namespace lumen::cpu {
@@ -16,14 +17,16 @@ namespace lumen::cpu {
 bool im2col_conv_applies(int64_t in_channels, int64_t group, const std::vector<int64_t>& kernel,
                          const std::vector<int64_t>& strides,
                          const std::vector<int64_t>& dilations) {
-  if (!has_avx2() || group != 1 || in_channels < 64 || kernel.size() != 2 || strides.size() != 2 ||
-      dilations.size() != 2)
+  if (!lumen_kernel_candidate() || group != 1 || in_channels < 64 || kernel.size() != 2 ||
+      strides.size() != 2 || dilations.size() != 2)
     return false;
   return dilations[0] == 1 && dilations[1] == 1 && kernel[0] * kernel[1] > 1 &&
          std::max(strides[0], strides[1]) >= 2;
 }
 
-// The kernel is AVX2 code throughout: im2col_conv_applies admits it only where the CPU has AVX2.
+// The kernel is AVX2 code throughout on x86: im2col_conv_applies admits it only where the CPU has
+// AVX2. On arm64 the region is plain code over packed_gemm's NEON form, chosen per node against
+// oneDNN by measurement (kernel_choice.h).
 LUMEN_AVX2_BEGIN
 
 Im2colConv::Im2colConv(const float* weights, int64_t out_channels, int64_t in_channels,

@@ -11,10 +11,13 @@
 #include <algorithm>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernel_choice.h"
 #include "lumen/tensor.h"
 
-// The kernel is AVX2 code throughout (packed_gemm's products and transforms vectorised 8 wide):
-// winograd_form, which is not, admits it only where the CPU has AVX2.
+// The kernel is AVX2 code throughout on x86 (packed_gemm's products and transforms vectorised 8
+// wide): winograd_form, which is not, admits it only where the CPU has AVX2. On arm64 the region
+// is plain code, its transforms vectorised with NEON and its products on packed_gemm's NEON form,
+// chosen per node against oneDNN by measurement (kernel_choice.h).
 LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 namespace {
@@ -245,7 +248,7 @@ std::optional<WinogradForm> winograd_form(int64_t out_h, int64_t out_w, int64_t 
   // model), except on large images with 128 or more input channels: DenseNet's 128 -> 32 layers
   // gain at 56x56 (1.70 against 2.29 ms and 1.39 against 1.86 ms, interleaved) but not at 28x28
   // or below (with either form).
-  if (!has_avx2() || out_h * out_w < 49) return std::nullopt;
+  if (!lumen_kernel_candidate() || out_h * out_w < 49) return std::nullopt;
   if (std::min(in_channels, out_channels) < 64 &&
       !(in_channels >= 128 && out_channels >= 32 && out_h * out_w >= int64_t{56} * 56))
     return std::nullopt;
