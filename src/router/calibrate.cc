@@ -152,14 +152,14 @@ size_t cold_copies(double bytes, size_t cache) {
 }
 
 // Times `node`'s kernel on `backend`: eager, and recorded where the backend's stream records.
-// With `cold`, each launch reads another of several copies of the constants (together at least
-// twice the cache): a kernel per copy, since kernels may pack constants when they are built. Where
-// the regime says so, graph inputs of kColdInputMinBytes or more are read cold the same way. On a
-// device, outputs of kFreshOutputMinBytes or more take turns over as many copies: in a run each
-// kernel writes a buffer that no recent kernel wrote, so its writes evict other data and go to
-// memory; writing one buffer over and over stays in the cache (on the H100, batch-32 mobilenet_v2
-// was predicted 34% fast with one output buffer, 3% with fresh ones). Returns a negative eager time
-// when it cannot be measured.
+// Where the regime's constants are cold, each launch reads another of several copies of them
+// (together at least twice the cache): a kernel per copy, since kernels may pack constants when
+// they are built. Where the regime says so, graph inputs of kColdInputMinBytes or more are read
+// cold the same way. On a device, outputs of kFreshOutputMinBytes or more take turns over as many
+// copies: in a run each kernel writes a buffer that no recent kernel wrote, so its writes evict
+// other data and go to memory; writing one buffer over and over stays in the cache (on the H100,
+// batch-32 mobilenet_v2 was predicted 34% fast with one output buffer, 3% with fresh ones). Returns
+// a negative eager time when it cannot be measured.
 KernelSample time_node(const Graph& graph, const Node& node, Backend& backend,
                        const TimingRegime& regime, std::mt19937& rng) {
   KernelSample sample;
