@@ -184,7 +184,7 @@ AutoPlan compile_auto(const GraphMaker& make, const CompileOptions& options,
     out.reason = verdict.reason;
     // The cache as it is now (routing the single-device graphs may have added to it), with the
     // choice.
-    router::CostModel latest = cache;
+    router::CostModel latest;
     router::load_cache(cache_file, identity, &latest);
     latest.set_choice(fingerprint, out.candidates[chosen].name, verdict.reason);
     // The chosen plan's host kernels as its runs find them (issue 31: a kernel timed alone may

@@ -35,8 +35,8 @@ std::map<std::string, NodeSignature> host_step_keys(const Graph& graph, const Ba
 int learn_from_runs(const std::map<std::string, NodeSignature>& keys, const std::string& host,
                     const std::vector<RunProfile>& profiles, double measured_us, CostModel* model) {
   if (profiles.empty()) return 0;
-  // Per key: its steps' times in every run. Per run: the time in its steps.
-  std::map<std::string, std::vector<double>> times;
+  // Per key: its signature and its steps' times in every run. Per run: the time in its steps.
+  std::map<std::string, std::pair<const NodeSignature*, std::vector<double>>> times;
   std::vector<double> in_steps_of_run;
   bool host_only = true;
   for (const RunProfile& p : profiles) {
@@ -49,15 +49,15 @@ int learn_from_runs(const std::map<std::string, NodeSignature>& keys, const std:
       }
       auto it = keys.find(step.node);
       if (step.op == "Copy" || it == keys.end()) continue;
-      times[it->second.key].push_back(step.duration_us);
+      auto& [sig, us] = times[it->second.key];
+      sig = &it->second;
+      us.push_back(step.duration_us);
     }
     in_steps_of_run.push_back(in_steps);
   }
-  std::map<std::string, const NodeSignature*> sig_of;
-  for (const auto& [name, sig] : keys) sig_of.emplace(sig.key, &sig);
-  for (const auto& [key, us] : times) {
-    const NodeSignature& sig = *sig_of.at(key);
-    KernelSample sample{sig.op, sig.flops, sig.bytes, 0, 0, 0};
+  for (const auto& [key, entry] : times) {
+    const auto& [sig, us] = entry;
+    KernelSample sample{sig->op, sig->flops, sig->bytes, 0, 0, 0};
     if (const KernelSample* old = model->measured(host, key)) sample = *old;
     sample.run_us = std::max(median(us), 1e-3);
     if (sample.us <= 0) sample.us = sample.run_us;

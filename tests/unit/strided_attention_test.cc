@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "lumen/lumen.h"
 #include "ops/backend_check_util.h"
@@ -298,6 +299,22 @@ TEST(StridedAttention, RunsOnHandMadeViews) {
   }
 }
 
+// StridedAttention over Q, K and V packed side by side in rows of `width` values per head ([heads,
+// s, width]: Q at column 0, K at d, V at 2d), each [heads, s, d], written through `y_view` as
+// `output_shape`.
+Attributes packed_qkv_attrs(int64_t heads, int64_t s, int64_t d, int64_t width, float scale,
+                            std::vector<int64_t> y_view, std::vector<int64_t> output_shape) {
+  return {{"scale", scale},
+          {"q_shape", std::vector<int64_t>{heads, s, d}},
+          {"k_shape", std::vector<int64_t>{heads, s, d}},
+          {"v_shape", std::vector<int64_t>{heads, s, d}},
+          {"q_view", std::vector<int64_t>{0, s * width, width, 1}},
+          {"k_view", std::vector<int64_t>{d, s * width, width, 1}},
+          {"v_view", std::vector<int64_t>{2 * d, s * width, width, 1}},
+          {"y_view", std::move(y_view)},
+          {"output_shape", std::move(output_shape)}};
+}
+
 // Heads of 32, 64 and 128 over up to 128 keys (CUDA's fused kernel; the products beyond), with an
 // additive mask of random -inf entries (never a whole row) broadcast over the heads: views over
 // one packed tensor P [heads, S, 3 D + 5] (Q, K, V side by side, rows not 16-byte aligned), Y
@@ -316,15 +333,8 @@ TEST(StridedAttention, HeadSizesOfTheFusedKernelWithMask) {
             mask.data<float>()[i * s + j] = -std::numeric_limits<float>::infinity();
       const std::vector<double> pd = test::to_doubles(p), md = test::to_doubles(mask);
       const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      Attributes attrs{{"scale", scale},
-                       {"q_shape", std::vector<int64_t>{heads, s, d}},
-                       {"k_shape", std::vector<int64_t>{heads, s, d}},
-                       {"v_shape", std::vector<int64_t>{heads, s, d}},
-                       {"q_view", std::vector<int64_t>{0, s * width, width, 1}},
-                       {"k_view", std::vector<int64_t>{d, s * width, width, 1}},
-                       {"v_view", std::vector<int64_t>{2 * d, s * width, width, 1}},
-                       {"y_view", std::vector<int64_t>{0, d, heads * d, 1}},
-                       {"output_shape", std::vector<int64_t>{s, heads, d}}};
+      const Attributes attrs =
+          packed_qkv_attrs(heads, s, d, width, scale, {0, d, heads * d, 1}, {s, heads, d});
       std::vector<double> want(static_cast<size_t>(s * heads * d));
       for (int64_t b = 0; b < heads; ++b)
         attention_head(
@@ -386,16 +396,9 @@ TEST(StridedAttention, LongerPlanRunsAfterAShorterOneIsBuilt) {
   for (int64_t s : {128, 9}) {
     Graph& g = graphs[plans.size()];
     Value* p = g.add_input("p", {heads, s, width});
-    g.mark_output(g.add_op("StridedAttention", {p, p, p},
-                           {{"scale", 0.125f},
-                            {"q_shape", std::vector<int64_t>{heads, s, d}},
-                            {"k_shape", std::vector<int64_t>{heads, s, d}},
-                            {"v_shape", std::vector<int64_t>{heads, s, d}},
-                            {"q_view", std::vector<int64_t>{0, s * width, width, 1}},
-                            {"k_view", std::vector<int64_t>{d, s * width, width, 1}},
-                            {"v_view", std::vector<int64_t>{2 * d, s * width, width, 1}},
-                            {"y_view", std::vector<int64_t>{0, s * d, d, 1}},
-                            {"output_shape", std::vector<int64_t>{heads, s, d}}}));
+    g.mark_output(
+        g.add_op("StridedAttention", {p, p, p},
+                 packed_qkv_attrs(heads, s, d, width, 0.125f, {0, s * d, d, 1}, {heads, s, d})));
     CompileOptions options;
     options.backends = test::run_op_backends();
     Plan plan{s, test::random_tensor({heads, s, width}, 99 + s, -1, 1), {}, nullptr};

@@ -345,11 +345,11 @@ void finish_row_isa(float* y, int64_t cols, int64_t col0, const GemmEpilogue& e)
 LUMEN_ISA_END
 #endif
 
+#if !defined(__aarch64__)
 // packed_gemm below AVX2 on x86: per row of A and panel of B, 16 sums the compiler vectorises (SSE
 // on x86-64-v2), then the epilogue through finish_row. Rows in parallel.
-[[maybe_unused]] static void packed_gemm_portable(int64_t m, const float* a, int64_t lda,
-                                                  const PackedMatrix& b, float* c, int64_t ldc,
-                                                  const GemmEpilogue& e) {
+static void packed_gemm_portable(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
+                                 float* c, int64_t ldc, const GemmEpilogue& e) {
   const int64_t n = b.n(), k = b.k(), panels = (n + kNr - 1) / kNr;
   const bool parallel = 2 * m * n * k > kParallelFlops && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
@@ -372,6 +372,7 @@ LUMEN_ISA_END
     finish_row(y, n, 0, e);
   }
 }
+#endif
 
 void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, float* c,
                  int64_t ldc, const GemmEpilogue& e) {
@@ -391,9 +392,10 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b, 
   if (has_avx2()) return gemm_tiles(m, a, lda, b, c, ldc, e);
 #endif
 #if defined(__aarch64__)
-  return packed_gemm_neon(m, a, lda, b, c, ldc, e);
-#endif
+  packed_gemm_neon(m, a, lda, b, c, ldc, e);
+#else
   packed_gemm_portable(m, a, lda, b, c, ldc, e);
+#endif
 }
 
 bool parse_gemm_epilogue(const std::string& activation, float alpha, float beta,
