@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace lumen {
@@ -35,6 +36,15 @@ CpuIsa set_cpu_isa_limit(CpuIsa limit);
 enum class CpuKernelChoice { kMeasure, kLumen, kOneDnn };
 void set_cpu_kernel_choice(CpuKernelChoice choice);
 CpuKernelChoice cpu_kernel_choice();
+
+// Where measured choices (kMeasure) are kept between processes, so that a node is timed once per
+// build of Lumen, CPU model, ISA level and thread count instead of in every process that compiles
+// it (resnet18 at batch 32 on 2 threads: most of a 3 s compile). By default cpu_choices.tsv in the
+// user's cache folder for Lumen ($XDG_CACHE_HOME/lumen, else ~/.cache/lumen); "" keeps them in
+// this process only. Setting it forgets the choices this process made or read. A file that cannot
+// be read or written only means timing again, never an error.
+void set_cpu_kernel_choice_file(std::string file);
+std::string cpu_kernel_choice_file();
 
 // "baseline", "avx2" or "avx512".
 std::string_view cpu_isa_name(CpuIsa isa);

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -17,6 +16,7 @@
 #include <set>
 
 #include "backends/recording.h"
+#include "core/host_info.h"
 #include "graph/op_kind.h"
 
 namespace lumen::router {
@@ -92,7 +92,8 @@ Tensor random_tensor(const TensorType& type, Device device, std::mt19937& rng) {
   if (type.dtype == DType::kFloat32) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     float* p = host.data<float>();
-    for (int64_t i = 0; i < host.numel(); ++i) p[i] = dist(rng);
+    const int64_t n = host.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = dist(rng);
   }
   return host.to(device);
 }
@@ -290,17 +291,6 @@ std::pair<Link, Link> time_links(Backend& backend) {
     return Link{us[0], std::max(0.0, (us[1] - us[0]) / bytes)};
   };
   return {link(true), link(false)};
-}
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown CPU";
 }
 
 // A progress line on stderr, rewritten in place; only on a terminal.

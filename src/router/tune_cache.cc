@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/host_info.h"
 #include "lumen/error.h"
 
 namespace lumen::router {
@@ -45,12 +46,7 @@ std::string clean(std::string text) {
 }  // namespace
 
 std::string default_cache_file() {
-  // XDG base directories: the user's cache folder, not a configuration switch.
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
-    return std::string(xdg) + "/lumen/tune.tsv";
-  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0')
-    return std::string(home) + "/.cache/lumen/tune.tsv";
-  return std::filesystem::temp_directory_path().string() + "/lumen-tune.tsv";
+  return user_cache_file("tune.tsv");
 }
 
 bool load_cache(const std::string& file, const CacheIdentity& identity, CostModel* model) {

@@ -481,7 +481,8 @@ class ConvKernel final : public Kernel {
       key += " s" + std::to_string(g.strides[i]) + " p" + std::to_string(g.pad_begin[i]) + "," +
              std::to_string(g.pad_end[i]);
     const Tensor& w = *ctx.input_value(1);
-    bool cold = false;
+    const bool cold = w.nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
+    if (cold) key += " cold-weights";
     Tensor x, y, bias, scale;
     const auto random = [](const Shape& shape) {
       Tensor t = Tensor::empty(shape, DType::kFloat32);
@@ -496,7 +497,6 @@ class ConvKernel final : public Kernel {
           y = random(ctx.output(0).shape);
           if (has_bias_) bias = random(ctx.input_shape(2));
           if (scale_) scale = random(ctx.input_shape(4));
-          cold = w.nbytes() > kColdWeightBytes && weights_stream_from_memory(ctx.graph());
         },
         [&](bool lumen) {
           if (cold) evict_weights(w, lumen);

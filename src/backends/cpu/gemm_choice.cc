@@ -9,14 +9,13 @@ KernelChoice pick_gemm(const std::string& key, const Graph& graph, const Tensor&
                        int64_t k, int64_t n, const GemmEpilogue& epilogue, bool with_bias,
                        PackedMatrix& packed, DnnlMatmul& mm) {
   std::vector<float> a, bias, c;
-  bool cold = false;
+  const bool cold = b.nbytes() > kColdWeightBytes && weights_stream_from_memory(graph);
   const KernelChoice choice = pick_lumen_kernel(
-      key,
+      key + (cold ? " cold-weights" : ""),
       [&] {
         a = timing_data(rows * k);
         c = timing_data(rows * n);
         if (with_bias) bias = timing_data(n);
-        cold = b.nbytes() > kColdWeightBytes && weights_stream_from_memory(graph);
       },
       [&](bool lumen) {
         if (!cold) return;

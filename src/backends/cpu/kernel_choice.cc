@@ -7,14 +7,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 
 #include <unistd.h>
 
 #include "backends/cpu/isa.h"
 #include "backends/kernel.h"
+#include "core/host_info.h"
 
 #if LUMEN_X86
 #include <cpuid.h>
@@ -25,6 +29,77 @@ namespace lumen::cpu {
 namespace {
 
 std::atomic<CpuKernelChoice> forced{CpuKernelChoice::kMeasure};
+
+// The measured choices of this process and those read from the choice file (pick_lumen_kernel),
+// by key with the ISA level and thread count.
+struct ChoiceStore {
+  std::mutex mutex;
+  std::map<std::string, KernelChoice> picked;
+  std::string file = user_cache_file("cpu_choices.tsv");
+  bool loaded = false;   // the file was read (or there is none to read)
+  bool current = false;  // the file holds this build's header: lines are appended to it
+};
+
+ChoiceStore& store() {
+  static ChoiceStore kStore;
+  return kStore;
+}
+
+// Tabs and newlines would break the line format.
+std::string clean(std::string text) {
+  for (char& c : text)
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+// The choice file's first line: a choice holds for one build of Lumen on one CPU model.
+std::string choice_file_header() {
+  return "lumen-cpu-choices\t1\t" + clean(library_build_identity()) + "\t" +
+         clean(cpu_model_name());
+}
+
+// Reads the choice file into s.picked, where it was written for this build and CPU; lines that do
+// not parse (a write cut short) are skipped. Called with s.mutex held.
+void load_choices(ChoiceStore& s) {
+  s.loaded = true;
+  if (s.file.empty()) return;
+  std::ifstream in(s.file);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != choice_file_header()) return;
+  s.current = true;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string field;
+    std::istringstream fields(line);
+    while (std::getline(fields, field, '\t')) f.push_back(field);
+    if (f.size() != 4 || (f[1] != "lumen" && f[1] != "onednn")) continue;
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const double lumen_ms = std::strtod(f[2].c_str(), &end1);
+    const double onednn_ms = std::strtod(f[3].c_str(), &end2);
+    if (f[2].empty() || f[3].empty() || *end1 != '\0' || *end2 != '\0') continue;
+    s.picked[f[0]] = {f[1] == "lumen", "measured earlier", lumen_ms, onednn_ms};
+  }
+}
+
+// Adds one choice to the choice file (starting it afresh where it held another build's), so that
+// later processes skip its timing. A file that cannot be written is left as it is: the choice is
+// then timed again by the next process. Called with s.mutex held.
+void save_choice(ChoiceStore& s, const std::string& key, const KernelChoice& choice) {
+  if (s.file.empty()) return;
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(s.file).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream out(s.file, s.current ? std::ios::app : std::ios::trunc);
+  if (!out) return;
+  if (!s.current) out << choice_file_header() << '\n';
+  s.current = true;
+  char times[64];
+  std::snprintf(times, sizeof times, "%.6g\t%.6g", choice.lumen_ms, choice.onednn_ms);
+  // One write per line, so that processes appending at once do not interleave within a line.
+  out << (clean(key) + "\t" + (choice.lumen ? "lumen" : "onednn") + "\t" + times + "\n")
+      << std::flush;
+}
 
 // Seconds one call of f takes.
 double seconds_of(const std::function<void()>& f) {
@@ -47,6 +122,20 @@ CpuKernelChoice cpu_kernel_choice() {
   return cpu::forced.load();
 }
 
+void set_cpu_kernel_choice_file(std::string file) {
+  cpu::ChoiceStore& s = cpu::store();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.file = std::move(file);
+  s.picked.clear();
+  s.loaded = s.current = false;
+}
+
+std::string cpu_kernel_choice_file() {
+  cpu::ChoiceStore& s = cpu::store();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.file;
+}
+
 }  // namespace lumen
 
 namespace lumen::cpu {
@@ -57,11 +146,11 @@ std::string describe_choice(const KernelChoice& choice, const std::string& name)
     return (choice.lumen ? name : std::string("oneDNN")) + " (" + choice.why + ")";
   char text[160];
   if (choice.lumen)
-    std::snprintf(text, sizeof text, "%s %.4f ms, oneDNN %.4f ms (measured)", name.c_str(),
-                  choice.lumen_ms, choice.onednn_ms);
+    std::snprintf(text, sizeof text, "%s %.4f ms, oneDNN %.4f ms (%s)", name.c_str(),
+                  choice.lumen_ms, choice.onednn_ms, choice.why.c_str());
   else
-    std::snprintf(text, sizeof text, "oneDNN %.4f ms, %s %.4f ms (measured)", choice.onednn_ms,
-                  name.c_str(), choice.lumen_ms);
+    std::snprintf(text, sizeof text, "oneDNN %.4f ms, %s %.4f ms (%s)", choice.onednn_ms,
+                  name.c_str(), choice.lumen_ms, choice.why.c_str());
   return text;
 }
 
@@ -85,12 +174,13 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
   if (forced.load() != CpuKernelChoice::kMeasure)
     return {forced.load() == CpuKernelChoice::kLumen, "forced"};
   if (building_for_any_shape()) return {true, "runs at any size"};
-  static std::mutex mutex;
-  static std::map<std::string, KernelChoice> picked;
-  const std::string full_key = key + " threads " + std::to_string(omp_get_max_threads());
+  ChoiceStore& s = store();
+  const std::string full_key = key + " isa " + std::string(cpu_isa_name(cpu_isa())) + " threads " +
+                               std::to_string(omp_get_max_threads());
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = picked.find(full_key); it != picked.end()) return it->second;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.loaded) load_choices(s);
+    if (auto it = s.picked.find(full_key); it != s.picked.end()) return it->second;
   }
   prepare();
   // A first call each (oneDNN's first execution sets up its kernels' state, Lumen's touches its
@@ -110,8 +200,8 @@ KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void(
   // side of it in the model (BERT-base's products on 2 Xeon threads), so near ties keep oneDNN.
   constexpr double kMargin = 0.95;
   KernelChoice choice{t_lumen < kMargin * t_onednn, "measured", t_lumen * 1e3, t_onednn * 1e3};
-  std::lock_guard<std::mutex> lock(mutex);
-  picked.emplace(full_key, choice);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.picked.emplace(full_key, choice).second) save_choice(s, full_key, choice);
   return choice;
 }
 

@@ -18,7 +18,8 @@
 
 namespace lumen::cpu {
 
-// Which implementation a node runs on, and why: "avx2" or "forced", or the two times measured.
+// Which implementation a node runs on, and why: "avx2" or "forced", or the two times measured
+// ("measured", or "measured earlier" where they come from the choice file).
 struct KernelChoice {
   bool lumen = true;
   std::string why;
@@ -46,8 +47,9 @@ bool kernel_choice_measured();
 // come from memory or a far cache, and timed on cache-warm weights Lumen's kernels (the Winograd
 // forms' weights are 4 times larger) looked faster than they ran in the model (resnet50 and
 // efficientnet_b0 on 2 Xeon threads: 14% and 10% slower than oneDNN alone). `key` names everything
-// that changes their cost (op, shapes, attributes); the answer is kept per key and thread count, so
-// the layers of a model that repeat a node time it once.
+// that changes their cost (op, shapes, attributes, whether the weights are flushed); the answer is
+// kept per key, ISA level and thread count, so the layers of a model that repeat a node time it
+// once, and in the choice file (set_cpu_kernel_choice_file), so later processes do not time it.
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void(bool lumen)>& evict,
                                const std::function<void()>& lumen,
