@@ -263,13 +263,14 @@ LaunchCost time_launch(Backend& backend) {
 }
 
 // Host -> device and device -> host copy time as latency + bytes x time per byte, from a 4 KiB
-// and a 16 MiB copy: past a few MiB the copies run at their steady rate (cuda_allocator.cc has
-// the H100 host's figures), and most models' inputs and outputs are below 32 MiB. Each copy is
-// timed on its own, to the stream's end, and the median taken: a run waits for its one copy, and
-// back-to-back copies (the best of rounds) ran faster than that on the H100 machine's shared host.
-// The source is the same buffer each time, in the host's cache, as an input the caller has just
-// written. (On the H100 machine's shared host a 19 MB input still took 1.7-2.1 ms in a run against
-// 1.3-1.35 ms so predicted; sources rotated out of the cache predicted 2.3-2.7 ms.)
+// and a 16 MiB copy, made as a run makes its copies (Backend::move: on CUDA, staged through pinned
+// memory by the host's threads); past a few MiB the copies run at their steady rate, and most
+// models' inputs and outputs are below 32 MiB. Each copy is timed on its own, to the stream's end,
+// and the median taken: a run waits for its one copy, and back-to-back copies (the best of rounds)
+// ran faster than that on the H100 machine's shared host. The source is the same buffer each
+// time, in the host's cache, as an input the caller has just written. (Timed through Tensor::to,
+// the driver's own staging, a 19 MB input on the H200 machine was predicted at 1.35 ms and took
+// 2.2-3.0 ms in runs, which staged it on one thread.)
 std::pair<Link, Link> time_links(Backend& backend) {
   const int64_t small = 1024, large = int64_t{4} * 1024 * 1024;  // float32 elements
   Stream& stream = backend.default_stream();
@@ -281,9 +282,9 @@ std::pair<Link, Link> time_links(Backend& backend) {
       Tensor dev = host.to(backend.device());
       us[k] = time_per_host_run([&] {
         if (to_device)
-          (void)host.to(backend.device());
+          (void)backend.move(host, backend.device(), nullptr);
         else
-          (void)dev.to(Device::cpu());
+          (void)backend.move(dev, Device::cpu(), nullptr);
         stream.synchronize();
       });
     }

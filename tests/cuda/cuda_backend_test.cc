@@ -93,6 +93,32 @@ TEST(CudaBackend, CopiesRoundTrip) {
                InvalidArgument);
 }
 
+// A host input is staged in pinned memory chunk by chunk, by the process's threads above 1 MiB
+// (async_copy.cc): every element must arrive, across chunk and thread-block boundaries and a
+// ragged end, whatever the thread count.
+TEST(CudaBackend, HostInputsArriveWholeThroughChunkedStaging) {
+  SKIP_WITHOUT_CUDA();
+  const int before = num_threads();
+  for (int64_t n : {int64_t{1000}, int64_t{(5 << 20) / 4 + 3}}) {
+    Graph g;
+    Value* x = g.add_input("x", Shape{n});
+    g.mark_output(g.add_op("Neg", {x}, 1, {}, "neg")[0]);
+    Runtime rt;
+    CompileOptions options;
+    options.backends = {"cuda"};
+    Executable* exe = g.compile(&rt, options);
+    for (int threads : {1, 3, 16}) {
+      set_num_threads(threads);
+      Tensor in = random_tensor(Shape{n}, 40 + threads);
+      std::vector<double> want = to_doubles(in);
+      for (double& v : want) v = -v;
+      std::vector<Tensor> got = exe->execute({in});
+      expect_close(got[0], Shape{n}, want, 0, 0);
+    }
+  }
+  set_num_threads(before);
+}
+
 TEST(CudaBackend, AllocatorSteadyState) {
   SKIP_WITHOUT_CUDA();
   Graph g;
