@@ -176,6 +176,12 @@ struct TimingStream {
   cudaStream_t handle = nullptr;
 };
 
+// Queues on `on` the copy of `bytes` bytes of host memory at `src` to device memory at `dst`,
+// staged in pinned memory by the process's CPU threads chunk by chunk, each chunk sent while the
+// next is staged (async_copy.cc); `src` may be reused once it returns. `where` names the copy in
+// errors.
+void send_to_device(void* dst, const void* src, size_t bytes, Stream& on, const std::string& where);
+
 // Element strides (out.rank() of them) that read `in`, broadcast by NumPy's rules, at each index
 // of `out`: 0 along the dims where `in` is broadcast.
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides);
