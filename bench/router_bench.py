@@ -10,7 +10,7 @@ auto run; the auto run reports its plan and its predicted time.
 
     python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models wide_deep_small,mlp20|all]
         [--rounds 2] [--batches 1,32] [--threads 2,16] [--max-seconds 380]
-    python3 bench/router_bench.py --merge OUT_DIR ROWS.json...  # one table from several runs
+    python3 bench/router_bench.py --merge OUT_DIR FILE[=BUILD]...  # one table from several runs
 
 Models: the zoo's (tests/models/export_zoo.py, exported with PyTorch) and bench/router_models.py's
 (built with onnx.helper: wide_deep_small, issue 31's wide-and-deep model, and pooled_mlp and
@@ -18,6 +18,10 @@ two_tower, shapes where a mixed plan may beat both devices). No new configuratio
 --max-seconds; the table so far is written after every row. Prints the table and writes it to
 WORK_DIR/router_section.md (the `router` section of docs/benchmarks.md; bench/bench_doc.py puts
 it there) and its rows to WORK_DIR/router_rows.json.
+
+--merge reads rows from router_rows.json files and from router sections (.md, as written here:
+the table read back), later files replacing earlier rows of the same model, input and threads;
+`=BUILD` labels a file's rows with the build (commit) that measured them, shown in a column.
 """
 import argparse
 import json
@@ -52,9 +56,11 @@ def write_section(rows, gpu, rounds, work):
     """The markdown section for `rows` (dicts of COLUMNS), printed and written to work."""
     def f(x, spec=".3f"):
         return "-" if x is None else format(x, spec)
+    builds = any(r.get("build") for r in rows)
     head = ("| model | input | threads | cpu ms | cuda,cpu ms | auto ms | auto / best | auto plan "
             "| auto placement | predicted ms | pred / run | plan --measure ms | plan / run | "
-            "calibration s |\n" + "| --- " * 14 + "|\n")
+            "calibration s |" + (" build |" if builds else "") + "\n" +
+            "| --- " * (15 if builds else 14) + "|\n")
     body = ""
     for r in rows:
         a = r.get("auto")
@@ -64,7 +70,8 @@ def write_section(rows, gpu, rounds, work):
                  f"{f(r.get('cuda'))} | {f(a)} | {f(r.get('ratio'), '.2f')} | "
                  f"{r.get('plan', '-')} | {r.get('placement', '-')} | {f(pr)} | "
                  f"{f(pr / a if pr and a else None, '.2f')} | {f(pm)} | "
-                 f"{f(pm / a if pm and a else None, '.2f')} | {f(r.get('calibration'), '.1f')} |\n")
+                 f"{f(pm / a if pm and a else None, '.2f')} | {f(r.get('calibration'), '.1f')} |" +
+                 (f" {r.get('build', '-')} |" if builds else "") + "\n")
     ok = [r for r in rows if r.get("ratio") is not None]
     summary = ""
     if ok:
@@ -97,12 +104,52 @@ def write_section(rows, gpu, rounds, work):
             f"{REPEAT}, the same timer, in each round beside the runs). Calibration: `lumen tune` "
             f"with an empty cache, then the first `lumen plan --measure`, which runs the plans "
             f"against each other and times their host kernels inside runs. Made by "
-            f"`bash bench/router.sh run` on the GPU machine.\n\n" + head + body + summary)
+            f"`bash bench/router.sh run` on the GPU machine." +
+            (" Rows of several runs (`router_bench.py --merge`): the build column names the "
+             "commit each was measured with." if builds else "") + "\n\n" + head + body + summary)
     print(text)
     with open(os.path.join(work, "router_section.md"), "w") as fh:
         fh.write(text)
     with open(os.path.join(work, "router_rows.json"), "w") as fh:
         json.dump({"gpu": gpu, "rounds": rounds, "rows": rows}, fh)
+
+
+def rows_of_section(path):
+    """The rows of a router section written by write_section (its table read back)."""
+    keys = ["model", "input", "threads", "cpu", "cuda", "auto", "ratio", "plan", "placement",
+            "predicted", None, "plan_measured", None, "calibration"]
+    rows = []
+    for line in open(path):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != len(keys) or not line.startswith("| ") or cells[0] in ("model", "---"):
+            continue
+        row = {}
+        for key, cell in zip(keys, cells):
+            if key is None or cell == "-":
+                continue
+            row[key] = (int(cell) if key == "threads" else cell if key in
+                        ("model", "input", "plan", "placement") else float(cell))
+        rows.append(row)
+    return rows
+
+
+def merge(out, files):
+    """One section from several runs' rows (FILE[=BUILD]), later rows replacing earlier ones."""
+    merged, gpu, rounds = {}, None, 2
+    for spec in files:
+        path, _, build = spec.partition("=")
+        if path.endswith(".md"):
+            rows = rows_of_section(path)
+            m = re.search(r"cuda,cpu \((.*)\)", open(path).read())
+            gpu = gpu or (m.group(1) if m else None)
+        else:
+            run = json.load(open(path))
+            rows, gpu, rounds = run["rows"], gpu or run["gpu"], run["rounds"]
+        for r in rows:
+            if build:
+                r["build"] = build
+            merged[(r["model"], r["input"], r["threads"])] = r
+    write_section(list(merged.values()), gpu or "no GPU found", rounds, out)
 
 
 def number(pattern, text):
@@ -112,9 +159,7 @@ def number(pattern, text):
 
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--merge":
-        runs = [json.load(open(p)) for p in sys.argv[3:]]
-        write_section([r for run in runs for r in run["rows"]], runs[0]["gpu"],
-                      runs[0]["rounds"], sys.argv[2])
+        merge(sys.argv[2], sys.argv[3:])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("lumen")
