@@ -4,23 +4,27 @@
 // and no padding, widths that leave strips of 8, 4 and 2 and single pixels, channel counts with
 // whole blocks of 32, single vectors and a scalar tail, two images, few rows (channel ranges as
 // tasks), a residual and activations in registers (Swish, ReLU, Clip) and after (Tanh); every
-// output checked.
+// output checked. On arm64 the same cases check the NEON form.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/depthwise_conv.h"
-#include "backends/cpu/isa.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
 namespace lumen {
 namespace {
 
+// Whether this CPU has a form of the kernel (AVX2 on x86, NEON on arm64).
+bool has_kernel() {
+  return cpu::depthwise_conv_applies(8, 8, 8, {3, 3}, {1, 1});
+}
+
 TEST(DepthwiseConv, MatchesDirectConvolution) {
-  if (!cpu::has_avx2())
-    GTEST_SKIP() << "DepthwiseConv is AVX2 code, and the CPU level in use has no AVX2";
+  if (!has_kernel())
+    GTEST_SKIP() << "DepthwiseConv has AVX2 and NEON forms, and the CPU level in use has neither";
   struct Case {
     int64_t batch, h, w, c, kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;
@@ -69,9 +73,9 @@ TEST(DepthwiseConv, MatchesDirectConvolution) {
   }
 }
 
-// Which convolutions it takes, where the CPU level has AVX2.
+// Which convolutions it takes, where the CPU level has a form of it.
 TEST(DepthwiseConv, AppliesToDepthwiseConvolutions) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "DepthwiseConv is AVX2 code: this CPU level has no AVX2";
+  if (!has_kernel()) GTEST_SKIP() << "DepthwiseConv: this CPU level has no AVX2 and no NEON";
   const std::vector<int64_t> k3 = {3, 3}, one = {1, 1};
   EXPECT_TRUE(cpu::depthwise_conv_applies(32, 32, 32, k3, one));
   EXPECT_TRUE(cpu::depthwise_conv_applies(13, 13, 13, {5, 7}, one));

@@ -219,7 +219,8 @@ class ConvKernel final : public Kernel {
     // Lumen's own kernels take channels-last 2-D convolutions with known weights and an
     // activation an epilogue can apply: Winograd for 3x3 stride-1 dense ones where a form pays,
     // GroupedConv8 for 3x3 ones with 8 channels per group, Im2colConv for strided dense ones,
-    // DepthwiseConv for depthwise ones whose activation oneDNN would leave to a pass of its own.
+    // DepthwiseConv for depthwise ones whose activation oneDNN would leave to a pass of its own
+    // (on arm64 for every activation: depthwise_conv_for_every_activation).
     const bool own = channels_last && g.spatial == 2 && w_value && epilogue_ok;
     const std::optional<WinogradForm> form =
         own && !scale_ ? winograd_form(g.out[0], g.out[1], channels, out_channels) : std::nullopt;
@@ -246,7 +247,9 @@ class ConvKernel final : public Kernel {
     } else if (own && im2col_conv_applies(channels, group, kernel, g.strides, g.dilations)) {
       im2col_ = Im2colConv(w_value->data<float>(), out_channels, channels, kernel[0], kernel[1]);
       use_im2col_ = true;
-    } else if (own && applied_after(ctx.attr_string("activation", "")) &&
+    } else if (own &&
+               (applied_after(ctx.attr_string("activation", "")) ||
+                depthwise_conv_for_every_activation()) &&
                depthwise_conv_applies(channels, out_channels, group, kernel, g.dilations)) {
       depthwise_ = DepthwiseConv(w_value->data<float>(), out_channels, kernel[0], kernel[1]);
       use_depthwise_ = true;

@@ -27,7 +27,7 @@ LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kLanes = 8;
+constexpr int64_t kLanes = kDepthwiseLanes;
 
 // Where one output pixel's valid taps lie: kernel rows [kh0, kh1) and columns [kw0, kw1), the
 // input pixel of tap (0, 0) at x (which may lie outside the input; only valid taps are read).
@@ -112,19 +112,11 @@ bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t g
          kernel.size() == 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
 }
 
-LUMEN_AVX2_BEGIN
-
-DepthwiseConv::DepthwiseConv(const float* weights, int64_t channels, int64_t kernel_h,
-                             int64_t kernel_w)
-    : channels_(channels),
-      padded_((channels + kLanes - 1) / kLanes * kLanes),
-      kernel_h_(kernel_h),
-      kernel_w_(kernel_w),
-      w_(static_cast<size_t>(kernel_h * kernel_w * padded_), 0.0f) {
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t tap = 0; tap < kernel_h * kernel_w; ++tap)
-      w_[tap * padded_ + c] = weights[c * kernel_h * kernel_w + tap];
+bool depthwise_conv_for_every_activation() {
+  return false;
 }
+
+LUMEN_AVX2_BEGIN
 
 namespace {
 
@@ -302,9 +294,9 @@ void DepthwiseConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_
 LUMEN_ISA_END
 }  // namespace lumen::cpu
 
-#else
-// Off x86 the kernel does not exist (its AVX2 code has no NEON form yet): the gate admits
-// nothing, so the constructor and run are never reached.
+#elif !defined(__aarch64__)
+// Elsewhere than x86 and arm64 (depthwise_conv_neon.cc) the kernel does not exist: the gate admits
+// nothing, so run is never reached.
 namespace lumen::cpu {
 
 bool depthwise_conv_applies(int64_t, int64_t, int64_t, const std::vector<int64_t>&,
@@ -312,19 +304,31 @@ bool depthwise_conv_applies(int64_t, int64_t, int64_t, const std::vector<int64_t
   return false;
 }
 
-DepthwiseConv::DepthwiseConv(const float*, int64_t, int64_t, int64_t) {
-  throw UnsupportedOp("DepthwiseConv: AVX2 kernel on a CPU without AVX2");
+bool depthwise_conv_for_every_activation() {
+  return false;
 }
 
 void DepthwiseConv::run(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                         int64_t, int64_t, float*, const GemmEpilogue&) const {
-  throw UnsupportedOp("DepthwiseConv: AVX2 kernel on a CPU without AVX2");
+  throw UnsupportedOp("DepthwiseConv: no kernel for this CPU");
 }
 
 }  // namespace lumen::cpu
 #endif  // LUMEN_X86
 
 namespace lumen::cpu {
+
+DepthwiseConv::DepthwiseConv(const float* weights, int64_t channels, int64_t kernel_h,
+                             int64_t kernel_w)
+    : channels_(channels),
+      padded_((channels + kDepthwiseLanes - 1) / kDepthwiseLanes * kDepthwiseLanes),
+      kernel_h_(kernel_h),
+      kernel_w_(kernel_w),
+      w_(static_cast<size_t>(kernel_h * kernel_w * padded_), 0.0f) {
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t tap = 0; tap < kernel_h * kernel_w; ++tap)
+      w_[tap * padded_ + c] = weights[c * kernel_h * kernel_w + tap];
+}
 
 void DepthwiseConv::evict() const {
   evict_from_caches(w_.data(), w_.size() * sizeof(float));

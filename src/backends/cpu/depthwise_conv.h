@@ -18,12 +18,20 @@
 
 namespace lumen::cpu {
 
+// The weights' channels are padded to a multiple of this many (one AVX2 vector, two NEON ones).
+inline constexpr int64_t kDepthwiseLanes = 8;
+
 // Whether DepthwiseConv handles a convolution with these channels, groups and 2-D kernel, strides
-// and dilations on this machine (AVX2: the same machines as packed_gemm): one channel per group
-// in and out, no dilation.
+// and dilations on this machine (AVX2: the same machines as packed_gemm; arm64, NEON:
+// depthwise_conv_neon.cc): one channel per group in and out, no dilation.
 bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t group,
                             const std::vector<int64_t>& kernel,
                             const std::vector<int64_t>& dilations);
+
+// Whether DepthwiseConv is a candidate whatever the activation (not only for those oneDNN applies
+// in a pass of its own): on arm64, where Debian's oneDNN runs depthwise convolutions in its
+// reference code, and the faster of the two is measured per node (kernel_choice.h).
+bool depthwise_conv_for_every_activation();
 
 class DepthwiseConv {
  public:

@@ -10,7 +10,7 @@ KernelChoice pick_gemm(const std::string& key, const Graph& graph, const Tensor&
                        PackedMatrix& packed, DnnlMatmul& mm) {
   std::vector<float> a, bias, c;
   const bool cold = b.nbytes() > kColdWeightBytes && weights_stream_from_memory(graph);
-  const KernelChoice choice = pick_lumen_kernel(
+  KernelChoice choice = pick_lumen_kernel(
       key + (cold ? " cold-weights" : ""),
       [&] {
         a = timing_data(rows * k);

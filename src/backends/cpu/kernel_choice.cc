@@ -41,8 +41,8 @@ struct ChoiceStore {
 };
 
 ChoiceStore& store() {
-  static ChoiceStore kStore;
-  return kStore;
+  static ChoiceStore instance;
+  return instance;
 }
 
 // Tabs and newlines would break the line format.
