@@ -2,23 +2,27 @@
 // against a double-precision direct convolution on random channels-last data: strides 1, 2 and
 // 3 (rows), output rows of 1 to 40 pixels (blocks of every size up to 12, uneven cuts), no,
 // one-sided and wide padding, two images, an odd number of groups, a residual and activations,
-// every output checked.
+// every output checked. On arm64 the same cases check the NEON form.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/grouped_conv.h"
-#include "backends/cpu/isa.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
 namespace lumen {
 namespace {
 
+// Whether this CPU has a form of the kernel (AVX2 on x86, NEON on arm64).
+bool has_kernel() {
+  return cpu::grouped_conv8_applies(16, 16, 2, {3, 3}, {1, 1}, {1, 1});
+}
+
 TEST(GroupedConv8, MatchesDirectConvolution) {
-  if (!cpu::has_avx2())
-    GTEST_SKIP() << "GroupedConv8 is AVX2 code, and the CPU level in use has no AVX2";
+  if (!has_kernel())
+    GTEST_SKIP() << "GroupedConv8 has AVX2 and NEON forms, and the CPU level in use has neither";
   struct Case {
     int64_t batch, h, w, groups, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
     bool residual;
@@ -78,9 +82,9 @@ TEST(GroupedConv8, MatchesDirectConvolution) {
   }
 }
 
-// Which convolutions it takes, where the CPU level has AVX2.
+// Which convolutions it takes, where the CPU level has a form of it.
 TEST(GroupedConv8, AppliesToThreeByThreeWithEightChannelsPerGroup) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "GroupedConv8 is AVX2 code: this CPU level has no AVX2";
+  if (!has_kernel()) GTEST_SKIP() << "GroupedConv8: this CPU level has no AVX2 and no NEON";
   const std::vector<int64_t> k3 = {3, 3}, one = {1, 1}, two = {2, 2};
   EXPECT_TRUE(cpu::grouped_conv8_applies(208, 208, 26, k3, one, one));
   EXPECT_TRUE(cpu::grouped_conv8_applies(48, 48, 6, k3, two, one));

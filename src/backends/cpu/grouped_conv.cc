@@ -1,4 +1,5 @@
-// Grouped 3x3 convolution with 8 channels per group, channels-last. A task is one group of one
+// Grouped 3x3 convolution with 8 channels per group, channels-last; the AVX2 form of its blocks
+// and packing (grouped_conv_kernels.h; NEON: grouped_conv_neon.cc). A task is one group of one
 // image over a band of output rows: it first copies the band's input rows of the group's 8
 // channels into a zero-padded scratch (pixels 32 bytes apart, so every read below is a fixed
 // offset from one pointer and no block needs edge tests), then cuts each output row into blocks
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/grouped_conv_kernels.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_choice.h"
 #include "lumen/error.h"
@@ -28,9 +30,10 @@ LUMEN_AVX2_BEGIN
 namespace lumen::cpu {
 namespace {
 
-constexpr int64_t kLanes = 8;  // channels per group, one AVX2 register
-constexpr int64_t kTaps = 3;   // kernel height and width
-constexpr int kMaxBlock = 12;  // pixels per block: 12 sums + 3 weights + a broadcast = 16 registers
+using grouped8::BlockFn;
+using grouped8::kLanes;     // channels per group, one AVX2 register
+using grouped8::kMaxBlock;  // pixels per block: 12 sums + 3 weights + a broadcast = 16 registers
+using grouped8::kTaps;
 
 // N output pixels, 8 channels each, from the packed rows at q (row_stride floats apart; q is the
 // input column under the first pixel's first kernel column), the group's weights w and biases b
@@ -73,9 +76,6 @@ void run_block(const float* q, int64_t row_stride, const float* w, const float* 
   }
 }
 
-using BlockFn = void (*)(const float*, int64_t, const float*, const float*, float*, int64_t,
-                         const GemmEpilogue&);
-
 template <int S, size_t... I>
 constexpr std::array<BlockFn, sizeof...(I)> block_table(std::index_sequence<I...>) {
   return {&run_block<static_cast<int>(I) + 1, S>...};
@@ -85,11 +85,7 @@ constexpr std::array<std::array<BlockFn, kMaxBlock>, 2> kBlocks = {
     block_table<1>(std::make_index_sequence<kMaxBlock>()),
     block_table<2>(std::make_index_sequence<kMaxBlock>())};
 
-// Copies input rows [ih0, ih0 + rows) of one group's 8 channels (xg; pixels `channels` floats
-// apart) into `packed` (rows row_stride apart, pixels 8 apart), input column c - pad_left at
-// column c for c < cols, zeros outside the image. A function of its own, not code inside the
-// caller's OpenMP region: clang does not compile an outlined region for the target of its
-// function.
+// grouped8::PackFn in AVX2.
 void pack_rows(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, int64_t ih0,
                int64_t rows, int64_t cols, int64_t pad_left, float* packed, int64_t row_stride) {
   const __m256 zero = _mm256_setzero_ps();
@@ -117,7 +113,41 @@ bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t gr
          strides[1] <= 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
 }
 
-LUMEN_AVX2_BEGIN
+namespace grouped8 {
+
+Kernels kernels() {
+  return {{kBlocks[0].data(), kBlocks[1].data()}, &pack_rows};
+}
+
+}  // namespace grouped8
+
+}  // namespace lumen::cpu
+
+#elif !defined(__aarch64__)
+// Elsewhere than x86 and arm64 (grouped_conv_neon.cc) the kernel does not exist: the gate admits
+// nothing, so run is never reached.
+namespace lumen::cpu {
+
+bool grouped_conv8_applies(int64_t, int64_t, int64_t, const std::vector<int64_t>&,
+                           const std::vector<int64_t>&, const std::vector<int64_t>&) {
+  return false;
+}
+
+namespace grouped8 {
+
+Kernels kernels() {
+  throw UnsupportedOp("GroupedConv8: no kernel for this CPU");
+}
+
+}  // namespace grouped8
+}  // namespace lumen::cpu
+#endif  // LUMEN_X86
+
+namespace lumen::cpu {
+
+using grouped8::kLanes;
+using grouped8::kMaxBlock;
+using grouped8::kTaps;
 
 GroupedConv8::GroupedConv8(const float* weights, int64_t out_channels) : channels_(out_channels) {
   constexpr int64_t kVol = kTaps * kTaps;
@@ -135,10 +165,9 @@ GroupedConv8::GroupedConv8(const float* weights, int64_t out_channels) : channel
 void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w, int64_t stride_h,
                        int64_t stride_w, int64_t pad_top, int64_t pad_left, int64_t out_h,
                        int64_t out_w, float* y, const GemmEpilogue& epilogue) const {
+  const grouped8::Kernels forms = grouped8::kernels();
   const int64_t groups = channels_ / kLanes;
   const int64_t blocks = (out_w + kMaxBlock - 1) / kMaxBlock;
-  // Bands of about 8 output rows, fewer when that leaves under 8 tasks per thread; tasks are
-  // taken dynamically (a thread the VM holds up does not keep the other waiting).
   // A task packs and computes a pair of groups (a pair's 16 channels fill a cache line, so its
   // second packing reads what the first brought into cache) over a band of about 8 output rows,
   // fewer when that leaves under 8 tasks per thread; tasks are taken dynamically (a thread the VM
@@ -155,7 +184,7 @@ void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
   const int64_t cols = (out_w - 1) * stride_w + kTaps;
   const int64_t row_stride = cols * kLanes;
   const int64_t band_rows = (band - 1) * stride_h + kTaps;
-  const BlockFn* table = kBlocks[stride_w - 1].data();
+  const grouped8::BlockFn* table = forms.blocks[stride_w - 1];
   const bool parallel = threads > 1 && tasks > 1 && out_h * out_w * channels_ > 4096;
 #pragma omp parallel if (parallel)
   {
@@ -168,7 +197,7 @@ void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
       const int64_t ih0 = oh0 * stride_h - pad_top, rows = (oh1 - oh0 - 1) * stride_h + kTaps;
       for (int64_t g = pair * kPair; g < std::min(groups, (pair + 1) * kPair); ++g) {
         const float* xg = x + n * in_h * in_w * channels_ + g * kLanes;
-        pack_rows(xg, channels_, in_h, in_w, ih0, rows, cols, pad_left, packed.data(), row_stride);
+        forms.pack(xg, channels_, in_h, in_w, ih0, rows, cols, pad_left, packed.data(), row_stride);
         const float* wg = w_.data() + g * kTaps * kTaps * kLanes * kLanes;
         const float* bias = epilogue.bias ? epilogue.bias + g * kLanes : nullptr;
         for (int64_t oh = oh0; oh < oh1; ++oh) {
@@ -185,33 +214,6 @@ void GroupedConv8::run(const float* x, int64_t batch, int64_t in_h, int64_t in_w
     }
   }
 }
-
-LUMEN_ISA_END
-}  // namespace lumen::cpu
-
-#else
-// Off x86 the kernel does not exist (its AVX2 code has no NEON form yet): the gate admits
-// nothing, so the constructor and run are never reached.
-namespace lumen::cpu {
-
-bool grouped_conv8_applies(int64_t, int64_t, int64_t, const std::vector<int64_t>&,
-                           const std::vector<int64_t>&, const std::vector<int64_t>&) {
-  return false;
-}
-
-GroupedConv8::GroupedConv8(const float*, int64_t) {
-  throw UnsupportedOp("GroupedConv8: AVX2 kernel on a CPU without AVX2");
-}
-
-void GroupedConv8::run(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, float*, const GemmEpilogue&) const {
-  throw UnsupportedOp("GroupedConv8: AVX2 kernel on a CPU without AVX2");
-}
-
-}  // namespace lumen::cpu
-#endif  // LUMEN_X86
-
-namespace lumen::cpu {
 
 void GroupedConv8::evict() const {
   evict_from_caches(w_.data(), w_.size() * sizeof(float));

@@ -1,7 +1,7 @@
 // Channels-last grouped convolutions with 8 input and 8 output channels per group (RegNet's
-// 3x3 layers, ResNeXt-like blocks): each group's 8 outputs of a pixel are one AVX2 register, and
-// a row of up to 12 pixels is accumulated in registers, one weight load and one broadcast per
-// multiply-add.
+// 3x3 layers, ResNeXt-like blocks): each group's 8 outputs of a pixel are one AVX2 register (two
+// NEON ones), and a row of up to 12 pixels is accumulated in registers, one weight load and one
+// broadcast per multiply-add.
 //
 // Why: oneDNN 2.6's avx2 kernel for these layers ran at 25-39 GFLOP/s on 2 cores (RegNet-Y-400MF's
 // 48 -> 48 stride-2 layer at 112x112: 0.85 ms, 14x14 x 208: 0.15 ms); see grouped_conv.cc for
@@ -16,8 +16,8 @@
 namespace lumen::cpu {
 
 // Whether GroupedConv8 handles a convolution with these channels, groups and 2-D kernel, strides
-// and dilations on this machine (AVX2: the same machines as packed_gemm): 3x3 kernels, width
-// stride 1 or 2, no dilation.
+// and dilations on this machine (AVX2: the same machines as packed_gemm; arm64: NEON,
+// grouped_conv_neon.cc): 3x3 kernels, width stride 1 or 2, no dilation.
 bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t group,
                            const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
                            const std::vector<int64_t>& dilations);

@@ -1,0 +1,39 @@
+// The per-ISA pieces of GroupedConv8 (grouped_conv.h): one block of output pixels of one group,
+// and the packing of a band of input rows. GroupedConv8::run (grouped_conv.cc) shares the work out
+// the same way on every CPU and calls this CPU's form: AVX2 (grouped_conv.cc) or NEON
+// (grouped_conv_neon.cc).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/packed_gemm.h"
+
+namespace lumen::cpu::grouped8 {
+
+inline constexpr int64_t kLanes = 8;  // channels per group
+inline constexpr int64_t kTaps = 3;   // kernel height and width
+inline constexpr int kMaxBlock = 12;  // output pixels per block at most
+
+// N output pixels, 8 channels each, from the packed rows at q (row_stride floats apart; q is the
+// input column under the first pixel's first kernel column; pixels 8 floats apart), the group's
+// weights w ([kh][kw][input channel][output channel]) and biases b (8, or null), into y (pixels
+// y_step apart), with the epilogue e.
+using BlockFn = void (*)(const float* q, int64_t row_stride, const float* w, const float* b,
+                         float* y, int64_t y_step, const GemmEpilogue& e);
+
+// Copies input rows [ih0, ih0 + rows) of one group's 8 channels (xg; pixels `channels` floats
+// apart) into `packed` (rows row_stride apart, pixels 8 apart), input column c - pad_left at
+// column c for c < cols, zeros outside the image.
+using PackFn = void (*)(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, int64_t ih0,
+                        int64_t rows, int64_t cols, int64_t pad_left, float* packed,
+                        int64_t row_stride);
+
+struct Kernels {
+  const BlockFn* blocks[2];  // [width stride - 1][pixels - 1], pixels <= kMaxBlock
+  PackFn pack;
+};
+
+// This CPU's form; only called where grouped_conv8_applies admits the kernel.
+Kernels kernels();
+
+}  // namespace lumen::cpu::grouped8
