@@ -11,6 +11,7 @@
 // convolution kernel uses this one for those activations only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,26 @@ bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t g
 // in a pass of its own): on arm64, where Debian's oneDNN runs depthwise convolutions in its
 // reference code, and the faster of the two is measured per node (kernel_choice.h).
 bool depthwise_conv_for_every_activation();
+
+// Where task `task` of DepthwiseConv::run works: tasks are output rows (image n, row oh), each cut
+// into `chunks` ranges of `chunk` channels [c0, c1); kernel rows [kh0, kh1) lie inside the input,
+// whose row ih0 is under kernel row 0. A holds the convolution's geometry (the forms' arguments).
+struct DepthwiseTask {
+  int64_t row, c0, c1, n, oh, ih0, kh0, kh1;
+};
+template <class A>
+DepthwiseTask depthwise_task(const A& a, int64_t task) {
+  DepthwiseTask t;
+  t.row = task / a.chunks;
+  t.c0 = task % a.chunks * a.chunk;
+  t.c1 = std::min(a.channels, t.c0 + a.chunk);
+  t.n = t.row / a.out_h;
+  t.oh = t.row % a.out_h;
+  t.ih0 = t.oh * a.stride_h - a.pad_top;
+  t.kh0 = std::max<int64_t>(0, -t.ih0);
+  t.kh1 = std::min(a.kernel_h, a.in_h - t.ih0);
+  return t;
+}
 
 class DepthwiseConv {
  public:

@@ -50,14 +50,11 @@ inline void pixel_block(const Args& a, const GemmEpilogue& e, const float* x, in
 }
 
 void run_task(const Args& a, const GemmEpilogue& e, int64_t task, bool relu) {
-  const int64_t row = task / a.chunks, c0 = task % a.chunks * a.chunk;
-  const int64_t c1 = std::min(a.channels, c0 + a.chunk);
-  const int64_t n = row / a.out_h, oh = row % a.out_h;
+  const DepthwiseTask at = depthwise_task(a, task);
+  const int64_t c0 = at.c0, c1 = at.c1, ih0 = at.ih0, kh0 = at.kh0, kh1 = at.kh1;
   const int64_t x_col = a.channels, x_row = a.in_w * a.channels;
-  const int64_t ih0 = oh * a.stride_h - a.pad_top;
-  const int64_t kh0 = std::max<int64_t>(0, -ih0), kh1 = std::min(a.kernel_h, a.in_h - ih0);
-  const float* x_img = a.x + n * a.in_h * x_row;
-  float* y_row = a.y + row * a.out_w * a.channels;
+  const float* x_img = a.x + at.n * a.in_h * x_row;
+  float* y_row = a.y + at.row * a.out_w * a.channels;
   for (int64_t ow = 0; ow < a.out_w; ++ow) {
     const int64_t iw0 = ow * a.stride_w - a.pad_left;
     const int64_t kw0 = std::max<int64_t>(0, -iw0), kw1 = std::min(a.kernel_w, a.in_w - iw0);

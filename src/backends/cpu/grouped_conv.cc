@@ -12,8 +12,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
-#include <utility>
 #include <vector>
 
 #include "backends/cpu/grouped_conv_kernels.h"
@@ -39,51 +37,41 @@ using grouped8::kTaps;
 // input column under the first pixel's first kernel column), the group's weights w and biases b
 // (8, or null).
 template <int N, int S>
-void run_block(const float* q, int64_t row_stride, const float* w, const float* b, float* y,
-               int64_t y_step, const GemmEpilogue& e) {
-  const __m256 bias = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
-  __m256 acc[N];
-  for (int n = 0; n < N; ++n)
-    acc[n] = e.accumulate ? _mm256_add_ps(bias, _mm256_loadu_ps(y + n * y_step)) : bias;
-  constexpr int64_t kCols = int64_t{N - 1} * S + kTaps;
-  for (int kh = 0; kh < kTaps; ++kh, q += row_stride, w += kTaps * kLanes * kLanes) {
+struct Block {
+  static void run(const float* q, int64_t row_stride, const float* w, const float* b, float* y,
+                  int64_t y_step, const GemmEpilogue& e) {
+    const __m256 bias = b ? _mm256_loadu_ps(b) : _mm256_setzero_ps();
+    __m256 acc[N];
+    for (int n = 0; n < N; ++n)
+      acc[n] = e.accumulate ? _mm256_add_ps(bias, _mm256_loadu_ps(y + n * y_step)) : bias;
+    constexpr int64_t kCols = int64_t{N - 1} * S + kTaps;
+    for (int kh = 0; kh < kTaps; ++kh, q += row_stride, w += kTaps * kLanes * kLanes) {
 #pragma GCC unroll 8
-    for (int ic = 0; ic < kLanes; ++ic) {
-      __m256 wv[kTaps];
-      for (int kw = 0; kw < kTaps; ++kw) wv[kw] = _mm256_loadu_ps(w + (kw * kLanes + ic) * kLanes);
+      for (int ic = 0; ic < kLanes; ++ic) {
+        __m256 wv[kTaps];
+        for (int kw = 0; kw < kTaps; ++kw)
+          wv[kw] = _mm256_loadu_ps(w + (kw * kLanes + ic) * kLanes);
 #pragma GCC unroll 32
-      for (int j = 0; j < kCols; ++j) {
-        const __m256 v = _mm256_broadcast_ss(q + j * kLanes + ic);
+        for (int j = 0; j < kCols; ++j) {
+          const __m256 v = _mm256_broadcast_ss(q + j * kLanes + ic);
 #pragma GCC unroll 12
-        for (int n = 0; n < N; ++n) {
-          const int kw = j - n * S;
-          if (kw >= 0 && kw < kTaps) acc[n] = _mm256_fmadd_ps(v, wv[kw], acc[n]);
+          for (int n = 0; n < N; ++n) {
+            const int kw = j - n * S;
+            if (kw >= 0 && kw < kTaps) acc[n] = _mm256_fmadd_ps(v, wv[kw], acc[n]);
+          }
         }
       }
     }
+    // ReLU (RegNet's) in registers, written out here: activate8()'s switch in this epilogue made
+    // the blocks 5-12% slower. Other activations run over the stored pixels.
+    if (e.activation == GemmActivation::kRelu) {
+      const __m256 zero = _mm256_setzero_ps();
+      for (int n = 0; n < N; ++n) acc[n] = _mm256_max_ps(acc[n], zero);
+    }
+    for (int n = 0; n < N; ++n) _mm256_storeu_ps(y + n * y_step, acc[n]);
+    grouped8::finish_block(y, N, y_step, e);
   }
-  // ReLU (RegNet's) in registers, written out here: activate8()'s switch in this epilogue made
-  // the blocks 5-12% slower. Other activations run over the stored pixels.
-  if (e.activation == GemmActivation::kRelu) {
-    const __m256 zero = _mm256_setzero_ps();
-    for (int n = 0; n < N; ++n) acc[n] = _mm256_max_ps(acc[n], zero);
-  }
-  for (int n = 0; n < N; ++n) _mm256_storeu_ps(y + n * y_step, acc[n]);
-  if (e.activation != GemmActivation::kNone && e.activation != GemmActivation::kRelu) {
-    GemmEpilogue act = e;
-    act.bias = nullptr;
-    for (int n = 0; n < N; ++n) finish_row(y + n * y_step, kLanes, 0, act);
-  }
-}
-
-template <int S, size_t... I>
-constexpr std::array<BlockFn, sizeof...(I)> block_table(std::index_sequence<I...>) {
-  return {&run_block<static_cast<int>(I) + 1, S>...};
-}
-
-constexpr std::array<std::array<BlockFn, kMaxBlock>, 2> kBlocks = {
-    block_table<1>(std::make_index_sequence<kMaxBlock>()),
-    block_table<2>(std::make_index_sequence<kMaxBlock>())};
+};
 
 // grouped8::PackFn in AVX2.
 void pack_rows(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, int64_t ih0,
@@ -104,19 +92,15 @@ void pack_rows(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, in
 }  // namespace
 LUMEN_ISA_END
 
-bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t group,
-                           const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
-                           const std::vector<int64_t>& dilations) {
-  return has_avx2() && group > 1 && in_channels == group * kLanes &&
-         out_channels == group * kLanes && kernel.size() == 2 && kernel[0] == kTaps &&
-         kernel[1] == kTaps && strides.size() == 2 && strides[0] >= 1 && strides[1] >= 1 &&
-         strides[1] <= 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
-}
-
 namespace grouped8 {
 
+bool has_form() {
+  return has_avx2();
+}
+
 Kernels kernels() {
-  return {{kBlocks[0].data(), kBlocks[1].data()}, &pack_rows};
+  using Tables = BlockTables<Block>;
+  return {{Tables::kTables[0].data(), Tables::kTables[1].data()}, &pack_rows};
 }
 
 }  // namespace grouped8
@@ -128,12 +112,11 @@ Kernels kernels() {
 // nothing, so run is never reached.
 namespace lumen::cpu {
 
-bool grouped_conv8_applies(int64_t, int64_t, int64_t, const std::vector<int64_t>&,
-                           const std::vector<int64_t>&, const std::vector<int64_t>&) {
+namespace grouped8 {
+
+bool has_form() {
   return false;
 }
-
-namespace grouped8 {
 
 Kernels kernels() {
   throw UnsupportedOp("GroupedConv8: no kernel for this CPU");
@@ -148,6 +131,15 @@ namespace lumen::cpu {
 using grouped8::kLanes;
 using grouped8::kMaxBlock;
 using grouped8::kTaps;
+
+bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t group,
+                           const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                           const std::vector<int64_t>& dilations) {
+  return grouped8::has_form() && group > 1 && in_channels == group * kLanes &&
+         out_channels == group * kLanes && kernel.size() == 2 && kernel[0] == kTaps &&
+         kernel[1] == kTaps && strides.size() == 2 && strides[0] >= 1 && strides[1] >= 1 &&
+         strides[1] <= 2 && dilations.size() == 2 && dilations[0] == 1 && dilations[1] == 1;
+}
 
 GroupedConv8::GroupedConv8(const float* weights, int64_t out_channels) : channels_(out_channels) {
   constexpr int64_t kVol = kTaps * kTaps;

@@ -4,7 +4,9 @@
 // (grouped_conv_neon.cc).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "backends/cpu/packed_gemm.h"
 
@@ -33,7 +35,30 @@ struct Kernels {
   PackFn pack;
 };
 
+// Whether this CPU has a form: AVX2 on x86, NEON on arm64.
+bool has_form();
+
 // This CPU's form; only called where grouped_conv8_applies admits the kernel.
 Kernels kernels();
+
+// Kernels::blocks for a form's Block<N, S>::run (a BlockFn for N pixels at width stride S).
+template <template <int, int> class Block>
+struct BlockTables {
+  template <int S, size_t... I>
+  static constexpr std::array<BlockFn, sizeof...(I)> row(std::index_sequence<I...>) {
+    return {&Block<static_cast<int>(I) + 1, S>::run...};
+  }
+  static constexpr std::array<std::array<BlockFn, kMaxBlock>, 2> kTables = {
+      row<1>(std::make_index_sequence<kMaxBlock>()), row<2>(std::make_index_sequence<kMaxBlock>())};
+};
+
+// The epilogue's activations other than ReLU (which the blocks apply in registers) over the n
+// pixels a block stored at y (y_step apart), its bias already added.
+inline void finish_block(float* y, int n, int64_t y_step, const GemmEpilogue& e) {
+  if (e.activation == GemmActivation::kNone || e.activation == GemmActivation::kRelu) return;
+  GemmEpilogue act = e;
+  act.bias = nullptr;
+  for (int p = 0; p < n; ++p) finish_row(y + p * y_step, kLanes, 0, act);
+}
 
 }  // namespace lumen::cpu::grouped8

@@ -7,9 +7,6 @@
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
-#include <array>
-#include <utility>
-
 #include "backends/cpu/grouped_conv_kernels.h"
 
 namespace lumen::cpu {
@@ -21,62 +18,51 @@ using grouped8::kMaxBlock;
 using grouped8::kTaps;
 
 template <int N, int S>
-void run_block(const float* q, int64_t row_stride, const float* w, const float* b, float* y,
-               int64_t y_step, const GemmEpilogue& e) {
-  const float32x4_t zero = vdupq_n_f32(0.0f);
-  const float32x4_t bias_lo = b ? vld1q_f32(b) : zero, bias_hi = b ? vld1q_f32(b + 4) : zero;
-  float32x4_t lo[N], hi[N];
-  for (int n = 0; n < N; ++n) {
-    lo[n] = e.accumulate ? vaddq_f32(bias_lo, vld1q_f32(y + n * y_step)) : bias_lo;
-    hi[n] = e.accumulate ? vaddq_f32(bias_hi, vld1q_f32(y + n * y_step + 4)) : bias_hi;
-  }
-  constexpr int64_t kCols = int64_t{N - 1} * S + kTaps;
-  for (int kh = 0; kh < kTaps; ++kh, q += row_stride, w += kTaps * kLanes * kLanes) {
+struct Block {
+  static void run(const float* q, int64_t row_stride, const float* w, const float* b, float* y,
+                  int64_t y_step, const GemmEpilogue& e) {
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    const float32x4_t bias_lo = b ? vld1q_f32(b) : zero, bias_hi = b ? vld1q_f32(b + 4) : zero;
+    float32x4_t lo[N], hi[N];
+    for (int n = 0; n < N; ++n) {
+      lo[n] = e.accumulate ? vaddq_f32(bias_lo, vld1q_f32(y + n * y_step)) : bias_lo;
+      hi[n] = e.accumulate ? vaddq_f32(bias_hi, vld1q_f32(y + n * y_step + 4)) : bias_hi;
+    }
+    constexpr int64_t kCols = int64_t{N - 1} * S + kTaps;
+    for (int kh = 0; kh < kTaps; ++kh, q += row_stride, w += kTaps * kLanes * kLanes) {
 #pragma GCC unroll 8
-    for (int ic = 0; ic < kLanes; ++ic) {
-      float32x4_t w_lo[kTaps], w_hi[kTaps];
-      for (int kw = 0; kw < kTaps; ++kw) {
-        w_lo[kw] = vld1q_f32(w + (kw * kLanes + ic) * kLanes);
-        w_hi[kw] = vld1q_f32(w + (kw * kLanes + ic) * kLanes + 4);
-      }
+      for (int ic = 0; ic < kLanes; ++ic) {
+        float32x4_t w_lo[kTaps], w_hi[kTaps];
+        for (int kw = 0; kw < kTaps; ++kw) {
+          w_lo[kw] = vld1q_f32(w + (kw * kLanes + ic) * kLanes);
+          w_hi[kw] = vld1q_f32(w + (kw * kLanes + ic) * kLanes + 4);
+        }
 #pragma GCC unroll 32
-      for (int j = 0; j < kCols; ++j) {
-        const float32x4_t v = vld1q_dup_f32(q + j * kLanes + ic);
+        for (int j = 0; j < kCols; ++j) {
+          const float32x4_t v = vld1q_dup_f32(q + j * kLanes + ic);
 #pragma GCC unroll 12
-        for (int n = 0; n < N; ++n) {
-          const int kw = j - n * S;
-          if (kw >= 0 && kw < kTaps) {
-            lo[n] = vfmaq_f32(lo[n], v, w_lo[kw]);
-            hi[n] = vfmaq_f32(hi[n], v, w_hi[kw]);
+          for (int n = 0; n < N; ++n) {
+            const int kw = j - n * S;
+            if (kw >= 0 && kw < kTaps) {
+              lo[n] = vfmaq_f32(lo[n], v, w_lo[kw]);
+              hi[n] = vfmaq_f32(hi[n], v, w_hi[kw]);
+            }
           }
         }
       }
     }
-  }
-  if (e.activation == GemmActivation::kRelu)
+    if (e.activation == GemmActivation::kRelu)
+      for (int n = 0; n < N; ++n) {
+        lo[n] = vmaxq_f32(lo[n], zero);
+        hi[n] = vmaxq_f32(hi[n], zero);
+      }
     for (int n = 0; n < N; ++n) {
-      lo[n] = vmaxq_f32(lo[n], zero);
-      hi[n] = vmaxq_f32(hi[n], zero);
+      vst1q_f32(y + n * y_step, lo[n]);
+      vst1q_f32(y + n * y_step + 4, hi[n]);
     }
-  for (int n = 0; n < N; ++n) {
-    vst1q_f32(y + n * y_step, lo[n]);
-    vst1q_f32(y + n * y_step + 4, hi[n]);
+    grouped8::finish_block(y, N, y_step, e);
   }
-  if (e.activation != GemmActivation::kNone && e.activation != GemmActivation::kRelu) {
-    GemmEpilogue act = e;
-    act.bias = nullptr;
-    for (int n = 0; n < N; ++n) finish_row(y + n * y_step, kLanes, 0, act);
-  }
-}
-
-template <int S, size_t... I>
-constexpr std::array<BlockFn, sizeof...(I)> block_table(std::index_sequence<I...>) {
-  return {&run_block<static_cast<int>(I) + 1, S>...};
-}
-
-constexpr std::array<std::array<BlockFn, kMaxBlock>, 2> kBlocks = {
-    block_table<1>(std::make_index_sequence<kMaxBlock>()),
-    block_table<2>(std::make_index_sequence<kMaxBlock>())};
+};
 
 // grouped8::PackFn in NEON.
 void pack_rows(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, int64_t ih0,
@@ -97,19 +83,15 @@ void pack_rows(const float* xg, int64_t channels, int64_t in_h, int64_t in_w, in
 
 }  // namespace
 
-bool grouped_conv8_applies(int64_t in_channels, int64_t out_channels, int64_t group,
-                           const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
-                           const std::vector<int64_t>& dilations) {
-  return group > 1 && in_channels == group * kLanes && out_channels == group * kLanes &&
-         kernel.size() == 2 && kernel[0] == kTaps && kernel[1] == kTaps && strides.size() == 2 &&
-         strides[0] >= 1 && strides[1] >= 1 && strides[1] <= 2 && dilations.size() == 2 &&
-         dilations[0] == 1 && dilations[1] == 1;
-}
-
 namespace grouped8 {
 
+bool has_form() {
+  return true;
+}
+
 Kernels kernels() {
-  return {{kBlocks[0].data(), kBlocks[1].data()}, &pack_rows};
+  using Tables = BlockTables<Block>;
+  return {{Tables::kTables[0].data(), Tables::kTables[1].data()}, &pack_rows};
 }
 
 }  // namespace grouped8
