@@ -115,20 +115,22 @@ def write_section(rows, gpu, rounds, work):
 
 
 def rows_of_section(path):
-    """The rows of a router section written by write_section (its table read back)."""
+    """The rows of a router section written by write_section (its table read back, with the build
+    column where it has one)."""
     keys = ["model", "input", "threads", "cpu", "cuda", "auto", "ratio", "plan", "placement",
             "predicted", None, "plan_measured", None, "calibration"]
     rows = []
     for line in open(path):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != len(keys) or not line.startswith("| ") or cells[0] in ("model", "---"):
+        if (len(cells) not in (len(keys), len(keys) + 1) or not line.startswith("| ")
+                or cells[0] in ("model", "---")):
             continue
         row = {}
-        for key, cell in zip(keys, cells):
+        for key, cell in zip(keys + ["build"], cells):
             if key is None or cell == "-":
                 continue
             row[key] = (int(cell) if key == "threads" else cell if key in
-                        ("model", "input", "plan", "placement") else float(cell))
+                        ("model", "input", "plan", "placement", "build") else float(cell))
         rows.append(row)
     return rows
 
