@@ -25,7 +25,8 @@ class PinnedStaging {
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;
-    std::unique_ptr<Event> read;  // recorded after the copy that reads it
+    std::unique_ptr<Event> queued;  // recorded on the compute stream before the copy is queued
+    std::unique_ptr<Event> read;    // recorded after the copy that reads it
     bool taken = false;
   };
 
@@ -42,6 +43,7 @@ class PinnedStaging {
     b.bytes = std::max(bytes, kMinBytes);
     check(cudaMallocHost(&b.ptr, b.bytes),
           "pinned staging buffer of " + std::to_string(b.bytes) + " bytes");
+    b.queued = stream.create_event();
     b.read = stream.create_event();
     b.taken = true;
     return b;
@@ -88,22 +90,29 @@ void fill(char* dst, const char* src, size_t bytes, int threads) {
   }
 }
 
-}  // namespace
-
-void send_to_device(void* dst, const void* src, size_t bytes, Stream& on, const std::string& where) {
-  if (bytes == 0) return;
-  PinnedStaging::Buffer& buf = pinned_staging().take(bytes, on);
+// Stages `bytes` at `src` in `buf` chunk by chunk, queuing each chunk's copy to `dst` on `on` as
+// soon as it is staged.
+void send_staged(PinnedStaging::Buffer& buf, void* dst, const void* src, size_t bytes,
+                 CudaStream& on, const std::string& where) {
   const int threads = bytes >= kParallelFillBytes ? std::max(1, num_threads()) : 1;
   auto* staged = static_cast<char*>(buf.ptr);
   auto* out = static_cast<char*>(dst);
   const auto* in = static_cast<const char*>(src);
-  auto& stream = static_cast<CudaStream&>(on);
   for (size_t done = 0; done < bytes; done += kSendChunk) {
     const size_t n = std::min(kSendChunk, bytes - done);
     fill(staged + done, in + done, n, threads);
-    check(cudaMemcpyAsync(out + done, staged + done, n, cudaMemcpyHostToDevice, stream.handle()),
+    check(cudaMemcpyAsync(out + done, staged + done, n, cudaMemcpyHostToDevice, on.handle()),
           where);
   }
+}
+
+}  // namespace
+
+void send_to_device(void* dst, const void* src, size_t bytes, Stream& on,
+                    const std::string& where) {
+  if (bytes == 0) return;
+  PinnedStaging::Buffer& buf = pinned_staging().take(bytes, on);
+  send_staged(buf, dst, src, bytes, static_cast<CudaStream&>(on), where);
   buf.read->record(on);
   pinned_staging().release(buf);
 }
@@ -113,16 +122,17 @@ Tensor CudaBackend::move(const Tensor& src, Device to, Event* ready) {
   if (src.device().type == DeviceType::kCPU && to == device()) {
     Tensor dst = Tensor::empty(src.shape(), src.dtype(), to);
     if (bytes == 0) return dst;
+    PinnedStaging::Buffer& buf = pinned_staging().take(bytes, *copy_stream_);
     // The pool hands out memory that work queued on stream_ may still use (safe on one stream:
-    // cuda_allocator.cc), so the copy waits for that work; the host does not.
-    std::unique_ptr<Event> queued = stream_->create_event();
-    queued->record(*stream_);
-    copy_stream_->wait(*queued);
-    send_to_device(dst.raw_data(), src.raw_data(), bytes, *copy_stream_,
-                   "copy host -> " + to.to_string());
-    std::unique_ptr<Event> sent = copy_stream_->create_event();
-    sent->record(*copy_stream_);
-    stream_->wait(*sent);
+    // cuda_allocator.cc), so the copy waits for that work; the host does not. (A wait takes the
+    // event as recorded when it is queued, so the buffer's events are recorded again next time.)
+    buf.queued->record(*stream_);
+    copy_stream_->wait(*buf.queued);
+    send_staged(buf, dst.raw_data(), src.raw_data(), bytes, *copy_stream_,
+                "copy host -> " + to.to_string());
+    buf.read->record(*copy_stream_);
+    stream_->wait(*buf.read);
+    pinned_staging().release(buf);
     return dst;
   }
   if (src.device() == device() && to.type == DeviceType::kCPU) {

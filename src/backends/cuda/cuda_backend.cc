@@ -132,20 +132,20 @@ void CudaStream::copy(const Tensor& src, const Tensor& dst) {
   bool host_src = src.device().type == DeviceType::kCPU;
   bool host_dst = dst.device().type == DeviceType::kCPU;
   const std::string where = "copy " + src.device().to_string() + " -> " + dst.device().to_string();
+  const bool pageable_to_device = host_src && !host_dst && pageable(src.raw_data());
   // A large pageable source (a graph input of a replay) is staged by the host's threads: the
   // driver's own staging, on the calling thread, ran at 6-9 GB/s on the H200 machine.
-  if (host_src && !host_dst && src.nbytes() >= kThreadedStagingBytes && pageable(src.raw_data())) {
+  if (pageable_to_device && src.nbytes() >= kThreadedStagingBytes) {
     send_to_device(dst.raw_data(), src.raw_data(), src.nbytes(), *this, where);
     return;
   }
   cudaMemcpyKind kind = host_src ? (host_dst ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
                                  : (host_dst ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
-  check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), kind, stream_),
-        where);
+  check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), src.nbytes(), kind, stream_), where);
   // From pageable host memory the driver has staged src when cudaMemcpyAsync returns, so the copy
   // needs no wait (a decoding step's inputs: three waits per token saved); from page-locked memory
   // the transfer reads src later, so it is waited for.
-  if (host_dst || (host_src && !pageable(src.raw_data()))) synchronize();
+  if (host_dst || (host_src && !pageable_to_device)) synchronize();
 }
 
 void Workspace::reserve(size_t bytes) {
