@@ -120,17 +120,6 @@ LUMEN_AVX2_BEGIN
 
 namespace {
 
-// The rows of tasks [begin, end) of a depthwise convolution, with activation A in registers.
-struct DepthwiseArgs {
-  const float* x;
-  int64_t in_h, in_w, channels, stride_h, stride_w, pad_top, pad_left, out_h, out_w;
-  int64_t kernel_h, kernel_w, padded;
-  const float* w;
-  const float* bias;
-  float* y;
-  int64_t chunks, chunk;  // channel ranges per row and their width (a multiple of 8)
-};
-
 // Output pixels [ow_begin, ow_end) of one row, channels [c0, full) (whole vectors), pixel by
 // pixel: the columns where a strip does not fit, or kernels without one.
 template <GemmActivation A>

@@ -34,14 +34,24 @@ bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t g
 // reference code, and the faster of the two is measured per node (kernel_choice.h).
 bool depthwise_conv_for_every_activation();
 
-// Where task `task` of DepthwiseConv::run works: tasks are output rows (image n, row oh), each cut
-// into `chunks` ranges of `chunk` channels [c0, c1); kernel rows [kh0, kh1) lie inside the input,
-// whose row ih0 is under kernel row 0. A holds the convolution's geometry (the forms' arguments).
+// One depthwise convolution as DepthwiseConv::run hands it to a form's tasks: tasks are output
+// rows, each cut into `chunks` ranges of `chunk` channels.
+struct DepthwiseArgs {
+  const float* x;
+  int64_t in_h, in_w, channels, stride_h, stride_w, pad_top, pad_left, out_h, out_w;
+  int64_t kernel_h, kernel_w, padded;
+  const float* w;
+  const float* bias;
+  float* y;
+  int64_t chunks, chunk;  // channel ranges per row and their width (whole vectors)
+};
+
+// Where task `task` works: image n, output row oh (row = n * out_h + oh), channels [c0, c1);
+// kernel rows [kh0, kh1) lie inside the input, whose row ih0 is under kernel row 0.
 struct DepthwiseTask {
   int64_t row, c0, c1, n, oh, ih0, kh0, kh1;
 };
-template <class A>
-DepthwiseTask depthwise_task(const A& a, int64_t task) {
+inline DepthwiseTask depthwise_task(const DepthwiseArgs& a, int64_t task) {
   DepthwiseTask t;
   t.row = task / a.chunks;
   t.c0 = task % a.chunks * a.chunk;

@@ -15,24 +15,15 @@
 namespace lumen::cpu {
 namespace {
 
-struct Args {
-  const float* x;
-  int64_t in_h, in_w, channels, stride_h, stride_w, pad_top, pad_left, out_h, out_w;
-  int64_t kernel_h, kernel_w, padded;
-  const float* w;
-  float* y;
-  int64_t chunks, chunk;  // channel ranges per row and their width
-};
-
 // Channels [c, c + 4 * V) of one output pixel over taps rows [kh0, kh1) and columns [kw0, kw1);
 // x points at the input pixel of tap (0, 0).
 template <int V>
-inline void pixel_block(const Args& a, const GemmEpilogue& e, const float* x, int64_t kh0,
+inline void pixel_block(const DepthwiseArgs& a, const GemmEpilogue& e, const float* x, int64_t kh0,
                         int64_t kh1, int64_t kw0, int64_t kw1, float* y, int64_t c, bool relu) {
   const int64_t x_col = a.channels, x_row = a.in_w * a.channels;
   float32x4_t acc[V];
   for (int v = 0; v < V; ++v) {
-    acc[v] = e.bias != nullptr ? vld1q_f32(e.bias + c + 4 * v) : vdupq_n_f32(0.0f);
+    acc[v] = a.bias != nullptr ? vld1q_f32(a.bias + c + 4 * v) : vdupq_n_f32(0.0f);
     if (e.accumulate) acc[v] = vaddq_f32(acc[v], vld1q_f32(y + c + 4 * v));
   }
   for (int64_t kh = kh0; kh < kh1; ++kh) {
@@ -49,7 +40,7 @@ inline void pixel_block(const Args& a, const GemmEpilogue& e, const float* x, in
   }
 }
 
-void run_task(const Args& a, const GemmEpilogue& e, int64_t task, bool relu) {
+void run_task(const DepthwiseArgs& a, const GemmEpilogue& e, int64_t task, bool relu) {
   const DepthwiseTask at = depthwise_task(a, task);
   const int64_t c0 = at.c0, c1 = at.c1, ih0 = at.ih0, kh0 = at.kh0, kh1 = at.kh1;
   const int64_t x_col = a.channels, x_row = a.in_w * a.channels;
@@ -64,7 +55,7 @@ void run_task(const Args& a, const GemmEpilogue& e, int64_t task, bool relu) {
     for (; c + 16 <= c1; c += 16) pixel_block<4>(a, e, x, kh0, kh1, kw0, kw1, y, c, relu);
     for (; c + 4 <= c1; c += 4) pixel_block<1>(a, e, x, kh0, kh1, kw0, kw1, y, c, relu);
     for (; c < c1; ++c) {
-      float acc = (e.bias != nullptr ? e.bias[c] : 0.0f) + (e.accumulate ? y[c] : 0.0f);
+      float acc = (a.bias != nullptr ? a.bias[c] : 0.0f) + (e.accumulate ? y[c] : 0.0f);
       for (int64_t kh = kh0; kh < kh1; ++kh)
         for (int64_t kw = kw0; kw < kw1; ++kw)
           acc += x[kh * x_row + kw * x_col + c] * a.w[(kh * a.kernel_w + kw) * a.padded + c];
@@ -96,9 +87,9 @@ void DepthwiseConv::run(const float* x, int64_t batch, int64_t in_h, int64_t in_
   chunks = std::max<int64_t>(chunks, 1);
   const int64_t chunk = (padded_ / 4 + chunks - 1) / chunks * 4;  // whole vectors of 4
   chunks = (channels_ + chunk - 1) / chunk;
-  const Args a{x,       in_h,      in_w,  channels_, stride_h,  stride_w,
-               pad_top, pad_left,  out_h, out_w,     kernel_h_, kernel_w_,
-               padded_, w_.data(), y,     chunks,    chunk};
+  const DepthwiseArgs a{x,       in_h,      in_w,   channels_, stride_h,  stride_w,
+                        pad_top, pad_left,  out_h,  out_w,     kernel_h_, kernel_w_,
+                        padded_, w_.data(), e.bias, y,         chunks,    chunk};
   const bool relu = e.activation == GemmActivation::kRelu;
   const bool after = !relu && e.activation != GemmActivation::kNone;
   const int64_t tasks = rows * chunks;

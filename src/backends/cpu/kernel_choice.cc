@@ -87,9 +87,11 @@ void load_choices(ChoiceStore& s) {
 // then timed again by the next process. Called with s.mutex held.
 void save_choice(ChoiceStore& s, const std::string& key, const KernelChoice& choice) {
   if (s.file.empty()) return;
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(s.file).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (!s.current) {  // a new file, perhaps in a new folder
+    std::error_code ec;
+    const std::filesystem::path parent = std::filesystem::path(s.file).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  }
   std::ofstream out(s.file, s.current ? std::ios::app : std::ios::trunc);
   if (!out) return;
   if (!s.current) out << choice_file_header() << '\n';
