@@ -9,7 +9,8 @@ auto is compared side by side with the better of cpu and cuda,cpu, and plan --me
 auto run; the auto run reports its plan and its predicted time.
 
     python3 bench/router_bench.py LUMEN_BIN WORK_DIR [--models wide_deep_small,mlp20|all]
-        [--rounds 2] [--batches 1,32] [--threads 2,16] [--max-seconds 380]
+        [--rounds 2] [--row-seconds 0] [--max-rounds 5] [--cpu-repeat 5] [--batches 1,32]
+        [--threads 2,16] [--max-seconds 380]
     python3 bench/router_bench.py --merge OUT_DIR FILE[=BUILD]...  # one table from several runs
 
 Models: the zoo's (tests/models/export_zoo.py, exported with PyTorch) and bench/router_models.py's
@@ -52,7 +53,13 @@ def lumen(binary, args, threads):
     return text
 
 
-def write_section(rows, gpu, rounds, work):
+def method_text(rounds, cpu_repeat):
+    """How a run's rows were measured, as the section's header says it."""
+    return (f"median over {rounds} interleaved rounds of each run's median of {REPEAT} runs "
+            f"({cpu_repeat} on the CPU above batch 1)")
+
+
+def write_section(rows, gpu, method, work):
     """The markdown section for `rows` (dicts of COLUMNS), printed and written to work."""
     def f(x, spec=".3f"):
         return "-" if x is None else format(x, spec)
@@ -94,8 +101,7 @@ def write_section(rows, gpu, rounds, work):
             summary += (f"|plan --measure - run| / run: largest {100 * max(plan):.0f}%, rows "
                         f"above 10%: {sum(e > 0.1 for e in plan)} of {len(plan)}.\n")
     text = (f"## router: device auto vs cpu and cuda,cpu ({gpu})\n\n"
-            f"float32; median over {rounds} interleaved rounds of each run's median of {REPEAT} "
-            f"runs ({CPU_LARGE_REPEAT} on the CPU above batch 1) (`lumen run --device cpu | "
+            f"float32; {method} (`lumen run --device cpu | "
             f"cuda,cpu | auto --shape ...`, random inputs, OMP_NUM_THREADS as in the threads "
             f"column), each host input -> output on the host. Auto plan: the plan `lumen run "
             f"--device auto` ran (auto: the router's placement; cpu or cuda,cpu: a single-device "
@@ -111,7 +117,7 @@ def write_section(rows, gpu, rounds, work):
     with open(os.path.join(work, "router_section.md"), "w") as fh:
         fh.write(text)
     with open(os.path.join(work, "router_rows.json"), "w") as fh:
-        json.dump({"gpu": gpu, "rounds": rounds, "rows": rows}, fh)
+        json.dump({"gpu": gpu, "method": method, "rows": rows}, fh)
 
 
 def rows_of_section(path):
@@ -137,21 +143,28 @@ def rows_of_section(path):
 
 def merge(out, files):
     """One section from several runs' rows (FILE[=BUILD]), later rows replacing earlier ones."""
-    merged, gpu, rounds = {}, None, 2
+    merged, gpu, methods = {}, None, []
     for spec in files:
         path, _, build = spec.partition("=")
         if path.endswith(".md"):
             rows = rows_of_section(path)
-            m = re.search(r"cuda,cpu \((.*)\)", open(path).read())
+            text = open(path).read()
+            m = re.search(r"cuda,cpu \((.*)\)", text)
             gpu = gpu or (m.group(1) if m else None)
+            m = re.search(r"float32; (.*?) \(`lumen run", text)
+            methods.append((m.group(1) if m else method_text(2, CPU_LARGE_REPEAT)) +
+                           (f" ({build})" if build else ""))
         else:
             run = json.load(open(path))
-            rows, gpu, rounds = run["rows"], gpu or run["gpu"], run["rounds"]
+            rows, gpu = run["rows"], gpu or run["gpu"]
+            methods.append(run.get("method", method_text(run.get("rounds"), CPU_LARGE_REPEAT)) +
+                           (f" ({build})" if build else ""))
         for r in rows:
             if build:
                 r["build"] = build
             merged[(r["model"], r["input"], r["threads"])] = r
-    write_section(list(merged.values()), gpu or "no GPU found", rounds, out)
+    write_section(list(merged.values()), gpu or "no GPU found",
+                  "; ".join(methods) or method_text(2, CPU_LARGE_REPEAT), out)
 
 
 def number(pattern, text):
@@ -171,6 +184,11 @@ def main():
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--threads", default="2,16")
     ap.add_argument("--max-seconds", type=float, default=380)
+    ap.add_argument("--row-seconds", type=float, default=0,
+                    help="more rounds than --rounds while a row's rounds have taken less")
+    ap.add_argument("--max-rounds", type=int, default=5)
+    ap.add_argument("--cpu-repeat", type=int, default=CPU_LARGE_REPEAT,
+                    help="runs per `lumen run --device cpu` above batch 1")
     ap.add_argument("--gpu-device", default="cuda,cpu",
                     help="the device list of the GPU column (cpu: a dry run without a GPU)")
     args = ap.parse_args()
@@ -197,6 +215,8 @@ def main():
     except (OSError, IndexError):
         gpu = "no GPU found"
     batches = [int(b) for b in args.batches.split(",")]
+    rounds_text = (f"{args.rounds} to {args.max_rounds} (more while a row's rounds had taken "
+                   f"under {args.row_seconds:g} s)" if args.row_seconds > 0 else str(args.rounds))
     rows = []
     for name in names:
         model = os.path.join(zoo, name + ".onnx")
@@ -226,14 +246,20 @@ def main():
                     # plan in each round beside `lumen run`, so both are medians of rounds.
                     print(lumen(args.lumen, plan_args, threads), flush=True)
                     times = {d: [] for d in ("cpu", "cuda", "auto", "plan")}
-                    for _ in range(args.rounds):
+                    # Separate processes running one plan differ by a few percent (clocks,
+                    # memory placement), so a cheap row takes more rounds, decided by time spent
+                    # alone, never by what the rounds measured.
+                    row_start, done = time.time(), 0
+                    while done < args.rounds or (done < args.max_rounds and
+                                                 time.time() - row_start < args.row_seconds):
+                        done += 1
                         for device in times:
                             if device == "plan":
                                 out = lumen(args.lumen, plan_args, threads)
                                 times[device].append(
                                     number(r"^measured: ([0-9.]+) ms per run", out))
                                 continue
-                            repeat = CPU_LARGE_REPEAT if device == "cpu" and batch > 1 else REPEAT
+                            repeat = args.cpu_repeat if device == "cpu" and batch > 1 else REPEAT
                             listed = args.gpu_device if device == "cuda" else device
                             out = lumen(args.lumen, ["run", model, "--device", listed,
                                                      "--repeat", str(repeat), *given], threads)
@@ -245,6 +271,7 @@ def main():
                                                         re.M).group(1)
                                 row["predicted"] = number(r"^auto: predicted ([0-9.]+) ms", out)
                     med = {d: statistics.median(v) for d, v in times.items()}
+                    row["rounds"] = done
                     row.update(cpu=med["cpu"], cuda=med["cuda"], auto=med["auto"],
                                plan_measured=med["plan"],
                                ratio=med["auto"] / min(med["cpu"], med["cuda"]))
@@ -253,7 +280,7 @@ def main():
                     row["plan"] = "FAILED"
                 rows.append(row)
                 print(row, flush=True)
-                write_section(rows, gpu, args.rounds, args.work)  # so far, should it be cut off
+                write_section(rows, gpu, method_text(rounds_text, args.cpu_repeat), args.work)  # so far, should it be cut off
     print(f"router_bench: {time.time() - start:.0f} s", flush=True)
 
 

@@ -2,10 +2,42 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 namespace lumen::test {
+
+namespace {
+
+// The process's scratch folder, removed at exit.
+class ScratchFolder {
+ public:
+  ScratchFolder()
+      : path_(std::filesystem::temp_directory_path() /
+              ("lumen_test_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+std::string temp_file(const std::string& name) {
+  static const ScratchFolder folder;
+  return (folder.path() / name).string();
+}
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
   Tensor t = Tensor::empty(shape, DType::kFloat32);

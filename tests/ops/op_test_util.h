@@ -20,6 +20,11 @@ std::vector<float> random_floats(int64_t n, uint64_t seed);
 Tensor random_ints(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi,
                    DType dtype = DType::kInt64);
 
+// A path for a scratch file `name` in a folder of this process's own (lumen_test_PID under the
+// system's temporary folder), created on first use and removed with everything in it when the
+// process exits.
+std::string temp_file(const std::string& name);
+
 // Every element as double, row-major.
 std::vector<double> to_doubles(const Tensor& t);
 

@@ -2,10 +2,8 @@
 // the choice kept in the tune cache; with the host and a simulated device, so no GPU is needed.
 #include <gtest/gtest.h>
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "backends/backend.h"
 #include "graph/op_kind.h"
@@ -19,13 +17,6 @@
 
 namespace lumen {
 namespace {
-
-std::string temp_file(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("lumen_router_robust_test_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
 
 router::KernelSample sample(const std::string& op, double flops, double us) {
   return {op, flops, flops / 2, us, 0};
@@ -187,7 +178,7 @@ TEST(TuneCache, KeepsThePlanChoices) {
   router::CostModel model;
   model.add_kernel("cpu", "k", sample("MatMul", 1e6, 1));
   model.set_choice("00ff", "cpu", "cpu: measured 0.024 ms against auto (mixed) 0.064 ms");
-  const std::string file = temp_file("choices.tsv");
+  const std::string file = test::temp_file("choices.tsv");
   router::CacheIdentity id{"v", "cpu=Test"};
   router::save_cache(file, id, model);
   router::CostModel back;
@@ -236,7 +227,7 @@ router::RoutePlan route_with(const Graph& g, const std::map<std::string, double>
     model.add_kernel("sim", router::timed_key(g, g.node(n), sig, on_sim),
                      {sig.op, sig.flops, sig.bytes, sim_us.at(g.node(n).name)});
   }
-  const std::string file = temp_file(name);
+  const std::string file = test::temp_file(name);
   router::save_cache(file, {version(), router::device_identity({cpu, sim})}, model);
   RouterOptions options;
   options.cache_file = file;
@@ -433,7 +424,7 @@ TEST(TuneCache, KeepsRunTimesAndTheRunOverhead) {
   router::CostModel model;
   model.add_kernel("cpu", "k", {"MatMul", 1e6, 5e5, 12.5, 0, 8.25});
   model.set_run_overhead(3.5);
-  const std::string file = temp_file("run_times.tsv");
+  const std::string file = test::temp_file("run_times.tsv");
   router::CacheIdentity id{"v", "cpu=Test"};
   router::save_cache(file, id, model);
   router::CostModel back;

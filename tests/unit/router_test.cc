@@ -369,20 +369,13 @@ TEST(CostModel, InterpolatesByWorkBetweenMeasurements) {
   EXPECT_DOUBLE_EQ(model.kernel("cuda", relu).graph_us, 8);
 }
 
-std::string temp_file(const std::string& name) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("lumen_router_test_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
-
 TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   router::CostModel model;
   model.add_kernel("cpu", "Conv:float32[1,3,8,8]:0123", {"Conv", 1234.5, 678, 9.25});
   model.add_kernel("cuda", "Relu:float32[4]:abcd", {"Relu", 0, 32, 4.5, 1.25});
   model.set_link("cuda", {8, 1e-5}, {9, 2e-5});
   model.set_launch("cuda", {4, 0.75});
-  const std::string file = temp_file("tune.tsv");
+  const std::string file = test::temp_file("tune.tsv");
   router::CacheIdentity id{"0.1.0", "cpu=Test CPU (2 threads); cuda=Test GPU"};
   router::save_cache(file, id, model);
 
@@ -405,7 +398,7 @@ TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   EXPECT_FALSE(
       router::load_cache(file, {id.version, "cpu=Test CPU (2 threads); cuda=Other"}, &stale));
   EXPECT_TRUE(stale.samples().empty());
-  EXPECT_FALSE(router::load_cache(temp_file("missing.tsv"), id, &stale));
+  EXPECT_FALSE(router::load_cache(test::temp_file("missing.tsv"), id, &stale));
 
   std::ofstream(file, std::ios::app) << "kernel\tcpu\tRelu\tx\t1\t2\t0\tkey\n";
   EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
@@ -471,7 +464,7 @@ TEST(Router, PlacesBySimulatedCostsAndExplains) {
   SimulatedBackend sim;
   Backend* cpu = find_backend("cpu");
   std::vector<Backend*> candidates = {&sim, cpu};  // the host goes first whatever the order
-  const std::string file = temp_file("sim.tsv");
+  const std::string file = test::temp_file("sim.tsv");
   router::CacheIdentity id{version(), router::device_identity({cpu, &sim})};
   // The big MatMul is 100x faster on the device; the rest costs the same on both.
   router::save_cache(file, id, simulated_costs(g));
@@ -533,7 +526,7 @@ TEST(Router, ConstantsLargerThanTheDeviceCacheAreCostedCold) {
   EXPECT_TRUE(router::constants_stream(g, nodes, sim));
   EXPECT_FALSE(router::constants_stream(g, {mm2}, sim));  // mm2 alone reads 10 KiB
 
-  const std::string file = temp_file("cold.tsv");
+  const std::string file = test::temp_file("cold.tsv");
   router::CacheIdentity id{version(), router::device_identity({cpu, &sim})};
   // Warm as simulated_costs; cold, the big MatMul takes 5 ms on the device.
   router::CostModel model = simulated_costs(g);
@@ -566,7 +559,7 @@ TEST(Router, ConstantsLargerThanTheDeviceCacheAreCostedCold) {
 // measured).
 router::RoutePlan route_on_costs(const Graph& g, Backend* cpu, SimulatedBackend& sim,
                                  const router::CostModel& model, const std::string& name) {
-  const std::string file = temp_file(name);
+  const std::string file = test::temp_file(name);
   router::save_cache(file, {version(), router::device_identity({cpu, &sim})}, model);
   RouterOptions options;
   options.cache_file = file;
@@ -664,7 +657,7 @@ TEST(Router, AutoOnTheHostMatchesAReference) {
   Runtime rt;
   CompileOptions options;
   options.backends = {"auto"};
-  options.router.cache_file = temp_file("never_written.tsv");
+  options.router.cache_file = test::temp_file("never_written.tsv");
   Executable* exe = g.compile(&rt, options);
   EXPECT_EQ(exe->summary().find("copy"), std::string::npos);
   EXPECT_EQ(exe->summary().find("@cuda"), std::string::npos);
@@ -697,7 +690,7 @@ TEST(Router, AutoOnTheHostMatchesAReference) {
 // Calibration on the host fills the cache; the second route reads it and measures nothing.
 TEST(Router, CalibrationIsCachedAcrossRoutes) {
   Graph g = small_mlp(4, 16);
-  const std::string file = temp_file("calibrated.tsv");
+  const std::string file = test::temp_file("calibrated.tsv");
   std::filesystem::remove(file);
   RouterOptions options;
   options.cache_file = file;
