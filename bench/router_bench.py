@@ -143,7 +143,7 @@ def rows_of_section(path):
 
 def merge(out, files):
     """One section from several runs' rows (FILE[=BUILD]), later rows replacing earlier ones."""
-    merged, gpu, methods = {}, None, []
+    merged, gpu, methods = {}, None, {}
     for spec in files:
         path, _, build = spec.partition("=")
         if path.endswith(".md"):
@@ -152,19 +152,23 @@ def merge(out, files):
             m = re.search(r"cuda,cpu \((.*)\)", text)
             gpu = gpu or (m.group(1) if m else None)
             m = re.search(r"float32; (.*?) \(`lumen run", text)
-            methods.append((m.group(1) if m else method_text(2, CPU_LARGE_REPEAT)) +
-                           (f" ({build})" if build else ""))
+            label = build or ", ".join(dict.fromkeys(r["build"] for r in rows if r.get("build")))
+            methods.setdefault(m.group(1) if m else method_text(2, CPU_LARGE_REPEAT),
+                               []).append(label)
         else:
             run = json.load(open(path))
             rows, gpu = run["rows"], gpu or run["gpu"]
-            methods.append(run.get("method", method_text(run.get("rounds"), CPU_LARGE_REPEAT)) +
-                           (f" ({build})" if build else ""))
+            methods.setdefault(run.get("method", method_text(run.get("rounds"), CPU_LARGE_REPEAT)),
+                               []).append(build)
         for r in rows:
             if build:
                 r["build"] = build
             merged[(r["model"], r["input"], r["threads"])] = r
+    # One method per distinct way of measuring, with the builds measured that way.
+    method = "; ".join(m + (f" ({', '.join(dict.fromkeys(b for b in builds if b))})"
+                            if any(builds) else "") for m, builds in methods.items())
     write_section(list(merged.values()), gpu or "no GPU found",
-                  "; ".join(methods) or method_text(2, CPU_LARGE_REPEAT), out)
+                  method or method_text(2, CPU_LARGE_REPEAT), out)
 
 
 def number(pattern, text):
