@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -262,34 +263,40 @@ LaunchCost time_launch(Backend& backend) {
   return cost;
 }
 
-// Host -> device and device -> host copy time as latency + bytes x time per byte, from a 4 KiB
-// and a 16 MiB copy, made as a run makes its copies (Backend::move: on CUDA, staged through pinned
-// memory by the host's threads); past a few MiB the copies run at their steady rate, and most
-// models' inputs and outputs are below 32 MiB. Each copy is timed on its own, to the stream's end,
-// and the median taken: a run waits for its one copy, and back-to-back copies (the best of rounds)
-// ran faster than that on the H100 machine's shared host. The source is the same buffer each
-// time, in the host's cache, as an input the caller has just written. (Timed through Tensor::to,
-// the driver's own staging, a 19 MB input on the H200 machine was predicted at 1.35 ms and took
-// 2.2-3.0 ms in runs, which staged it on one thread.)
+// Host -> device and device -> host copy time, measured at 4 KiB, 256 KiB, 4 MiB and 64 MiB and
+// read off between them (Link::points), made as a run makes its copies (Backend::move: on CUDA,
+// staged through pinned memory, by the host's threads from 1 MiB). One line through a 4 KiB and a
+// 16 MiB copy predicted wide_deep_small's 256 KiB input (staged on one thread) at 0.05 ms per run
+// that took 0.07, and pooled_mlp's 128 MiB input (from memory, not the host's cache) at 7.4 ms that
+// took 12.8 on the H200 machine. Each copy is timed on its own, to the stream's end, and the
+// median taken: a run waits for its one copy, and back-to-back copies (the best of rounds) ran
+// faster than that on the H100 machine's shared host. The source is the same buffer each time, as
+// an input the caller has just written. Times are made non-decreasing in the size.
 std::pair<Link, Link> time_links(Backend& backend) {
-  const int64_t small = 1024, large = int64_t{4} * 1024 * 1024;  // float32 elements
+  constexpr int64_t kKi = 1024;
+  constexpr std::array<int64_t, 4> kSizes = {kKi, 64 * kKi, kKi * kKi,
+                                             16 * kKi * kKi};  // float32 elements
   Stream& stream = backend.default_stream();
   auto link = [&](bool to_device) {
-    double us[2];
-    int64_t sizes[2] = {small, large};
-    for (int k = 0; k < 2; ++k) {
-      Tensor host = Tensor::zeros(Shape{sizes[k]});
+    Link out;
+    for (int64_t n : kSizes) {
+      Tensor host = Tensor::zeros(Shape{n});
       Tensor dev = host.to(backend.device());
-      us[k] = time_per_host_run([&] {
+      double us = time_per_host_run([&] {
         if (to_device)
           (void)backend.move(host, backend.device(), nullptr);
         else
           (void)backend.move(dev, Device::cpu(), nullptr);
         stream.synchronize();
       });
+      if (!out.points.empty()) us = std::max(us, out.points.back().second);
+      out.points.emplace_back(static_cast<double>(n) * 4, us);
     }
-    double bytes = static_cast<double>(large - small) * 4;
-    return Link{us[0], std::max(0.0, (us[1] - us[0]) / bytes)};
+    const auto& [b0, t0] = out.points.front();
+    const auto& [b1, t1] = out.points.back();
+    out.latency_us = t0;
+    out.us_per_byte = (t1 - t0) / (b1 - b0);
+    return out;
   };
   return {link(true), link(false)};
 }

@@ -223,6 +223,16 @@ void CostModel::set_link(const std::string& backend, const Link& to_device, cons
   links_[backend] = {to_device, to_host};
 }
 
+double Link::us(double bytes) const {
+  if (points.size() < 2) return latency_us + bytes * us_per_byte;
+  if (bytes <= points.front().first) return points.front().second;
+  size_t k = 1;
+  while (k + 1 < points.size() && bytes > points[k].first) ++k;
+  const auto& [b0, t0] = points[k - 1];
+  const auto& [b1, t1] = points[k];
+  return t0 + (bytes - b0) * (t1 - t0) / (b1 - b0);
+}
+
 Link CostModel::to_device(const std::string& backend) const {
   auto it = links_.find(backend);
   return it != links_.end() ? it->second.first : Link{10, 1e-4};

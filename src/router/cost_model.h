@@ -61,11 +61,16 @@ struct KernelSample {
   double run_us = 0;
 };
 
-// Moving b bytes between the host and a device, one way: latency_us + b * us_per_byte.
+// Moving b bytes between the host and a device, one way. Measured at a few sizes (`points`,
+// (bytes, us) by ascending bytes): linear between two points, the first point's time below it, the
+// last two points' slope past the last; a copy's rate changes with its size (on CUDA, inputs from
+// 1 MiB are staged by all the host's threads, and a source larger than the host's cache streams
+// from memory), so no single line fits them. Without points: latency_us + b * us_per_byte.
 struct Link {
   double latency_us = 0;
   double us_per_byte = 0;
-  double us(double bytes) const { return latency_us + bytes * us_per_byte; }
+  std::vector<std::pair<double, double>> points = {};
+  double us(double bytes) const;
 };
 
 // The host time to launch one kernel on a device: in an eager run, and inside a replayed CUDA

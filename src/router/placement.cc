@@ -95,6 +95,7 @@ void local_search(const PlacementProblem& p, Placement& best) {
 
 double PlacementProblem::transfer_us(int value, int from, int to) const {
   if (from == to) return 0;
+  if (!value_transfer_us.empty()) return value_transfer_us[value][from * num_devices + to];
   return latency_us[from][to] + values[value].bytes * us_per_byte[from][to];
 }
 
@@ -107,6 +108,13 @@ void PlacementProblem::check() const {
     if (static_cast<int>(latency_us[d].size()) != num_devices ||
         static_cast<int>(us_per_byte[d].size()) != num_devices)
       throw InvalidArgument("placement: the link tables must be num_devices x num_devices");
+  if (!value_transfer_us.empty()) {
+    if (value_transfer_us.size() != values.size())
+      throw InvalidArgument("placement: value_transfer_us must have one row per value");
+    for (const std::vector<double>& row : value_transfer_us)
+      if (static_cast<int>(row.size()) != num_devices * num_devices)
+        throw InvalidArgument("placement: a value_transfer_us row must hold num_devices^2 times");
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (static_cast<int>(nodes[i].cost_us.size()) != num_devices)
       throw InvalidArgument("placement: node " + std::to_string(i) + " has " +

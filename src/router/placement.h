@@ -34,6 +34,10 @@ struct PlacementProblem {
   // Moving b bytes from device i to device j takes latency_us[i][j] + b * us_per_byte[i][j].
   std::vector<std::vector<double>> latency_us;
   std::vector<std::vector<double>> us_per_byte;
+  // Optional: per value, the time to move it from device i to device j at [value][i *
+  // num_devices + j], where a link's time is not linear in the bytes (measured link curves); empty:
+  // the tables above.
+  std::vector<std::vector<double>> value_transfer_us;
   // The host time to launch one kernel on each device (included in the node's cost there; only
   // simulate() uses it); empty: none.
   std::vector<double> launch_us;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "core/host_info.h"
@@ -16,7 +17,7 @@
 namespace lumen::router {
 namespace {
 
-constexpr const char* kMagic = "lumen-tune\t4";
+constexpr const char* kMagic = "lumen-tune\t5";
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> out;
@@ -34,6 +35,27 @@ double number(const std::string& text, const std::string& file, int line) {
     throw IoError("tune cache '" + file + "' line " + std::to_string(line) + ": '" + text +
                   "' is not a number");
   return v;
+}
+
+// A link's measured points, "BYTES:US,BYTES:US,...", by strictly ascending bytes; IoError naming
+// the file and line otherwise.
+std::vector<std::pair<double, double>> link_points(const std::string& text, const std::string& file,
+                                                   int line) {
+  std::vector<std::pair<double, double>> points;
+  std::istringstream in(text);
+  std::string point;
+  while (std::getline(in, point, ',')) {
+    const size_t colon = point.find(':');
+    if (colon == std::string::npos)
+      throw IoError("tune cache '" + file + "' line " + std::to_string(line) + ": '" + point +
+                    "' is not BYTES:US");
+    points.emplace_back(number(point.substr(0, colon), file, line),
+                        number(point.substr(colon + 1), file, line));
+    if (points.size() > 1 && !(points.back().first > points[points.size() - 2].first))
+      throw IoError("tune cache '" + file + "' line " + std::to_string(line) +
+                    ": link points must have ascending sizes");
+  }
+  return points;
 }
 
 // Tabs and newlines would break the line format; device names never hold them in practice.
@@ -70,6 +92,10 @@ bool load_cache(const std::string& file, const CacheIdentity& identity, CostMode
       loaded.set_run_overhead(num(1));
     } else if (f[0] == "link" && f.size() == 6) {
       loaded.set_link(f[1], {num(2), num(3)}, {num(4), num(5)});
+    } else if (f[0] == "link_points" && f.size() == 4 && (f[2] == "up" || f[2] == "down")) {
+      Link up = loaded.to_device(f[1]), down = loaded.to_host(f[1]);
+      (f[2] == "up" ? up : down).points = link_points(f[3], file, number_of_line);
+      loaded.set_link(f[1], up, down);
     } else if (f[0] == "choice" && f.size() == 4) {
       loaded.set_choice(f[1], f[2], f[3]);
     } else if (f[0] == "launch" && f.size() == 4) {
@@ -99,9 +125,17 @@ void save_cache(const std::string& file, const CacheIdentity& identity, const Co
     if (model.run_overhead() > 0) out << "overhead\t" << model.run_overhead() << "\n";
     for (const auto& [backend, costs] : model.launches())
       out << "launch\t" << backend << "\t" << costs.eager_us << "\t" << costs.graph_us << "\n";
-    for (const auto& [backend, link] : model.links())
+    for (const auto& [backend, link] : model.links()) {
       out << "link\t" << backend << "\t" << link.first.latency_us << "\t" << link.first.us_per_byte
           << "\t" << link.second.latency_us << "\t" << link.second.us_per_byte << "\n";
+      for (const auto& [way, l] : {std::pair{"up", &link.first}, std::pair{"down", &link.second}}) {
+        if (l->points.empty()) continue;
+        out << "link_points\t" << backend << "\t" << way << "\t";
+        for (size_t k = 0; k < l->points.size(); ++k)
+          out << (k ? "," : "") << l->points[k].first << ":" << l->points[k].second;
+        out << "\n";
+      }
+    }
     for (const auto& [backend, samples] : model.samples())
       for (const auto& [key, s] : samples)
         out << "kernel\t" << backend << "\t" << s.op << "\t" << s.flops << "\t" << s.bytes << "\t"

@@ -373,7 +373,9 @@ TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   router::CostModel model;
   model.add_kernel("cpu", "Conv:float32[1,3,8,8]:0123", {"Conv", 1234.5, 678, 9.25});
   model.add_kernel("cuda", "Relu:float32[4]:abcd", {"Relu", 0, 32, 4.5, 1.25});
-  model.set_link("cuda", {8, 1e-5}, {9, 2e-5});
+  router::Link down{9, 2e-5};
+  down.points = {{4096, 9.5}, {16777216, 1300.25}};
+  model.set_link("cuda", {8, 1e-5}, down);
   model.set_launch("cuda", {4, 0.75});
   const std::string file = test::temp_file("tune.tsv");
   router::CacheIdentity id{"0.1.0", "cpu=Test CPU (2 threads); cuda=Test GPU"};
@@ -391,6 +393,10 @@ TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   EXPECT_DOUBLE_EQ(back.measured("cuda", "Relu:float32[4]:abcd")->graph_us, 1.25);
   EXPECT_DOUBLE_EQ(back.to_device("cuda").latency_us, 8);
   EXPECT_DOUBLE_EQ(back.to_host("cuda").us_per_byte, 2e-5);
+  EXPECT_TRUE(back.to_device("cuda").points.empty());
+  ASSERT_EQ(back.to_host("cuda").points.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.to_host("cuda").points[1].first, 16777216);
+  EXPECT_DOUBLE_EQ(back.to_host("cuda").points[1].second, 1300.25);
   EXPECT_DOUBLE_EQ(back.launch("cuda").graph_us, 0.75);
 
   router::CostModel stale;
@@ -404,6 +410,16 @@ TEST(TuneCache, RoundTripsAndIsInvalidatedByVersionOrDevice) {
   EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
   std::ofstream(file, std::ios::app) << "bogus line\n";
   EXPECT_THROW(router::load_cache(file, id, &stale), IoError);
+
+  // Link points out of order, or not BYTES:US, name the file and line.
+  for (const char* bad : {"link_points\tcuda\tup\t4096:1,1024:2\n", "link_points\tcuda\tup\t4096\n",
+                          "link_points\tcuda\tsideways\t4096:1\n"}) {
+    const std::string other = test::temp_file("bad_points.tsv");
+    router::save_cache(other, id, model);
+    std::ofstream(other, std::ios::app) << bad;
+    router::CostModel fresh;
+    EXPECT_THROW(router::load_cache(other, id, &fresh), IoError) << bad;
+  }
 }
 
 // A device that runs nothing, whose costs come from the cache file: route() on it tests placement
@@ -588,6 +604,43 @@ TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
   // Per node: (10 - 8) kernel + 1 launch; the input up and the output down.
   double bytes = 1024 * 1024 * 4.0;
   EXPECT_NEAR(plan.predicted_us, 2 * 3 + 2 * (10 + bytes * 1e-6), 1e-6);
+}
+
+// A link measured at several sizes: each copy's time is read off the curve (linear between two
+// points, the first point's time below it, the last segment's slope past it), not off the line
+// through its ends, in the cache as in the plan.
+TEST(Router, CopiesAreCostedOnTheMeasuredLinkCurve) {
+  router::Link up;
+  up.points = {{4096, 10}, {262144, 40}, {4194304, 100}};
+  EXPECT_DOUBLE_EQ(up.us(100), 10);
+  EXPECT_DOUBLE_EQ(up.us(4096), 10);
+  EXPECT_DOUBLE_EQ(up.us(133120), 25);  // halfway between the first two points
+  EXPECT_DOUBLE_EQ(up.us(4194304), 100);
+  EXPECT_DOUBLE_EQ(up.us(4194304 + 3932160), 160);  // the last segment's slope, one length on
+
+  Graph g;
+  Value* x = g.add_input("x", {256, 256});  // 262144 bytes
+  Value* h = g.add_op("Relu", {x}, {}, "r1");
+  g.mark_output(g.add_op("Relu", {h}, {}, "r2"));
+  SimulatedBackend sim;
+  Backend* cpu = find_backend("cpu");
+  router::CostModel model;
+  router::Link down;
+  down.points = {{4096, 5}, {262144, 20}, {4194304, 50}};
+  // The ends' line would put the input's copy at about 10 + 0.06 x 258 KB, 15.7 us.
+  up.latency_us = 10;
+  up.us_per_byte = 90.0 / (4194304 - 4096);
+  model.set_link("sim", up, down);
+  model.set_launch("sim", {8, 1});
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, 500});
+    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 10});
+  }
+  router::RoutePlan plan = route_on_costs(g, cpu, sim, model, "curve.tsv");
+  EXPECT_TRUE(plan.graph_replay);
+  // Per node: (10 - 8) kernel + 1 launch; the input up (40 us) and the output down (20 us).
+  EXPECT_NEAR(plan.predicted_us, 2 * 3 + 40 + 20, 1e-6);
 }
 
 // Wide & Deep's shape: a large input a linear model reads once (wide) and a small one an MLP
