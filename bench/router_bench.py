@@ -219,8 +219,9 @@ def main():
     except (OSError, IndexError):
         gpu = "no GPU found"
     batches = [int(b) for b in args.batches.split(",")]
-    rounds_text = (f"{args.rounds} to {args.max_rounds} (more while a row's rounds had taken "
-                   f"under {args.row_seconds:g} s)" if args.row_seconds > 0 else str(args.rounds))
+    method = method_text(f"{args.rounds} to {args.max_rounds} (more while a row's rounds had "
+                         f"taken under {args.row_seconds:g} s)" if args.row_seconds > 0
+                         else args.rounds, args.cpu_repeat)
     rows = []
     for name in names:
         model = os.path.join(zoo, name + ".onnx")
@@ -284,7 +285,7 @@ def main():
                     row["plan"] = "FAILED"
                 rows.append(row)
                 print(row, flush=True)
-                write_section(rows, gpu, method_text(rounds_text, args.cpu_repeat), args.work)  # so far, should it be cut off
+                write_section(rows, gpu, method, args.work)  # so far, should it be cut off
     print(f"router_bench: {time.time() - start:.0f} s", flush=True)
 
 

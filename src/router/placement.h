@@ -35,8 +35,8 @@ struct PlacementProblem {
   std::vector<std::vector<double>> latency_us;
   std::vector<std::vector<double>> us_per_byte;
   // Optional: per value, the time to move it from device i to device j at [value][i *
-  // num_devices + j], where a link's time is not linear in the bytes (measured link curves); empty:
-  // the tables above.
+  // num_devices + j] (route() reads them off links measured at several sizes, whose times are not
+  // linear in the bytes); empty: the tables above.
   std::vector<std::vector<double>> value_transfer_us;
   // The host time to launch one kernel on each device (included in the node's cost there; only
   // simulate() uses it); empty: none.

@@ -225,26 +225,21 @@ RoutePlan route(const Graph& graph, const std::vector<Backend*>& candidates,
   }
   for (int out : graph.outputs())
     if (value_index[out] >= 0) problem.values[value_index[out]].output = true;
-  // Links measured at several sizes: each value's copy time read off their curves.
-  bool curves = false;
-  for (int d = 1; d < num_devices; ++d)
-    curves = curves || !model.to_device(cands[d]->name()).points.empty() ||
-             !model.to_host(cands[d]->name()).points.empty();
-  if (curves) {
-    std::vector<Link> up, down;
-    for (int d = 0; d < num_devices; ++d) {
-      up.push_back(model.to_device(cands[d]->name()));
-      down.push_back(model.to_host(cands[d]->name()));
-    }
-    for (const PlacementProblem::Value& v : problem.values) {
-      std::vector<double> row(static_cast<size_t>(num_devices) * num_devices, 0);
-      for (int a = 0; a < num_devices; ++a)
-        for (int b = 0; b < num_devices; ++b)
-          if (a != b)
-            row[a * num_devices + b] =
-                (a != 0 ? down[a].us(v.bytes) : 0) + (b != 0 ? up[b].us(v.bytes) : 0);
-      problem.value_transfer_us.push_back(std::move(row));
-    }
+  // Each value's copy time, read off the links (measured at several sizes, their times are not
+  // linear in the bytes).
+  std::vector<Link> up, down;
+  for (int d = 0; d < num_devices; ++d) {
+    up.push_back(model.to_device(cands[d]->name()));
+    down.push_back(model.to_host(cands[d]->name()));
+  }
+  for (const PlacementProblem::Value& v : problem.values) {
+    std::vector<double> row(static_cast<size_t>(num_devices) * num_devices, 0);
+    for (int a = 0; a < num_devices; ++a)
+      for (int b = 0; b < num_devices; ++b)
+        if (a != b)
+          row[a * num_devices + b] =
+              (a != 0 ? down[a].us(v.bytes) : 0) + (b != 0 ? up[b].us(v.bytes) : 0);
+    problem.value_transfer_us.push_back(std::move(row));
   }
 
   // Placed by the sum of kernel and copy times (exact on chains and series-parallel graphs), then

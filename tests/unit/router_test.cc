@@ -583,6 +583,15 @@ router::RoutePlan route_on_costs(const Graph& g, Backend* cpu, SimulatedBackend&
   return router::route(g, {cpu, &sim}, options);
 }
 
+// Every node of `g` at `cpu_us` on the host and `sim_us` on the simulated device.
+void cost_every_node(const Graph& g, double cpu_us, double sim_us, router::CostModel* model) {
+  for (int n = 0; n < g.num_nodes(); ++n) {
+    router::NodeSignature sig = router::signature_of(g, g.node(n));
+    model->add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, cpu_us});
+    model->add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, sim_us});
+  }
+}
+
 TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
   Graph g;
   Value* x = g.add_input("x", {1024, 1024});
@@ -593,11 +602,7 @@ TEST(Router, AllOnTheDeviceIsReplayedWhenThatIsCheapest) {
   router::CostModel model;
   model.set_link("sim", {10, 1e-6}, {10, 1e-6});
   model.set_launch("sim", {8, 1});
-  for (int n = 0; n < g.num_nodes(); ++n) {
-    router::NodeSignature sig = router::signature_of(g, g.node(n));
-    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, 500});
-    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 10});
-  }
+  cost_every_node(g, 500, 10, &model);
   router::RoutePlan plan = route_on_costs(g, cpu, sim, model, "replay.tsv");
   EXPECT_TRUE(plan.graph_replay);
   for (const auto& d : plan.decisions) EXPECT_EQ(d.backend, "sim");
@@ -632,11 +637,7 @@ TEST(Router, CopiesAreCostedOnTheMeasuredLinkCurve) {
   up.us_per_byte = 90.0 / (4194304 - 4096);
   model.set_link("sim", up, down);
   model.set_launch("sim", {8, 1});
-  for (int n = 0; n < g.num_nodes(); ++n) {
-    router::NodeSignature sig = router::signature_of(g, g.node(n));
-    model.add_kernel("cpu", sig.key, {sig.op, sig.flops, sig.bytes, 500});
-    model.add_kernel("sim", sig.key, {sig.op, sig.flops, sig.bytes, 10});
-  }
+  cost_every_node(g, 500, 10, &model);
   router::RoutePlan plan = route_on_costs(g, cpu, sim, model, "curve.tsv");
   EXPECT_TRUE(plan.graph_replay);
   // Per node: (10 - 8) kernel + 1 launch; the input up (40 us) and the output down (20 us).
