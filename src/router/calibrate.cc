@@ -263,19 +263,23 @@ LaunchCost time_launch(Backend& backend) {
   return cost;
 }
 
-// Host -> device and device -> host copy time, measured at 4 KiB, 256 KiB, 4 MiB and 64 MiB and
+// Host -> device and device -> host copy time, measured at eight sizes from 4 KiB to 64 MiB and
 // read off between them (Link::points), made as a run makes its copies (Backend::move: on CUDA,
 // staged through pinned memory, by the host's threads from 1 MiB). One line through a 4 KiB and a
 // 16 MiB copy predicted wide_deep_small's 256 KiB input (staged on one thread) at 0.05 ms per run
 // that took 0.07, and pooled_mlp's 128 MiB input (from memory, not the host's cache) at 7.4 ms that
-// took 12.8 on the H200 machine. Each copy is timed on its own, to the stream's end, and the
-// median taken: a run waits for its one copy, and back-to-back copies (the best of rounds) ran
-// faster than that on the H100 machine's shared host. The source is the same buffer each time, as
-// an input the caller has just written. Times are made non-decreasing in the size.
+// took 12.8 on the H200 machine. Four points (4 KiB, 256 KiB, 4 MiB, 64 MiB) were still too few
+// there at 2 threads: a 32 MiB input that the caller rewrites stays in the host's last-level cache
+// and went at 18 GB/s, where the 64 MiB point (from memory) made 10, so two_tower's batch-32 plan
+// on the GPU was predicted at 3.3 ms and ran in 1.9. Each copy is timed on its own, to the stream's
+// end, and the median taken: a run waits for its one copy, and back-to-back copies (the best of
+// rounds) ran faster than that on the H100 machine's shared host. The source is the same buffer
+// each time, as an input the caller has just written. Times are made non-decreasing in the size.
 std::pair<Link, Link> time_links(Backend& backend) {
   constexpr int64_t kKi = 1024;
-  constexpr std::array<int64_t, 4> kSizes = {kKi, 64 * kKi, kKi * kKi,
-                                             16 * kKi * kKi};  // float32 elements
+  constexpr std::array<int64_t, 8> kSizes = {kKi,           64 * kKi,      256 * kKi,
+                                             kKi * kKi,     2 * kKi * kKi, 4 * kKi * kKi,
+                                             8 * kKi * kKi, 16 * kKi * kKi};  // float32 elements
   Stream& stream = backend.default_stream();
   auto link = [&](bool to_device) {
     Link out;

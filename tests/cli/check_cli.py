@@ -39,7 +39,7 @@ def check_router(build, tmp):
     out = lumen(build, "tune", MODEL)
     assert measured(out) > 0 and "(new)" in out, out
     lines = open(cache).read().splitlines()
-    assert lines[0] == "lumen-tune\t5" and lines[1].startswith("version\t"), lines[:3]
+    assert lines[0] == "lumen-tune\t6" and lines[1].startswith("version\t"), lines[:3]
     out = lumen(build, "tune", MODEL)
     assert measured(out) == 0 and "(read)" in out, out
 
