@@ -409,6 +409,52 @@ TEST(FusedMatMulKernel, ConstantWeightsOnEitherGemm) {
   set_cpu_kernel_choice(CpuKernelChoice::kMeasure);
 }
 
+// One output column runs as a matrix-vector product (gemv.h): A with a batch folded into its rows,
+// rows past one call's block (1,024), rows split over threads when few and long; B constant or an
+// input, [k, 1] or [1, k]; with a bias, a residual and an activation.
+TEST(FusedMatMulKernel, OneOutputColumnIsAMatrixVector) {
+  const std::map<std::string, Act> acts = {
+      {"", identity},
+      {"Sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {"Relu", [](double v) { return std::max(v, 0.0); }},
+  };
+  uint64_t seed = 700;
+  for (const Shape& as : {Shape{2, 3, 9000}, Shape{1100, 70}, Shape{4, 1}})
+    for (bool constant_b : {true, false})
+      for (bool trans_b : {false, true})
+        for (bool residual : {false, true})
+          for (const auto& [name, f] : acts) {
+            SCOPED_TRACE(::testing::Message()
+                         << as.to_string() << " " << name << (constant_b ? " constant" : "")
+                         << (trans_b ? " B^T" : "") << (residual ? " residual" : ""));
+            const int64_t k = as[-1];
+            Shape ys = as;
+            ys.dims().back() = 1;
+            Tensor a = test::random_tensor(as, ++seed, -1, 1);
+            Tensor b = test::random_tensor(trans_b ? Shape{1, k} : Shape{k, 1}, ++seed, -1, 1);
+            Tensor c = test::random_tensor({1}, ++seed, -1, 1);
+            Tensor z = test::random_tensor(ys, ++seed, -1, 1);
+            Graph graph;
+            std::vector<Value*> in = {
+                graph.add_input("a", a.shape()),
+                constant_b ? graph.add_constant("b", b) : graph.add_input("b", b.shape()),
+                graph.add_constant("c", c)};
+            if (residual) in.push_back(graph.add_input("z", z.shape()));
+            graph.mark_output(graph.add_op(
+                "FusedMatMul", in,
+                {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"activation", std::string(name)}}));
+            std::vector<double> want = reference(a, b, &c, false, trans_b, identity);
+            const std::vector<double> zs = test::to_doubles(z);
+            for (size_t i = 0; i < want.size(); ++i) want[i] = f(want[i] + (residual ? zs[i] : 0));
+            Runtime rt;
+            std::vector<Tensor> inputs = {a};
+            if (!constant_b) inputs.push_back(b);
+            if (residual) inputs.push_back(z);
+            // k = 9000 float products: an absolute error of 1e-5 per thousand terms.
+            test::expect_close(graph.compile(&rt)->execute(inputs)[0], ys, want, 2e-4, 1e-4);
+          }
+}
+
 TEST(FusedMatMulKernel, BadNodesAreRejected) {
   Graph graph;
   Value* a = graph.add_input("a", {3, 4});
