@@ -361,6 +361,29 @@ TEST(FusedMatMulKernel, GeluAndSwishEpiloguesWithBatchedB) {
   }
 }
 
+// One FusedMatMul of A, B (a constant, or an input when !constant_b), bias C and, with `residual`,
+// Z, with activation `name` (f in doubles), checked against the reference.
+void check_fused_matmul(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& z,
+                        bool constant_b, bool trans_b, bool residual, const std::string& name,
+                        const Act& f, double atol) {
+  Graph graph;
+  std::vector<Value*> in = {
+      graph.add_input("a", a.shape()),
+      constant_b ? graph.add_constant("b", b) : graph.add_input("b", b.shape()),
+      graph.add_constant("c", c)};
+  if (residual) in.push_back(graph.add_input("z", z.shape()));
+  graph.mark_output(graph.add_op("FusedMatMul", in,
+                                 {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"activation", name}}));
+  std::vector<double> want = reference(a, b, &c, false, trans_b, identity);
+  const std::vector<double> zs = test::to_doubles(z);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = f(want[i] + (residual ? zs[i] : 0));
+  Runtime rt;
+  std::vector<Tensor> inputs = {a};
+  if (!constant_b) inputs.push_back(b);
+  if (residual) inputs.push_back(z);
+  test::expect_close(graph.compile(&rt)->execute(inputs)[0], z.shape(), want, atol, 1e-4);
+}
+
 // Constant weights run on packed_gemm or oneDNN (kernel_choice.h): each forced in turn, and
 // measured, with and without a bias, a residual and B transposed, over tile edges of both GEMMs.
 TEST(FusedMatMulKernel, ConstantWeightsOnEitherGemm) {
@@ -389,21 +412,7 @@ TEST(FusedMatMulKernel, ConstantWeightsOnEitherGemm) {
                 test::random_tensor(trans_b ? Shape{d.n, d.k} : Shape{d.k, d.n}, ++seed, -1, 1);
             Tensor c = test::random_tensor({d.n}, ++seed, -1, 1);
             Tensor z = test::random_tensor({d.m, d.n}, ++seed, -1, 1);
-            Graph graph;
-            std::vector<Value*> in = {graph.add_input("a", a.shape()), graph.add_constant("b", b),
-                                      graph.add_constant("c", c)};
-            if (residual) in.push_back(graph.add_input("z", z.shape()));
-            graph.mark_output(graph.add_op(
-                "FusedMatMul", in,
-                {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"activation", std::string(name)}}));
-            std::vector<double> want = reference(a, b, &c, false, trans_b, identity);
-            const std::vector<double> zs = test::to_doubles(z);
-            for (size_t i = 0; i < want.size(); ++i) want[i] = f(want[i] + (residual ? zs[i] : 0));
-            Runtime rt;
-            std::vector<Tensor> inputs = {a};
-            if (residual) inputs.push_back(z);
-            test::expect_close(graph.compile(&rt)->execute(inputs)[0], {d.m, d.n}, want, 1e-5,
-                               1e-4);
+            check_fused_matmul(a, b, c, z, true, trans_b, residual, name, f, 1e-5);
           }
   }
   set_cpu_kernel_choice(CpuKernelChoice::kMeasure);
@@ -434,24 +443,8 @@ TEST(FusedMatMulKernel, OneOutputColumnIsAMatrixVector) {
             Tensor b = test::random_tensor(trans_b ? Shape{1, k} : Shape{k, 1}, ++seed, -1, 1);
             Tensor c = test::random_tensor({1}, ++seed, -1, 1);
             Tensor z = test::random_tensor(ys, ++seed, -1, 1);
-            Graph graph;
-            std::vector<Value*> in = {
-                graph.add_input("a", a.shape()),
-                constant_b ? graph.add_constant("b", b) : graph.add_input("b", b.shape()),
-                graph.add_constant("c", c)};
-            if (residual) in.push_back(graph.add_input("z", z.shape()));
-            graph.mark_output(graph.add_op(
-                "FusedMatMul", in,
-                {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"activation", std::string(name)}}));
-            std::vector<double> want = reference(a, b, &c, false, trans_b, identity);
-            const std::vector<double> zs = test::to_doubles(z);
-            for (size_t i = 0; i < want.size(); ++i) want[i] = f(want[i] + (residual ? zs[i] : 0));
-            Runtime rt;
-            std::vector<Tensor> inputs = {a};
-            if (!constant_b) inputs.push_back(b);
-            if (residual) inputs.push_back(z);
             // k = 9000 float products: an absolute error of 1e-5 per thousand terms.
-            test::expect_close(graph.compile(&rt)->execute(inputs)[0], ys, want, 2e-4, 1e-4);
+            check_fused_matmul(a, b, c, z, constant_b, trans_b, residual, name, f, 2e-4);
           }
 }
 
