@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "lumen/lumen.h"
@@ -225,6 +226,28 @@ TEST_F(ShapeFamilies, NewSequenceLengthsAndBatchesDoNotCompile) {
   // Sizes of 1 everywhere have no symbol left to vary: a plan of their own.
   expect_encoder(session, 1, 1, seed++);
   EXPECT_EQ(session.stats().compiles, 3u);
+}
+
+// A family's constant-weight products on either CPU kernel (cpu_isa.h: at AVX-512 each side can
+// be forced; at AVX2 both runs take the packed GEMM): on oneDNN a primitive per row count, kept for
+// the 32 latest counts (DnnlMatmulByRows), shared by every size like the packed GEMM. 40 lengths,
+// then the first ones again after they were dropped.
+TEST_F(ShapeFamilies, ProductsRunAtEveryLengthOnEitherCpuKernel) {
+  std::map<CpuKernelChoice, size_t> shared;
+  for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn}) {
+    set_cpu_kernel_choice(pick);
+    SCOPED_TRACE(pick == CpuKernelChoice::kLumen ? "packed GEMM" : "oneDNN");
+    OnnxSession session(save(encoder_model(weights_), "encoder.onnx"));
+    uint64_t seed = 60;
+    for (int64_t seq = 2; seq <= 41; ++seq) expect_encoder(session, 1, seq, seed++);
+    for (int64_t seq : {2, 3, 41}) expect_encoder(session, 1, seq, seed++);
+    const OnnxSession::Stats st = session.stats();
+    EXPECT_EQ(st.compiles, 1u);
+    shared[pick] = st.kernels_shared;
+  }
+  set_cpu_kernel_choice(CpuKernelChoice::kMeasure);
+  EXPECT_GT(shared[CpuKernelChoice::kLumen], 0u);
+  EXPECT_EQ(shared[CpuKernelChoice::kOneDnn], shared[CpuKernelChoice::kLumen]);
 }
 
 TEST_F(ShapeFamilies, PlanPerShapeCompilesEverySize) {

@@ -3,7 +3,11 @@
 #pragma once
 
 #include <algorithm>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/cpu/dnnl_util.h"
 #include "backends/cpu/kernel_choice.h"
@@ -77,6 +81,27 @@ class DnnlMatmul {
     }
   }
 
+  // The same product on `src` and `dst` (another row count), on `like`'s weights as they lie:
+  // their packed copy is shared, not made again (oneDNN's matmul lays out the weights by k and n
+  // alone). Throws dnnl::error when oneDNN has no implementation for that layout at this size.
+  void init_like(const DnnlMatmul& like, const Md& src, const Md& dst,
+                 const dnnl::primitive_attr& attr) {
+    dnnl::primitive_attr a = attr;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::desc desc = like.has_bias_
+                                  ? dnnl::matmul::desc(src, like.wei_md_, like.bias_md_, dst)
+                                  : dnnl::matmul::desc(src, like.wei_md_, dst);
+    dnnl::matmul::primitive_desc pd(desc, a, dnnl_engine());
+    src_md_ = src;
+    wei_md_ = like.wei_md_;
+    dst_md_ = dst;
+    has_bias_ = like.has_bias_;
+    bias_md_ = like.bias_md_;
+    scratch_md_ = pd.scratchpad_desc();
+    prim_ = dnnl::matmul(pd);
+    packed_ = like.packed_;
+  }
+
   // Whether the constant weights were packed at init (execute() then ignores `wei`).
   bool packed() const { return packed_.defined(); }
 
@@ -122,6 +147,47 @@ class DnnlMatmul {
   bool has_bias_ = false;
   dnnl::matmul prim_;
   Tensor packed_;  // the constant weights in prim_'s layout, when they were packed
+};
+
+// One [rows, k] x [k, n] product (with the bias and post-ops of the first) at any row count: a
+// primitive per count, made on first use from the first one (DnnlMatmul::init_like, sharing its
+// packed weights) and kept for the kMaxCounts most recent counts. For a kernel that serves a plan
+// at every size of its symbolic dims (kernel.h, AnyShapeScope) where oneDNN measured faster than
+// the packed GEMM at the first size: with a primitive of oneDNN 2.6 made for a run-time row count
+// (its gemm:jit path, unpacked weights) the BERT-base products ran about half as fast as with one
+// per count (brg:avx512_core) on 2 Zen 5 cores. Thread-safe.
+class DnnlMatmulByRows {
+ public:
+  static constexpr size_t kMaxCounts = 32;
+
+  // `first` was made for `first_rows` rows, row-major A and Y, with `attr`.
+  DnnlMatmulByRows(std::shared_ptr<const DnnlMatmul> first, int64_t first_rows, int64_t k,
+                   int64_t n, dnnl::primitive_attr attr)
+      : first_(std::move(first)), k_(k), n_(n), attr_(std::move(attr)) {
+    made_.emplace_back(first_rows, first_);
+  }
+
+  void execute(int64_t rows, const float* a, const float* wei, const float* bias, float* y) const {
+    for_rows(rows)->execute(a, wei, bias, y);
+  }
+
+ private:
+  std::shared_ptr<const DnnlMatmul> for_rows(int64_t rows) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [count, mm] : made_)
+      if (count == rows) return mm;
+    auto mm = std::make_shared<DnnlMatmul>();
+    mm->init_like(*first_, plain_md({rows, k_}), plain_md({rows, n_}), attr_);
+    if (made_.size() == kMaxCounts) made_.pop_front();
+    made_.emplace_back(rows, mm);
+    return mm;
+  }
+
+  std::shared_ptr<const DnnlMatmul> first_;
+  int64_t k_, n_;
+  dnnl::primitive_attr attr_;
+  mutable std::mutex mutex_;
+  mutable std::deque<std::pair<int64_t, std::shared_ptr<const DnnlMatmul>>> made_;
 };
 
 }  // namespace lumen::cpu

@@ -157,8 +157,16 @@ class FusedMatMulKernel final : public Kernel {
                               std::to_string(n) + (trans_b ? " B^T " : " ") +
                               ctx.attr_string("activation", "") + (has_bias_ ? " bias" : "") +
                               (residual_ ? " residual" : ""),
-                          ctx.graph(), *b_value, rows_, k, n, epilogue_, has_bias_, packed_, mm_);
-      if (choice_.lumen) mode_ = Mode::kPacked;
+                          ctx.graph(), *b_value, rows_, k, n, epilogue_, has_bias_, packed_, mm_,
+                          /*onednn_any_size=*/true);
+      if (choice_.lumen) {
+        mode_ = Mode::kPacked;
+      } else if (building_for_any_shape()) {
+        // A plan for many sizes: oneDNN at every row count, on the weights packed now.
+        mode_ = Mode::kRows;
+        by_rows_ = std::make_shared<const DnnlMatmulByRows>(std::make_shared<const DnnlMatmul>(mm_),
+                                                            rows_, k, n, attr);
+      }
       return;
     }
     if (b_flat && !trans_a) {
@@ -202,7 +210,7 @@ class FusedMatMulKernel final : public Kernel {
   bool reads_input(int k) const override {
     if (k != 1) return true;
     if (mode_ == Mode::kPacked) return false;
-    return mode_ != Mode::kDirect || !mm_.packed();
+    return (mode_ != Mode::kDirect && mode_ != Mode::kRows) || !mm_.packed();
   }
 
   std::string describe() const override {
@@ -213,8 +221,10 @@ class FusedMatMulKernel final : public Kernel {
   // where it lies.
   int in_place_input() const override { return residual_ ? 3 : -1; }
 
-  // The packed and vector forms fold A's batch into the rows, which they take per run.
-  bool runs_any_shape() const override { return mode_ == Mode::kPacked || any_shape_; }
+  // The packed, by-rows and vector forms fold A's batch into the rows, which they take per run.
+  bool runs_any_shape() const override {
+    return mode_ == Mode::kPacked || mode_ == Mode::kRows || any_shape_;
+  }
 
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
@@ -242,6 +252,10 @@ class FusedMatMulKernel final : public Kernel {
     }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
+    if (mode_ == Mode::kRows) {
+      dnnl_call(where_, [&] { by_rows_->execute(out_numel / n_, a, b, bias, y); });
+      return;
+    }
     dnnl_call(where_, [&] {
       if (mode_ == Mode::kDirect) {
         mm_.execute(a, b, bias, y);
@@ -270,14 +284,14 @@ class FusedMatMulKernel final : public Kernel {
     }
   }
 
-  enum class Mode { kEmpty, kZeroK, kDirect, kLoop, kPacked, kVector };
+  enum class Mode { kEmpty, kZeroK, kDirect, kLoop, kPacked, kVector, kRows };
   static constexpr int64_t kVectorRows = 1024;  // rows per matrix_vector call
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   bool has_bias_ = false;
   bool residual_ = false;  // input 3, Z, added before the activation
   int64_t out_numel_ = 0;
-  int64_t rows_ = 0, n_ = 0;  // kZeroK, kPacked: the output seen as [rows_, n_]
+  int64_t rows_ = 0, n_ = 0;  // kZeroK, kPacked, kRows: the output seen as [rows_, n_]
   int64_t k_ = 0;             // kPacked, kVector: A's columns
   bool any_shape_ = false;    // kVector with a constant B
   PackedMatrix packed_;       // kPacked: the constant B
@@ -287,6 +301,7 @@ class FusedMatMulKernel final : public Kernel {
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;
   DnnlMatmul mm_;
+  std::shared_ptr<const DnnlMatmulByRows> by_rows_;  // kRows: mm_'s product at any row count
 };
 
 std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {

@@ -7,7 +7,7 @@ namespace lumen::cpu {
 
 KernelChoice pick_gemm(const std::string& key, const Graph& graph, const Tensor& b, int64_t rows,
                        int64_t k, int64_t n, const GemmEpilogue& epilogue, bool with_bias,
-                       PackedMatrix& packed, DnnlMatmul& mm) {
+                       PackedMatrix& packed, DnnlMatmul& mm, bool onednn_any_size) {
   std::vector<float> a, bias, c;
   const bool cold = b.nbytes() > kColdWeightBytes && weights_stream_from_memory(graph);
   KernelChoice choice = pick_lumen_kernel(
@@ -29,7 +29,8 @@ KernelChoice pick_gemm(const std::string& key, const Graph& graph, const Tensor&
         e.bias = with_bias ? bias.data() : nullptr;
         packed_gemm(rows, a.data(), k, packed, c.data(), n, e);
       },
-      [&] { mm.execute(a.data(), b.data<float>(), with_bias ? bias.data() : nullptr, c.data()); });
+      [&] { mm.execute(a.data(), b.data<float>(), with_bias ? bias.data() : nullptr, c.data()); },
+      onednn_any_size);
   if (choice.lumen)
     mm = DnnlMatmul();
   else

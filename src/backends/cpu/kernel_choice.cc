@@ -171,11 +171,11 @@ bool lumen_kernel_candidate() {
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void(bool lumen)>& evict,
                                const std::function<void()>& lumen,
-                               const std::function<void()>& onednn) {
+                               const std::function<void()>& onednn, bool onednn_any_size) {
   if (!kernel_choice_measured()) return {true, "avx2"};
   if (forced.load() != CpuKernelChoice::kMeasure)
     return {forced.load() == CpuKernelChoice::kLumen, "forced"};
-  if (building_for_any_shape()) return {true, "runs at any size"};
+  if (building_for_any_shape() && !onednn_any_size) return {true, "runs at any size"};
   ChoiceStore& s = store();
   const std::string full_key = key + " isa " + std::string(cpu_isa_name(cpu_isa())) + " threads " +
                                std::to_string(omp_get_max_threads());

@@ -50,10 +50,12 @@ bool kernel_choice_measured();
 // that changes their cost (op, shapes, attributes, whether the weights are flushed); the answer is
 // kept per key, ISA level and thread count, so the layers of a model that repeat a node time it
 // once, and in the choice file (set_cpu_kernel_choice_file), so later processes do not time it.
+// For a plan that runs at many sizes (AnyShapeScope) Lumen's kernel, which runs at any size, is
+// taken untimed, unless `onednn_any_size` says the oneDNN side runs at any size too.
 KernelChoice pick_lumen_kernel(const std::string& key, const std::function<void()>& prepare,
                                const std::function<void(bool lumen)>& evict,
                                const std::function<void()>& lumen,
-                               const std::function<void()>& onednn);
+                               const std::function<void()>& onednn, bool onednn_any_size = false);
 
 // A node's weights are flushed before each timed call (pick_lumen_kernel's `evict`) where they
 // are more than this many bytes (as given) and the model's weights together outgrow the
