@@ -228,26 +228,61 @@ TEST_F(ShapeFamilies, NewSequenceLengthsAndBatchesDoNotCompile) {
   EXPECT_EQ(session.stats().compiles, 3u);
 }
 
+// x [batch, seq, 16] -> MatMul with a constant W [16, 32] and nothing after it (a language model's
+// head without a bias): a MatMul node, not a FusedMatMul.
+onnx::ModelProto projection_model(const Weights& w) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("projection");
+  add_io(g->add_input(), "x", onnx::TensorProto::FLOAT, {"batch", "seq", std::to_string(kD)});
+  add_io(g->add_output(), "y", onnx::TensorProto::FLOAT, {"batch", "seq", std::to_string(kH)});
+  add_floats(g, "W", {kD, kH}, w.w);
+  add_node(g, "MatMul", {"x", "W"}, {"y"});
+  return m;
+}
+
 // A family's constant-weight products on either CPU kernel (cpu_isa.h: at AVX-512 each side can
 // be forced; at AVX2 both runs take the packed GEMM): on oneDNN a primitive per row count, kept for
 // the 32 latest counts (DnnlMatmulByRows), shared by every size like the packed GEMM. 40 lengths,
-// then the first ones again after they were dropped.
+// then the first ones again after they were dropped; the encoder's product is a FusedMatMul, the
+// projection's a MatMul.
 TEST_F(ShapeFamilies, ProductsRunAtEveryLengthOnEitherCpuKernel) {
-  std::map<CpuKernelChoice, size_t> shared;
+  const std::string encoder = save(encoder_model(weights_), "encoder.onnx");
+  const std::string projection = save(projection_model(weights_), "projection.onnx");
+  std::map<CpuKernelChoice, std::vector<size_t>> shared;
   for (CpuKernelChoice pick : {CpuKernelChoice::kLumen, CpuKernelChoice::kOneDnn}) {
     set_cpu_kernel_choice(pick);
     SCOPED_TRACE(pick == CpuKernelChoice::kLumen ? "packed GEMM" : "oneDNN");
-    OnnxSession session(save(encoder_model(weights_), "encoder.onnx"));
+    OnnxSession session(encoder);
+    OnnxSession bare(projection);
     uint64_t seed = 60;
-    for (int64_t seq = 2; seq <= 41; ++seq) expect_encoder(session, 1, seq, seed++);
-    for (int64_t seq : {2, 3, 41}) expect_encoder(session, 1, seq, seed++);
-    const OnnxSession::Stats st = session.stats();
-    EXPECT_EQ(st.compiles, 1u);
-    shared[pick] = st.kernels_shared;
+    std::vector<int64_t> lengths;
+    for (int64_t seq = 2; seq <= 41; ++seq) lengths.push_back(seq);
+    for (int64_t seq : {2, 3, 41}) lengths.push_back(seq);
+    for (int64_t seq : lengths) {
+      expect_encoder(session, 1, seq, seed++);
+      Tensor x = test::random_tensor({1, seq, kD}, seed++);
+      std::vector<double> want(static_cast<size_t>(seq * kH), 0.0);
+      for (int64_t s = 0; s < seq; ++s)
+        for (int64_t j = 0; j < kH; ++j)
+          for (int64_t k = 0; k < kD; ++k)
+            want[s * kH + j] += double(x.data<float>()[s * kD + k]) * weights_.w[k * kH + j];
+      SCOPED_TRACE("projection, seq " + std::to_string(seq));
+      test::expect_close(bare.run({{"x", x}})[0], {1, seq, kH}, want, 1e-5, 1e-4);
+    }
+    for (OnnxSession* s : {&session, &bare}) {
+      EXPECT_EQ(s->stats().compiles, 1u);
+      shared[pick].push_back(s->stats().kernels_shared);
+    }
   }
   set_cpu_kernel_choice(CpuKernelChoice::kMeasure);
-  EXPECT_GT(shared[CpuKernelChoice::kLumen], 0u);
-  EXPECT_EQ(shared[CpuKernelChoice::kOneDnn], shared[CpuKernelChoice::kLumen]);
+  for (size_t model = 0; model < 2; ++model) {
+    EXPECT_GT(shared[CpuKernelChoice::kLumen][model], 0u) << model;
+    EXPECT_EQ(shared[CpuKernelChoice::kOneDnn][model], shared[CpuKernelChoice::kLumen][model])
+        << model;
+  }
 }
 
 TEST_F(ShapeFamilies, PlanPerShapeCompilesEverySize) {

@@ -4,6 +4,7 @@
 // is written; op() (trans_a / trans_b) is a stride swap in the memory descriptor, never a copy.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -3,6 +3,7 @@
 // reordered then into the layout the primitive prefers.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -77,8 +78,15 @@ class MatMulKernel final : public Kernel {
       if (kernel_choice_measured()) init_flat();
       choice_ = pick_gemm(
           "MatMul " + std::to_string(rows_) + "x" + std::to_string(k) + "x" + std::to_string(n),
-          ctx.graph(), *b_value, rows_, k, n, {}, false, packed_, mm_);
-      if (choice_.lumen) mode_ = Mode::kPacked;
+          ctx.graph(), *b_value, rows_, k, n, {}, false, packed_, mm_, /*onednn_any_size=*/true);
+      if (choice_.lumen) {
+        mode_ = Mode::kPacked;
+      } else if (building_for_any_shape()) {
+        // A plan for many sizes: oneDNN at every row count, on the weights packed now.
+        mode_ = Mode::kRows;
+        by_rows_ = std::make_shared<const DnnlMatmulByRows>(std::make_shared<const DnnlMatmul>(mm_),
+                                                            rows_, k, n, dnnl::primitive_attr());
+      }
       return;
     }
     if (b_flat) {
@@ -124,13 +132,16 @@ class MatMulKernel final : public Kernel {
   bool reads_input(int k) const override {
     if (k != 1) return true;
     if (mode_ == Mode::kPacked) return false;
-    return mode_ != Mode::kDirect || !mm_.packed();
+    return (mode_ != Mode::kDirect && mode_ != Mode::kRows) || !mm_.packed();
   }
 
   std::string describe() const override { return describe_choice(choice_, "packed_gemm"); }
 
-  // The packed and matrix-vector forms fold A's batch into the rows, which they take per run.
-  bool runs_any_shape() const override { return mode_ == Mode::kPacked || mode_ == Mode::kVector; }
+  // The packed, by-rows and matrix-vector forms fold A's batch into the rows, which they take per
+  // run.
+  bool runs_any_shape() const override {
+    return mode_ == Mode::kPacked || mode_ == Mode::kRows || mode_ == Mode::kVector;
+  }
 
   void run(KernelContext& ctx) const override {
     float* y = ctx.outputs[0].data<float>();
@@ -153,6 +164,10 @@ class MatMulKernel final : public Kernel {
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
     dnnl_call(where_, [&] {
+      if (mode_ == Mode::kRows) {
+        by_rows_->execute(rows, a, b, nullptr, y);
+        return;
+      }
       if (mode_ == Mode::kDirect) {
         mm_.execute(a, b, nullptr, y);
         return;
@@ -164,17 +179,18 @@ class MatMulKernel final : public Kernel {
   }
 
  private:
-  enum class Mode { kEmpty, kZero, kDirect, kLoop, kPacked, kVector };
+  enum class Mode { kEmpty, kZero, kDirect, kLoop, kPacked, kVector, kRows };
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   int64_t out_numel_ = 0;
-  int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked, kVector: A as [rows_, k_], the output [rows_, n_]
+  int64_t rows_ = 0, k_ = 0, n_ = 0;  // kPacked, kVector, kRows: A [rows_, k_], Y [rows_, n_]
   PackedMatrix packed_;               // kPacked: the constant B
   KernelChoice choice_;               // packed_gemm or oneDNN, and why, where both could run
   // kLoop: elements per matrix, and which A and B matrix each output matrix reads.
   int64_t a_step_ = 0, b_step_ = 0, y_step_ = 0;
   std::vector<int64_t> a_index_, b_index_;
   DnnlMatmul mm_;
+  std::shared_ptr<const DnnlMatmulByRows> by_rows_;  // kRows: mm_'s product at any row count
 };
 
 // Gemm on float32: Y = alpha * op(A) * op(B) + beta * C as one oneDNN matmul, or with one output
