@@ -61,6 +61,7 @@ class DnnlMatmul {
       }
     }
     if (!packed) pd = make_pd(wei);
+    attr_ = attr;
     src_md_ = src;
     wei_md_ = pd.weights_desc();
     dst_md_ = dst;
@@ -81,17 +82,18 @@ class DnnlMatmul {
     }
   }
 
-  // The same product on `src` and `dst` (another row count), on `like`'s weights as they lie:
-  // their packed copy is shared, not made again (oneDNN's matmul lays out the weights by k and n
-  // alone). Throws dnnl::error when oneDNN has no implementation for that layout at this size.
-  void init_like(const DnnlMatmul& like, const Md& src, const Md& dst,
-                 const dnnl::primitive_attr& attr) {
-    dnnl::primitive_attr a = attr;
-    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // `like`'s product (its bias and post-ops) for another row count: row-major [rows, k] A and
+  // [rows, n] Y, on `like`'s weights as they lie, whose packed copy is shared, not made again
+  // (oneDNN's matmul lays out the weights by k and n alone). `like` is 2-D. Throws dnnl::error
+  // when oneDNN has no implementation for that layout at this size.
+  void init_like(const DnnlMatmul& like, int64_t rows) {
+    const Dims& kn = like.wei_md_.dims();
+    const Md src = plain_md({rows, kn[0]}), dst = plain_md({rows, kn[1]});
     dnnl::matmul::desc desc = like.has_bias_
                                   ? dnnl::matmul::desc(src, like.wei_md_, like.bias_md_, dst)
                                   : dnnl::matmul::desc(src, like.wei_md_, dst);
-    dnnl::matmul::primitive_desc pd(desc, a, dnnl_engine());
+    dnnl::matmul::primitive_desc pd(desc, like.attr_, dnnl_engine());
+    attr_ = like.attr_;
     src_md_ = src;
     wei_md_ = like.wei_md_;
     dst_md_ = dst;
@@ -143,15 +145,16 @@ class DnnlMatmul {
     }
     return out;
   }
+  dnnl::primitive_attr attr_;  // as given to init, with the user-managed scratchpad
   Md src_md_, wei_md_, bias_md_, dst_md_, scratch_md_;
   bool has_bias_ = false;
   dnnl::matmul prim_;
   Tensor packed_;  // the constant weights in prim_'s layout, when they were packed
 };
 
-// One [rows, k] x [k, n] product (with the bias and post-ops of the first) at any row count: a
-// primitive per count, made on first use from the first one (DnnlMatmul::init_like, sharing its
-// packed weights) and kept for the kMaxCounts most recent counts. For a kernel that serves a plan
+// One 2-D DnnlMatmul's product at any row count: a primitive per count, made on first use from
+// the first one (DnnlMatmul::init_like, sharing its packed weights) and kept for the kMaxCounts
+// most recent counts. For a kernel that serves a plan
 // at every size of its symbolic dims (kernel.h, AnyShapeScope) where oneDNN measured faster than
 // the packed GEMM at the first size: with a primitive of oneDNN 2.6 made for a run-time row count
 // (its gemm:jit path, unpacked weights) the BERT-base products ran about half as fast as with one
@@ -160,10 +163,9 @@ class DnnlMatmulByRows {
  public:
   static constexpr size_t kMaxCounts = 32;
 
-  // `first` was made for `first_rows` rows, row-major A and Y, with `attr`.
-  DnnlMatmulByRows(std::shared_ptr<const DnnlMatmul> first, int64_t first_rows, int64_t k,
-                   int64_t n, dnnl::primitive_attr attr)
-      : first_(std::move(first)), k_(k), n_(n), attr_(std::move(attr)) {
+  // `first` was made for `first_rows` rows, row-major A and Y.
+  DnnlMatmulByRows(DnnlMatmul first, int64_t first_rows)
+      : first_(std::make_shared<const DnnlMatmul>(std::move(first))) {
     made_.emplace_back(first_rows, first_);
   }
 
@@ -177,15 +179,13 @@ class DnnlMatmulByRows {
     for (const auto& [count, mm] : made_)
       if (count == rows) return mm;
     auto mm = std::make_shared<DnnlMatmul>();
-    mm->init_like(*first_, plain_md({rows, k_}), plain_md({rows, n_}), attr_);
+    mm->init_like(*first_, rows);
     if (made_.size() == kMaxCounts) made_.pop_front();
     made_.emplace_back(rows, mm);
     return mm;
   }
 
   std::shared_ptr<const DnnlMatmul> first_;
-  int64_t k_, n_;
-  dnnl::primitive_attr attr_;
   mutable std::mutex mutex_;
   mutable std::deque<std::pair<int64_t, std::shared_ptr<const DnnlMatmul>>> made_;
 };

@@ -165,8 +165,7 @@ class FusedMatMulKernel final : public Kernel {
       } else if (building_for_any_shape()) {
         // A plan for many sizes: oneDNN at every row count, on the weights packed now.
         mode_ = Mode::kRows;
-        by_rows_ = std::make_shared<const DnnlMatmulByRows>(std::make_shared<const DnnlMatmul>(mm_),
-                                                            rows_, k, n, attr);
+        by_rows_ = std::make_shared<const DnnlMatmulByRows>(mm_, rows_);
       }
       return;
     }
@@ -253,11 +252,11 @@ class FusedMatMulKernel final : public Kernel {
     }
     // Packed constant weights (direct mode) are not kept by the executable: b is not read.
     const float* b = reads_input(1) ? ctx.inputs[1].data<float>() : nullptr;
-    if (mode_ == Mode::kRows) {
-      dnnl_call(where_, [&] { by_rows_->execute(out_numel / n_, a, b, bias, y); });
-      return;
-    }
     dnnl_call(where_, [&] {
+      if (mode_ == Mode::kRows) {
+        by_rows_->execute(out_numel / n_, a, b, bias, y);
+        return;
+      }
       if (mode_ == Mode::kDirect) {
         mm_.execute(a, b, bias, y);
         return;

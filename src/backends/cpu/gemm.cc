@@ -84,8 +84,7 @@ class MatMulKernel final : public Kernel {
       } else if (building_for_any_shape()) {
         // A plan for many sizes: oneDNN at every row count, on the weights packed now.
         mode_ = Mode::kRows;
-        by_rows_ = std::make_shared<const DnnlMatmulByRows>(std::make_shared<const DnnlMatmul>(mm_),
-                                                            rows_, k, n, dnnl::primitive_attr());
+        by_rows_ = std::make_shared<const DnnlMatmulByRows>(mm_, rows_);
       }
       return;
     }
