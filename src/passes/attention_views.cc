@@ -238,6 +238,8 @@ constexpr int64_t kDecodeRows = 4;
 bool rewrite(Graph& graph, int id, bool whole_batches_only) {
   const Node& att = graph.node(id);
   if (att.op != OpKind::kFusedAttention || att.outputs.size() != 1) return false;
+  if (NodeContext(graph, att).attr_int("kv_group", 1) != 1)
+    return false;  // views of Q's heads only
   if (whole_batches_only) {
     // Q's logical shape [..., heads, Sq, D]: one index before the heads, more than kDecodeRows.
     const Shape& q = graph.value(att.inputs[0]).type.shape;

@@ -8,7 +8,8 @@
 // relu. Where every backend adds a FusedMatMul's fourth input in its epilogue (`matmul_residual`:
 // the CPU, through oneDNN's sum post-op or the packed GEMM starting from z, Vulkan and CUDA), a
 // FusedMatMul without an activation takes z the same way: the residual Adds of a transformer layer.
-// There the product may also be a Gemm FusedMatMul can express (converted), and may reach the Add
+// There the product may also be a Gemm FusedMatMul can express or a float32 MatMul without a bias
+// (Llama's projections; both converted), and may reach the Add
 // through Reshapes that only it reads (a [S, N, E] layer's output projection is computed as
 // [S N, E]): z is then reshaped to the product's shape, a view.
 #include "graph/op_kind.h"
@@ -17,6 +18,15 @@
 
 namespace lumen {
 namespace {
+
+// A float32 MatMul whose operands have rank 2 or more: FusedMatMul's domain.
+bool plain_matmul(const Graph& graph, const Node& n) {
+  if (n.op != OpKind::kMatMul || n.inputs.size() != 2) return false;
+  const Value& a = graph.value(n.inputs[0]);
+  const Value& b = graph.value(n.inputs[1]);
+  return a.type.dtype == DType::kFloat32 && b.type.dtype == DType::kFloat32 &&
+         a.type.shape.rank() >= 2 && b.type.shape.rank() >= 2;
+}
 
 bool empty_activation(const Node& conv) {
   auto act = conv.attrs.find("activation");
@@ -43,6 +53,7 @@ int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residu
   const Node& conv = graph.node(v.producer);
   if (matmul_residual && conv.op == OpKind::kGemm && gemm_fits_fused_matmul(graph, conv))
     return v.producer;
+  if (matmul_residual && plain_matmul(graph, conv)) return v.producer;
   auto layout = conv.attrs.find("channels_last");
   const bool channels_last = layout != conv.attrs.end() && layout->second.as_int() == 1;
   if (!cpu_only && conv.op == OpKind::kConv && conv.inputs.size() <= 3 &&
@@ -87,7 +98,9 @@ class FuseResidualPass : public Pass {
           made = before_reshapes(graph, y);
           conv_id = made == y ? -1 : residual_target(graph, made, cpu_only_, true);
           const OpKind target = conv_id < 0 ? OpKind::kAdd : graph.node(conv_id).op;
-          if (target != OpKind::kFusedMatMul && target != OpKind::kGemm) conv_id = -1;
+          if (target != OpKind::kFusedMatMul && target != OpKind::kGemm &&
+              target != OpKind::kMatMul)
+            conv_id = -1;
         }
         if (conv_id < 0 || graph.value(z).type != graph.value(y).type) continue;
         int out = add.outputs[0];
@@ -95,6 +108,7 @@ class FuseResidualPass : public Pass {
         if (made != y) z = reshaped(graph, z, graph.value(made).type.shape);
         if (graph.node(conv_id).op == OpKind::kGemm) gemm_to_fused_matmul(graph, conv_id);
         Node& conv = graph.node(conv_id);
+        if (conv.op == OpKind::kMatMul) conv.op = OpKind::kFusedMatMul;
         if (conv.op != OpKind::kFusedMatMul) conv.op = OpKind::kFusedConv;
         if (conv.inputs.size() < 4) conv.inputs.resize(4, -1);  // bias may be omitted
         set_input(graph, conv_id, 3, z);

@@ -45,6 +45,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
   if (strided_attention) manager.add(make_attention_views_pass(with_cuda));
+  manager.add(make_fold_kv_group_pass());
   if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_channel_scale_pass());

@@ -88,6 +88,11 @@ std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();
 // layouts in place. With `whole_batches_only` (CUDA among the backends), only where Q has one index
 // before its heads and more than a decoding step's few rows.
 std::unique_ptr<Pass> make_attention_views_pass(bool whole_batches_only = false);
+
+// Grouped-query attention: a FusedAttention whose K and V are both key/value heads repeated G
+// times (Unsqueeze, Expand, Reshape: Llama's repeat_kv) reads the unrepeated heads with
+// kv_group = G instead.
+std::unique_ptr<Pass> make_fold_kv_group_pass();
 // Concat -> per-channel Mul -> per-channel Add [-> Relu] (DenseNet's Concat -> BatchNormalization
 // -> ReLU once bn-to-affine has run) becomes one FusedConcat: the pieces read once, written
 // scaled, shifted and rectified.

@@ -169,8 +169,17 @@ TEST(FuseMatMul, MatMulReadTwiceOrAddOfComputedValueIsNotFused) {
   graph.mark_output(graph.add_op("Add", {z, graph.add_op("Exp", {in})}));  // a residual, not a bias
   graph.optimize();
   std::map<std::string, int> ops = ops_of(graph);
-  EXPECT_EQ(ops["FusedMatMul"], 0);
-  EXPECT_EQ(ops["MatMul"], 2);
+  EXPECT_EQ(ops["MatMul"], 1);  // read twice
+  // The Add of a computed value is a residual (fuse-residual): a FusedMatMul without a bias.
+  ASSERT_EQ(ops["FusedMatMul"], 1);
+  EXPECT_EQ(ops["Add"], 0);
+  for (int id : graph.topological_order()) {
+    const Node& n = graph.node(id);
+    if (n.op != OpKind::kFusedMatMul) continue;
+    ASSERT_EQ(n.inputs.size(), 4u);
+    EXPECT_LT(n.inputs[2], 0);
+    EXPECT_GE(n.inputs[3], 0);
+  }
 }
 
 // A transformer's residual: MatMul + bias, then + Z, then an activation, becomes one FusedMatMul
@@ -210,6 +219,53 @@ TEST(FuseResidual, MatMulBiasAddReluIsOneFusedMatMul) {
       test::expect_close(got, {2, 5, 24}, want, 1e-5, 1e-4);
     }
     set_cpu_isa_limit(before);
+  }
+}
+
+// Llama's residuals: a MatMul without a bias, + Z. The MatMul becomes a FusedMatMul with no bias
+// and Z as its fourth input, on every CPU kernel (the packed GEMM, oneDNN's sum post-op, the
+// one-row and one-column paths), against a double-precision reference on random data.
+TEST(FuseResidual, MatMulWithoutBiasTakesTheResidual) {
+  struct Shapes {
+    std::vector<int64_t> x, w;
+  };
+  const std::vector<Shapes> shapes = {
+      {{2, 5, 16}, {16, 24}}, {{1, 1, 64}, {64, 96}}, {{3, 40}, {40, 1}}, {{1, 7, 33}, {33, 20}}};
+  int seed = 60;
+  for (const Shapes& sh : shapes) {
+    Tensor x = test::random_tensor(Shape(sh.x), seed++, -1, 1);
+    Tensor w = test::random_tensor(Shape(sh.w), seed++, -1, 1);
+    std::vector<int64_t> ys = sh.x;
+    ys.back() = sh.w.back();
+    Tensor z = test::random_tensor(Shape(ys), seed++, -1, 1);
+    const std::vector<double> product = reference(x, w, nullptr, false, false, identity);
+    const std::vector<double> zs = test::to_doubles(z);
+    std::vector<double> want(product.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = product[i] + zs[i];
+    for (bool z_first : {false, true}) {
+      SCOPED_TRACE(x.shape().to_string() + " x " + w.shape().to_string() +
+                   (z_first ? ", Add(Z, Y)" : ", Add(Y, Z)"));
+      Graph graph;
+      Value* in = graph.add_input("x", x.shape());
+      Value* zv = graph.add_op("Neg", {graph.add_op("Neg", {graph.add_input("z", z.shape())})});
+      Value* y = graph.add_op("MatMul", {in, graph.add_constant("w", w)});
+      graph.mark_output(
+          graph.add_op("Add", z_first ? std::vector<Value*>{zv, y} : std::vector<Value*>{y, zv}));
+      graph.optimize();
+      std::map<std::string, int> ops = ops_of(graph);
+      EXPECT_EQ(ops["FusedMatMul"], 1);
+      EXPECT_EQ(ops["MatMul"], 0);
+      EXPECT_EQ(ops["Add"], 0);
+      const CpuIsa before = cpu_isa();
+      for (CpuIsa level : {before, CpuIsa::kBaseline}) {
+        SCOPED_TRACE(cpu_isa_name(level));
+        set_cpu_isa_limit(level);
+        Runtime rt;
+        Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{x, z})[0];
+        test::expect_close(got, Shape(ys), want, 1e-5, 1e-4);
+      }
+      set_cpu_isa_limit(before);
+    }
   }
 }
 

@@ -85,6 +85,14 @@ class AttentionKernel final : public Kernel {
     k_off_ = offsets(views.k);
     v_off_ = offsets(views.v);
     y_off_ = offsets(views.y);
+    // Grouped-query FusedAttention (contiguous K and V with 1 / kv_group of Q's heads): index b
+    // reads K's and V's matrix b / kv_group.
+    const int64_t group = ctx.op() == OpKind::kFusedAttention ? ctx.attr_int("kv_group", 1) : 1;
+    if (group > 1)
+      for (int64_t b = 0; b < batch_; ++b) {
+        k_off_[b] = b / group * sk_ * depth_;
+        v_off_[b] = b / group * sk_ * dv_;
+      }
     if (!ctx.has_input(3)) return;
     // Mask strides over the scores' dims [..., Sq, Sk], 0 where the mask broadcasts.
     has_mask_ = true;

@@ -128,6 +128,7 @@ class AttentionKernel final : public Kernel {
     d_ = attention_desc(q, k_transposed ? k[-1] : k[-2], v[-1], ctx.attr_float("scale", 1.0f),
                         has_mask_ ? &ctx.input_shape(3) : nullptr);
     d_.k_transposed = k_transposed;
+    d_.kv_group = ctx.attr_int("kv_group", 1);
     // Decoding (a few query rows per head): the split-key kernel, with no GEMM way to time (two
     // launches against three, and no scores in memory).
     if (d_.sq <= kAttentionSplitMaxRows) {
@@ -138,7 +139,8 @@ class AttentionKernel final : public Kernel {
     }
     const size_t score_bytes =
         static_cast<size_t>(d_.batch * d_.sq * d_.sk) * storage_bytes(storage_);
-    if (score_bytes == 0 || score_bytes > kMaxScoreBytes) return;
+    // Grouped key/value heads: the fused kernel (the GEMMs' batches would need K and V repeated).
+    if (d_.kv_group > 1 || score_bytes == 0 || score_bytes > kMaxScoreBytes) return;
     GemmShape qk;  // [sq, depth] x [depth, sk] per head
     qk.m = d_.sq;
     qk.k = d_.depth;

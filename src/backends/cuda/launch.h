@@ -174,6 +174,8 @@ struct AttentionDesc {
   int64_t batch = 0, sq = 0, sk = 0, depth = 0, depth_v = 0;
   float scale = 1.f;
   bool k_transposed = false;
+  int64_t kv_group =
+      1;  // query heads per key/value head: batch index b reads K's and V's b / kv_group
   int lead_rank = 0;
   int64_t lead_dims[kMaxRank] = {};
   int64_t mask_lead_strides[kMaxRank] = {};

@@ -111,6 +111,7 @@ std::string check_attention(const NodeContext& ctx) {
     return "shapes known only at run time";
   if (ctx.op() == OpKind::kStridedAttention) return tiled_refusal(attention_views(ctx));
   if (q.rank() > 4) return "more than two leading dims";
+  if (ctx.attr_int("kv_group", 1) != 1) return "grouped key/value heads (kv_group)";
   const bool kt = ctx.attr_int("k_transposed", 0) == 1;
   if (k[kt ? -1 : -2] > kMaxKeys && !tiled_refusal(fused_views(ctx)).empty())
     return "more than 4096 keys with a depth above 128";

@@ -3,7 +3,10 @@
 //   Y = softmax(scale * Q @ K^T + mask, last axis) @ V
 // Q [..., Sq, D]; K [..., Sk, D], or K^T [..., D, Sk] when k_transposed = 1 (the layout exporters
 // hand to the first MatMul); V [..., Sk, Dv]; the optional additive mask broadcasts onto the
-// scores [..., Sq, Sk]. Q, K and V share their leading (batch, head) dims exactly. Y [..., Sq, Dv].
+// scores [..., Sq, Sk]. Q, K and V share their leading (batch, head) dims exactly, except with
+// kv_group = G > 1 (grouped-query attention, the fold-kv-group pass): then K and V have Q's heads
+// (the dim before the last two) divided by G, and query head h reads key/value head h / G.
+// Y [..., Sq, Dv].
 #include <string>
 
 #include "graph/schema.h"
@@ -26,10 +29,17 @@ void infer_fused_attention(InferContext& ctx) {
   if (rank < 2 || k.rank() != rank || v.rank() != rank)
     ctx.fail_shape("Q, K and V must have one rank of 2 or more, got " + q.to_string() + ", " +
                    k.to_string() + ", " + v.to_string());
-  for (int d = 0; d < rank - 2; ++d)
-    if (k.dims()[d] != q.dims()[d] || v.dims()[d] != q.dims()[d])
+  const int64_t group = ctx.attr_int("kv_group", 1);
+  if (group < 1 || (group > 1 && rank < 3))
+    ctx.fail_model("kv_group must be 1, or above 1 with a heads dim, got " + std::to_string(group));
+  for (int d = 0; d < rank - 2; ++d) {
+    const int64_t want = d == rank - 3 ? q.dims()[d] / group : q.dims()[d];
+    if ((d == rank - 3 && q.dims()[d] % group != 0) || k.dims()[d] != want || v.dims()[d] != want)
       ctx.fail_shape("Q " + q.to_string() + ", K " + k.to_string() + " and V " + v.to_string() +
-                     " must share their leading dims");
+                     " must share their leading dims" +
+                     (group > 1 ? " (heads divided by kv_group " + std::to_string(group) + ")"
+                                : std::string()));
+  }
   const int64_t depth = q.dims()[rank - 1];
   const int64_t sk = k.dims()[rank - 2 + k_transposed];
   const int64_t k_depth = k.dims()[rank - 1 - k_transposed];
@@ -47,7 +57,8 @@ void infer_fused_attention(InferContext& ctx) {
 LUMEN_REGISTER_SCHEMA(FusedAttention, {.min_inputs = 3,
                                        .max_inputs = 4,
                                        .attrs = {{"scale", AttrType::kFloat, true},
-                                                 {"k_transposed", AttrType::kInt}},
+                                                 {"k_transposed", AttrType::kInt},
+                                                 {"kv_group", AttrType::kInt}},
                                        .infer = &infer_fused_attention});
 
 }  // namespace lumen
