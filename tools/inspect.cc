@@ -148,6 +148,9 @@ int64_t count_flops(const Graph& graph) {
       flops += 2 * out.numel() * k;
     } else if (op == "Gemm" && out.rank() == 2 && out[0] > 0) {
       flops += 2 * out.numel() * (graph.value(n.inputs[0]).type.shape.numel() / out[0]);
+    } else if (op == "GroupedMatMul") {  // one product per output, all of one A [..., K]
+      const Shape& a = graph.value(n.inputs[0]).type.shape;
+      for (int y : n.outputs) flops += 2 * graph.value(y).type.shape.numel() * a[a.rank() - 1];
     }
   }
   return flops;

@@ -22,12 +22,16 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   bool matmul_residual = true;
   // Every backend has a RotaryEmbedding kernel (the CPU and CUDA; Vulkan runs the decomposed ops).
   bool rotary = true;
+  // Every backend has a GroupedMatMul kernel (the CPU and CUDA); only CUDA gains from it (one
+  // launch), so it groups where CUDA is among the backends.
+  bool grouped_matmul = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     strided_attention = strided_attention && (b == "cpu" || b == "vulkan" || b == "cuda");
     with_cuda = with_cuda || b == "cuda";
     matmul_residual = matmul_residual && (b == "cpu" || b == "vulkan" || b == "cuda");
     rotary = rotary && (b == "cpu" || b == "cuda");
+    grouped_matmul = grouped_matmul && (b == "cpu" || b == "cuda");
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -56,7 +60,9 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   // Element-wise trees fuse once the passes above have reached their fixed point: inside their
   // rounds this fusion would take the activations and Adds that fuse-activation, fuse-matmul and
   // fuse-residual claim only in a later round (after channels-last or a bias fusion).
+  // Sibling products group once no other fusion can claim one of them.
   PassManager last;
+  if (grouped_matmul && with_cuda) last.add(make_group_matmuls_pass());
   last.add(make_fuse_elementwise_pass());
   const int rounds = stats.empty() ? 0 : stats.back().round;
   for (PassStats& s : last.run(*this)) {

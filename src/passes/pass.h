@@ -93,6 +93,10 @@ std::unique_ptr<Pass> make_attention_views_pass(bool whole_batches_only = false)
 // times (Unsqueeze, Expand, Reshape: Llama's repeat_kv) reads the unrepeated heads with
 // kv_group = G instead.
 std::unique_ptr<Pass> make_fold_kv_group_pass();
+
+// MatMuls of one input by constant 2-D weights (query, key and value projections) become one
+// GroupedMatMul with an output per weight.
+std::unique_ptr<Pass> make_group_matmuls_pass();
 // Concat -> per-channel Mul -> per-channel Add [-> Relu] (DenseNet's Concat -> BatchNormalization
 // -> ReLU once bn-to-affine has run) becomes one FusedConcat: the pieces read once, written
 // scaled, shifted and rectified.

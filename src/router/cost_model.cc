@@ -43,6 +43,15 @@ double flops_of(const Graph& graph, const Node& n) {
   } else if (op == "Gemm" && out.rank() == 2 && out[0] > 0) {
     const Shape& a = graph.value(n.inputs[0]).type.shape;
     if (a.is_static()) return 2 * numel * static_cast<double>(a.numel() / out[0]);
+  } else if (op == "GroupedMatMul") {
+    const Shape& a = graph.value(n.inputs[0]).type.shape;
+    if (!a.is_static() || a.rank() < 2) return 0;
+    double flops = 0;
+    for (int y : n.outputs) {
+      const Shape& s = graph.value(y).type.shape;
+      if (s.is_static()) flops += 2 * static_cast<double>(s.numel()) * static_cast<double>(a[-1]);
+    }
+    return flops;
   }
   return 0;
 }

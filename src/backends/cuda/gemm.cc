@@ -4,7 +4,9 @@
 // cuBLASLt's C (beta 1), and its activation by one in-place launch. Skinny float32 products (up to
 // kGemvMaxRows rows, decoding) run gemv.cu's kernel instead, with bias, residual and activation in
 // its epilogue. A product of a constant 2-D weight runs at any row count (a shape family's
-// sizes), each new count planned once (RowMatmuls).
+// sizes), each new count planned once (RowMatmuls). GroupedMatMul: its members' MatMul kernels,
+// and at the planned row count, where every member qualifies, one launch of the skinny kernel over
+// all of them.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
+#include "backends/matmul_members.h"
 
 namespace lumen::cuda {
 namespace {
@@ -55,10 +58,7 @@ class SkinnyGemv {
 
  private:
   SkinnyGemv(const NodeContext& ctx, const GemmShape& s, const GemvPlan& plan)
-      : where_(ctx.where()),
-        s_(s),
-        plan_(plan),
-        scratch_bytes_(gemv_scratch_bytes(plan, s.m, s.n)) {
+      : where_(ctx.where()), s_(s), plan_(plan), scratch_bytes_(gemv_scratch_bytes(plan, s.m)) {
     if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
     const size_t bytes = sizeof(unsigned) * static_cast<size_t>(plan.col_tiles);
     check(cudaMalloc(&counters_, bytes), where_);
@@ -307,8 +307,104 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
   return std::make_unique<FusedMatMulKernel>(ctx, s, bias, residual);
 }
 
+// GroupedMatMul: Y_i = A B_i. Each member is the MatMul kernel a lone MatMul of B_i gets; at the
+// row count planned, with at most kGemvMaxProducts members that gemv.cu's kernel takes, one launch
+// of it covers them all (a decoding step's query, key and value projections).
+class GroupedMatMulKernel final : public Kernel {
+ public:
+  explicit GroupedMatMulKernel(const NodeContext& ctx)
+      : where_(ctx.where()), members_(matmul_members(ctx)) {
+    const KernelEntry* matmul = find_kernel(OpKind::kMatMul);
+    if (matmul == nullptr) ctx.fail_unsupported("no CUDA MatMul kernel for its members");
+    for (const MatMulMember& m : members_)
+      kernels_.push_back(matmul->make(m.context(ctx.precision())));
+    const Shape& a = ctx.input_shape(0);
+    k_ = a[-1];
+    rows_ = k_ == 0 ? 0 : a.numel() / k_;
+    for (int i = 1; i < ctx.num_inputs(); ++i) n_.push_back(ctx.input_shape(i)[1]);
+    if (ctx.input_dtype(0) != DType::kFloat32) return;
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), where_);
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), where_);
+    plan_ = gemv_plan(rows_, n_, k_, sms);
+    if (plan_.splits == 0) return;
+    scratch_bytes_ = gemv_scratch_bytes(plan_, rows_);
+    if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
+    const size_t bytes = sizeof(unsigned) * static_cast<size_t>(plan_.col_tiles);
+    check(cudaMalloc(&counters_, bytes), where_);
+    check(cudaMemset(counters_, 0, bytes), where_);
+  }
+  ~GroupedMatMulKernel() override { cudaFree(counters_); }
+  GroupedMatMulKernel(const GroupedMatMulKernel&) = delete;
+  GroupedMatMulKernel& operator=(const GroupedMatMulKernel&) = delete;
+
+  void run(KernelContext& ctx) const override {
+    const int64_t rows = n_[0] == 0 ? 0 : ctx.outputs[0].numel() / n_[0];
+    if (rows == rows_ && plan_.splits > 0 && run_together(ctx)) return;
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const Tensor inputs[2] = {ctx.inputs[0], ctx.inputs[i + 1]};
+      KernelContext member{
+          inputs, ctx.outputs.subspan(i, 1), ctx.stream, ctx.ready,
+          ctx.output_types.empty() ? ctx.output_types : ctx.output_types.subspan(i, 1)};
+      kernels_[i]->run(member);
+    }
+  }
+
+  bool runs_any_shape() const override {
+    for (const auto& k : kernels_)
+      if (!k->runs_any_shape()) return false;
+    return true;
+  }
+
+  std::string describe() const override {
+    return plan_.splits > 0 ? "one skinny launch over " + std::to_string(n_.size()) +
+                                  " products at " + std::to_string(rows_) + " rows"
+                            : "";
+  }
+
+ private:
+  // One launch over every member; false (nothing enqueued) where a pointer is not 16-byte aligned.
+  bool run_together(KernelContext& ctx) const {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    GemvProducts products = gemv_products(n_);
+    for (size_t i = 0; i < n_.size(); ++i) {
+      products.w[i] = static_cast<const float*>(ctx.inputs[i + 1].raw_data());
+      products.y[i] = static_cast<float*>(ctx.outputs[i].raw_data());
+      if (!aligned(products.w[i]) || !aligned(products.y[i])) return false;
+    }
+    auto* scratch = static_cast<float*>(
+        scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
+    launch_gemv(plan_, rows_, k_, static_cast<const float*>(ctx.inputs[0].raw_data()), products,
+                UnaryOp::kIdentity, 0.f, 0.f, scratch, counters_, stream_of(ctx));
+    check_launch(where_);
+    return true;
+  }
+
+  std::string where_;
+  std::vector<MatMulMember> members_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  int64_t k_ = 0, rows_ = 0;
+  std::vector<int64_t> n_;
+  GemvPlan plan_;
+  size_t scratch_bytes_ = 0;
+  unsigned* counters_ = nullptr;
+};
+
+std::string check_grouped_matmul(const NodeContext& ctx) {
+  std::string why = require_float_static(ctx);
+  if (!why.empty()) return why;
+  for (int i = 1; i < ctx.num_inputs(); ++i)
+    if (ctx.input_value(i) == nullptr) return "weight " + std::to_string(i) + " not a constant";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_grouped_matmul(const NodeContext& ctx) {
+  return std::make_unique<GroupedMatMulKernel>(ctx);
+}
+
 }  // namespace
 
+LUMEN_REGISTER_CUDA_KERNEL(GroupedMatMul, &make_grouped_matmul, &check_grouped_matmul);
 LUMEN_REGISTER_CUDA_KERNEL(FusedMatMul, &make_fused_matmul, &check_fused_matmul);
 LUMEN_REGISTER_CUDA_KERNEL(Gemm, &make_gemm, &check_gemm);
 LUMEN_REGISTER_CUDA_KERNEL(MatMul, &make_matmul, &check_gemm);

@@ -5,7 +5,10 @@
 // four blocks per multiprocessor; each block sums its run into a partial row in the scratch, and
 // the last block of a column range to finish (a counter per range, reset by that block) adds the
 // partials in split order, the bias, a residual and the activation: deterministic, and one launch.
+// Several products of one X (GroupedMatMul's weights) run as one launch too: their column tiles
+// follow each other in the grid, each block finding its product's weight, output and epilogue.
 #include <type_traits>
+#include <vector>
 
 #include "backends/cuda/launch.h"
 #include "backends/cuda/unary_math.cuh"
@@ -31,17 +34,26 @@ __device__ __forceinline__ void add4(float4& acc, const float4& v) {
   acc.w += v.w;
 }
 
+// `part` holds a row of part_stride partial sums per (split, row), the block's columns at the
+// grid's column (tile * kBlockCols + ...), so every product of a group has its own.
 template <int kRows>
 __global__ void __launch_bounds__(kThreadsX* kThreadsY)
-    gemv_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                const float* __restrict__ bias, const float* __restrict__ residual,
-                float* __restrict__ y, float* __restrict__ part, unsigned* __restrict__ counters,
-                int64_t n, int64_t k, int64_t rows_per_split, UnaryOp act, float alpha,
-                float beta) {
+    gemv_kernel(const float* __restrict__ x, const __grid_constant__ GemvProducts products,
+                float* __restrict__ part, unsigned* __restrict__ counters, int64_t k,
+                int64_t rows_per_split, int64_t part_stride, UnaryOp act, float alpha, float beta) {
   __shared__ float4 red[kThreadsY][kRows][kThreadsX];
   __shared__ bool last;
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t col = (static_cast<int64_t>(blockIdx.x) * kThreadsX + tx) * 4;
+  int p = 0;  // this block's product
+  while (p + 1 < products.count && blockIdx.x >= products.first_tile[p + 1]) ++p;
+  const float* __restrict__ w = products.w[p];
+  const float* __restrict__ bias = products.bias[p];
+  const float* __restrict__ residual = products.residual[p];
+  float* __restrict__ y = products.y[p];
+  const int64_t n = products.n[p];
+  const int64_t col =
+      ((static_cast<int64_t>(blockIdx.x) - products.first_tile[p]) * kThreadsX + tx) * 4;
+  const int64_t pcol = (static_cast<int64_t>(blockIdx.x) * kThreadsX + tx) * 4;
   const bool live = col < n;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
   const int64_t k1 = k0 + rows_per_split < k ? k0 + rows_per_split : k;
@@ -85,7 +97,7 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
     for (int r = 0; r < kRows; ++r) {
       float4 s = red[0][r][tx];
       for (int g = 1; g < kThreadsY; ++g) add4(s, red[g][r][tx]);
-      *reinterpret_cast<float4*>(part + (blockIdx.y * kRows + r) * n + col) = s;
+      *reinterpret_cast<float4*>(part + (blockIdx.y * kRows + r) * part_stride + pcol) = s;
     }
   __threadfence();
   __syncthreads();
@@ -103,7 +115,8 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
       float4 v[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
-        v[r] = __ldcg(reinterpret_cast<const float4*>(part + (sp * kRows + r) * n + col));
+        v[r] =
+            __ldcg(reinterpret_cast<const float4*>(part + (sp * kRows + r) * part_stride + pcol));
 #pragma unroll
       for (int r = 0; r < kRows; ++r) add4(sum[r], v[r]);
     }
@@ -123,9 +136,18 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
 }  // namespace
 
 GemvPlan gemv_plan(int64_t m, int64_t n, int64_t k, int multiprocessors) {
+  return gemv_plan(m, std::vector<int64_t>{n}, k, multiprocessors);
+}
+
+GemvPlan gemv_plan(int64_t m, const std::vector<int64_t>& n, int64_t k, int multiprocessors) {
   GemvPlan plan;
-  if (m < 1 || m > kGemvMaxRows || n < 1 || n % 4 != 0 || k < 1) return plan;
-  plan.col_tiles = (n + kBlockCols - 1) / kBlockCols;
+  if (m < 1 || m > kGemvMaxRows || k < 1 || n.empty() ||
+      n.size() > static_cast<size_t>(kGemvMaxProducts))
+    return plan;
+  for (int64_t cols : n) {
+    if (cols < 1 || cols % 4 != 0) return GemvPlan{};
+    plan.col_tiles += (cols + kBlockCols - 1) / kBlockCols;
+  }
   const int64_t target = 4 * static_cast<int64_t>(multiprocessors > 0 ? multiprocessors : 1);
   int64_t splits = target / plan.col_tiles;
   const int64_t most = k / 16 > 1 ? k / 16 : 1;  // at least 16 rows per split
@@ -137,21 +159,48 @@ GemvPlan gemv_plan(int64_t m, int64_t n, int64_t k, int multiprocessors) {
   return plan;
 }
 
-size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m, int64_t n) {
-  return plan.splits > 1 ? sizeof(float) * static_cast<size_t>(plan.splits * m * n) : 0;
+size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m) {
+  return plan.splits > 1
+             ? sizeof(float) * static_cast<size_t>(plan.splits * m * plan.col_tiles * kBlockCols)
+             : 0;
 }
 
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
                  const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
                  float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream) {
+  GemvProducts products;
+  products.count = 1;
+  products.w[0] = w;
+  products.bias[0] = bias;
+  products.residual[0] = residual;
+  products.y[0] = y;
+  products.n[0] = n;
+  products.first_tile[1] = plan.col_tiles;
+  launch_gemv(plan, m, k, x, products, act, alpha, beta, scratch, counters, stream);
+}
+
+GemvProducts gemv_products(const std::vector<int64_t>& n) {
+  GemvProducts products;
+  products.count = static_cast<int>(n.size());
+  for (size_t p = 0; p < n.size(); ++p) {
+    products.n[p] = n[p];
+    products.first_tile[p + 1] = products.first_tile[p] + (n[p] + kBlockCols - 1) / kBlockCols;
+  }
+  return products;
+}
+
+void launch_gemv(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
+                 const GemvProducts& products, UnaryOp act, float alpha, float beta, float* scratch,
+                 unsigned* counters, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.col_tiles), static_cast<unsigned>(plan.splits));
   const dim3 block(kThreadsX, kThreadsY);
   const int64_t rows = plan.rows_per_split;
+  const int64_t part_stride = plan.col_tiles * kBlockCols;
   // One instance per row count (the accumulators live in registers).
   auto launch = [&](auto rows_tag) {
     constexpr int kRows = decltype(rows_tag)::value;
-    gemv_kernel<kRows><<<grid, block, 0, stream>>>(x, w, bias, residual, y, scratch, counters, n, k,
-                                                   rows, act, alpha, beta);
+    gemv_kernel<kRows><<<grid, block, 0, stream>>>(x, products, scratch, counters, k, rows,
+                                                   part_stride, act, alpha, beta);
   };
   switch (m) {
     case 1:

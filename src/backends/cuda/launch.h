@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/cuda/index_check.h"
 
@@ -226,10 +227,28 @@ struct GemvPlan {
   int64_t col_tiles = 0, splits = 0, rows_per_split = 0;
 };
 GemvPlan gemv_plan(int64_t m, int64_t n, int64_t k, int multiprocessors);
-size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m, int64_t n);
+size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m);
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
                  const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
                  float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream);
+// Up to kGemvMaxProducts products of one X, Y_p = act(X W_p + bias_p + Z_p) (W_p [K, N_p]), in
+// one launch: the plan for the column counts N_p (each a multiple of 4), the products' pointers
+// filled into gemv_products(N)'s tiles, with the alignment above.
+inline constexpr int kGemvMaxProducts = 4;
+struct GemvProducts {
+  int count = 0;
+  const float* w[kGemvMaxProducts] = {};
+  const float* bias[kGemvMaxProducts] = {};
+  const float* residual[kGemvMaxProducts] = {};
+  float* y[kGemvMaxProducts] = {};
+  int64_t n[kGemvMaxProducts] = {};
+  int64_t first_tile[kGemvMaxProducts + 1] = {};  // product p's column tiles [first_tile[p], [p+1])
+};
+GemvPlan gemv_plan(int64_t m, const std::vector<int64_t>& n, int64_t k, int multiprocessors);
+GemvProducts gemv_products(const std::vector<int64_t>& n);
+void launch_gemv(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
+                 const GemvProducts& products, UnaryOp act, float alpha, float beta, float* scratch,
+                 unsigned* counters, cudaStream_t stream);
 
 // The softmax step of attention computed the plain way, in place over the scores
 // [batch, sq, sk] = Q K^T: s = softmax(desc.scale * s + mask) along sk, the mask read as above.

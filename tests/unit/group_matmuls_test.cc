@@ -1,0 +1,128 @@
+// The group-matmuls pass and GroupedMatMul: sibling products of one input by constant weights
+// become one node where CUDA is among the compile's backends, and give what the separate MatMuls
+// give (a double-precision reference on random data) on the backends of --lumen-backends: one
+// skinny launch over all of them (a few rows, every N a multiple of 4, up to 4 weights) or the
+// members' own kernels (more rows, other widths, more weights).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "graph/op_kind.h"
+#include "lumen/lumen.h"
+#include "ops/backend_check_util.h"
+#include "ops/op_test_util.h"
+#include "passes/rewrite.h"
+
+namespace lumen {
+namespace {
+
+int count(const Graph& graph, const std::string& op) {
+  const auto histogram = op_histogram(graph);
+  const auto it = histogram.find(op);
+  return it == histogram.end() ? 0 : it->second;
+}
+
+std::vector<double> product(const Tensor& a, const Tensor& b) {
+  const std::vector<double> av = test::to_doubles(a), bv = test::to_doubles(b);
+  const int64_t k = b.shape()[0], n = b.shape()[1], m = a.numel() / k;
+  std::vector<double> y(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] += av[i * k + p] * bv[p * n + j];
+  return y;
+}
+
+// x times constant weights of widths `n`, plus a product by a graph input and one of another
+// input, which stay MatMuls.
+TEST(GroupMatMuls, SiblingWeightProductsBecomeOneNodeWithCuda) {
+  for (bool with_cuda : {true, false}) {
+    SCOPED_TRACE(with_cuda ? "cuda, cpu" : "cpu");
+    Graph g;
+    Value* x = g.add_input("x", {1, 1, 16});
+    for (int64_t n : {16, 8, 8})
+      g.mark_output(g.add_op("MatMul", {x, g.add_constant(g.unique_name("w"),
+                                                          test::random_tensor({16, n}, 900 + n))}));
+    g.mark_output(g.add_op("MatMul", {x, g.add_input("b", {16, 4})}));
+    g.mark_output(g.add_op(
+        "MatMul", {g.add_input("x2", {1, 1, 16}),
+                   g.add_constant("w2", test::random_tensor({16, 4}, 950))}));
+    if (with_cuda)
+      g.optimize({"cuda", "cpu"});
+    else
+      g.optimize();
+    EXPECT_EQ(count(g, "GroupedMatMul"), with_cuda ? 1 : 0);
+    EXPECT_EQ(count(g, "MatMul"), with_cuda ? 2 : 5);
+  }
+}
+
+struct Group {
+  std::vector<int64_t> a;  // [..., M, K]
+  std::vector<int64_t> n;  // the weights' widths
+};
+
+TEST(GroupMatMuls, GroupedProductsMatchTheirMatMuls) {
+  LUMEN_SKIP_WITHOUT_BACKENDS();
+  const std::vector<Group> groups = {
+      {{1, 1, 64}, {64, 32, 32}},          // a decoding step's q, k, v: one launch
+      {{5, 96}, {128, 200}},               // 5 rows: one launch
+      {{1, 2, 3000}, {256, 512}},          // long K, many splits
+      {{1, 1, 40}, {64, 64, 64, 64}},      // four weights: one launch
+      {{1, 1, 40}, {8, 8, 8, 8, 8}},       // five: the members' kernels
+      {{2, 7, 48}, {40, 24, 8, 16}},       // 14 rows: the members' kernels
+      {{1, 1, 32}, {30, 64}},              // a width not a multiple of 4
+  };
+  uint64_t seed = 1000;
+  for (const Group& c : groups) {
+    SCOPED_TRACE(Shape(c.a).to_string() + " x " + std::to_string(c.n.size()) + " weights");
+    Graph g;
+    Value* x = g.add_input("x", Shape(c.a));
+    const int64_t k = c.a.back();
+    std::vector<Tensor> weights;
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      weights.push_back(test::random_tensor({k, c.n[i]}, seed++, -1, 1));
+      g.mark_output(g.add_op("MatMul", {x, g.add_constant("w" + std::to_string(i), weights[i])},
+                             {}, i == 0 ? "q" : ""));
+    }
+    g.optimize({"cuda", "cpu"});
+    ASSERT_EQ(count(g, "GroupedMatMul"), 1);
+    Tensor a = test::random_tensor(Shape(c.a), seed++, -1, 1);
+    Runtime rt;
+    CompileOptions options;
+    options.backends = test::run_op_backends();
+    Executable* exe = g.compile(&rt, options);
+    if (test::run_op_backends() != std::vector<std::string>{"cpu"})
+      EXPECT_EQ(test::backend_of_step(exe->summary(), "q_grouped"), test::run_op_backends()[0])
+          << exe->summary();
+    const double atol = 1e-5 + 1e-7 * static_cast<double>(k);  // float32 sums over K terms
+    const std::vector<Tensor> got = exe->execute(std::vector<Tensor>{a});
+    ASSERT_EQ(got.size(), c.n.size());
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      std::vector<int64_t> ys = c.a;
+      ys.back() = c.n[i];
+      test::expect_close(got[i], Shape(ys), product(a, weights[i]), atol, 1e-4);
+    }
+    // Again: the launch's counters are left ready for the next run.
+    const std::vector<Tensor> again = exe->execute(std::vector<Tensor>{a});
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      std::vector<int64_t> ys = c.a;
+      ys.back() = c.n[i];
+      test::expect_close(again[i], Shape(ys), product(a, weights[i]), atol, 1e-4);
+    }
+  }
+}
+
+TEST(GroupMatMuls, BadGroupsAreRejected) {
+  Graph g;
+  Value* x = g.add_input("x", {2, 16});
+  Value* w = g.add_constant("w", test::random_tensor({16, 8}, 1100));
+  Value* bad_k = g.add_constant("bad_k", test::random_tensor({12, 8}, 1101));
+  Value* bad_rank = g.add_constant("bad_rank", test::random_tensor({2, 16, 8}, 1102));
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, bad_k}, 2), ShapeError);
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, bad_rank}, 2), ShapeError);
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, w}, 3), Error);
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w}, 1), Error);
+}
+
+}  // namespace
+}  // namespace lumen
