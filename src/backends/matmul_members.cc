@@ -6,7 +6,7 @@ namespace lumen {
 
 std::vector<MatMulMember> matmul_members(const NodeContext& ctx) {
   std::vector<MatMulMember> members;
-  for (int i = 1; i < ctx.num_inputs(); ++i) {
+  for (int i = 1; i <= ctx.num_outputs(); ++i) {
     const Tensor* weight = ctx.input_value(i);
     if (weight == nullptr)
       throw InvalidModel(ctx.where() + ": weight " + std::to_string(i) + " is not a constant");

@@ -5,6 +5,7 @@
 // members' own kernels (more rows, other widths, more weights).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,8 @@ TEST(GroupMatMuls, SiblingWeightProductsBecomeOneNodeWithCuda) {
       g.mark_output(g.add_op("MatMul", {x, g.add_constant(g.unique_name("w"),
                                                           test::random_tensor({16, n}, 900 + n))}));
     g.mark_output(g.add_op("MatMul", {x, g.add_input("b", {16, 4})}));
-    g.mark_output(g.add_op(
-        "MatMul", {g.add_input("x2", {1, 1, 16}),
-                   g.add_constant("w2", test::random_tensor({16, 4}, 950))}));
+    g.mark_output(g.add_op("MatMul", {g.add_input("x2", {1, 1, 16}),
+                                      g.add_constant("w2", test::random_tensor({16, 4}, 950))}));
     if (with_cuda)
       g.optimize({"cuda", "cpu"});
     else
@@ -64,13 +64,13 @@ struct Group {
 TEST(GroupMatMuls, GroupedProductsMatchTheirMatMuls) {
   LUMEN_SKIP_WITHOUT_BACKENDS();
   const std::vector<Group> groups = {
-      {{1, 1, 64}, {64, 32, 32}},          // a decoding step's q, k, v: one launch
-      {{5, 96}, {128, 200}},               // 5 rows: one launch
-      {{1, 2, 3000}, {256, 512}},          // long K, many splits
-      {{1, 1, 40}, {64, 64, 64, 64}},      // four weights: one launch
-      {{1, 1, 40}, {8, 8, 8, 8, 8}},       // five: the members' kernels
-      {{2, 7, 48}, {40, 24, 8, 16}},       // 14 rows: the members' kernels
-      {{1, 1, 32}, {30, 64}},              // a width not a multiple of 4
+      {{1, 1, 64}, {64, 32, 32}},      // a decoding step's q, k, v: one launch
+      {{5, 96}, {128, 200}},           // 5 rows: one launch
+      {{1, 2, 3000}, {256, 512}},      // long K, many splits
+      {{1, 1, 40}, {64, 64, 64, 64}},  // four weights: one launch
+      {{1, 1, 40}, {8, 8, 8, 8, 8}},   // five: the members' kernels
+      {{2, 7, 48}, {40, 24, 8, 16}},   // 14 rows: the members' kernels
+      {{1, 1, 32}, {30, 64}},          // a width not a multiple of 4
   };
   uint64_t seed = 1000;
   for (const Group& c : groups) {
@@ -81,8 +81,8 @@ TEST(GroupMatMuls, GroupedProductsMatchTheirMatMuls) {
     std::vector<Tensor> weights;
     for (size_t i = 0; i < c.n.size(); ++i) {
       weights.push_back(test::random_tensor({k, c.n[i]}, seed++, -1, 1));
-      g.mark_output(g.add_op("MatMul", {x, g.add_constant("w" + std::to_string(i), weights[i])},
-                             {}, i == 0 ? "q" : ""));
+      g.mark_output(g.add_op("MatMul", {x, g.add_constant("w" + std::to_string(i), weights[i])}, {},
+                             i == 0 ? "q" : ""));
     }
     g.optimize({"cuda", "cpu"});
     ASSERT_EQ(count(g, "GroupedMatMul"), 1);
@@ -112,6 +112,72 @@ TEST(GroupMatMuls, GroupedProductsMatchTheirMatMuls) {
   }
 }
 
+// RMSNormalization read only by the group, at a decoding step's few rows: the norm becomes the
+// group's prologue (CUDA normalizes as it reads A); at more rows, or where a width keeps CUDA's
+// one launch out, the norm stays a node. Every output matches the reference either way.
+TEST(GroupMatMuls, RmsNormPrologueAtFewRows) {
+  LUMEN_SKIP_WITHOUT_BACKENDS();
+  struct Case {
+    std::vector<int64_t> a;
+    std::vector<int64_t> n;
+    bool prologue;
+  };
+  const std::vector<Case> cases = {{{1, 1, 64}, {64, 16, 16}, true},
+                                   {{1, 3, 1000}, {256, 128}, true},
+                                   {{12, 64}, {32, 32}, false},
+                                   {{1, 1, 32}, {30, 64}, false}};
+  uint64_t seed = 1200;
+  const float eps = 1e-6f;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(Shape(c.a).to_string() + " x " + std::to_string(c.n.size()) + " weights");
+    const int64_t k = c.a.back();
+    Graph g;
+    Value* x = g.add_input("x", Shape(c.a));
+    Tensor gamma = test::random_tensor({k}, seed++, 0.5, 1.5);
+    Value* normed =
+        g.add_op("RMSNormalization", {x, g.add_constant("gamma", gamma)}, {{"epsilon", eps}});
+    std::vector<Tensor> weights;
+    for (size_t i = 0; i < c.n.size(); ++i) {
+      weights.push_back(test::random_tensor({k, c.n[i]}, seed++, -1, 1));
+      g.mark_output(g.add_op("MatMul",
+                             {normed, g.add_constant("w" + std::to_string(i), weights[i])}, {},
+                             i == 0 ? "q" : ""));
+    }
+    g.optimize({"cuda", "cpu"});
+    ASSERT_EQ(count(g, "GroupedMatMul"), 1);
+    EXPECT_EQ(count(g, "RMSNormalization"), c.prologue ? 0 : 1);
+    // The reference: A normalized in double, then each product.
+    Tensor a = test::random_tensor(Shape(c.a), seed++, -2, 2);
+    const std::vector<double> av = test::to_doubles(a), gv = test::to_doubles(gamma);
+    std::vector<float> nv(av.size());
+    for (size_t r = 0; r < av.size() / static_cast<size_t>(k); ++r) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += av[r * k + i] * av[r * k + i];
+      const double inv = 1 / std::sqrt(sum / static_cast<double>(k) + eps);
+      for (int64_t i = 0; i < k; ++i)
+        nv[r * k + i] = static_cast<float>(av[r * k + i] * inv * gv[i]);
+    }
+    const Tensor normalized = Tensor::from_vector<float>(Shape(c.a), nv);
+    Runtime rt;
+    CompileOptions options;
+    options.backends = test::run_op_backends();
+    Executable* exe = g.compile(&rt, options);
+    if (test::run_op_backends() != std::vector<std::string>{"cpu"})
+      EXPECT_EQ(test::backend_of_step(exe->summary(), "q_grouped"), test::run_op_backends()[0])
+          << exe->summary();
+    const double atol = 1e-5 + 1e-7 * static_cast<double>(k);
+    for (int round = 0; round < 2; ++round) {
+      const std::vector<Tensor> got = exe->execute(std::vector<Tensor>{a});
+      ASSERT_EQ(got.size(), c.n.size());
+      for (size_t i = 0; i < c.n.size(); ++i) {
+        std::vector<int64_t> ys = c.a;
+        ys.back() = c.n[i];
+        test::expect_close(got[i], Shape(ys), product(normalized, weights[i]), atol, 1e-4);
+      }
+    }
+  }
+}
+
 TEST(GroupMatMuls, BadGroupsAreRejected) {
   Graph g;
   Value* x = g.add_input("x", {2, 16});
@@ -122,6 +188,14 @@ TEST(GroupMatMuls, BadGroupsAreRejected) {
   EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, bad_rank}, 2), ShapeError);
   EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, w}, 3), Error);
   EXPECT_THROW(g.add_op("GroupedMatMul", {x, w}, 1), Error);
+  Value* gamma = g.add_constant("gamma", test::random_tensor({16}, 1103));
+  Value* bad_gamma = g.add_constant("bad_gamma", test::random_tensor({8}, 1104));
+  const Attributes norm = {{"rms_norm_epsilon", 1e-5f}};
+  EXPECT_NO_THROW(g.add_op("GroupedMatMul", {x, w, w, gamma}, 2, norm));
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, w, bad_gamma}, 2, norm), ShapeError);
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, w}, 2, norm), Error);  // gamma missing
+  EXPECT_THROW(g.add_op("GroupedMatMul", {x, w, w, gamma}, 2, {{"rms_norm_epsilon", -1.0f}}),
+               Error);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
+#include "backends/cuda/norm_extra.h"
 #include "backends/matmul_members.h"
 
 namespace lumen::cuda {
@@ -309,11 +310,16 @@ std::unique_ptr<Kernel> make_fused_matmul(const NodeContext& ctx) {
 
 // GroupedMatMul: Y_i = A B_i. Each member is the MatMul kernel a lone MatMul of B_i gets; at the
 // row count planned, with at most kGemvMaxProducts members that gemv.cu's kernel takes, one launch
-// of it covers them all (a decoding step's query, key and value projections).
+// of it covers them all (a decoding step's query, key and value projections). With the RMS-norm
+// prologue that launch normalizes A as it reads it; the members' way normalizes A into a buffer of
+// the planned rows first (such a group runs at those rows only).
 class GroupedMatMulKernel final : public Kernel {
  public:
   explicit GroupedMatMulKernel(const NodeContext& ctx)
-      : where_(ctx.where()), members_(matmul_members(ctx)) {
+      : where_(ctx.where()),
+        members_(matmul_members(ctx)),
+        norm_(ctx.has_attr("rms_norm_epsilon")),
+        epsilon_(ctx.attr_float("rms_norm_epsilon", 0.0f)) {
     const KernelEntry* matmul = find_kernel(OpKind::kMatMul);
     if (matmul == nullptr) ctx.fail_unsupported("no CUDA MatMul kernel for its members");
     for (const MatMulMember& m : members_)
@@ -321,7 +327,8 @@ class GroupedMatMulKernel final : public Kernel {
     const Shape& a = ctx.input_shape(0);
     k_ = a[-1];
     rows_ = k_ == 0 ? 0 : a.numel() / k_;
-    for (int i = 1; i < ctx.num_inputs(); ++i) n_.push_back(ctx.input_shape(i)[1]);
+    for (int i = 1; i <= ctx.num_outputs(); ++i) n_.push_back(ctx.input_shape(i)[1]);
+    if (norm_) normed_ = Tensor::empty(ctx.input_shape(0), DType::kFloat32, Device::cuda());
     if (ctx.input_dtype(0) != DType::kFloat32) return;
     int device = 0, sms = 0;
     check(cudaGetDevice(&device), where_);
@@ -341,8 +348,18 @@ class GroupedMatMulKernel final : public Kernel {
   void run(KernelContext& ctx) const override {
     const int64_t rows = n_[0] == 0 ? 0 : ctx.outputs[0].numel() / n_[0];
     if (rows == rows_ && plan_.splits > 0 && run_together(ctx)) return;
+    Tensor a = ctx.inputs[0];
+    if (norm_) {
+      if (rows != rows_)
+        throw InvalidArgument(where_ + ": the RMS-norm prologue runs at " + std::to_string(rows_) +
+                              " rows only, got " + std::to_string(rows));
+      launch_rms_norm(Storage::kFloat32, a.raw_data(), ctx.inputs[n_.size() + 1].raw_data(),
+                      normed_.raw_data(), rows_, k_, epsilon_, stream_of(ctx));
+      check_launch(where_);
+      a = normed_;
+    }
     for (size_t i = 0; i < kernels_.size(); ++i) {
-      const Tensor inputs[2] = {ctx.inputs[0], ctx.inputs[i + 1]};
+      const Tensor inputs[2] = {a, ctx.inputs[i + 1]};
       KernelContext member{
           inputs, ctx.outputs.subspan(i, 1), ctx.stream, ctx.ready,
           ctx.output_types.empty() ? ctx.output_types : ctx.output_types.subspan(i, 1)};
@@ -351,6 +368,7 @@ class GroupedMatMulKernel final : public Kernel {
   }
 
   bool runs_any_shape() const override {
+    if (norm_) return false;
     for (const auto& k : kernels_)
       if (!k->runs_any_shape()) return false;
     return true;
@@ -372,6 +390,10 @@ class GroupedMatMulKernel final : public Kernel {
       products.y[i] = static_cast<float*>(ctx.outputs[i].raw_data());
       if (!aligned(products.w[i]) || !aligned(products.y[i])) return false;
     }
+    if (norm_) {
+      products.norm_scale = static_cast<const float*>(ctx.inputs[n_.size() + 1].raw_data());
+      products.norm_epsilon = epsilon_;
+    }
     auto* scratch = static_cast<float*>(
         scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
     launch_gemv(plan_, rows_, k_, static_cast<const float*>(ctx.inputs[0].raw_data()), products,
@@ -383,6 +405,9 @@ class GroupedMatMulKernel final : public Kernel {
   std::string where_;
   std::vector<MatMulMember> members_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
+  bool norm_;
+  float epsilon_;
+  Tensor normed_;  // A normalized, for the members' way
   int64_t k_ = 0, rows_ = 0;
   std::vector<int64_t> n_;
   GemvPlan plan_;
@@ -393,7 +418,7 @@ class GroupedMatMulKernel final : public Kernel {
 std::string check_grouped_matmul(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (!why.empty()) return why;
-  for (int i = 1; i < ctx.num_inputs(); ++i)
+  for (int i = 1; i <= ctx.num_outputs(); ++i)
     if (ctx.input_value(i) == nullptr) return "weight " + std::to_string(i) + " not a constant";
   return "";
 }

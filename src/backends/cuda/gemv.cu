@@ -60,13 +60,52 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
   float4 acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (live) {
+  const float* __restrict__ gamma = products.norm_scale;
+  if (live && gamma == nullptr) {
     const float* wc = w + col;
 #pragma unroll 4
     for (int64_t kk = k0 + ty; kk < k1; kk += kThreadsY) {
       const float4 wv = __ldg(reinterpret_cast<const float4*>(wc + kk * n));
 #pragma unroll
       for (int r = 0; r < kRows; ++r) fma4(acc[r], __ldg(x + r * k + kk), wv);
+    }
+  } else if (live) {  // the RMS-norm prologue: X's values scaled by gamma here, by 1/rms below
+    const float* wc = w + col;
+#pragma unroll 4
+    for (int64_t kk = k0 + ty; kk < k1; kk += kThreadsY) {
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(wc + kk * n));
+      const float g = __ldg(gamma + kk);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) fma4(acc[r], __ldg(x + r * k + kk) * g, wv);
+    }
+  }
+  if (gamma != nullptr) {
+    // Each row's 1 / sqrt(mean(x^2) + eps), the block's threads over the whole row (from L2:
+    // every block of the launch reads the same few rows).
+    constexpr int kWarpsPerBlock = kThreadsX * kThreadsY / 32;
+    __shared__ float squares[kRows][kWarpsPerBlock];
+    const int t = ty * kThreadsX + tx;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float s = 0.f;
+      for (int64_t i = t; i < k; i += kThreadsX * kThreadsY) {
+        const float v = __ldg(x + r * k + i);
+        s += v * v;
+      }
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if ((t & 31) == 0) squares[r][t >> 5] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float total = 0.f;
+#pragma unroll
+      for (int wi = 0; wi < kWarpsPerBlock; ++wi) total += squares[r][wi];
+      const float inv = rsqrtf(total / static_cast<float>(k) + products.norm_epsilon);
+      acc[r].x *= inv;
+      acc[r].y *= inv;
+      acc[r].z *= inv;
+      acc[r].w *= inv;
     }
   }
 #pragma unroll

@@ -243,6 +243,10 @@ struct GemvProducts {
   float* y[kGemvMaxProducts] = {};
   int64_t n[kGemvMaxProducts] = {};
   int64_t first_tile[kGemvMaxProducts + 1] = {};  // product p's column tiles [first_tile[p], [p+1])
+  // With norm_scale (gamma [K]), X's rows are RMS-normalized first: X / sqrt(mean(X^2) + eps) *
+  // gamma.
+  const float* norm_scale = nullptr;
+  float norm_epsilon = 0.f;
 };
 GemvPlan gemv_plan(int64_t m, const std::vector<int64_t>& n, int64_t k, int multiprocessors);
 GemvProducts gemv_products(const std::vector<int64_t>& n);
