@@ -47,8 +47,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t row0 = (blockIdx.x % blocks_per_head) * kWarps;
   const int64_t row = row0 + warp;
   const T* qb = q + b * d.sq * dk;
-  const T* kb = k + b / d.kv_group * d.sk * dk;
-  const T* vb = v + b / d.kv_group * d.sk * dv;
+  const int64_t kvb = d.kv_group == 1 ? b : b / d.kv_group;  // the key/value heads' index
+  const T* kb = k + kvb * d.sk * dk;
+  const T* vb = v + kvb * d.sk * dv;
 
   const T* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, row < d.sq ? row : 0);
   // The block's query rows, scaled once.
@@ -166,8 +167,9 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   for (int c = lane; c < dk; c += 32) qs[c] = to_float(q[r * dk + c]) * d.scale;
   __syncwarp();
   const T* mask_row = mask == nullptr ? nullptr : mask_row_of(d, mask, b, i);
-  const T* kb = k + b / d.kv_group * d.sk * dk;
-  const T* vb = v + b / d.kv_group * d.sk * dv;
+  const int64_t kvb = d.kv_group == 1 ? b : b / d.kv_group;  // the key/value heads' index
+  const T* kb = k + kvb * d.sk * dk;
+  const T* vb = v + kvb * d.sk * dv;
   const int64_t tiles = (d.sk + kTile - 1) / kTile;
   const int64_t t0 = static_cast<int64_t>(split) * tiles_per_split;
   const int64_t t1 = t0 + tiles_per_split < tiles ? t0 + tiles_per_split : tiles;

@@ -397,7 +397,7 @@ class GroupedMatMulKernel final : public Kernel {
     auto* scratch = static_cast<float*>(
         scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
     launch_gemv(plan_, rows_, k_, static_cast<const float*>(ctx.inputs[0].raw_data()), products,
-                UnaryOp::kIdentity, 0.f, 0.f, scratch, counters_, stream_of(ctx));
+                scratch, counters_, stream_of(ctx));
     check_launch(where_);
     return true;
   }

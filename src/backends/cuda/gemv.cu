@@ -34,9 +34,45 @@ __device__ __forceinline__ void add4(float4& acc, const float4& v) {
   acc.w += v.w;
 }
 
-// `part` holds a row of part_stride partial sums per (split, row), the block's columns at the
-// grid's column (tile * kBlockCols + ...), so every product of a group has its own.
+// Scales each row's partial sums by that row's 1 / sqrt(mean(x^2) + eps) (the RMS-norm prologue),
+// the block's threads over the whole row (from L2: every block of the launch reads the same few
+// rows). Called by every thread of the block.
 template <int kRows>
+__device__ __forceinline__ void gemv_norm_scale(const float* __restrict__ x, int64_t k, float eps,
+                                                float4 (&acc)[kRows]) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  constexpr int kWarpsPerBlock = kThreadsX * kThreadsY / 32;
+  __shared__ float squares[kRows][kWarpsPerBlock];
+  const int t = ty * kThreadsX + tx;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float s = 0.f;
+    for (int64_t i = t; i < k; i += kThreadsX * kThreadsY) {
+      const float v = __ldg(x + r * k + i);
+      s += v * v;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((t & 31) == 0) squares[r][t >> 5] = s;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float total = 0.f;
+#pragma unroll
+    for (int wi = 0; wi < kWarpsPerBlock; ++wi) total += squares[r][wi];
+    const float inv = rsqrtf(total / static_cast<float>(k) + eps);
+    acc[r].x *= inv;
+    acc[r].y *= inv;
+    acc[r].z *= inv;
+    acc[r].w *= inv;
+  }
+}
+
+// `part` holds a row of part_stride partial sums per (split, row), the block's columns at the
+// grid's column (tile * kBlockCols + ...), so every product of a group has its own. kGroup:
+// several products or the RMS-norm prologue (products.count > 1 or norm_scale set); a lone
+// product's instance has neither the product lookup nor the prologue.
+template <int kRows, bool kGroup>
 __global__ void __launch_bounds__(kThreadsX* kThreadsY)
     gemv_kernel(const float* __restrict__ x, const __grid_constant__ GemvProducts products,
                 float* __restrict__ part, unsigned* __restrict__ counters, int64_t k,
@@ -45,7 +81,8 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
   __shared__ bool last;
   const int tx = threadIdx.x, ty = threadIdx.y;
   int p = 0;  // this block's product
-  while (p + 1 < products.count && blockIdx.x >= products.first_tile[p + 1]) ++p;
+  if constexpr (kGroup)
+    while (p + 1 < products.count && blockIdx.x >= products.first_tile[p + 1]) ++p;
   const float* __restrict__ w = products.w[p];
   const float* __restrict__ bias = products.bias[p];
   const float* __restrict__ residual = products.residual[p];
@@ -60,7 +97,7 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
   float4 acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
-  const float* __restrict__ gamma = products.norm_scale;
+  const float* __restrict__ gamma = kGroup ? products.norm_scale : nullptr;
   if (live && gamma == nullptr) {
     const float* wc = w + col;
 #pragma unroll 4
@@ -79,34 +116,8 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
       for (int r = 0; r < kRows; ++r) fma4(acc[r], __ldg(x + r * k + kk) * g, wv);
     }
   }
-  if (gamma != nullptr) {
-    // Each row's 1 / sqrt(mean(x^2) + eps), the block's threads over the whole row (from L2:
-    // every block of the launch reads the same few rows).
-    constexpr int kWarpsPerBlock = kThreadsX * kThreadsY / 32;
-    __shared__ float squares[kRows][kWarpsPerBlock];
-    const int t = ty * kThreadsX + tx;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float s = 0.f;
-      for (int64_t i = t; i < k; i += kThreadsX * kThreadsY) {
-        const float v = __ldg(x + r * k + i);
-        s += v * v;
-      }
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if ((t & 31) == 0) squares[r][t >> 5] = s;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float total = 0.f;
-#pragma unroll
-      for (int wi = 0; wi < kWarpsPerBlock; ++wi) total += squares[r][wi];
-      const float inv = rsqrtf(total / static_cast<float>(k) + products.norm_epsilon);
-      acc[r].x *= inv;
-      acc[r].y *= inv;
-      acc[r].z *= inv;
-      acc[r].w *= inv;
-    }
+  if constexpr (kGroup) {
+    if (gamma != nullptr) gemv_norm_scale<kRows>(x, k, products.norm_epsilon, acc);
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) red[ty][r][tx] = acc[r];
@@ -115,10 +126,12 @@ __global__ void __launch_bounds__(kThreadsX* kThreadsY)
   auto finish = [&](int r, float4 s) {
     if (bias != nullptr) add4(s, *reinterpret_cast<const float4*>(bias + col));
     if (residual != nullptr) add4(s, *reinterpret_cast<const float4*>(residual + r * n + col));
-    s.x = apply_unary(act, s.x, alpha, beta);
-    s.y = apply_unary(act, s.y, alpha, beta);
-    s.z = apply_unary(act, s.z, alpha, beta);
-    s.w = apply_unary(act, s.w, alpha, beta);
+    if constexpr (!kGroup) {  // groups have no activation (and no copy of every activation's code)
+      s.x = apply_unary(act, s.x, alpha, beta);
+      s.y = apply_unary(act, s.y, alpha, beta);
+      s.z = apply_unary(act, s.z, alpha, beta);
+      s.w = apply_unary(act, s.w, alpha, beta);
+    }
     *reinterpret_cast<float4*>(y + r * n + col) = s;
   };
   if (gridDim.y == 1) {
@@ -204,42 +217,21 @@ size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m) {
              : 0;
 }
 
-void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
-                 const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
-                 float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream) {
-  GemvProducts products;
-  products.count = 1;
-  products.w[0] = w;
-  products.bias[0] = bias;
-  products.residual[0] = residual;
-  products.y[0] = y;
-  products.n[0] = n;
-  products.first_tile[1] = plan.col_tiles;
-  launch_gemv(plan, m, k, x, products, act, alpha, beta, scratch, counters, stream);
-}
+namespace {
 
-GemvProducts gemv_products(const std::vector<int64_t>& n) {
-  GemvProducts products;
-  products.count = static_cast<int>(n.size());
-  for (size_t p = 0; p < n.size(); ++p) {
-    products.n[p] = n[p];
-    products.first_tile[p + 1] = products.first_tile[p] + (n[p] + kBlockCols - 1) / kBlockCols;
-  }
-  return products;
-}
-
-void launch_gemv(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
+// gemv_kernel's instance for m rows (the accumulators live in registers).
+template <bool kGroup>
+void launch_rows(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
                  const GemvProducts& products, UnaryOp act, float alpha, float beta, float* scratch,
                  unsigned* counters, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(plan.col_tiles), static_cast<unsigned>(plan.splits));
   const dim3 block(kThreadsX, kThreadsY);
   const int64_t rows = plan.rows_per_split;
   const int64_t part_stride = plan.col_tiles * kBlockCols;
-  // One instance per row count (the accumulators live in registers).
   auto launch = [&](auto rows_tag) {
     constexpr int kRows = decltype(rows_tag)::value;
-    gemv_kernel<kRows><<<grid, block, 0, stream>>>(x, products, scratch, counters, k, rows,
-                                                   part_stride, act, alpha, beta);
+    gemv_kernel<kRows, kGroup><<<grid, block, 0, stream>>>(x, products, scratch, counters, k, rows,
+                                                           part_stride, act, alpha, beta);
   };
   switch (m) {
     case 1:
@@ -259,6 +251,39 @@ void launch_gemv(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
     default:
       return launch(std::integral_constant<int, 8>{});
   }
+}
+
+}  // namespace
+
+void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
+                 const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
+                 float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream) {
+  GemvProducts products;
+  products.count = 1;
+  products.w[0] = w;
+  products.bias[0] = bias;
+  products.residual[0] = residual;
+  products.y[0] = y;
+  products.n[0] = n;
+  products.first_tile[1] = plan.col_tiles;
+  launch_rows<false>(plan, m, k, x, products, act, alpha, beta, scratch, counters, stream);
+}
+
+GemvProducts gemv_products(const std::vector<int64_t>& n) {
+  GemvProducts products;
+  products.count = static_cast<int>(n.size());
+  for (size_t p = 0; p < n.size(); ++p) {
+    products.n[p] = n[p];
+    products.first_tile[p + 1] = products.first_tile[p] + (n[p] + kBlockCols - 1) / kBlockCols;
+  }
+  return products;
+}
+
+void launch_gemv(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
+                 const GemvProducts& products, float* scratch, unsigned* counters,
+                 cudaStream_t stream) {
+  launch_rows<true>(plan, m, k, x, products, UnaryOp::kIdentity, 0.f, 0.f, scratch, counters,
+                    stream);
 }
 
 }  // namespace lumen::cuda

@@ -231,9 +231,9 @@ size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m);
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
                  const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
                  float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream);
-// Up to kGemvMaxProducts products of one X, Y_p = act(X W_p + bias_p + Z_p) (W_p [K, N_p]), in
-// one launch: the plan for the column counts N_p (each a multiple of 4), the products' pointers
-// filled into gemv_products(N)'s tiles, with the alignment above.
+// Up to kGemvMaxProducts products of one X, Y_p = X W_p + bias_p + Z_p (W_p [K, N_p]; no
+// activation), in one launch: the plan for the column counts N_p (each a multiple of 4), the
+// products' pointers filled into gemv_products(N)'s tiles, with the alignment above.
 inline constexpr int kGemvMaxProducts = 4;
 struct GemvProducts {
   int count = 0;
@@ -251,8 +251,8 @@ struct GemvProducts {
 GemvPlan gemv_plan(int64_t m, const std::vector<int64_t>& n, int64_t k, int multiprocessors);
 GemvProducts gemv_products(const std::vector<int64_t>& n);
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t k, const float* x,
-                 const GemvProducts& products, UnaryOp act, float alpha, float beta, float* scratch,
-                 unsigned* counters, cudaStream_t stream);
+                 const GemvProducts& products, float* scratch, unsigned* counters,
+                 cudaStream_t stream);
 
 // The softmax step of attention computed the plain way, in place over the scores
 // [batch, sq, sk] = Q K^T: s = softmax(desc.scale * s + mask) along sk, the mask read as above.
