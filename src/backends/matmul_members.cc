@@ -22,4 +22,30 @@ std::vector<MatMulMember> matmul_members(const NodeContext& ctx) {
   return members;
 }
 
+std::vector<std::unique_ptr<Kernel>> member_kernels(const NodeContext& ctx,
+                                                    const std::vector<MatMulMember>& members,
+                                                    MatMulFactory make) {
+  if (make == nullptr) ctx.fail_unsupported("no MatMul kernel for its members");
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  for (const MatMulMember& m : members) kernels.push_back(make(m.context(ctx.precision())));
+  return kernels;
+}
+
+void run_members(const std::vector<std::unique_ptr<Kernel>>& kernels, KernelContext& ctx,
+                 const Tensor& a) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const Tensor inputs[2] = {a, ctx.inputs[i + 1]};
+    KernelContext member{
+        inputs, ctx.outputs.subspan(i, 1), ctx.stream, ctx.ready,
+        ctx.output_types.empty() ? ctx.output_types : ctx.output_types.subspan(i, 1)};
+    kernels[i]->run(member);
+  }
+}
+
+bool members_run_any_shape(const std::vector<std::unique_ptr<Kernel>>& kernels) {
+  for (const auto& k : kernels)
+    if (!k->runs_any_shape()) return false;
+  return true;
+}
+
 }  // namespace lumen

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/kernel.h"
 #include "graph/node_context.h"
 #include "lumen/graph.h"
 
@@ -22,5 +23,19 @@ struct MatMulMember {
 
 // One member per weight of GroupedMatMul `ctx` (InvalidModel where a weight is not constant).
 std::vector<MatMulMember> matmul_members(const NodeContext& ctx);
+
+// Each member's kernel from a backend's MatMul factory (`make`, null: UnsupportedOp naming ctx).
+using MatMulFactory = std::unique_ptr<Kernel> (*)(const NodeContext& ctx);
+std::vector<std::unique_ptr<Kernel>> member_kernels(const NodeContext& ctx,
+                                                    const std::vector<MatMulMember>& members,
+                                                    MatMulFactory make);
+
+// Runs member i's kernel on A = `a` and the group's weight i (ctx.inputs[i + 1]) into output i,
+// for every member in turn.
+void run_members(const std::vector<std::unique_ptr<Kernel>>& kernels, KernelContext& ctx,
+                 const Tensor& a);
+
+// Whether every member's kernel runs at any shape.
+bool members_run_any_shape(const std::vector<std::unique_ptr<Kernel>>& kernels);
 
 }  // namespace lumen

@@ -34,6 +34,35 @@ std::vector<double> product(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+// Compiles `g` (one GroupedMatMul, q_grouped) for --lumen-backends, checks that the group ran on
+// the first of them, and runs it twice on `a` (the launch's counters are left ready for the next
+// run): output i must be product(ref_a, weights[i]) each time.
+void check_outputs(Graph& g, const Tensor& a, const Tensor& ref_a,
+                   const std::vector<Tensor>& weights, Precision precision = Precision::kFloat32) {
+  Runtime rt;
+  CompileOptions options;
+  options.backends = test::run_op_backends();
+  options.precision = precision;
+  Executable* exe = g.compile(&rt, options);
+  if (test::run_op_backends() != std::vector<std::string>{"cpu"})
+    EXPECT_EQ(test::backend_of_step(exe->summary(), "q_grouped"), test::run_op_backends()[0])
+        << exe->summary();
+  const int64_t k = a.shape()[-1];
+  // float32 sums over K terms; with 16-bit storage (CUDA), values rounded to 11 bits
+  const double atol = precision == Precision::kFloat32 ? 1e-5 + 1e-7 * static_cast<double>(k)
+                                                       : 4e-3 * std::sqrt(static_cast<double>(k));
+  const double rtol = precision == Precision::kFloat32 ? 1e-4 : 1e-2;
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<Tensor> got = exe->execute(std::vector<Tensor>{a});
+    ASSERT_EQ(got.size(), weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      std::vector<int64_t> ys = a.shape().dims();
+      ys.back() = weights[i].shape()[1];
+      test::expect_close(got[i], Shape(ys), product(ref_a, weights[i]), atol, rtol);
+    }
+  }
+}
+
 // x times constant weights of widths `n`, plus a product by a graph input and one of another
 // input, which stay MatMuls.
 TEST(GroupMatMuls, SiblingWeightProductsBecomeOneNodeWithCuda) {
@@ -86,35 +115,15 @@ TEST(GroupMatMuls, GroupedProductsMatchTheirMatMuls) {
     }
     g.optimize({"cuda", "cpu"});
     ASSERT_EQ(count(g, "GroupedMatMul"), 1);
-    Tensor a = test::random_tensor(Shape(c.a), seed++, -1, 1);
-    Runtime rt;
-    CompileOptions options;
-    options.backends = test::run_op_backends();
-    Executable* exe = g.compile(&rt, options);
-    if (test::run_op_backends() != std::vector<std::string>{"cpu"})
-      EXPECT_EQ(test::backend_of_step(exe->summary(), "q_grouped"), test::run_op_backends()[0])
-          << exe->summary();
-    const double atol = 1e-5 + 1e-7 * static_cast<double>(k);  // float32 sums over K terms
-    const std::vector<Tensor> got = exe->execute(std::vector<Tensor>{a});
-    ASSERT_EQ(got.size(), c.n.size());
-    for (size_t i = 0; i < c.n.size(); ++i) {
-      std::vector<int64_t> ys = c.a;
-      ys.back() = c.n[i];
-      test::expect_close(got[i], Shape(ys), product(a, weights[i]), atol, 1e-4);
-    }
-    // Again: the launch's counters are left ready for the next run.
-    const std::vector<Tensor> again = exe->execute(std::vector<Tensor>{a});
-    for (size_t i = 0; i < c.n.size(); ++i) {
-      std::vector<int64_t> ys = c.a;
-      ys.back() = c.n[i];
-      test::expect_close(again[i], Shape(ys), product(a, weights[i]), atol, 1e-4);
-    }
+    const Tensor a = test::random_tensor(Shape(c.a), seed++, -1, 1);
+    check_outputs(g, a, a, weights);
   }
 }
 
 // RMSNormalization read only by the group, at a decoding step's few rows: the norm becomes the
 // group's prologue (CUDA normalizes as it reads A); at more rows, or where a width keeps CUDA's
-// one launch out, the norm stays a node. Every output matches the reference either way.
+// one launch out, the norm stays a node. Every output matches the reference either way, also with
+// 16-bit storage (CUDA's --precision float16: the members' way, A and gamma in float16).
 TEST(GroupMatMuls, RmsNormPrologueAtFewRows) {
   LUMEN_SKIP_WITHOUT_BACKENDS();
   struct Case {
@@ -131,19 +140,22 @@ TEST(GroupMatMuls, RmsNormPrologueAtFewRows) {
   for (const Case& c : cases) {
     SCOPED_TRACE(Shape(c.a).to_string() + " x " + std::to_string(c.n.size()) + " weights");
     const int64_t k = c.a.back();
-    Graph g;
-    Value* x = g.add_input("x", Shape(c.a));
-    Tensor gamma = test::random_tensor({k}, seed++, 0.5, 1.5);
-    Value* normed =
-        g.add_op("RMSNormalization", {x, g.add_constant("gamma", gamma)}, {{"epsilon", eps}});
+    const Tensor gamma = test::random_tensor({k}, seed++, 0.5, 1.5);
     std::vector<Tensor> weights;
-    for (size_t i = 0; i < c.n.size(); ++i) {
-      weights.push_back(test::random_tensor({k, c.n[i]}, seed++, -1, 1));
-      g.mark_output(g.add_op("MatMul",
-                             {normed, g.add_constant("w" + std::to_string(i), weights[i])}, {},
-                             i == 0 ? "q" : ""));
-    }
-    g.optimize({"cuda", "cpu"});
+    for (int64_t n : c.n) weights.push_back(test::random_tensor({k, n}, seed++, -1, 1));
+    // The graph, optimized for CUDA and the host (a compile rewrites it: one per precision).
+    const auto build = [&](Graph& g) {
+      Value* x = g.add_input("x", Shape(c.a));
+      Value* normed =
+          g.add_op("RMSNormalization", {x, g.add_constant("gamma", gamma)}, {{"epsilon", eps}});
+      for (size_t i = 0; i < weights.size(); ++i)
+        g.mark_output(g.add_op("MatMul",
+                               {normed, g.add_constant("w" + std::to_string(i), weights[i])}, {},
+                               i == 0 ? "q" : ""));
+      g.optimize({"cuda", "cpu"});
+    };
+    Graph g;
+    build(g);
     ASSERT_EQ(count(g, "GroupedMatMul"), 1);
     EXPECT_EQ(count(g, "RMSNormalization"), c.prologue ? 0 : 1);
     // The reference: A normalized in double, then each product.
@@ -158,23 +170,11 @@ TEST(GroupMatMuls, RmsNormPrologueAtFewRows) {
         nv[r * k + i] = static_cast<float>(av[r * k + i] * inv * gv[i]);
     }
     const Tensor normalized = Tensor::from_vector<float>(Shape(c.a), nv);
-    Runtime rt;
-    CompileOptions options;
-    options.backends = test::run_op_backends();
-    Executable* exe = g.compile(&rt, options);
-    if (test::run_op_backends() != std::vector<std::string>{"cpu"})
-      EXPECT_EQ(test::backend_of_step(exe->summary(), "q_grouped"), test::run_op_backends()[0])
-          << exe->summary();
-    const double atol = 1e-5 + 1e-7 * static_cast<double>(k);
-    for (int round = 0; round < 2; ++round) {
-      const std::vector<Tensor> got = exe->execute(std::vector<Tensor>{a});
-      ASSERT_EQ(got.size(), c.n.size());
-      for (size_t i = 0; i < c.n.size(); ++i) {
-        std::vector<int64_t> ys = c.a;
-        ys.back() = c.n[i];
-        test::expect_close(got[i], Shape(ys), product(normalized, weights[i]), atol, 1e-4);
-      }
-    }
+    check_outputs(g, a, normalized, weights);
+    SCOPED_TRACE("float16 storage");
+    Graph half;
+    build(half);
+    check_outputs(half, a, normalized, weights, Precision::kFloat16);
   }
 }
 

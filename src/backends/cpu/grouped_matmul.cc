@@ -17,21 +17,13 @@ class GroupedMatMulKernel final : public Kernel {
         norm_(ctx.has_attr("rms_norm_epsilon")),
         epsilon_(ctx.attr_float("rms_norm_epsilon", 0.0f)) {
     const KernelEntry* matmul = find_kernel(OpKind::kMatMul);
-    if (matmul == nullptr) ctx.fail_unsupported("no CPU MatMul kernel for its members");
-    for (const MatMulMember& m : members_)
-      kernels_.push_back(matmul->make(m.context(ctx.precision())));
+    kernels_ = member_kernels(ctx, members_, matmul == nullptr ? nullptr : matmul->make);
   }
 
   void run(KernelContext& ctx) const override {
     Tensor a = ctx.inputs[0];
     if (norm_) a = normalized(a, ctx.inputs[kernels_.size() + 1]);
-    for (size_t i = 0; i < kernels_.size(); ++i) {
-      const Tensor inputs[2] = {a, ctx.inputs[i + 1]};
-      KernelContext member{
-          inputs, ctx.outputs.subspan(i, 1), ctx.stream, ctx.ready,
-          ctx.output_types.empty() ? ctx.output_types : ctx.output_types.subspan(i, 1)};
-      kernels_[i]->run(member);
-    }
+    run_members(kernels_, ctx, a);
   }
 
   bool reads_input(int k) const override {
@@ -39,11 +31,7 @@ class GroupedMatMulKernel final : public Kernel {
     return kernels_[static_cast<size_t>(k - 1)]->reads_input(1);
   }
 
-  bool runs_any_shape() const override {
-    for (const auto& k : kernels_)
-      if (!k->runs_any_shape()) return false;
-    return true;
-  }
+  bool runs_any_shape() const override { return members_run_any_shape(kernels_); }
 
   std::string describe() const override {
     std::string text;

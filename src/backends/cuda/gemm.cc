@@ -321,14 +321,13 @@ class GroupedMatMulKernel final : public Kernel {
         norm_(ctx.has_attr("rms_norm_epsilon")),
         epsilon_(ctx.attr_float("rms_norm_epsilon", 0.0f)) {
     const KernelEntry* matmul = find_kernel(OpKind::kMatMul);
-    if (matmul == nullptr) ctx.fail_unsupported("no CUDA MatMul kernel for its members");
-    for (const MatMulMember& m : members_)
-      kernels_.push_back(matmul->make(m.context(ctx.precision())));
+    kernels_ = member_kernels(ctx, members_, matmul == nullptr ? nullptr : matmul->make);
     const Shape& a = ctx.input_shape(0);
     k_ = a[-1];
     rows_ = k_ == 0 ? 0 : a.numel() / k_;
     for (int i = 1; i <= ctx.num_outputs(); ++i) n_.push_back(ctx.input_shape(i)[1]);
-    if (norm_) normed_ = Tensor::empty(ctx.input_shape(0), DType::kFloat32, Device::cuda());
+    if (norm_) normed_ = Tensor::empty(ctx.input_shape(0), ctx.input_dtype(0), Device::cuda());
+    storage_ = storage_of(ctx.input_dtype(0));
     if (ctx.input_dtype(0) != DType::kFloat32) return;
     int device = 0, sms = 0;
     check(cudaGetDevice(&device), where_);
@@ -353,26 +352,15 @@ class GroupedMatMulKernel final : public Kernel {
       if (rows != rows_)
         throw InvalidArgument(where_ + ": the RMS-norm prologue runs at " + std::to_string(rows_) +
                               " rows only, got " + std::to_string(rows));
-      launch_rms_norm(Storage::kFloat32, a.raw_data(), ctx.inputs[n_.size() + 1].raw_data(),
+      launch_rms_norm(storage_, a.raw_data(), ctx.inputs[n_.size() + 1].raw_data(),
                       normed_.raw_data(), rows_, k_, epsilon_, stream_of(ctx));
       check_launch(where_);
       a = normed_;
     }
-    for (size_t i = 0; i < kernels_.size(); ++i) {
-      const Tensor inputs[2] = {a, ctx.inputs[i + 1]};
-      KernelContext member{
-          inputs, ctx.outputs.subspan(i, 1), ctx.stream, ctx.ready,
-          ctx.output_types.empty() ? ctx.output_types : ctx.output_types.subspan(i, 1)};
-      kernels_[i]->run(member);
-    }
+    run_members(kernels_, ctx, a);
   }
 
-  bool runs_any_shape() const override {
-    if (norm_) return false;
-    for (const auto& k : kernels_)
-      if (!k->runs_any_shape()) return false;
-    return true;
-  }
+  bool runs_any_shape() const override { return !norm_ && members_run_any_shape(kernels_); }
 
   std::string describe() const override {
     return plan_.splits > 0 ? "one skinny launch over " + std::to_string(n_.size()) +
@@ -408,6 +396,7 @@ class GroupedMatMulKernel final : public Kernel {
   bool norm_;
   float epsilon_;
   Tensor normed_;  // A normalized, for the members' way
+  Storage storage_ = Storage::kFloat32;
   int64_t k_ = 0, rows_ = 0;
   std::vector<int64_t> n_;
   GemvPlan plan_;
