@@ -64,13 +64,7 @@ Unrepeated unrepeat(const Graph& graph, int id) {
 // `u` as a value of its unrepeated shape (a new Reshape of the Expand's input where needed).
 int materialize(Graph& graph, const Unrepeated& u) {
   if (u.value >= 0) return u.value;
-  const Tensor dims =
-      Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(u.shape.rank())}, u.shape.dims());
-  const std::string name = graph.unique_name(graph.value(u.source).name + "/heads");
-  const int target = graph.add_constant(graph.unique_name(name + "_shape"), dims)->id;
-  const int id = graph.add_node(OpKind::kReshape, {u.source, target}, 1, {}, name).id;
-  graph.infer_node(id);
-  return graph.node(id).outputs[0];
+  return add_reshape(graph, u.source, u.shape, graph.value(u.source).name + "/heads");
 }
 
 class FoldKvGroupPass : public Pass {

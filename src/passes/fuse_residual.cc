@@ -68,17 +68,6 @@ int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residu
   return channels_last == cpu_only ? v.producer : -1;
 }
 
-// A new Reshape of `z` to `shape`; returns its output.
-int reshaped(Graph& graph, int z, const Shape& shape) {
-  const std::string name = graph.unique_name(graph.value(z).name + "/as_product");
-  const Tensor dims =
-      Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(shape.rank())}, shape.dims());
-  const int target = graph.add_constant(graph.unique_name(name + "_shape"), dims)->id;
-  const int id = graph.add_node(OpKind::kReshape, {z, target}, 1, {}, name).id;
-  graph.infer_node(id);
-  return graph.node(id).outputs[0];
-}
-
 class FuseResidualPass : public Pass {
  public:
   FuseResidualPass(bool cpu_only, bool matmul_residual)
@@ -105,7 +94,9 @@ class FuseResidualPass : public Pass {
         if (conv_id < 0 || graph.value(z).type != graph.value(y).type) continue;
         int out = add.outputs[0];
         if (!can_replace_uses(graph, out, y)) continue;
-        if (made != y) z = reshaped(graph, z, graph.value(made).type.shape);
+        if (made != y)
+          z = add_reshape(graph, z, graph.value(made).type.shape,
+                          graph.value(z).name + "/as_product");
         if (graph.node(conv_id).op == OpKind::kGemm) gemm_to_fused_matmul(graph, conv_id);
         Node& conv = graph.node(conv_id);
         if (conv.op == OpKind::kMatMul) conv.op = OpKind::kFusedMatMul;

@@ -101,6 +101,16 @@ void set_input(Graph& graph, int id, int k, int to) {
   if (to >= 0) graph.value(to).consumers.push_back(id);
 }
 
+int add_reshape(Graph& graph, int v, const Shape& shape, const std::string& name) {
+  const std::string unique = graph.unique_name(name);
+  const Tensor dims =
+      Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(shape.rank())}, shape.dims());
+  const int target = graph.add_constant(graph.unique_name(unique + "_shape"), dims)->id;
+  const int id = graph.add_node(OpKind::kReshape, {v, target}, 1, {}, unique).id;
+  graph.infer_node(id);
+  return graph.node(id).outputs[0];
+}
+
 bool attributes_equal(const Attribute& a, const Attribute& b) {
   if (a.type() != b.type()) return false;
   switch (a.type()) {

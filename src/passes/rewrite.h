@@ -40,6 +40,10 @@ void replace_chain(Graph& graph, const std::vector<int>& chain, int out, int rep
 // Sets input `k` of node `id` to value `to` (-1 for omitted), keeping consumer lists right.
 void set_input(Graph& graph, int id, int k, int to);
 
+// A new Reshape of value `v` to the static `shape` (a view), named `name` (made unique); returns
+// its output.
+int add_reshape(Graph& graph, int v, const Shape& shape, const std::string& name);
+
 // Whether two attributes hold the same value (tensor attributes compare dtype, shape and bytes;
 // subgraph attributes compare by identity).
 bool attributes_equal(const Attribute& a, const Attribute& b);

@@ -182,6 +182,21 @@ TEST(FuseMatMul, MatMulReadTwiceOrAddOfComputedValueIsNotFused) {
   }
 }
 
+// Compiles and runs `graph` on `inputs` at this CPU's kernel level and at the baseline (the packed
+// GEMM or oneDNN, by level), checking output 0 against `want` each time.
+void expect_at_both_isas(Graph& graph, const std::vector<Tensor>& inputs, const Shape& shape,
+                         const std::vector<double>& want) {
+  const CpuIsa before = cpu_isa();
+  for (CpuIsa level : {before, CpuIsa::kBaseline}) {
+    SCOPED_TRACE(cpu_isa_name(level));
+    set_cpu_isa_limit(level);
+    Runtime rt;
+    Tensor got = graph.compile(&rt)->execute(inputs)[0];
+    test::expect_close(got, shape, want, 1e-5, 1e-4);
+  }
+  set_cpu_isa_limit(before);
+}
+
 // A transformer's residual: MatMul + bias, then + Z, then an activation, becomes one FusedMatMul
 // with Z as its fourth input (fuse-residual), on the packed GEMM (AVX2) and on oneDNN's sum
 // post-op (below AVX2 here; AVX-512 machines take it too), with Z dying there (Y written over it)
@@ -210,15 +225,7 @@ TEST(FuseResidual, MatMulBiasAddReluIsOneFusedMatMul) {
     EXPECT_EQ(ops["Relu"], 0);
     std::vector<double> want(product.size());
     for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, product[i] + zs[i]);
-    const CpuIsa before = cpu_isa();
-    for (CpuIsa level : {before, CpuIsa::kBaseline}) {
-      SCOPED_TRACE(cpu_isa_name(level));
-      set_cpu_isa_limit(level);
-      Runtime rt;
-      Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{x, z})[0];
-      test::expect_close(got, {2, 5, 24}, want, 1e-5, 1e-4);
-    }
-    set_cpu_isa_limit(before);
+    expect_at_both_isas(graph, {x, z}, {2, 5, 24}, want);
   }
 }
 
@@ -256,15 +263,7 @@ TEST(FuseResidual, MatMulWithoutBiasTakesTheResidual) {
       EXPECT_EQ(ops["FusedMatMul"], 1);
       EXPECT_EQ(ops["MatMul"], 0);
       EXPECT_EQ(ops["Add"], 0);
-      const CpuIsa before = cpu_isa();
-      for (CpuIsa level : {before, CpuIsa::kBaseline}) {
-        SCOPED_TRACE(cpu_isa_name(level));
-        set_cpu_isa_limit(level);
-        Runtime rt;
-        Tensor got = graph.compile(&rt)->execute(std::vector<Tensor>{x, z})[0];
-        test::expect_close(got, Shape(ys), want, 1e-5, 1e-4);
-      }
-      set_cpu_isa_limit(before);
+      expect_at_both_isas(graph, {x, z}, Shape(ys), want);
     }
   }
 }

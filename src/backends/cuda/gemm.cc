@@ -334,6 +334,8 @@ class GroupedMatMulKernel final : public Kernel {
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), where_);
     plan_ = gemv_plan(rows_, n_, k_, sms);
     if (plan_.splits == 0) return;
+    products_ = gemv_products(n_);
+    products_.norm_epsilon = epsilon_;
     scratch_bytes_ = gemv_scratch_bytes(plan_, rows_);
     if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
     const size_t bytes = sizeof(unsigned) * static_cast<size_t>(plan_.col_tiles);
@@ -372,16 +374,14 @@ class GroupedMatMulKernel final : public Kernel {
   // One launch over every member; false (nothing enqueued) where a pointer is not 16-byte aligned.
   bool run_together(KernelContext& ctx) const {
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    GemvProducts products = gemv_products(n_);
+    GemvProducts products = products_;
     for (size_t i = 0; i < n_.size(); ++i) {
       products.w[i] = static_cast<const float*>(ctx.inputs[i + 1].raw_data());
       products.y[i] = static_cast<float*>(ctx.outputs[i].raw_data());
       if (!aligned(products.w[i]) || !aligned(products.y[i])) return false;
     }
-    if (norm_) {
+    if (norm_)
       products.norm_scale = static_cast<const float*>(ctx.inputs[n_.size() + 1].raw_data());
-      products.norm_epsilon = epsilon_;
-    }
     auto* scratch = static_cast<float*>(
         scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
     launch_gemv(plan_, rows_, k_, static_cast<const float*>(ctx.inputs[0].raw_data()), products,
@@ -400,6 +400,7 @@ class GroupedMatMulKernel final : public Kernel {
   int64_t k_ = 0, rows_ = 0;
   std::vector<int64_t> n_;
   GemvPlan plan_;
+  GemvProducts products_;  // the members' column tiles (and epsilon); pointers filled per run
   size_t scratch_bytes_ = 0;
   unsigned* counters_ = nullptr;
 };
