@@ -1,7 +1,7 @@
 // Winograd F(2x2, 3x3) and F(4x4, 3x3) (src/backends/cpu/winograd.h) against a double-precision
 // direct convolution on random channels-last data: odd and even output sizes (partial blocks), no,
-// one-sided and wide padding, two images, a residual and activations, few tiles and many, every
-// output checked.
+// one-sided and wide padding, two images, a residual and activations, few tiles (one pass over
+// all tiles) and many (block by block), every output checked.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,9 +31,11 @@ TEST(Winograd, MatchesDirectConvolution) {
       {1, 5, 5, 7, 9, 2, 0, 1, 2, true, cpu::GemmActivation::kNone},
       {1, 14, 13, 130, 64, 1, 1, 1, 1, true, cpu::GemmActivation::kClip},
       {1, 3, 3, 8, 8, 1, 1, 1, 1, false, cpu::GemmActivation::kSigmoid},
-      // Many tiles: 450 over two images and 289.
+      // Many tiles: 450 over two images and 289, run block by block (the last block partial);
+      // and blocks of 6 tiles (wide channels), 110 or 30 tiles.
       {2, 30, 30, 20, 33, 1, 1, 1, 1, true, cpu::GemmActivation::kRelu},
       {1, 33, 34, 64, 64, 1, 0, 1, 2, false, cpu::GemmActivation::kNone},
+      {1, 20, 22, 130, 140, 1, 1, 1, 1, true, cpu::GemmActivation::kRelu},
   };
   uint64_t seed = 900;
   for (const cpu::WinogradForm form : {cpu::WinogradForm::kF2x2, cpu::WinogradForm::kF4x4})

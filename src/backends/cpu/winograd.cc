@@ -134,8 +134,101 @@ std::vector<PackedMatrix> transform_weights(const float* weights, int64_t o, int
   return packed;
 }
 
-// The whole convolution in form F: the input transform of every tile, the kT*kT products, the
-// output transform with the epilogue.
+// Where one tile's input and output transforms read and write (the geometry of a run).
+struct TileGeometry {
+  int64_t c, o, in_h, in_w, pad_top, pad_left, out_h, out_w, tiles_h, tiles_w;
+  const float* x;
+  float* y;
+};
+
+// V[xi][row] = (B^T d B)[xi] for tile `tile` (the rows of each position xi `stride` floats
+// apart), through `scratch` (kT * kT * c floats); `zeros` holds c zeros (the padding).
+template <class F>
+void input_tile(const TileGeometry& g, int64_t tile, const float* zeros, float* scratch, float* v,
+                int64_t stride) {
+  constexpr int64_t kT = F::kTile, kOut = F::kOut;
+  const int64_t c = g.c;
+  const int64_t tw = tile % g.tiles_w, th = (tile / g.tiles_w) % g.tiles_h;
+  const int64_t n = tile / (g.tiles_w * g.tiles_h);
+  const float* image = g.x + n * g.in_h * g.in_w * c;
+  const float* d[kT][kT];
+  for (int i = 0; i < kT; ++i)
+    for (int j = 0; j < kT; ++j) {
+      const int64_t ih = th * kOut - g.pad_top + i, iw = tw * kOut - g.pad_left + j;
+      const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+      d[i][j] = inside ? image + (ih * g.in_w + iw) * c : zeros;
+    }
+  // Rows first, scratch[i][j] = (B^T d)[i][j]; then columns, V[i][j] = (scratch B)[i][j].
+  for (int j = 0; j < kT; ++j) {
+    const float* in[kT];
+    float* out[kT];
+    for (int i = 0; i < kT; ++i) {
+      in[i] = d[i][j];
+      out[i] = &scratch[(i * kT + j) * c];
+    }
+    F::input_step(in, out, c);
+  }
+  for (int i = 0; i < kT; ++i) {
+    const float* in[kT];
+    float* out[kT];
+    for (int j = 0; j < kT; ++j) {
+      in[j] = &scratch[(i * kT + j) * c];
+      out[j] = v + (i * kT + j) * stride;
+    }
+    F::input_step(in, out, c);
+  }
+}
+
+// Y's block of tile `tile` = epilogue(A^T m A) from M[xi][row] (each position's row `stride`
+// floats from the next), through `r` (kOut * kT * o floats) and `out` (kOut * kOut * o).
+template <class F>
+void output_tile(const TileGeometry& g, int64_t tile, const float* m, int64_t stride, float* r,
+                 float* out, const GemmEpilogue& epilogue) {
+  constexpr int64_t kT = F::kTile, kOut = F::kOut;
+  const int64_t o = g.o;
+  const int64_t tw = tile % g.tiles_w, th = (tile / g.tiles_w) % g.tiles_h;
+  const int64_t n = tile / (g.tiles_w * g.tiles_h);
+  // Rows first, r[i][j] = (A^T m)[i][j]; then columns, out[i][j] = (r A)[i][j].
+  for (int j = 0; j < kT; ++j) {
+    const float* in[kT];
+    for (int i = 0; i < kT; ++i) in[i] = m + (i * kT + j) * stride;
+    float* rows[kOut];
+    for (int i = 0; i < kOut; ++i) rows[i] = &r[(i * kT + j) * o];
+    F::output_step(in, rows, o);
+  }
+  for (int i = 0; i < kOut; ++i) {
+    const float* in[kT];
+    for (int j = 0; j < kT; ++j) in[j] = &r[(i * kT + j) * o];
+    float* cols[kOut];
+    for (int j = 0; j < kOut; ++j) cols[j] = &out[(i * kOut + j) * o];
+    F::output_step(in, cols, o);
+  }
+  for (int i = 0; i < kOut; ++i)
+    for (int j = 0; j < kOut; ++j) {
+      const int64_t oh = th * kOut + i, ow = tw * kOut + j;
+      if (oh >= g.out_h || ow >= g.out_w) continue;
+      float* dst = g.y + ((n * g.out_h + oh) * g.out_w + ow) * o;
+      const float* src = &out[(i * kOut + j) * o];
+      if (epilogue.accumulate) {
+#pragma omp simd
+        for (int64_t k = 0; k < o; ++k) dst[k] += src[k];
+      } else {
+        std::copy(src, src + o, dst);
+      }
+      finish_row(dst, o, 0, epilogue);
+    }
+}
+
+// Tiles per block of the blocked way: a block's transformed input and products (kXi x rows x
+// (c + o) floats) are kept to about kBlockBytes, so they stay in L2 from the input transform to
+// the output transform; whole panels of the GEMM's 6 rows.
+constexpr int64_t kBlockBytes = int64_t{192} << 10;
+constexpr int64_t kBlockMinTiles = 6, kBlockMaxTiles = 96;
+
+// The whole convolution in form F. Where there are blocks of tiles for every thread, each thread
+// runs its blocks start to end (input transform, kT*kT products on its own thread, output
+// transform with the epilogue) with the block in L2; else in three phases over all tiles, each
+// shared out over the threads (the products by packed_gemm's own tiling).
 template <class F>
 void run_form(const std::vector<PackedMatrix>& u, int64_t c, int64_t o, const float* x,
               int64_t batch, int64_t in_h, int64_t in_w, int64_t pad_top, int64_t pad_left,
@@ -143,96 +236,62 @@ void run_form(const std::vector<PackedMatrix>& u, int64_t c, int64_t o, const fl
   constexpr int64_t kT = F::kTile, kOut = F::kOut, kXi = kT * kT;
   const int64_t tiles_h = (out_h + kOut - 1) / kOut, tiles_w = (out_w + kOut - 1) / kOut;
   const int64_t tiles = batch * tiles_h * tiles_w;
+  const TileGeometry g{c, o, in_h, in_w, pad_top, pad_left, out_h, out_w, tiles_h, tiles_w, x, y};
+  const int threads = omp_get_max_threads();
+  const bool parallel = tiles >= kParallelTiles && threads > 1;
+
+  int64_t block = kBlockBytes / (kXi * (c + o) * static_cast<int64_t>(sizeof(float)));
+  block =
+      std::clamp<int64_t>(block / kBlockMinTiles * kBlockMinTiles, kBlockMinTiles, kBlockMaxTiles);
+  const int64_t blocks = (tiles + block - 1) / block;
+  if (blocks >= 2 * int64_t{threads} || (!parallel && blocks > 1)) {
+#pragma omp parallel if (parallel)
+    {
+      thread_local std::vector<float> zeros, scratch, vb, mb;
+      zeros.assign(static_cast<size_t>(c), 0.0f);
+      scratch.resize(static_cast<size_t>(std::max(kXi * c, kOut * (kT + kOut) * o)));
+      vb.resize(static_cast<size_t>(kXi * block * c));
+      mb.resize(static_cast<size_t>(kXi * block * o));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t t0 = b * block, rows = std::min(block, tiles - t0);
+        for (int64_t t = 0; t < rows; ++t)
+          input_tile<F>(g, t0 + t, zeros.data(), scratch.data(), vb.data() + t * c, rows * c);
+        for (int xi = 0; xi < kXi; ++xi)
+          packed_gemm(rows, vb.data() + xi * rows * c, c, u[xi], mb.data() + xi * rows * o, o,
+                      GemmEpilogue{});
+        float* r = scratch.data();
+        for (int64_t t = 0; t < rows; ++t)
+          output_tile<F>(g, t0 + t, mb.data() + t * o, rows * o, r, r + kOut * kT * o, epilogue);
+      }
+    }
+    return;
+  }
+
   Tensor v_buf = Tensor::empty(Shape{kXi * tiles * c}, DType::kFloat32);
   Tensor m_buf = Tensor::empty(Shape{kXi * tiles * o}, DType::kFloat32);
   float* v = v_buf.data<float>();
   float* m = m_buf.data<float>();
-  const bool parallel = tiles >= kParallelTiles && omp_get_max_threads() > 1;
-
-  // V[xi][tile][c] = (B^T d B)[xi].
 #pragma omp parallel if (parallel)
   {
     thread_local std::vector<float> zeros, scratch;
     zeros.assign(static_cast<size_t>(c), 0.0f);
     scratch.resize(static_cast<size_t>(kXi * c));
 #pragma omp for schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t tw = tile % tiles_w, th = (tile / tiles_w) % tiles_h;
-      const int64_t n = tile / (tiles_w * tiles_h);
-      const float* image = x + n * in_h * in_w * c;
-      const float* d[kT][kT];
-      for (int i = 0; i < kT; ++i)
-        for (int j = 0; j < kT; ++j) {
-          const int64_t ih = th * kOut - pad_top + i, iw = tw * kOut - pad_left + j;
-          const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
-          d[i][j] = inside ? image + (ih * in_w + iw) * c : zeros.data();
-        }
-      // Rows first, scratch[i][j] = (B^T d)[i][j]; then columns, V[i][j] = (scratch B)[i][j].
-      for (int j = 0; j < kT; ++j) {
-        const float* in[kT];
-        float* out[kT];
-        for (int i = 0; i < kT; ++i) {
-          in[i] = d[i][j];
-          out[i] = &scratch[(i * kT + j) * c];
-        }
-        F::input_step(in, out, c);
-      }
-      for (int i = 0; i < kT; ++i) {
-        const float* in[kT];
-        float* out[kT];
-        for (int j = 0; j < kT; ++j) {
-          in[j] = &scratch[(i * kT + j) * c];
-          out[j] = v + ((i * kT + j) * tiles + tile) * c;
-        }
-        F::input_step(in, out, c);
-      }
-    }
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      input_tile<F>(g, tile, zeros.data(), scratch.data(), v + tile * c, tiles * c);
   }
-
   // M[xi] = V[xi] x U[xi]: tiles x o each.
   for (int xi = 0; xi < kXi; ++xi)
     packed_gemm(tiles, v + xi * tiles * c, c, u[xi], m + xi * tiles * o, o, GemmEpilogue{});
-
-    // Y = A^T m A, then the epilogue on each output pixel.
 #pragma omp parallel if (parallel)
   {
     thread_local std::vector<float> r, out;
     r.resize(static_cast<size_t>(kOut * kT * o));
     out.resize(static_cast<size_t>(kOut * kOut * o));
 #pragma omp for schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t tw = tile % tiles_w, th = (tile / tiles_w) % tiles_h;
-      const int64_t n = tile / (tiles_w * tiles_h);
-      // Rows first, r[i][j] = (A^T m)[i][j]; then columns, out[i][j] = (r A)[i][j].
-      for (int j = 0; j < kT; ++j) {
-        const float* in[kT];
-        for (int i = 0; i < kT; ++i) in[i] = m + ((i * kT + j) * tiles + tile) * o;
-        float* rows[kOut];
-        for (int i = 0; i < kOut; ++i) rows[i] = &r[(i * kT + j) * o];
-        F::output_step(in, rows, o);
-      }
-      for (int i = 0; i < kOut; ++i) {
-        const float* in[kT];
-        for (int j = 0; j < kT; ++j) in[j] = &r[(i * kT + j) * o];
-        float* cols[kOut];
-        for (int j = 0; j < kOut; ++j) cols[j] = &out[(i * kOut + j) * o];
-        F::output_step(in, cols, o);
-      }
-      for (int i = 0; i < kOut; ++i)
-        for (int j = 0; j < kOut; ++j) {
-          const int64_t oh = th * kOut + i, ow = tw * kOut + j;
-          if (oh >= out_h || ow >= out_w) continue;
-          float* dst = y + ((n * out_h + oh) * out_w + ow) * o;
-          const float* src = &out[(i * kOut + j) * o];
-          if (epilogue.accumulate) {
-#pragma omp simd
-            for (int64_t k = 0; k < o; ++k) dst[k] += src[k];
-          } else {
-            std::copy(src, src + o, dst);
-          }
-          finish_row(dst, o, 0, epilogue);
-        }
-    }
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      output_tile<F>(g, tile, m + tile * o, tiles * o, r.data(), out.data(), epilogue);
   }
 }
 

@@ -3,7 +3,11 @@
 // F(2x2, 3x3), each 2x2 block of outputs from a 4x4 input tile through 16 products instead of 36,
 // and F(4x4, 3x3), each 4x4 block from a 6x6 tile through 36 products instead of 144. The
 // convolution is then 16 or 36 matrix products (tiles x C by C x O, on packed_gemm) between an
-// input and an output transform.
+// input and an output transform. Where there are at least two blocks of tiles per thread, each
+// thread takes a block through all three steps while it is in L2 (the products on its own thread)
+// instead of three passes over the whole image with a parallel region per product: on 2 Zen 5
+// cores at AVX-512, 56x56 x 64 channels in F(4x4) 0.58 -> 0.29 ms and 28x28 x 128 0.38 -> 0.25 ms
+// (oneDNN's direct kernel: 0.63 and 0.56).
 //
 // Why: on AVX2-only CPUs oneDNN 2.6's direct 3x3 kernels run at about 110 GFLOP/s on 2 cores where
 // its 1x1 kernels reach 190; with 2.25 or 4 times fewer multiplications the Winograd forms are
