@@ -81,10 +81,13 @@ TEST(PackedGemm, MatchesReferenceOnEdgeShapes) {
   // rows with an odd depth (those kernels take steps of k in pairs, the last one alone).
   // 96 x 20 x 11000: so wide that column shares are cut to 256 KB of C each (42 panels).
   // 6 x 40 x 48 and 12 x 33 x 80: an odd count of panels, the AVX-512 form's last step one panel.
-  const Shape3 shapes[] = {
-      {1, 1, 1},       {5, 3, 15},    {6, 256, 16},    {7, 257, 17},  {13, 600, 40}, {100, 70, 33},
-      {131, 512, 100}, {853, 61, 64}, {70, 300, 260},  {1, 700, 300}, {8, 300, 48},  {9, 520, 32},
-      {8, 301, 32},    {15, 77, 48},  {96, 20, 11000}, {6, 40, 48},   {12, 33, 80}};
+  // 1 x 1100 x 1000 and 1 x 600 x 3000: matrix-vector products over the threads (63 and 188
+  // panels, shared out in tiles that are not whole steps of panels).
+  const Shape3 shapes[] = {{1, 1, 1},      {5, 3, 15},      {6, 256, 16},    {7, 257, 17},
+                           {13, 600, 40},  {100, 70, 33},   {131, 512, 100}, {853, 61, 64},
+                           {70, 300, 260}, {1, 700, 300},   {8, 300, 48},    {9, 520, 32},
+                           {8, 301, 32},   {15, 77, 48},    {96, 20, 11000}, {6, 40, 48},
+                           {12, 33, 80},   {1, 1100, 1000}, {1, 600, 3000}};
   for (CpuIsa level : levels_in_use()) {
     set_cpu_isa_limit(level);
     SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
