@@ -6,7 +6,8 @@
 #   bash bench/cpu_harness.sh BUNDLE OUT [MODELS] [THREADS] [HARNESS ARGS]   # there
 #
 # MODELS: comma-separated zoo names (default the six of issue 27's table); THREADS: comma-separated
-# counts (default 2,16). Writes OUT/harness-xeon-tN.md per count and OUT/benchmarks.md.
+# counts (default 2,16). Writes OUT/harness-xeon-tN.md per count, OUT/benchmarks.md and the charts
+# (OUT/harness-xeon-tN.png) where matplotlib made them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$1" && pwd) out=$2
@@ -26,3 +27,4 @@ m = re.search(r'<!-- harness-xeon-t$t:begin -->\n(.*?)<!-- harness-xeon-t$t:end 
 open('$out/harness-xeon-t$t.md', 'w').write(m.group(1))"
 done
 cp "$bundle"/docs/benchmarks.md "$out"/
+cp "$bundle"/docs/harness-xeon-t*.png "$out"/ 2>/dev/null || true  # the charts, where matplotlib made them

@@ -286,8 +286,8 @@ def main():
         w.writeheader()
         w.writerows(rows)
     png = os.path.join(ROOT, "docs", f"harness{suffix}.png")
-    if not write_chart(rows, runtimes, png):
-        png = "(no chart: matplotlib is missing)"
+    chart = (f"chart: docs/harness{suffix}.png" if write_chart(rows, runtimes, png)
+             else "no chart (matplotlib is missing)")
 
     def cell(row, rt, k, fmt):
         v = row.get(f"{rt}_{k}")
@@ -314,8 +314,7 @@ def main():
         f"CPU: {cpu_name()}; Lumen's own kernels at level "
         f"{', '.join(sorted(LUMEN_KERNELS)) or '?'} (lumen/cpu_isa.h). "
         f"Every output is checked against PyTorch's reference (max|out-ref| <= 1e-4 max|ref|); "
-        f"'agree' lists the runtimes that passed. CSV: bench/results/harness{suffix}.csv; chart: "
-        f"docs/harness{suffix}.png.",
+        f"'agree' lists the runtimes that passed. CSV: bench/results/harness{suffix}.csv; {chart}.",
         "",
         "| model | GFLOP | runs | Lumen ms (p90) | ORT ms (p90) | eager ms | frozen ms | Lumen/ORT | "
         "Lumen GFLOP/s (% peak) | load+compile ms Lumen / ORT | peak RSS MB Lumen / ORT | agree |"
@@ -357,7 +356,7 @@ def main():
         lines.append(f"- {name} on {LABELS[rt]} failed: {e}")
     write_section(f"harness{suffix}", "\n".join(lines))
     print("\n".join(lines[-len(rows) - 4:]))
-    print(f"wrote {csv_path}, {png} and docs/benchmarks.md")
+    print(f"wrote {csv_path}, {chart} and docs/benchmarks.md")
 
 
 def torch_version():
