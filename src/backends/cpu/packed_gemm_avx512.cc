@@ -46,17 +46,7 @@ constexpr int64_t kKc = 512;
 // The epilogue's bias and activation on one register of a row (columns `mask` of it).
 inline __m512 finish16(__m512 v, const float* bias, __mmask16 mask, const GemmEpilogue& e) {
   if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias));
-  switch (e.activation) {
-    case GemmActivation::kNone:
-      return v;
-    case GemmActivation::kRelu:
-      return _mm512_max_ps(v, _mm512_setzero_ps());
-    default: {
-      const __m256 lo = activate8(_mm512_extractf32x8_ps(v, 0), e);
-      const __m256 hi = activate8(_mm512_extractf32x8_ps(v, 1), e);
-      return _mm512_insertf32x8(_mm512_zextps256_ps512(lo), hi, 1);
-    }
-  }
+  return e.activation == GemmActivation::kNone ? v : activate16(v, e);
 }
 
 // The columns of `cols` (at most 16) that a mask keeps.

@@ -6,7 +6,8 @@
 // the float range). Here the argument is clamped to [-87.3, 88.3], where one scaling by 2^n is
 // exact; on a sweep of that range e^x came within 1 ulp and the logistic function within 2 ulp of
 // the correctly rounded value. Past the clamp the logistic function is 1 exactly, or 4.5e-39 for
-// large negative x (true value below that). NaN in gives NaN out.
+// large negative x (true value below that). NaN in gives NaN out. AVX-512 forms (exp16, sigmoid16,
+// activate16) follow.
 #pragma once
 
 #include "backends/cpu/isa.h"
@@ -151,4 +152,99 @@ inline __m256 activate8(__m256 v, const GemmEpilogue& e) {
 
 }  // namespace lumen::cpu
 LUMEN_ISA_END
+
+// The same functions 16 values wide, for AVX-512 code (callers check has_avx512() first). The
+// logistic function multiplies by a reciprocal estimate refined by one Newton step instead of
+// dividing; the sweep of simd_math_test keeps it within 2 ulp of the correctly rounded value, as
+// the division is. On 2 Zen 5 cores the swish epilogue of a 12544 x 16 x 96 product (EfficientNet-
+// B0's first expansion) cost 0.21 ms 8 wide with a division and 0.11 ms 16 wide, and the model ran
+// in 5.00-5.06 ms instead of 5.32-5.42 (alternating, 3 rounds).
+// GCC 12's AVX-512 intrinsics (_mm512_max_ps and others) pass an undefined register as the merge
+// source of unmasked operations, which -Wmaybe-uninitialized reports where they are inlined; those
+// lanes are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+LUMEN_AVX512_BEGIN
+namespace lumen::cpu {
+
+// exp8's steps, 16 wide.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), magic);
+  const __m512 n = _mm512_sub_ps(t, magic);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  const __m512 q01 =
+      _mm512_fmadd_ps(_mm512_set1_ps(1.6666665459e-1f), r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 q23 =
+      _mm512_fmadd_ps(_mm512_set1_ps(8.3334519073e-3f), r, _mm512_set1_ps(4.1665795894e-2f));
+  const __m512 q45 =
+      _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+  const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r2, q45, q23), q01);
+  const __m512 y = _mm512_fmadd_ps(r2, q, r);
+  const __m512 s = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(127)), 23));
+  return _mm512_fmadd_ps(y, s, s);
+}
+
+// 1 / d for d in [1, 2^128): the 14-bit estimate and one Newton step.
+inline __m512 reciprocal16(__m512 d) {
+  const __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
+}
+
+// 1 / (1 + e^-x).
+inline __m512 sigmoid16(__m512 x) {
+  return reciprocal16(
+      _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+// activate8 16 values wide; the activations it leaves unchanged pass through here too.
+inline __m512 activate16(__m512 v, const GemmEpilogue& e) {
+  const __m512 zero = _mm512_setzero_ps();
+  switch (e.activation) {
+    case GemmActivation::kRelu:
+      return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v);
+    case GemmActivation::kLeakyRelu:
+      return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v,
+                                _mm512_set1_ps(e.alpha));
+    case GemmActivation::kClip: {
+      const __m512 lo = _mm512_set1_ps(e.alpha), hi = _mm512_set1_ps(e.beta);
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+      return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
+    }
+    case GemmActivation::kSigmoid:
+      return sigmoid16(v);
+    case GemmActivation::kHardSwish: {
+      __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+      g = _mm512_mask_mov_ps(g, _mm512_cmp_ps_mask(g, zero, _CMP_LT_OQ), zero);
+      g = _mm512_mask_mov_ps(g, _mm512_cmp_ps_mask(g, _mm512_set1_ps(1.0f), _CMP_GT_OQ),
+                             _mm512_set1_ps(1.0f));
+      return _mm512_mul_ps(v, g);
+    }
+    case GemmActivation::kSwish:
+      return _mm512_mul_ps(v, sigmoid16(v));
+    case GemmActivation::kGeluTanh: {
+      const __m512 two_u =
+          _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(0.0713548162726f),
+                                           _mm512_set1_ps(1.59576912161f)));
+      return _mm512_mul_ps(v, sigmoid16(two_u));
+    }
+    default: {  // GELU's erf form and the rest: activate8 on each half
+      const __m256 lo = activate8(_mm512_castps512_ps256(v), e);
+      const __m256 hi = activate8(_mm512_extractf32x8_ps(v, 1), e);
+      return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    }
+  }
+}
+
+}  // namespace lumen::cpu
+LUMEN_ISA_END
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif  // LUMEN_X86
