@@ -10,6 +10,9 @@
 // erf16, activate16) follow.
 #pragma once
 
+#include <cstddef>
+#include <iterator>
+
 #include "backends/cpu/isa.h"
 #include "backends/cpu/packed_gemm.h"
 
@@ -32,6 +35,15 @@ inline bool activates_in_registers(GemmActivation act) {
       return false;
   }
 }
+
+// erf's odd rational approximation x P(x^2) / Q(x^2) (elementwise_math.h's erf_f): P's and Q's
+// coefficients from the highest power down, for erf8 and erf16.
+inline constexpr float kErfP[] = {
+    -2.72614225801306e-10f, 2.77068142495902e-08f,  -2.10102402082508e-06f, -5.69250639462346e-05f,
+    -7.34990630326855e-04f, -2.95459980854025e-03f, -1.60960333262415e-02f};
+inline constexpr float kErfQ[] = {-1.45660718464996e-05f, -2.13374055278905e-04f,
+                                  -1.68282697438203e-03f, -7.37332916720468e-03f,
+                                  -1.42647390514189e-02f};
 
 }  // namespace lumen::cpu
 
@@ -92,18 +104,13 @@ inline __m256 swish8(__m256 x) {
 inline __m256 erf8(__m256 x) {
   x = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), x));
   const __m256 x2 = _mm256_mul_ps(x, x);
-  __m256 p = _mm256_set1_ps(-2.72614225801306e-10f);
-  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.77068142495902e-08f));
-  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.10102402082508e-06f));
-  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-5.69250639462346e-05f));
-  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-7.34990630326855e-04f));
-  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.95459980854025e-03f));
-  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.60960333262415e-02f));
-  __m256 q = _mm256_set1_ps(-1.45660718464996e-05f);
-  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-2.13374055278905e-04f));
-  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.68282697438203e-03f));
-  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-7.37332916720468e-03f));
-  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.42647390514189e-02f));
+  __m256 p = _mm256_set1_ps(kErfP[0]), q = _mm256_set1_ps(kErfQ[0]);
+#pragma GCC unroll 8
+  for (size_t k = 1; k < std::size(kErfP); ++k)
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(kErfP[k]));
+#pragma GCC unroll 8
+  for (size_t k = 1; k < std::size(kErfQ); ++k)
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(kErfQ[k]));
   return _mm256_div_ps(_mm256_mul_ps(x, p), q);
 }
 
@@ -208,18 +215,13 @@ inline __m512 sigmoid16(__m512 x) {
 inline __m512 erf16(__m512 x) {
   x = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), x));
   const __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 p = _mm512_set1_ps(-2.72614225801306e-10f);
-  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08f));
-  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06f));
-  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05f));
-  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04f));
-  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03f));
-  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02f));
-  __m512 q = _mm512_set1_ps(-1.45660718464996e-05f);
-  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04f));
-  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03f));
-  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
-  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
+  __m512 p = _mm512_set1_ps(kErfP[0]), q = _mm512_set1_ps(kErfQ[0]);
+#pragma GCC unroll 8
+  for (size_t k = 1; k < std::size(kErfP); ++k)
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(kErfP[k]));
+#pragma GCC unroll 8
+  for (size_t k = 1; k < std::size(kErfQ); ++k)
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(kErfQ[k]));
   return _mm512_mul_ps(_mm512_mul_ps(x, p), reciprocal16(q));
 }
 
