@@ -196,11 +196,18 @@ void output_tile(const TileGeometry& g, int64_t tile, const float* m, int64_t st
     for (int i = 0; i < kOut; ++i) rows[i] = &r[(i * kT + j) * o];
     F::output_step(in, rows, o);
   }
+  // Without a residual, the pixels inside the image are written in place (out holds only the
+  // block's pixels past the image's edge); with one, out holds them all and each is added.
   for (int i = 0; i < kOut; ++i) {
     const float* in[kT];
     for (int j = 0; j < kT; ++j) in[j] = &r[(i * kT + j) * o];
     float* cols[kOut];
-    for (int j = 0; j < kOut; ++j) cols[j] = &out[(i * kOut + j) * o];
+    for (int j = 0; j < kOut; ++j) {
+      const int64_t oh = th * kOut + i, ow = tw * kOut + j;
+      const bool inside = oh < g.out_h && ow < g.out_w;
+      cols[j] = inside && !epilogue.accumulate ? g.y + ((n * g.out_h + oh) * g.out_w + ow) * o
+                                               : &out[(i * kOut + j) * o];
+    }
     F::output_step(in, cols, o);
   }
   for (int i = 0; i < kOut; ++i)
@@ -208,12 +215,10 @@ void output_tile(const TileGeometry& g, int64_t tile, const float* m, int64_t st
       const int64_t oh = th * kOut + i, ow = tw * kOut + j;
       if (oh >= g.out_h || ow >= g.out_w) continue;
       float* dst = g.y + ((n * g.out_h + oh) * g.out_w + ow) * o;
-      const float* src = &out[(i * kOut + j) * o];
       if (epilogue.accumulate) {
+        const float* src = &out[(i * kOut + j) * o];
 #pragma omp simd
         for (int64_t k = 0; k < o; ++k) dst[k] += src[k];
-      } else {
-        std::copy(src, src + o, dst);
       }
       finish_row(dst, o, 0, epilogue);
     }
