@@ -17,13 +17,6 @@
 #if LUMEN_X86
 #include <immintrin.h>
 
-// GCC 12's AVX-512 intrinsics pass an undefined register as the merge source of unmasked
-// operations (_mm512_max_ps, _mm512_zextps256_ps512), which -Wmaybe-uninitialized reports once
-// they are inlined here; those lanes are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace lumen::cpu {
 namespace {
 

@@ -36,6 +36,18 @@ inline bool activates_in_registers(GemmActivation act) {
   }
 }
 
+// exp8's and exp16's constants: the clamp, ln 2 in Cephes' two parts, and the coefficients of
+// q(r) (e^r = 1 + r + r^2 q(r)) from the lowest power up.
+inline constexpr float kExpLow = -87.3f, kExpHigh = 88.3f;
+inline constexpr float kLog2E = 1.44269504088896341f;
+inline constexpr float kLn2High = 0.693359375f, kLn2Low = -2.12194440e-4f;
+inline constexpr float kExpQ[] = {5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f,
+                                  8.3334519073e-3f, 1.3981999507e-3f, 1.9875691500e-4f};
+// GELU: 1 / sqrt 2 (its erf form), and 2 sqrt(2 / pi) (1 + 0.044715 v^2) as A + B v^2 (its tanh
+// form, written as v sigmoid(v (A + B v^2))).
+inline constexpr float kInvSqrt2 = 0.70710678118654752f;
+inline constexpr float kGeluTanhA = 1.59576912161f, kGeluTanhB = 0.0713548162726f;
+
 // erf's odd rational approximation x P(x^2) / Q(x^2) (elementwise_math.h's erf_f): P's and Q's
 // coefficients from the highest power down, for erf8 and erf16.
 inline constexpr float kErfP[] = {
@@ -63,21 +75,18 @@ namespace lumen::cpu {
 // now; swish 4.07 and 3.55 ns.
 inline __m256 exp8(__m256 x) {
   // max(lo, x) and min(hi, .) return their second operand for NaN, so NaN passes through.
-  x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
+  x = _mm256_min_ps(_mm256_set1_ps(kExpHigh), _mm256_max_ps(_mm256_set1_ps(kExpLow), x));
   const __m256 magic = _mm256_set1_ps(12582912.0f);  // 1.5 * 2^23: t's low bits hold n
-  const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic);
+  const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(kLog2E), magic);
   const __m256 n = _mm256_sub_ps(t, magic);
   // r = x - n ln2 in two steps (Cephes' split of ln2), |r| <= ln2 / 2.
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2High), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Low), r);
   // Cephes' degree-6 polynomial for e^r: 1 + r + r^2 q(r), q of degree 5 by Estrin's scheme.
   const __m256 r2 = _mm256_mul_ps(r, r);
-  const __m256 q01 =
-      _mm256_fmadd_ps(_mm256_set1_ps(1.6666665459e-1f), r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 q23 =
-      _mm256_fmadd_ps(_mm256_set1_ps(8.3334519073e-3f), r, _mm256_set1_ps(4.1665795894e-2f));
-  const __m256 q45 =
-      _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+  const __m256 q01 = _mm256_fmadd_ps(_mm256_set1_ps(kExpQ[1]), r, _mm256_set1_ps(kExpQ[0]));
+  const __m256 q23 = _mm256_fmadd_ps(_mm256_set1_ps(kExpQ[3]), r, _mm256_set1_ps(kExpQ[2]));
+  const __m256 q45 = _mm256_fmadd_ps(_mm256_set1_ps(kExpQ[5]), r, _mm256_set1_ps(kExpQ[4]));
   const __m256 q = _mm256_fmadd_ps(r2, _mm256_fmadd_ps(r2, q45, q23), q01);
   const __m256 y = _mm256_fmadd_ps(r2, q, r);  // e^r - 1
   // 2^n from t's bits: n + 127 in [1, 254] shifted into the exponent field.
@@ -142,14 +151,13 @@ inline __m256 activate8(__m256 v, const GemmEpilogue& e) {
       return swish8(v);
     case GemmActivation::kGeluErf: {  // v / 2 (1 + erf(v / sqrt 2))
       const __m256 half = _mm256_mul_ps(v, _mm256_set1_ps(0.5f));
-      return _mm256_fmadd_ps(half, erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f))),
-                             half);
+      return _mm256_fmadd_ps(half, erf8(_mm256_mul_ps(v, _mm256_set1_ps(kInvSqrt2))), half);
     }
     case GemmActivation::kGeluTanh: {  // v / 2 (1 + tanh(u)) = v sigmoid(2u)
       // 2u = 2 sqrt(2 / pi) (v + 0.044715 v^3) = v (1.5957691 + 0.0713548 v^2)
       const __m256 two_u =
-          _mm256_mul_ps(v, _mm256_fmadd_ps(_mm256_mul_ps(v, v), _mm256_set1_ps(0.0713548162726f),
-                                           _mm256_set1_ps(1.59576912161f)));
+          _mm256_mul_ps(v, _mm256_fmadd_ps(_mm256_mul_ps(v, v), _mm256_set1_ps(kGeluTanhB),
+                                           _mm256_set1_ps(kGeluTanhA)));
       return _mm256_mul_ps(v, sigmoid8(two_u));
     }
     default:
@@ -178,19 +186,16 @@ namespace lumen::cpu {
 
 // exp8's steps, 16 wide.
 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
+  x = _mm512_min_ps(_mm512_set1_ps(kExpHigh), _mm512_max_ps(_mm512_set1_ps(kExpLow), x));
   const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), magic);
+  const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(kLog2E), magic);
   const __m512 n = _mm512_sub_ps(t, magic);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2High), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Low), r);
   const __m512 r2 = _mm512_mul_ps(r, r);
-  const __m512 q01 =
-      _mm512_fmadd_ps(_mm512_set1_ps(1.6666665459e-1f), r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 q23 =
-      _mm512_fmadd_ps(_mm512_set1_ps(8.3334519073e-3f), r, _mm512_set1_ps(4.1665795894e-2f));
-  const __m512 q45 =
-      _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+  const __m512 q01 = _mm512_fmadd_ps(_mm512_set1_ps(kExpQ[1]), r, _mm512_set1_ps(kExpQ[0]));
+  const __m512 q23 = _mm512_fmadd_ps(_mm512_set1_ps(kExpQ[3]), r, _mm512_set1_ps(kExpQ[2]));
+  const __m512 q45 = _mm512_fmadd_ps(_mm512_set1_ps(kExpQ[5]), r, _mm512_set1_ps(kExpQ[4]));
   const __m512 q = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r2, q45, q23), q01);
   const __m512 y = _mm512_fmadd_ps(r2, q, r);
   const __m512 s = _mm512_castsi512_ps(
@@ -252,14 +257,13 @@ inline __m512 activate16(__m512 v, const GemmEpilogue& e) {
       return _mm512_mul_ps(v, sigmoid16(v));
     case GemmActivation::kGeluTanh: {
       const __m512 two_u =
-          _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(0.0713548162726f),
-                                           _mm512_set1_ps(1.59576912161f)));
+          _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(kGeluTanhB),
+                                           _mm512_set1_ps(kGeluTanhA)));
       return _mm512_mul_ps(v, sigmoid16(two_u));
     }
     case GemmActivation::kGeluErf: {
       const __m512 half = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
-      return _mm512_fmadd_ps(half, erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f))),
-                             half);
+      return _mm512_fmadd_ps(half, erf16(_mm512_mul_ps(v, _mm512_set1_ps(kInvSqrt2))), half);
     }
     default:
       return v;

@@ -196,31 +196,34 @@ void output_tile(const TileGeometry& g, int64_t tile, const float* m, int64_t st
     for (int i = 0; i < kOut; ++i) rows[i] = &r[(i * kT + j) * o];
     F::output_step(in, rows, o);
   }
+  // Each output pixel of the block, or null past the image's edge.
+  float* dst[kOut][kOut];
+  for (int i = 0; i < kOut; ++i)
+    for (int j = 0; j < kOut; ++j) {
+      const int64_t oh = th * kOut + i, ow = tw * kOut + j;
+      dst[i][j] =
+          oh < g.out_h && ow < g.out_w ? g.y + ((n * g.out_h + oh) * g.out_w + ow) * o : nullptr;
+    }
   // Without a residual, the pixels inside the image are written in place (out holds only the
   // block's pixels past the image's edge); with one, out holds them all and each is added.
   for (int i = 0; i < kOut; ++i) {
     const float* in[kT];
     for (int j = 0; j < kT; ++j) in[j] = &r[(i * kT + j) * o];
     float* cols[kOut];
-    for (int j = 0; j < kOut; ++j) {
-      const int64_t oh = th * kOut + i, ow = tw * kOut + j;
-      const bool inside = oh < g.out_h && ow < g.out_w;
-      cols[j] = inside && !epilogue.accumulate ? g.y + ((n * g.out_h + oh) * g.out_w + ow) * o
-                                               : &out[(i * kOut + j) * o];
-    }
+    for (int j = 0; j < kOut; ++j)
+      cols[j] = dst[i][j] && !epilogue.accumulate ? dst[i][j] : &out[(i * kOut + j) * o];
     F::output_step(in, cols, o);
   }
   for (int i = 0; i < kOut; ++i)
     for (int j = 0; j < kOut; ++j) {
-      const int64_t oh = th * kOut + i, ow = tw * kOut + j;
-      if (oh >= g.out_h || ow >= g.out_w) continue;
-      float* dst = g.y + ((n * g.out_h + oh) * g.out_w + ow) * o;
+      float* y = dst[i][j];
+      if (!y) continue;
       if (epilogue.accumulate) {
         const float* src = &out[(i * kOut + j) * o];
 #pragma omp simd
-        for (int64_t k = 0; k < o; ++k) dst[k] += src[k];
+        for (int64_t k = 0; k < o; ++k) y[k] += src[k];
       }
-      finish_row(dst, o, 0, epilogue);
+      finish_row(y, o, 0, epilogue);
     }
 }
 
@@ -257,7 +260,7 @@ void run_form(const std::vector<PackedMatrix>& u, int64_t c, int64_t o, const fl
   block =
       std::clamp<int64_t>(block / kBlockMinTiles * kBlockMinTiles, kBlockMinTiles, kBlockMaxTiles);
   const int64_t blocks = (tiles + block - 1) / block;
-  if (blocks >= 2 * int64_t{threads} || (!parallel && blocks > 1)) {
+  if (blocks >= 2 * workers) {
 #pragma omp parallel if (parallel)
     {
       thread_local std::vector<float> zeros, scratch, vb, mb;
