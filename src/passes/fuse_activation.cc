@@ -4,6 +4,7 @@
 
 #include "graph/op_kind.h"
 #include "passes/pass.h"
+#include "passes/pattern.h"
 #include "passes/rewrite.h"
 
 namespace lumen {
@@ -53,15 +54,16 @@ class FuseActivationPass : public Pass {
     bool changed = false;
     for (int id : graph.topological_order())
       if (!graph.node(id).removed &&
-          ((cpu_only_ && fuse_silu(graph, id)) || fuse(graph, id, cpu_only_)))
+          ((cpu_only_ && fuse_gated(graph, id)) || fuse(graph, id, cpu_only_)))
         changed = true;
     return changed;
   }
 
  private:
-  // SiLU as exporters write it, Mul(y, Sigmoid(y)) (either operand order), with y a
-  // convolution's output read by those two nodes only: one FusedConv with a Swish activation.
-  static bool fuse_silu(Graph& graph, int mul_id) {
+  // SiLU and HardSwish as exporters write them, Mul(y, Sigmoid(y)) and Mul(y, HardSigmoid(y))
+  // with HardSwish's alpha and beta (either operand order), with y a convolution's output read by
+  // those two nodes only: one FusedConv with a Swish or HardSwish activation.
+  static bool fuse_gated(Graph& graph, int mul_id) {
     const Node& mul = graph.node(mul_id);
     if (mul.op != OpKind::kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
     for (int k = 0; k < 2; ++k) {
@@ -70,19 +72,20 @@ class FuseActivationPass : public Pass {
       const Value& yv = graph.value(y);
       const Value& sv = graph.value(s);
       if (sv.producer < 0 || sv.is_output || sv.consumers.size() != 1) continue;
-      const Node& sig = graph.node(sv.producer);
-      if (sig.op != OpKind::kSigmoid || sig.inputs[0] != y) continue;
+      const Node& gate = graph.node(sv.producer);
+      const bool swish = gate.op == OpKind::kSigmoid;
+      if ((!swish && !is_hard_swish_gate(gate)) || gate.inputs[0] != y) continue;
       if (yv.producer < 0 || yv.is_output || yv.consumers.size() != 2) continue;
       if (yv.type.dtype != DType::kFloat32 || !fusion_target(graph, graph.node(yv.producer), true))
         continue;
-      int conv_id = yv.producer, sig_id = sv.producer, out = mul.outputs[0];
+      int conv_id = yv.producer, gate_id = sv.producer, out = mul.outputs[0];
       if (!can_replace_uses(graph, out, y)) return false;
       Node& conv = graph.node(conv_id);
       conv.op = OpKind::kFusedConv;
-      conv.attrs["activation"] = "Swish";
+      conv.attrs["activation"] = swish ? "Swish" : "HardSwish";
       replace_uses(graph, out, y);
       remove_node(graph, mul_id);
-      remove_node(graph, sig_id);
+      remove_node(graph, gate_id);
       graph.infer_node(conv_id);
       return true;
     }

@@ -14,6 +14,7 @@
 #include "graph/fused_elementwise.h"
 #include "graph/op_kind.h"
 #include "passes/pass.h"
+#include "passes/pattern.h"
 #include "passes/rewrite.h"
 
 namespace lumen {
@@ -276,8 +277,7 @@ class ProgramBuilder {
         *op = EwOp::kSwish;
         return x;
       }
-      if (gate.op == OpKind::kHardSigmoid && attr_float_or(gate, "alpha", 0.2f) == 1.0f / 6.0f &&
-          attr_float_or(gate, "beta", 0.5f) == 0.5f) {
+      if (is_hard_swish_gate(gate)) {
         *op = EwOp::kHardSwish;
         return x;
       }

@@ -58,4 +58,13 @@ bool swaps_last_two(const Graph& graph, int id) {
   return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
 }
 
+bool is_hard_swish_gate(const Node& gate) {
+  if (gate.op != OpKind::kHardSigmoid) return false;
+  auto value = [&](const char* name, float fallback) {
+    auto it = gate.attrs.find(name);
+    return it == gate.attrs.end() ? fallback : it->second.as_float();
+  };
+  return value("alpha", 0.2f) == 1.0f / 6.0f && value("beta", 0.5f) == 0.5f;
+}
+
 }  // namespace lumen
