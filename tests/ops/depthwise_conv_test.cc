@@ -2,15 +2,17 @@
 // against a double-precision direct convolution on random data: 3x3, 5x5 and 7x7 kernels (the
 // register strips) and 3x5 (pixel by pixel), strides 1 and 2 and unequal ones, full, one-sided
 // and no padding, widths that leave strips of 8, 4 and 2 and single pixels, channel counts with
-// whole blocks of 32, single vectors and a scalar tail, two images, few rows (channel ranges as
-// tasks), a residual and activations in registers (Swish, ReLU, Clip) and after (Tanh); every
-// output checked. On arm64 the same cases check the NEON form.
+// whole blocks of vectors, single vectors and a partial one (masked lanes), two images, few rows
+// (channel ranges as tasks), a residual and activations in registers (Swish, ReLU, Clip,
+// HardSwish) and after (Tanh); every output checked, at each x86 level this CPU has (the AVX2 and
+// AVX-512 forms). On arm64 the same cases check the NEON form.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "backends/cpu/depthwise_conv.h"
+#include "lumen/cpu_isa.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
@@ -22,14 +24,13 @@ bool has_kernel() {
   return cpu::depthwise_conv_applies(8, 8, 8, {3, 3}, {1, 1});
 }
 
-TEST(DepthwiseConv, MatchesDirectConvolution) {
-  if (!has_kernel())
-    GTEST_SKIP() << "DepthwiseConv has AVX2 and NEON forms, and the CPU level in use has neither";
-  struct Case {
-    int64_t batch, h, w, c, kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
-    bool residual;
-    cpu::GemmActivation act;
-  };
+struct Case {
+  int64_t batch, h, w, c, kh, kw, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
+  bool residual;
+  cpu::GemmActivation act;
+};
+
+void check_cases() {
   const Case cases[] = {
       {1, 9, 31, 40, 3, 3, 1, 1, 1, 1, 1, 1, false, cpu::GemmActivation::kSwish},
       {2, 8, 23, 32, 3, 3, 2, 2, 0, 0, 1, 1, true, cpu::GemmActivation::kNone},
@@ -40,6 +41,7 @@ TEST(DepthwiseConv, MatchesDirectConvolution) {
       {1, 6, 17, 8, 3, 5, 1, 2, 1, 2, 1, 2, true, cpu::GemmActivation::kSigmoid},
       {1, 2, 9, 520, 3, 3, 1, 1, 1, 1, 1, 1, false, cpu::GemmActivation::kSwish},
       {2, 5, 5, 9, 3, 3, 1, 1, 0, 0, 0, 0, false, cpu::GemmActivation::kNone},
+      {1, 10, 30, 56, 3, 3, 1, 1, 1, 1, 1, 1, true, cpu::GemmActivation::kHardSwish},
   };
   uint64_t seed = 3100;
   for (const Case& t : cases) {
@@ -71,6 +73,22 @@ TEST(DepthwiseConv, MatchesDirectConvolution) {
                                return acc;
                              });
   }
+}
+
+TEST(DepthwiseConv, MatchesDirectConvolution) {
+  if (!has_kernel())
+    GTEST_SKIP() << "DepthwiseConv has AVX2 and NEON forms, and the CPU level in use has neither";
+  const CpuIsa in_use = cpu_isa();
+  std::vector<CpuIsa> levels;  // the x86 forms this CPU runs; elsewhere the one in use
+  for (CpuIsa level : {CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (in_use >= CpuIsa::kAvx2 && level <= in_use) levels.push_back(level);
+  if (levels.empty()) levels.push_back(in_use);
+  for (CpuIsa level : levels) {
+    set_cpu_isa_limit(level);
+    SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
+    check_cases();
+  }
+  set_cpu_isa_limit(in_use);
 }
 
 // Which convolutions it takes, where the CPU level has a form of it.

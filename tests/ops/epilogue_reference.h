@@ -25,7 +25,7 @@ inline cpu::GemmEpilogue conv_epilogue(const float* bias, bool residual, cpu::Ge
 }
 
 // A reference sum (bias included) finished as conv_epilogue's epilogue does: the residual added
-// where there is one, then ReLU, Clip, Sigmoid, Tanh, Swish or nothing.
+// where there is one, then ReLU, Clip, Sigmoid, Tanh, Swish, HardSwish or nothing.
 inline double finish_reference(double acc, bool residual, double residual_value,
                                cpu::GemmActivation act) {
   if (residual) acc += residual_value;
@@ -34,6 +34,7 @@ inline double finish_reference(double acc, bool residual, double residual_value,
   if (act == cpu::GemmActivation::kSigmoid) acc = 1 / (1 + std::exp(-acc));
   if (act == cpu::GemmActivation::kTanh) acc = std::tanh(acc);
   if (act == cpu::GemmActivation::kSwish) acc = acc / (1 + std::exp(-acc));
+  if (act == cpu::GemmActivation::kHardSwish) acc *= std::min(std::max(acc / 6 + 0.5, 0.0), 1.0);
   return acc;
 }
 

@@ -30,8 +30,9 @@ bool depthwise_conv_applies(int64_t in_channels, int64_t out_channels, int64_t g
                             const std::vector<int64_t>& dilations);
 
 // Whether DepthwiseConv is a candidate whatever the activation (not only for those oneDNN applies
-// in a pass of its own): on arm64, where Debian's oneDNN runs depthwise convolutions in its
-// reference code, and the faster of the two is measured per node (kernel_choice.h).
+// in a pass of its own), the faster of it and oneDNN's measured per node (kernel_choice.h): at
+// AVX-512, where oneDNN's depthwise kernels are AVX-512 too, and on arm64, where Debian's oneDNN
+// runs depthwise convolutions in its reference code.
 bool depthwise_conv_for_every_activation();
 
 // One depthwise convolution as DepthwiseConv::run hands it to a form's tasks: tasks are output
@@ -63,6 +64,14 @@ inline DepthwiseTask depthwise_task(const DepthwiseArgs& a, int64_t task) {
   t.kh1 = std::min(a.kernel_h, a.in_h - t.ih0);
   return t;
 }
+
+// Task `task` of depthwise_task()'s split at one instruction set (depthwise_conv_body.inc): with
+// `in_registers` (activates_in_registers) the activation is applied in registers, else by
+// finish_row over the task's outputs. x86 only.
+void depthwise_task_avx2(const DepthwiseArgs& a, const GemmEpilogue& e, bool in_registers,
+                         int64_t task);
+void depthwise_task_avx512(const DepthwiseArgs& a, const GemmEpilogue& e, bool in_registers,
+                           int64_t task);
 
 class DepthwiseConv {
  public:
