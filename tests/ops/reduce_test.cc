@@ -153,14 +153,18 @@ TEST_P(ReduceTest, Float32Large) {
   check_reduce(op, random_tensor({1, 61, 47, 45}, 309), {1, 2}, true, false);
 }
 
-// More threads than column tasks (a machine with 8 threads): over fewer rows than one part takes
-// (64) the rows are not split (2 tasks of 40 rows); over many they are (1 task, 16 parts).
+// Fewer output rows than threads (a machine with 8 threads): the reduced rows are split into
+// parts of at least 16 rows, each over every column chunk (40 rows: 2 parts of 2 chunks; 2000
+// rows: 8 parts; 14 x 14 pixels of 672 channels: 8 parts of 2 chunks, the last one partial);
+// with as many output rows as threads they are not (8 rows of 1000 columns).
 TEST_P(ReduceTest, ColumnTasksFewerThanThreads) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(8);
   check_reduce(GetParam(), random_tensor({1, 40, 1000}, 310), {1}, true, false);
   check_reduce(GetParam(), random_tensor({40, 1, 1000}, 311), {0}, false, false);
   check_reduce(GetParam(), random_tensor({1, 2000, 40}, 312), {1}, true, false);
+  check_reduce(GetParam(), random_tensor({1, 14, 14, 672}, 313), {1, 2}, true, false);
+  check_reduce(GetParam(), random_tensor({8, 30, 1000}, 314), {1}, true, false);
   omp_set_num_threads(threads);
 }
 

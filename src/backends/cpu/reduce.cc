@@ -101,9 +101,13 @@ class ReduceKernel final : public Kernel {
   }
 
   // Innermost group kept: output row k (of `inner` elements) accumulates every reduced input row,
-  // kColumnChunk elements at a time. Few such tasks over many rows (a global pool of a
-  // channels-last image: one task of up to 512 channels over every pixel) also split the rows
-  // into parts, reduced in parallel and then combined.
+  // kColumnChunk elements at a time. With fewer output rows than threads (a global pool of a
+  // channels-last image at batch 1) the reduced rows are split into parts instead, one run of
+  // them per thread over every column, reduced in parallel and then combined: each thread then
+  // reads the pixels the convolution before it wrote on that thread (in its core's cache), and
+  // the threads share the work evenly whatever the channel count. EfficientNet-B0's 17 pools,
+  // timed in the model (`lumen run --trace`) on 2 Zen 5 cores: 354-366 -> 290-295 us in all
+  // (14x14x672: 41-43 -> 24-25 us).
   void run_columns(const T* x, T* y) const {
     const ReducePlan& p = plan_;
     const int64_t inner = p.inner;
@@ -111,11 +115,11 @@ class ReduceKernel final : public Kernel {
     const int64_t tasks = p.kept_rows * chunks;
     const bool parallel = p.in_count > kNormParallelWork;
     const int64_t threads = parallel ? omp_get_max_threads() : 1;
-    // About two parts per thread, each at least kRowBlock rows (so never below one part).
+    // One part per thread, each at least kMinPartRows rows (so never below one part).
     const int64_t parts =
-        tasks >= threads
+        p.kept_rows >= threads
             ? 1
-            : std::max<int64_t>(1, std::min<int64_t>(2 * threads / tasks, p.red_rows / kRowBlock));
+            : std::max<int64_t>(1, std::min<int64_t>(threads, p.red_rows / kMinPartRows));
     if (parts == 1) {
       parallel_ranges(tasks, parallel, [&](int64_t begin, int64_t end) {
         Acc acc[kColumnChunk];
@@ -131,12 +135,14 @@ class ReduceKernel final : public Kernel {
     thread_local std::vector<Acc> partial;
     partial.resize(static_cast<size_t>(tasks * parts * kColumnChunk));
     Acc* parts_acc = partial.data();
+    // Part-major, so that the static schedule gives each thread whole parts (runs of rows).
 #pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tasks * parts; ++t) {
-      const int64_t task = t / parts, part = t % parts;
+    for (int64_t u = 0; u < tasks * parts; ++u) {
+      const int64_t part = u / tasks, task = u % tasks;
       const int64_t k = task / chunks, j0 = (task % chunks) * kColumnChunk;
       column_part(x, k, j0, std::min(kColumnChunk, inner - j0), part * p.red_rows / parts,
-                  (part + 1) * p.red_rows / parts, parts_acc + t * kColumnChunk);
+                  (part + 1) * p.red_rows / parts,
+                  parts_acc + (task * parts + part) * kColumnChunk);
     }
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t k = task / chunks, j0 = (task % chunks) * kColumnChunk;
@@ -173,6 +179,8 @@ class ReduceKernel final : public Kernel {
   }
 
   static constexpr int64_t kRowBlock = 64;
+  // Fewest reduced rows in a part of a column reduction.
+  static constexpr int64_t kMinPartRows = 16;
 
   ReducePlan plan_;
   bool mean_;
