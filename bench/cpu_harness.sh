@@ -27,4 +27,5 @@ m = re.search(r'<!-- harness-xeon-t$t:begin -->\n(.*?)<!-- harness-xeon-t$t:end 
 open('$out/harness-xeon-t$t.md', 'w').write(m.group(1))"
 done
 cp "$bundle"/docs/benchmarks.md "$out"/
+cp "$bundle"/bench/results/harness-xeon-t*.csv "$out"/ 2>/dev/null || true  # the CSVs the sections name
 cp "$bundle"/docs/harness-xeon-t*.png "$out"/ 2>/dev/null || true  # the charts, where matplotlib made them
