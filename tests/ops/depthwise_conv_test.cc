@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/cpu/depthwise_conv.h"
-#include "lumen/cpu_isa.h"
 #include "ops/epilogue_reference.h"
 #include "ops/op_test_util.h"
 
@@ -78,17 +77,7 @@ void check_cases() {
 TEST(DepthwiseConv, MatchesDirectConvolution) {
   if (!has_kernel())
     GTEST_SKIP() << "DepthwiseConv has AVX2 and NEON forms, and the CPU level in use has neither";
-  const CpuIsa in_use = cpu_isa();
-  std::vector<CpuIsa> levels;  // the x86 forms this CPU runs; elsewhere the one in use
-  for (CpuIsa level : {CpuIsa::kAvx2, CpuIsa::kAvx512})
-    if (in_use >= CpuIsa::kAvx2 && level <= in_use) levels.push_back(level);
-  if (levels.empty()) levels.push_back(in_use);
-  for (CpuIsa level : levels) {
-    set_cpu_isa_limit(level);
-    SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
-    check_cases();
-  }
-  set_cpu_isa_limit(in_use);
+  test::at_each_kernel_level(check_cases);
 }
 
 // Which convolutions it takes, where the CPU level has a form of it.

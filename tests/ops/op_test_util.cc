@@ -126,6 +126,20 @@ std::vector<double> to_doubles(const Tensor& t) {
   return out;
 }
 
+void at_each_kernel_level(const std::function<void()>& body) {
+  const CpuIsa in_use = cpu_isa();
+  std::vector<CpuIsa> levels;
+  for (CpuIsa level : {CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (in_use >= CpuIsa::kAvx2 && level <= in_use) levels.push_back(level);
+  if (levels.empty()) levels.push_back(in_use);
+  for (CpuIsa level : levels) {
+    set_cpu_isa_limit(level);
+    SCOPED_TRACE(::testing::Message() << "cpu level " << cpu_isa_name(level));
+    body();
+  }
+  set_cpu_isa_limit(in_use);
+}
+
 Executable* compile_op(Runtime& rt, const std::string& op, const std::vector<OpInput>& inputs,
                        const Attributes& attrs, int num_outputs, const CompileOptions& options,
                        std::vector<Tensor>* runtime_inputs) {

@@ -28,6 +28,11 @@ std::string temp_file(const std::string& name);
 // Every element as double, row-major.
 std::vector<double> to_doubles(const Tensor& t);
 
+// Runs `body` once at each level Lumen's own kernels have a form for on this CPU (AVX2 and
+// AVX-512 where it has them, lowering the level in use with set_cpu_isa_limit; elsewhere once,
+// at the level in use), with the level in a SCOPED_TRACE, and restores the level in use.
+void at_each_kernel_level(const std::function<void()>& body);
+
 // An input of run_op: a tensor, and whether it is bound as a graph constant (for inputs that
 // must be known when the graph is built, such as Reshape's shape) or as a runtime input.
 struct OpInput {
