@@ -38,11 +38,6 @@ bool is_float32(const Graph& graph, int id) {
          graph.value(id).type.shape.is_static();
 }
 
-float attr_float_or(const Node& n, const char* name, float fallback) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? fallback : it->second.as_float();
-}
-
 // Whether node `id` is an element-wise op the FusedElementwise kernel runs, in the form it runs
 // (float32 data, constant parameters).
 bool fusible(const Graph& graph, int id) {

@@ -38,11 +38,6 @@ int64_t attr_int_or(const Node& n, const char* name, int64_t fallback) {
   return it == n.attrs.end() ? fallback : it->second.as_int();
 }
 
-float attr_float_or(const Node& n, const char* name, float fallback) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? fallback : it->second.as_float();
-}
-
 // A constant input of `n` (or nullptr when omitted or not a constant).
 const Tensor* const_input(const Graph& graph, const Node& n, size_t k) {
   if (k >= n.inputs.size() || n.inputs[k] < 0) return nullptr;

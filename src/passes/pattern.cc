@@ -58,13 +58,14 @@ bool swaps_last_two(const Graph& graph, int id) {
   return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
 }
 
+float attr_float_or(const Node& n, const char* name, float fallback) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? fallback : it->second.as_float();
+}
+
 bool is_hard_swish_gate(const Node& gate) {
-  if (gate.op != OpKind::kHardSigmoid) return false;
-  auto value = [&](const char* name, float fallback) {
-    auto it = gate.attrs.find(name);
-    return it == gate.attrs.end() ? fallback : it->second.as_float();
-  };
-  return value("alpha", 0.2f) == 1.0f / 6.0f && value("beta", 0.5f) == 0.5f;
+  return gate.op == OpKind::kHardSigmoid && attr_float_or(gate, "alpha", 0.2f) == 1.0f / 6.0f &&
+         attr_float_or(gate, "beta", 0.5f) == 0.5f;
 }
 
 }  // namespace lumen

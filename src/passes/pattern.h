@@ -26,6 +26,9 @@ int other_input(const Node& node, int id);
 // last two dimensions and keeps the others in place (attention's K^T, as exporters write it).
 bool swaps_last_two(const Graph& graph, int id);
 
+// Float attribute `name` of node n, or `fallback` where n has none.
+float attr_float_or(const Node& n, const char* name, float fallback);
+
 // Whether `gate` is HardSigmoid with HardSwish's alpha 1/6 and beta 1/2, so that
 // Mul(x, gate(x)) is HardSwish(x) (how exporters before opset 14 write it).
 bool is_hard_swish_gate(const Node& gate);
