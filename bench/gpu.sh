@@ -18,7 +18,8 @@ root=$(dirname "$here")
 if [ "$mode" = pack ]; then
   build=$2 bundle=$3
   mkdir -p "$bundle"/bin "$bundle"/lib "$bundle"/bench "$bundle"/tests/models "$bundle"/docs
-  cp "$build"/lumen "$build"/lumen_fma_peak "$build"/tests/cuda_backend_test "$bundle"/bin/
+  cp "$build"/lumen "$build"/lumen_fma_peak "$build"/lumen_attention_bench \
+    "$build"/tests/cuda_backend_test "$bundle"/bin/
   strip "$bundle"/bin/*
   # Every other test program, compressed: run with --lumen-backends=cuda,cpu, the op tests check
   # the CUDA kernels (where CUDA takes the node) against their double-precision references.
@@ -39,7 +40,7 @@ if [ "$mode" = pack ]; then
   bash "$here"/pack_libs.sh "$build" "$bundle"
   cp "$here"/gpu.sh "$here"/gpu_env.sh "$here"/gpu_bench.py "$here"/bench_doc.py "$here"/headline.py \
     "$here"/harness.py "$here"/ort_runner.py "$here"/torch_runner.py "$here"/cpu_harness.sh \
-    "$bundle"/bench/
+    "$here"/attention.py "$bundle"/bench/
   cp "$root"/tests/models/export_zoo.py "$bundle"/tests/models/
   cp "$root"/docs/benchmarks.md "$bundle"/docs/
   du -sh "$bundle"

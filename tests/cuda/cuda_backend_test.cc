@@ -689,6 +689,18 @@ TEST(CudaHalfPrecision, ConvNormPoolAttention) {
       {random_tensor(Shape{4, 6, 32}, 243), random_tensor(Shape{4, 33, 32}, 244),
        random_tensor(Shape{4, 33, 32}, 245)},
       {{"scale", 0.2f}}, 1e-2);
+  // K as is, heads of 64 and 128: the tensor-core kernel (flash_attention.cu), with and without a
+  // key-padding mask.
+  expect_half_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{2, 3, 70, 64}, 260), random_tensor(Shape{2, 3, 90, 64}, 261),
+       random_tensor(Shape{2, 3, 90, 64}, 262), random_tensor(Shape{2, 1, 1, 90}, 263)},
+      {{"scale", 0.125f}}, 1e-2);
+  expect_half_matches_cpu(
+      "FusedAttention",
+      {random_tensor(Shape{5, 20, 128}, 264), random_tensor(Shape{5, 65, 128}, 265),
+       random_tensor(Shape{5, 65, 128}, 266)},
+      {{"scale", 0.088f}}, 1e-2);
 }
 
 // A graph half on CUDA and half on the CPU (an op CUDA lacks): float16 values are cast back to

@@ -12,6 +12,9 @@
 // flash-decoding (Dao et al., 2023): a warp per (query row, run of 32-key tiles) keeps its own
 // running maximum, sum and accumulator, and a second kernel merges a row's splits, each weighted by
 // exp(its maximum - the row's).
+//
+// With 16-bit storage and heads of 64 or 128, flash_attention.cu's tensor-core kernel takes the
+// rows instead of the one-warp-per-row kernel.
 #include <cfloat>
 #include <cstdint>
 #include <type_traits>
@@ -369,6 +372,7 @@ void launch_attention(Storage st, const AttentionDesc& desc, const void* q, cons
       }
       return;
     }
+    if (launch_flash_attention(st, desc, q, k, v, mask, y, stream)) return;
     const unsigned grid = static_cast<unsigned>(desc.batch * ((desc.sq + kWarps - 1) / kWarps));
     const size_t smem =
         sizeof(float) * (kChunk * (desc.depth + 1) + kChunk * desc.depth_v + kWarps * desc.depth);

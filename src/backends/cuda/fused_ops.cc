@@ -137,6 +137,7 @@ class AttentionKernel final : public Kernel {
       if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
       return;
     }
+    tensor_cores_ = flash_attention_fits(storage_, d_);
     const size_t score_bytes =
         static_cast<size_t>(d_.batch * d_.sq * d_.sk) * storage_bytes(storage_);
     // Grouped key/value heads: the fused kernel (the GEMMs' batches would need K and V repeated).
@@ -180,11 +181,11 @@ class AttentionKernel final : public Kernel {
 
   std::string describe() const override {
     if (split_) return "keys split over warps (decoding)";
-    if (!qk_ && gemm_ms_ < 0) return "";
-    char text[160];
-    std::snprintf(text, sizeof text,
-                  "%s; measured: fused kernel %.4f ms, gemm + softmax + gemm %.4f ms",
-                  qk_ ? "gemm + softmax + gemm" : "fused kernel", fused_ms_, gemm_ms_);
+    const char* fused = tensor_cores_ ? "fused kernel (tensor cores)" : "fused kernel";
+    if (!qk_ && gemm_ms_ < 0) return tensor_cores_ ? fused : "";
+    char text[200];
+    std::snprintf(text, sizeof text, "%s; measured: %s %.4f ms, gemm + softmax + gemm %.4f ms",
+                  qk_ ? "gemm + softmax + gemm" : fused, fused, fused_ms_, gemm_ms_);
     return text;
   }
 
@@ -282,8 +283,9 @@ class AttentionKernel final : public Kernel {
   bool has_mask_ = false;
   std::unique_ptr<LtMatmul> qk_, pv_;  // set when the GEMM way runs
   size_t score_offset_ = 0;
-  bool split_ = false;        // the split-key kernel (decoding)
-  size_t scratch_bytes_ = 0;  // its partial results in the workspace
+  bool split_ = false;         // the split-key kernel (decoding)
+  bool tensor_cores_ = false;  // the fused kernel is flash_attention.cu's
+  size_t scratch_bytes_ = 0;   // its partial results in the workspace
   float fused_ms_ = -1.f, gemm_ms_ = -1.f;
 };
 

@@ -185,11 +185,21 @@ struct AttentionDesc {
 // Up to this many query rows per head (decoding), the keys are split over several warps whose
 // partial results a second kernel merges, through `scratch` (attention_scratch_bytes(desc) bytes;
 // 0 where one warp takes a whole row). With scratch null where it is needed, the one-warp-per-row
-// kernel runs instead.
+// kernel runs instead. With more rows, the tensor-core kernel where it fits (below), else the
+// one-warp-per-row kernel.
 inline constexpr int64_t kAttentionSplitMaxRows = 4;
 size_t attention_scratch_bytes(const AttentionDesc& desc);
 void launch_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
                       const void* v, const void* mask, void* y, void* scratch, cudaStream_t stream);
+// FusedAttention on tensor cores (flash_attention.cu), for float16 and bfloat16 storage: K as is
+// (not K^T), heads of 64 or 128 for Q, K and V alike, more than kAttentionSplitMaxRows query rows
+// per head, at most 65535 heads. flash_attention_fits says whether `desc` qualifies and, the first
+// time, sets the kernels up (call it when a kernel is built, before any capture).
+// launch_flash_attention launches it and returns true, or returns false and launches nothing where
+// `desc` does not qualify or a pointer is not 16-byte aligned.
+bool flash_attention_fits(Storage st, const AttentionDesc& desc);
+bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
+                            const void* v, const void* mask, void* y, cudaStream_t stream);
 // Strided row copies (rows x width bytes, each side with its own pitch; src null writes zeros),
 // every one of `count` enqueued on `stream` in a launch per kRowCopyBatch. The fields of
 // core/device_ops.h's RowCopy, which nvcc's C++17 cannot include (lumen's headers are C++20).
