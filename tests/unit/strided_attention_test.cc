@@ -5,6 +5,7 @@
 // (K stored either way round, Y written transposed); its schema rejects views that do not fit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -180,6 +181,40 @@ TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
         for (int r = 0; r < 3; ++r)
           test::expect_close(exe->execute({x})[0], {s * n, e}, want, 1e-5, 1e-4);
       }
+}
+
+// At 16 bits on CUDA (--lumen-backends with cuda, on the GPU machine) the views feed the
+// tensor-core kernel: heads of 64 read in place from the projection. 100 rows: the fused kernel is
+// there too and the faster is measured; 150: past the fused kernel's keys, the kernel or the
+// products. Eagerly, recorded and replayed, against the float32 reference within the 16-bit
+// formats' rounding (the projection included).
+TEST(StridedAttention, SixteenBitsOnCuda) {
+  const std::vector<std::string>& backends = test::run_op_backends();
+  if (backends == std::vector<std::string>{"cpu"} || !test::requested_backends_available() ||
+      std::find(backends.begin(), backends.end(), "cuda") == backends.end())
+    GTEST_SKIP() << "16-bit storage is CUDA's: run with --lumen-backends=cuda,cpu";
+  const int64_t h = 2, e = 128;
+  for (int64_t s : {100, 150})
+    for (Precision p : {Precision::kFloat16, Precision::kBFloat16}) {
+      const bool bf16 = p == Precision::kBFloat16;
+      SCOPED_TRACE(std::to_string(s) + (bf16 ? " rows, bfloat16" : " rows, float16"));
+      Tensor x = test::random_tensor({s, 1, e}, 91 + s, -1, 1);
+      Tensor w = test::random_tensor({e, 3 * e}, 93, -0.3f, 0.3f);
+      const std::vector<double> want = mha_ref(x, w, s, 1, h, e, false);
+      Graph g;
+      build_mha(g, w, s, 1, h, e, false);
+      g.optimize(backends);
+      Runtime rt;
+      CompileOptions options;
+      options.backends = backends;
+      options.precision = p;
+      Executable* exe = g.compile(&rt, options);
+      EXPECT_NE(exe->summary().find("(StridedAttention) @cuda"), std::string::npos)
+          << exe->summary();
+      for (int r = 0; r < 3; ++r)
+        test::expect_close(exe->execute({x})[0], {s, e}, want, bf16 ? 8e-2 : 1e-2,
+                           bf16 ? 8e-2 : 1e-2);
+    }
 }
 
 // Batch-first multi-head attention as 4-D tensors: x [B, S, E] projected to [B, S, 3E], each part

@@ -128,9 +128,10 @@ struct FlashTile {
 // Grid: x over the blocks of kBlockM query rows, y over the heads (desc.batch).
 template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kMasked>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
-    flash_attention_kernel(const __grid_constant__ AttentionDesc d, const T* __restrict__ q,
-                           const T* __restrict__ k, const T* __restrict__ v,
-                           const T* __restrict__ mask, T* __restrict__ y) {
+    flash_attention_kernel(const __grid_constant__ AttentionDesc d,
+                           const __grid_constant__ HeadStrides st, int64_t first_head,
+                           const T* __restrict__ q, const T* __restrict__ k,
+                           const T* __restrict__ v, const T* __restrict__ mask, T* __restrict__ y) {
   using Tile = FlashTile<kD, kWarps, kRowTiles, kBlockN>;
   constexpr int kBlockM = Tile::kBlockM, kStride = Tile::kStride;
   constexpr int kChunks = kD / 8;  // 16-byte pieces of a row
@@ -146,24 +147,26 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const int64_t b = blockIdx.y;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockM;
   const int64_t kvb = b / d.kv_group;
-  const T* qb = q + b * d.sq * kD;
-  const T* kb = k + kvb * d.sk * kD;
-  const T* vb = v + kvb * d.sk * kD;
+  const T* qb = q + b * st.q_head;
+  const T* kb = k + kvb * st.k_head;
+  const T* vb = v + kvb * st.v_head;
 
   // `rows` rows of a [*, kD] tensor from row `first` on (zeros from row `limit` on) into `dst`.
   // Thread tid copies the 16-byte piece `piece` of rows stage_row + i * kRowStep (kThreads is a
   // multiple of kChunks), so its offsets are fixed and only the tile's base moves.
   constexpr int kRowStep = kThreads / kChunks;
   const int stage_row = tid / kChunks, piece = (tid % kChunks) * 8;
-  auto stage = [&](T* dst, const T* src, int64_t first, int64_t limit, auto rows_tag) {
+  auto stage = [&](T* dst, const T* src, int64_t row_stride, int64_t first, int64_t limit,
+                   auto rows_tag) {
     constexpr int kRows = decltype(rows_tag)::value;
     const int64_t left = limit - first;  // rows of the source from `first` on
-    const T* from = src + (first + stage_row) * kD + piece;
+    const T* from = src + (first + stage_row) * row_stride + piece;
+    const int64_t step = kRowStep * row_stride;
     T* to = dst + stage_row * kStride + piece;
 #pragma unroll
     for (int i = 0; i < kRows / kRowStep; ++i) {
       const bool valid = stage_row + i * kRowStep < left;
-      copy16_async(to + i * kRowStep * kStride, valid ? from + i * kRowStep * kD : src, valid);
+      copy16_async(to + i * kRowStep * kStride, valid ? from + i * step : src, valid);
     }
   };
   using BlockRows = std::integral_constant<int, kBlockM>;
@@ -171,10 +174,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // Copy groups, in commit order: Q with K's tile 0, V's tile 0, then per tile t the next tile's
   // K and V (groups left empty after the last tile, so that every wait is "all but the newest").
   const int64_t tiles = (d.sk + kBlockN - 1) / kBlockN;
-  stage(qs, qb, row0, d.sq, BlockRows{});
-  stage(ks, kb, 0, d.sk, TileRows{});
+  stage(qs, qb, st.q_row, row0, d.sq, BlockRows{});
+  stage(ks, kb, st.k_row, 0, d.sk, TileRows{});
   commit_copies();
-  stage(vs, vb, 0, d.sk, TileRows{});
+  stage(vs, vb, st.v_row, 0, d.sk, TileRows{});
   commit_copies();
 
   const int warp_row = warp * 16 * kRowTiles;  // the warp's first row within the block
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = row0 + warp_row + 16 * rt + quad + 8 * h;
-        mask_rows[rt][h] = mask_row_of(d, mask, b, row < d.sq ? row : d.sq - 1);
+        mask_rows[rt][h] = mask_row_of(d, mask, first_head + b, row < d.sq ? row : d.sq - 1);
       }
   }
   float o[kRowTiles][kDepthTiles][4];
@@ -211,7 +214,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     wait_copies<1>();  // K's tile t (and Q) is in
     __syncthreads();
     if (t + 1 < tiles)
-      stage(ks + (buf ^ 1) * kBlockN * kStride, kb, (t + 1) * kBlockN, d.sk, TileRows{});
+      stage(ks + (buf ^ 1) * kBlockN * kStride, kb, st.k_row, (t + 1) * kBlockN, d.sk, TileRows{});
     commit_copies();
 
     // S = Q K^T for the warp's rows and the tile's keys.
@@ -316,7 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     wait_copies<1>();  // V's tile t is in
     __syncthreads();
     if (t + 1 < tiles)
-      stage(vs + (buf ^ 1) * kBlockN * kStride, vb, (t + 1) * kBlockN, d.sk, TileRows{});
+      stage(vs + (buf ^ 1) * kBlockN * kStride, vb, st.v_row, (t + 1) * kBlockN, d.sk, TileRows{});
     commit_copies();
 
     // O += P V: P's accumulator registers, rounded to T, are the product's A operand.
@@ -357,7 +360,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       const float inv = 1.f / sum;
       const int64_t row = row0 + warp_row + 16 * rt + quad + 8 * h;
       if (row >= d.sq) continue;
-      T* out = y + (b * d.sq + row) * kD + pair;
+      T* out = y + b * st.y_head + row * st.y_row + pair;
 #pragma unroll
       for (int n = 0; n < kDepthTiles; ++n) {
         *reinterpret_cast<uint32_t*>(out + n * 8) =
@@ -395,14 +398,14 @@ struct FlashKernel {
     }();
     return count;
   }
-  static void launch(const AttentionDesc& desc, const T* q, const T* k, const T* v, const T* mask,
-                     T* y, cudaStream_t stream) {
+  static void launch(const AttentionDesc& desc, const HeadStrides& st, int64_t first_head,
+                     const T* q, const T* k, const T* v, const T* mask, T* y, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((desc.sq + kBlockM - 1) / kBlockM),
-                    static_cast<unsigned>(desc.batch));
+                    static_cast<unsigned>(st.heads));
     if (mask != nullptr)
-      kKernel<true><<<grid, kWarps * 32, kSmem, stream>>>(desc, q, k, v, mask, y);
+      kKernel<true><<<grid, kWarps * 32, kSmem, stream>>>(desc, st, first_head, q, k, v, mask, y);
     else
-      kKernel<false><<<grid, kWarps * 32, kSmem, stream>>>(desc, q, k, v, mask, y);
+      kKernel<false><<<grid, kWarps * 32, kSmem, stream>>>(desc, st, first_head, q, k, v, mask, y);
   }
 };
 
@@ -453,9 +456,9 @@ bool aligned16(const void* p) {
 enum class Shape64 { kTall, kTallDense, kShort };
 
 template <typename T>
-Shape64 choose64(const AttentionDesc& desc) {
+Shape64 choose64(const AttentionDesc& desc, int64_t heads) {
   const int64_t sms = multiprocessors();
-  const int64_t blocks = desc.batch * ((desc.sq + 127) / 128);
+  const int64_t blocks = heads * ((desc.sq + 127) / 128);
   const int64_t load = (blocks + sms - 1) / sms;
   if (load <= 2) return Shape64::kShort;
   const int64_t two = Tall64<T>::slots(), three = Tall64Dense<T>::slots();
@@ -480,9 +483,33 @@ bool flash_attention_fits(Storage st, const AttentionDesc& desc) {
   return true;
 }
 
+bool flash_strides_fit(const HeadStrides& s) {
+  for (int64_t e : {s.q_head, s.q_row, s.k_head, s.k_row, s.v_head, s.v_row, s.y_head, s.y_row})
+    if (e % 8 != 0) return false;
+  return s.heads > 0 && s.heads <= 65535;
+}
+
+HeadStrides contiguous_heads(const AttentionDesc& desc) {
+  HeadStrides s;
+  s.heads = desc.batch;
+  s.q_head = desc.sq * desc.depth;
+  s.k_head = desc.sk * desc.depth;
+  s.v_head = desc.sk * desc.depth_v;
+  s.y_head = desc.sq * desc.depth_v;
+  s.q_row = s.k_row = desc.depth;
+  s.v_row = s.y_row = desc.depth_v;
+  return s;
+}
+
 bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
                             const void* v, const void* mask, void* y, cudaStream_t stream) {
-  if (!flash_attention_fits(st, desc)) return false;
+  return launch_flash_attention(st, desc, contiguous_heads(desc), 0, q, k, v, mask, y, stream);
+}
+
+bool launch_flash_attention(Storage st, const AttentionDesc& desc, const HeadStrides& strides,
+                            int64_t first_head, const void* q, const void* k, const void* v,
+                            const void* mask, void* y, cudaStream_t stream) {
+  if (!flash_attention_fits(st, desc) || !flash_strides_fit(strides)) return false;
   for (const void* p : {q, k, v, static_cast<const void*>(y)})
     if (!aligned16(p)) return false;
   with_storage(st, [&](auto tag) {
@@ -493,23 +520,24 @@ bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q
       const auto* tv = static_cast<const T*>(v);
       const auto* tm = static_cast<const T*>(mask);
       auto* ty = static_cast<T*>(y);
+      const HeadStrides& s = strides;
       if (desc.depth == 128) {
-        const int64_t blocks = desc.batch * ((desc.sq + 127) / 128);
+        const int64_t blocks = s.heads * ((desc.sq + 127) / 128);
         if (blocks <= multiprocessors())
-          Short128<T>::launch(desc, tq, tk, tv, tm, ty, stream);
+          Short128<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
         else
-          Tall128<T>::launch(desc, tq, tk, tv, tm, ty, stream);
+          Tall128<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
         return;
       }
-      switch (choose64<T>(desc)) {
+      switch (choose64<T>(desc, s.heads)) {
         case Shape64::kTall:
-          Tall64<T>::launch(desc, tq, tk, tv, tm, ty, stream);
+          Tall64<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
           break;
         case Shape64::kTallDense:
-          Tall64Dense<T>::launch(desc, tq, tk, tv, tm, ty, stream);
+          Tall64Dense<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
           break;
         case Shape64::kShort:
-          Short64<T>::launch(desc, tq, tk, tv, tm, ty, stream);
+          Short64<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
           break;
       }
     }

@@ -194,12 +194,9 @@ void launch_attention(Storage st, const AttentionDesc& desc, const void* q, cons
 // FusedAttention on tensor cores (flash_attention.cu), for float16 and bfloat16 storage: K as is
 // (not K^T), heads of 64 or 128 for Q, K and V alike, more than kAttentionSplitMaxRows query rows
 // per head, at most 65535 heads. flash_attention_fits says whether `desc` qualifies and, the first
-// time, sets the kernels up (call it when a kernel is built, before any capture).
-// launch_flash_attention launches it and returns true, or returns false and launches nothing where
-// `desc` does not qualify or a pointer is not 16-byte aligned.
+// time, sets the kernels up (call it when a kernel is built, before any capture); the launchers
+// follow HeadStrides below.
 bool flash_attention_fits(Storage st, const AttentionDesc& desc);
-bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
-                            const void* v, const void* mask, void* y, cudaStream_t stream);
 // Strided row copies (rows x width bytes, each side with its own pitch; src null writes zeros),
 // every one of `count` enqueued on `stream` in a launch per kRowCopyBatch. The fields of
 // core/device_ops.h's RowCopy, which nvcc's C++17 cannot include (lumen's headers are C++20).
@@ -280,6 +277,16 @@ struct HeadStrides {
   int64_t q_head = 0, q_row = 0, k_head = 0, k_row = 0, v_head = 0, v_row = 0, y_head = 0,
           y_row = 0;
 };
+// launch_flash_attention launches it and returns true, or returns false and launches nothing where
+// `desc` does not qualify or a pointer is not 16-byte aligned. Q, K, V and Y contiguous: heads
+// desc.batch; or through views: `strides.heads` heads (grid index h reads Q at q + h * q_head +
+// row * q_row, K and V at head h / desc.kv_group, and writes Y the same way; every stride a
+// multiple of 8 elements), whose mask is that of head first_head + h of desc's leading dims.
+bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
+                            const void* v, const void* mask, void* y, cudaStream_t stream);
+bool launch_flash_attention(Storage st, const AttentionDesc& desc, const HeadStrides& strides,
+                            int64_t first_head, const void* q, const void* k, const void* v,
+                            const void* mask, void* y, cudaStream_t stream);
 // Whether the fused kernel runs `desc` on this device (shape and shared memory); sets up its
 // launches. Called at kernel build time, before any capture.
 bool prepare_strided_attention(const AttentionDesc& desc);

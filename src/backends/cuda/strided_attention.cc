@@ -8,9 +8,13 @@
 // cuBLASLt's batch; each index of the dims before it (the batch) is one pair of products.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -88,7 +92,13 @@ class StridedAttentionKernel final : public Kernel {
     const bool depth_packed = v.q.strides[r - 1] == 1 && depth_contiguous &&
                               v.v.strides[r - 1] == 1 && v.y.strides[r - 1] == 1;
     fused_ = depth_packed && prepare_strided_attention(d_);
-    if (fused_) {
+    // 16-bit storage: the tensor-core kernel, where the views' strides and starts suit it.
+    flash_ = depth_packed && flash_attention_fits(storage_, d_);
+    for (const TensorView* t : {&v.q, &v.k, &v.v, &v.y}) {
+      flash_ = flash_ && t->offset % 8 == 0;
+      for (int64_t e : t->strides) flash_ = flash_ && (e == 1 || e % 8 == 0);
+    }
+    if (fused_ || flash_) {
       strides_.heads = heads;
       strides_.q_head = head_stride(v.q);
       strides_.q_row = v.q.strides[r - 2];
@@ -101,7 +111,8 @@ class StridedAttentionKernel final : public Kernel {
       strides16_ = true;
       for (int64_t e : {strides_.k_head, strides_.k_row, strides_.v_head, strides_.v_row})
         strides16_ = strides16_ && (e * es) % 16 == 0;
-    } else {
+    }
+    if (!fused_) {
       qk_ = std::make_unique<LtMatmul>(ctx, qk, false);
       pv_ = std::make_unique<LtMatmul>(ctx, pv, false);
     }
@@ -122,49 +133,34 @@ class StridedAttentionKernel final : public Kernel {
       }
       starts_.push_back(s);
     }
-    if (fused_) return;
-    // The softmax over the scores of every head, with the mask broadcast onto them.
-    CudaBackend& be = require_cuda_backend();
-    score_offset_ = (std::max(qk_->workspace_size(), pv_->workspace_size()) + 255) / 256 * 256;
-    be.workspace().reserve(score_offset_ + static_cast<size_t>(d_.batch * sq * sk * es));
+    if (!fused_) {
+      // The softmax over the scores of every head, with the mask broadcast onto them.
+      CudaBackend& be = require_cuda_backend();
+      score_offset_ = (std::max(qk_->workspace_size(), pv_->workspace_size()) + 255) / 256 * 256;
+      be.workspace().reserve(score_offset_ + static_cast<size_t>(d_.batch * sq * sk * es));
+    }
+    // The tensor-core kernel against the other way (the fused kernel or the products): the faster,
+    // measured.
+    if (flash_) choose(ctx);
   }
 
   void run(KernelContext& ctx) const override {
-    if (d_.batch == 0 || d_.sq == 0 || d_.depth_v == 0) return;
-    cudaStream_t stream = stream_of(ctx);
-    const size_t es = storage_bytes(storage_);
-    // Element e of a tensor's data, as a byte address.
-    auto at = [es](const Tensor& t, int64_t e) {
-      return static_cast<char*>(const_cast<void*>(t.raw_data())) + static_cast<size_t>(e) * es;
-    };
-    const void* mask = has_mask_ ? ctx.inputs[3].raw_data() : nullptr;
-    if (fused_) {
-      for (size_t o = 0; o < starts_.size(); ++o) {
-        const Starts& s = starts_[o];
-        const char* k = at(ctx.inputs[1], s.k);
-        const char* v = at(ctx.inputs[2], s.v);
-        const bool aligned16 = strides16_ && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
-                               reinterpret_cast<uintptr_t>(v) % 16 == 0;
-        launch_strided_attention(storage_, d_, strides_, at(ctx.inputs[0], s.q), k, v, mask,
-                                 at(ctx.outputs[0], s.y), static_cast<int64_t>(o), aligned16,
-                                 stream);
-      }
-      check_launch(where_);
-      return;
-    }
-    char* scores = static_cast<char*>(require_cuda_backend().workspace().ptr()) + score_offset_;
-    for (const Starts& s : starts_)
-      qk_->run(stream, at(ctx.inputs[0], s.q), at(ctx.inputs[1], s.k), nullptr, nullptr,
-               scores + static_cast<size_t>(s.scores) * es, 1.f, 0.f);
-    launch_attention_softmax(storage_, d_, scores, mask, stream);
-    check_launch(where_);
-    for (const Starts& s : starts_)
-      pv_->run(stream, scores + static_cast<size_t>(s.scores) * es, at(ctx.inputs[2], s.v), nullptr,
-               nullptr, at(ctx.outputs[0], s.y), 1.f, 0.f);
+    enqueue(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(),
+            ctx.inputs[2].raw_data(), has_mask_ ? ctx.inputs[3].raw_data() : nullptr,
+            ctx.outputs[0].raw_data(), flash_);
   }
 
   std::string describe() const override {
-    return fused_ ? "fused strided attention" : "strided gemm + softmax + gemm";
+    std::string way = flash_   ? "tensor-core flash attention"
+                      : fused_ ? "fused strided attention"
+                               : "strided gemm + softmax + gemm";
+    if (flash_ms_ >= 0) {
+      char text[160];
+      std::snprintf(text, sizeof text, "; measured: tensor cores %.4f ms, %s %.4f ms", flash_ms_,
+                    fused_ ? "fused" : "gemm + softmax + gemm", other_ms_);
+      way += text;
+    }
+    return way;
   }
 
  private:
@@ -172,13 +168,111 @@ class StridedAttentionKernel final : public Kernel {
     int64_t q, k, v, y, scores;  // elements
   };
 
+  // One attention over the views of the tensors at q, k, v and y: by the tensor-core kernel
+  // (flash), else the fused kernel or the products.
+  void enqueue(cudaStream_t stream, const void* q_data, const void* k_data, const void* v_data,
+               const void* mask, void* y_data, bool flash) const {
+    if (d_.batch == 0 || d_.sq == 0 || d_.depth_v == 0) return;
+    const size_t es = storage_bytes(storage_);
+    // Element e of a tensor's data, as a byte address.
+    auto at = [es](const void* data, int64_t e) {
+      return static_cast<char*>(const_cast<void*>(data)) + static_cast<size_t>(e) * es;
+    };
+    if (flash) {
+      bool all = true;
+      for (size_t o = 0; o < starts_.size() && all; ++o) {
+        const Starts& s = starts_[o];
+        all = launch_flash_attention(
+            storage_, d_, strides_, static_cast<int64_t>(o) * strides_.heads, at(q_data, s.q),
+            at(k_data, s.k), at(v_data, s.v), mask, at(y_data, s.y), stream);
+      }
+      check_launch(where_);
+      if (all) return;  // else (a start off 16-byte alignment) the other way redoes every index
+    }
+    if (fused_) {
+      for (size_t o = 0; o < starts_.size(); ++o) {
+        const Starts& s = starts_[o];
+        const char* k = at(k_data, s.k);
+        const char* v = at(v_data, s.v);
+        const bool aligned16 = strides16_ && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
+                               reinterpret_cast<uintptr_t>(v) % 16 == 0;
+        launch_strided_attention(storage_, d_, strides_, at(q_data, s.q), k, v, mask,
+                                 at(y_data, s.y), static_cast<int64_t>(o), aligned16, stream);
+      }
+      check_launch(where_);
+      return;
+    }
+    char* scores = static_cast<char*>(require_cuda_backend().workspace().ptr()) + score_offset_;
+    for (const Starts& s : starts_)
+      qk_->run(stream, at(q_data, s.q), at(k_data, s.k), nullptr, nullptr,
+               scores + static_cast<size_t>(s.scores) * es, 1.f, 0.f);
+    launch_attention_softmax(storage_, d_, scores, mask, stream);
+    check_launch(where_);
+    for (const Starts& s : starts_)
+      pv_->run(stream, scores + static_cast<size_t>(s.scores) * es, at(v_data, s.v), nullptr,
+               nullptr, at(y_data, s.y), 1.f, 0.f);
+  }
+
+  // Times the tensor-core kernel against the other way (CUDA-graph replays on scratch tensors of
+  // the node's shapes) and keeps the faster; once per geometry for the process (a model's layers
+  // share one), at most kMaxChoices of them.
+  void choose(const NodeContext& ctx) {
+    static std::mutex mutex;
+    static std::map<std::string, std::pair<float, float>> chosen;  // key -> (flash, other) ms
+    std::string key = dtype_name(ctx.input_dtype(0));
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      key += ctx.has_input(i) ? ctx.input_shape(i).to_string() : "-";
+    for (const auto& [name, value] : ctx.node().attrs) key += name + value.to_string();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = chosen.find(key);
+      if (it != chosen.end()) {
+        flash_ms_ = it->second.first;
+        other_ms_ = it->second.second;
+        flash_ = flash_ms_ < other_ms_;
+        return;
+      }
+    }
+    const Device dev = Device::cuda();
+    const DType t = ctx.input_dtype(0);
+    std::vector<Tensor> in;
+    for (int i = 0; i < 4; ++i)
+      in.push_back(i < ctx.num_inputs() && ctx.has_input(i)
+                       ? Tensor::zeros(ctx.input_shape(i), t, dev)
+                       : Tensor());
+    Tensor out = Tensor::zeros(ctx.output(0).shape, t, dev);
+    CudaBackend& be = require_cuda_backend();
+    check(cudaStreamSynchronize(be.stream().handle()), where_);
+    TimingStream own(where_);
+    auto time = [&](bool flash) {
+      return time_on_stream(
+          own.handle,
+          [&] {
+            enqueue(own.handle, in[0].raw_data(), in[1].raw_data(), in[2].raw_data(),
+                    has_mask_ ? in[3].raw_data() : nullptr, out.raw_data(), flash);
+          },
+          where_.c_str());
+    };
+    flash_ms_ = time(true);
+    other_ms_ = time(false);
+    check(cudaStreamSynchronize(own.handle), where_);
+    flash_ = flash_ms_ < other_ms_;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (chosen.size() >= kMaxChoices) chosen.clear();
+    chosen[key] = {flash_ms_, other_ms_};
+  }
+
+  static constexpr size_t kMaxChoices = 4096;
+
   std::string where_;
   Storage storage_;
   std::unique_ptr<LtMatmul> qk_, pv_;
   std::vector<Starts> starts_;
   AttentionDesc d_;
   bool has_mask_ = false;
-  bool fused_ = false;  // the fused kernel, not the products
+  bool fused_ = false;                       // the fused kernel, not the products
+  bool flash_ = false;                       // the tensor-core kernel first (16-bit storage)
+  float flash_ms_ = -1.f, other_ms_ = -1.f;  // its time and the other way's, as measured
   HeadStrides strides_;
   bool strides16_ = false;  // K's and V's head and row strides are multiples of 16 bytes
   size_t score_offset_ = 0;
