@@ -7,18 +7,12 @@
 
 #include <algorithm>
 
+#include "cuda/cuda_test_util.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 
 namespace lumen::test {
 namespace {
-
-bool have_cuda() {
-  Runtime rt;
-  for (const std::string& b : rt.backends())
-    if (b == "cuda") return true;
-  return false;
-}
 
 constexpr int64_t kRows = 3, kInner = 8, kCols = 5;
 
@@ -59,7 +53,7 @@ void overwrite(const Tensor& into, const Tensor& from) {
 }
 
 TEST(BoundReplay, ReadsTheBoundTensorInPlace) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device on this machine: CUDA tests skipped";
+  SKIP_WITHOUT_CUDA();
   Runtime rt;
   Graph g;
   const Tensor w = random_tensor({kInner, kCols}, 1);
@@ -97,7 +91,7 @@ TEST(BoundReplay, ReadsTheBoundTensorInPlace) {
 }
 
 TEST(BoundReplay, OutlivesItsExecutable) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device on this machine: CUDA tests skipped";
+  SKIP_WITHOUT_CUDA();
   const Tensor w = random_tensor({kInner, kCols}, 5);
   const Tensor past = random_tensor({kRows, kInner}, 6);
   const Tensor cache = past.to(Device::cuda());

@@ -13,21 +13,12 @@
 #include "backends/cuda/launch.h"
 #include "core/device_ops.h"
 #include "core/half.h"
+#include "cuda/cuda_test_util.h"
 #include "lumen/lumen.h"
 #include "ops/backend_check_util.h"
 
 namespace lumen::test {
 namespace {
-
-bool have_cuda() {
-  Runtime rt;
-  for (const std::string& b : rt.backends())
-    if (b == "cuda") return true;
-  return false;
-}
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device on this machine: CUDA tests skipped"
 
 // One `op` node over `inputs`, compiled for `backends`, run once (or `runs` times).
 std::vector<Tensor> run_on(const std::vector<std::string>& backends, const std::string& op,

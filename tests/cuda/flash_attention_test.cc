@@ -13,18 +13,12 @@
 
 #include "backends/cuda/launch.h"
 #include "core/half.h"
+#include "cuda/cuda_test_util.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 
 namespace lumen::test {
 namespace {
-
-bool have_cuda() {
-  Runtime rt;
-  for (const std::string& b : rt.backends())
-    if (b == "cuda") return true;
-  return false;
-}
 
 // `values` rounded to `dtype` (float16 or bfloat16): the host tensor, and the rounded values.
 Tensor rounded(const std::vector<double>& values, const Shape& shape, DType dtype,
@@ -136,7 +130,7 @@ void check(const Case& c, DType dtype, uint64_t seed) {
 }
 
 TEST(FlashAttention, MatchesReference) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device on this machine: CUDA tests skipped";
+  SKIP_WITHOUT_CUDA();
   const Case cases[] = {
       {6, 6, 200, 333, 64, Case::Mask::kPerBatch},  // partial tiles of rows and keys
       {4, 2, 77, 64, 128, Case::Mask::kNone},       // grouped key/value heads, one key tile
@@ -158,7 +152,7 @@ TEST(FlashAttention, MatchesReference) {
 }
 
 TEST(FlashAttention, RefusesWhatItDoesNotRun) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device on this machine: CUDA tests skipped";
+  SKIP_WITHOUT_CUDA();
   cuda::AttentionDesc desc;
   desc.batch = 2;
   desc.sq = 40;

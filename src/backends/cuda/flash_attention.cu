@@ -60,22 +60,25 @@ __device__ __forceinline__ void load_matrices_transposed(uint32_t (&r)[4], const
                : "r"(smem_address(row)));
 }
 
-// c += a (16x16, row-major) * b (16x8, column-major), float32 accumulators.
+// d = a (16x16, row-major) * b (16x8, column-major) + c, float32 accumulators (d and c may be the
+// same array).
 template <typename T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1, const float (&c)[4]) {
   if constexpr (std::is_same_v<T, __half>) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        "{%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
   } else {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        "{%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
   }
 }
 
@@ -84,25 +87,6 @@ __device__ __forceinline__ float exp2_fast(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-// c = a * b (the accumulators' old values ignored).
-template <typename T>
-__device__ __forceinline__ void mma16816_first(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%10, %10, %10, %10};\n"
-        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%10, %10, %10, %10};\n"
-        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-  }
 }
 
 // Two floats rounded to T, `lo` in the low 16 bits.
@@ -126,7 +110,8 @@ struct FlashTile {
 };
 
 // Grid: x over the blocks of kBlockM query rows, y over the heads (desc.batch).
-template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kMasked>
+template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kMasked,
+          bool kDense>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     flash_attention_kernel(const __grid_constant__ AttentionDesc d,
                            const __grid_constant__ HeadStrides st, int64_t first_head,
@@ -147,9 +132,12 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const int64_t b = blockIdx.y;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlockM;
   const int64_t kvb = b / d.kv_group;
-  const T* qb = q + b * st.q_head;
-  const T* kb = k + kvb * st.k_head;
-  const T* vb = v + kvb * st.v_head;
+  // kDense: Q, K, V and Y contiguous, their strides known here (so no registers hold them).
+  const int64_t q_row = kDense ? kD : st.q_row, k_row = kDense ? kD : st.k_row;
+  const int64_t v_row = kDense ? kD : st.v_row, y_row = kDense ? kD : st.y_row;
+  const T* qb = q + b * (kDense ? d.sq * kD : st.q_head);
+  const T* kb = k + kvb * (kDense ? d.sk * kD : st.k_head);
+  const T* vb = v + kvb * (kDense ? d.sk * kD : st.v_head);
 
   // `rows` rows of a [*, kD] tensor from row `first` on (zeros from row `limit` on) into `dst`.
   // Thread tid copies the 16-byte piece `piece` of rows stage_row + i * kRowStep (kThreads is a
@@ -174,10 +162,10 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // Copy groups, in commit order: Q with K's tile 0, V's tile 0, then per tile t the next tile's
   // K and V (groups left empty after the last tile, so that every wait is "all but the newest").
   const int64_t tiles = (d.sk + kBlockN - 1) / kBlockN;
-  stage(qs, qb, st.q_row, row0, d.sq, BlockRows{});
-  stage(ks, kb, st.k_row, 0, d.sk, TileRows{});
+  stage(qs, qb, q_row, row0, d.sq, BlockRows{});
+  stage(ks, kb, k_row, 0, d.sk, TileRows{});
   commit_copies();
-  stage(vs, vb, st.v_row, 0, d.sk, TileRows{});
+  stage(vs, vb, v_row, 0, d.sk, TileRows{});
   commit_copies();
 
   const int warp_row = warp * 16 * kRowTiles;  // the warp's first row within the block
@@ -214,12 +202,13 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     wait_copies<1>();  // K's tile t (and Q) is in
     __syncthreads();
     if (t + 1 < tiles)
-      stage(ks + (buf ^ 1) * kBlockN * kStride, kb, st.k_row, (t + 1) * kBlockN, d.sk, TileRows{});
+      stage(ks + (buf ^ 1) * kBlockN * kStride, kb, k_row, (t + 1) * kBlockN, d.sk, TileRows{});
     commit_copies();
 
     // S = Q K^T for the warp's rows and the tile's keys.
     const T* kt = ks + buf * kBlockN * kStride;
     float s[kRowTiles][kKeyTiles][4];
+    const float kZeros[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t a[kRowTiles][4];
@@ -234,12 +223,12 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
                               ((lane >> 3) & 1) * 8);
 #pragma unroll
         for (int rt = 0; rt < kRowTiles; ++rt) {
-          if (kk == 0) {
-            mma16816_first<T>(s[rt][2 * np], a[rt], bk[0], bk[1]);
-            mma16816_first<T>(s[rt][2 * np + 1], a[rt], bk[2], bk[3]);
+          if (kk == 0) {  // the first step starts from zeros
+            mma16816<T>(s[rt][2 * np], a[rt], bk[0], bk[1], kZeros);
+            mma16816<T>(s[rt][2 * np + 1], a[rt], bk[2], bk[3], kZeros);
           } else {
-            mma16816<T>(s[rt][2 * np], a[rt], bk[0], bk[1]);
-            mma16816<T>(s[rt][2 * np + 1], a[rt], bk[2], bk[3]);
+            mma16816<T>(s[rt][2 * np], a[rt], bk[0], bk[1], s[rt][2 * np]);
+            mma16816<T>(s[rt][2 * np + 1], a[rt], bk[2], bk[3], s[rt][2 * np + 1]);
           }
         }
       }
@@ -319,7 +308,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     wait_copies<1>();  // V's tile t is in
     __syncthreads();
     if (t + 1 < tiles)
-      stage(vs + (buf ^ 1) * kBlockN * kStride, vb, st.v_row, (t + 1) * kBlockN, d.sk, TileRows{});
+      stage(vs + (buf ^ 1) * kBlockN * kStride, vb, v_row, (t + 1) * kBlockN, d.sk, TileRows{});
     commit_copies();
 
     // O += P V: P's accumulator registers, rounded to T, are the product's A operand.
@@ -341,8 +330,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
                                          dp * 16 + (lane >> 4) * 8);
 #pragma unroll
         for (int rt = 0; rt < kRowTiles; ++rt) {
-          mma16816<T>(o[rt][2 * dp], a[rt], bv[0], bv[1]);
-          mma16816<T>(o[rt][2 * dp + 1], a[rt], bv[2], bv[3]);
+          mma16816<T>(o[rt][2 * dp], a[rt], bv[0], bv[1], o[rt][2 * dp]);
+          mma16816<T>(o[rt][2 * dp + 1], a[rt], bv[2], bv[3], o[rt][2 * dp + 1]);
         }
       }
     }
@@ -360,7 +349,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       const float inv = 1.f / sum;
       const int64_t row = row0 + warp_row + 16 * rt + quad + 8 * h;
       if (row >= d.sq) continue;
-      T* out = y + b * st.y_head + row * st.y_row + pair;
+      T* out = y + b * (kDense ? d.sq * kD : st.y_head) + row * y_row + pair;
 #pragma unroll
       for (int n = 0; n < kDepthTiles; ++n) {
         *reinterpret_cast<uint32_t*>(out + n * 8) =
@@ -370,42 +359,43 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 }
 
 // One instantiation of the kernel (its head size, warps, row tiles per warp, keys per tile and the
-// blocks per multiprocessor its registers are capped for), with and without a mask.
+// blocks per multiprocessor its registers are capped for): with and without a mask, for contiguous
+// tensors and for views.
 template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks>
 struct FlashKernel {
   using Tile = FlashTile<kD, kWarps, kRowTiles, kBlockN>;
   static constexpr size_t kSmem = Tile::kSmemElems * sizeof(T);
   static constexpr int kBlockM = Tile::kBlockM;
-  template <bool kMasked>
+  template <bool kMasked, bool kDense>
   static constexpr auto kKernel =
-      flash_attention_kernel<T, kD, kWarps, kRowTiles, kBlockN, kMinBlocks, kMasked>;
+      flash_attention_kernel<T, kD, kWarps, kRowTiles, kBlockN, kMinBlocks, kMasked, kDense>;
 
   // Raises the kernels' dynamic shared-memory limit to what they use.
   static void allow_smem() {
-    cudaFuncSetAttribute(kKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmem));
-    cudaFuncSetAttribute(kKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmem));
+    for (auto kernel :
+         {kKernel<false, false>, kKernel<true, false>, kKernel<false, true>, kKernel<true, true>})
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmem));
   }
   // Blocks of the unmasked kernel one multiprocessor holds at once (after allow_smem).
   static int slots() {
     static const int count = [] {
       int n = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel<false>, kWarps * 32, kSmem) !=
-          cudaSuccess)
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel<false, true>, kWarps * 32,
+                                                        kSmem) != cudaSuccess)
         return 1;
       return n > 0 ? n : 1;
     }();
     return count;
   }
-  static void launch(const AttentionDesc& desc, const HeadStrides& st, int64_t first_head,
-                     const T* q, const T* k, const T* v, const T* mask, T* y, cudaStream_t stream) {
+  static void launch(const AttentionDesc& desc, const HeadStrides& st, bool dense,
+                     int64_t first_head, const T* q, const T* k, const T* v, const T* mask, T* y,
+                     cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((desc.sq + kBlockM - 1) / kBlockM),
                     static_cast<unsigned>(st.heads));
-    if (mask != nullptr)
-      kKernel<true><<<grid, kWarps * 32, kSmem, stream>>>(desc, st, first_head, q, k, v, mask, y);
-    else
-      kKernel<false><<<grid, kWarps * 32, kSmem, stream>>>(desc, st, first_head, q, k, v, mask, y);
+    const auto kernel = mask != nullptr ? (dense ? kKernel<true, true> : kKernel<true, false>)
+                                        : (dense ? kKernel<false, true> : kKernel<false, false>);
+    kernel<<<grid, kWarps * 32, kSmem, stream>>>(desc, st, first_head, q, k, v, mask, y);
   }
 };
 
@@ -521,23 +511,27 @@ bool launch_flash_attention(Storage st, const AttentionDesc& desc, const HeadStr
       const auto* tm = static_cast<const T*>(mask);
       auto* ty = static_cast<T*>(y);
       const HeadStrides& s = strides;
+      const HeadStrides c = contiguous_heads(desc);
+      const bool dense = s.heads == c.heads && s.q_head == c.q_head && s.q_row == c.q_row &&
+                         s.k_head == c.k_head && s.k_row == c.k_row && s.v_head == c.v_head &&
+                         s.v_row == c.v_row && s.y_head == c.y_head && s.y_row == c.y_row;
       if (desc.depth == 128) {
         const int64_t blocks = s.heads * ((desc.sq + 127) / 128);
         if (blocks <= multiprocessors())
-          Short128<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
+          Short128<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
         else
-          Tall128<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
+          Tall128<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
         return;
       }
       switch (choose64<T>(desc, s.heads)) {
         case Shape64::kTall:
-          Tall64<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
+          Tall64<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
           break;
         case Shape64::kTallDense:
-          Tall64Dense<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
+          Tall64Dense<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
           break;
         case Shape64::kShort:
-          Short64<T>::launch(desc, s, first_head, tq, tk, tv, tm, ty, stream);
+          Short64<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
           break;
       }
     }
