@@ -1,6 +1,6 @@
 // FusedAttention on tensor cores for 16-bit storage (float16 or bfloat16) and heads of 64 or 128:
 // FlashAttention-2's schedule (Dao, 2023) on the warp-level mma.sync.m16n8k16 instruction, float32
-// accumulation. A block of kFlashWarps warps takes 16 * kRowTiles query rows per warp; it walks the
+// accumulation. A block of kWarps warps takes 16 * kRowTiles query rows per warp; it walks the
 // head's keys in tiles of kBlockN, each tile of K and of V staged in shared memory by asynchronous
 // copies (cp.async) into one buffer while the other is consumed. Per tile a warp computes its
 // scores S = Q K^T in registers, folds them into its rows' running maximum and sum (the online
@@ -8,6 +8,8 @@
 // accumulator, P rounded to the storage type and handed from the scores' accumulator registers to
 // the next product's operand registers without leaving them (the two fragment layouts agree).
 // Shared-memory rows are padded by 16 bytes so that ldmatrix's eight row reads hit distinct banks.
+// The same kernel reads strided views (StridedAttention) through head and row strides; contiguous
+// tensors get an instantiation with those strides fixed at compile time.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -109,7 +111,8 @@ struct FlashTile {
       static_cast<size_t>(kBlockM + 4 * kBlockN) * kStride;  // Q, then K and V twice each
 };
 
-// Grid: x over the blocks of kBlockM query rows, y over the heads (desc.batch).
+// Grid: x over the blocks of kBlockM query rows, y over the heads (st.heads; head h's mask is that
+// of head first_head + h of desc's leading dims).
 template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kMasked,
           bool kDense>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
