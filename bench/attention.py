@@ -3,9 +3,9 @@ scaled_dot_product_attention, each backend of it forced in turn (flash, cuDNN, m
 on the same shapes, operands already on the GPU, timed the same way (CUDA events around
 back-to-back calls, the median of 7 rounds of about 20 ms, after a warm-up).
 
-    python3 bench/attention.py --lumen-bench BUNDLE/bin/lumen_attention_bench [--doc]
+    python3 bench/attention.py --lumen-bench BUNDLE/bin/lumen_attention_bench [--mask] [--doc]
 
---doc writes the table into docs/benchmarks.md (section `attention`)."""
+--doc writes the table into docs/benchmarks.md (section `attention`, or `attention-masked`)."""
 import argparse
 import json
 import subprocess
@@ -48,16 +48,21 @@ def time_calls(fn):
     return sorted(rounds)[len(rounds) // 2]
 
 
-def torch_times(shape, dtype):
+def torch_times(shape, dtype, masked):
     b, h, s, d = shape
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.rand(b, h, s, d, device="cuda", dtype=dtype, generator=gen) * 2 - 1
                for _ in range(3))
+    mask = None
+    if masked:  # the key-padding mask lumen_attention_bench --mask uses
+        mask = torch.zeros(b, 1, 1, s, device="cuda", dtype=dtype)
+        mask[..., s - s // 8:] = float("-inf")
     out = {}
     for name, backend in BACKENDS:
         try:
             with sdpa_kernel(backend):
-                out[name] = time_calls(lambda: F.scaled_dot_product_attention(q, k, v))
+                out[name] = time_calls(
+                    lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
         except RuntimeError as e:  # the backend does not take this shape or device
             print(f"  {name}: {str(e).splitlines()[0][:100]}", file=sys.stderr)
             out[name] = None
@@ -69,13 +74,15 @@ def main():
     ap.add_argument("--lumen-bench", required=True, help="the lumen_attention_bench program")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--shapes", default=" ".join(DEFAULT_SHAPES), help="B,H,S,D ...")
+    ap.add_argument("--mask", action="store_true",
+                    help="an additive key-padding mask [B, 1, 1, S] (SDPA's flash backend takes none)")
     ap.add_argument("--doc", action="store_true", help="write docs/benchmarks.md's section")
     args = ap.parse_args()
     shapes = args.shapes.split()
     dtype = getattr(torch, args.dtype)
     lumen = {}
-    run = subprocess.run([args.lumen_bench, args.dtype] + shapes, capture_output=True, text=True,
-                         check=True)
+    run = subprocess.run([args.lumen_bench, args.dtype] + (["--mask"] if args.mask else []) + shapes,
+                         capture_output=True, text=True, check=True)
     for line in run.stdout.splitlines():
         r = json.loads(line)
         lumen[(r["batch"], r["heads"], r["seq"], r["depth"])] = r
@@ -83,11 +90,11 @@ def main():
     rows = []
     for text in shapes:
         shape = tuple(int(x) for x in text.split(","))
-        t = torch_times(shape, dtype)
+        t = torch_times(shape, dtype, args.mask)
         r = lumen[shape]
         b, h, s, d = shape
         flop = 4.0 * b * h * s * s * d
-        best = min(x for x in t.values() if x is not None)
+        best = min((x for x in t.values() if x is not None), default=None)
 
         def ms(x):
             return "-" if x is None else f"{x:.4f}"
@@ -98,13 +105,18 @@ def main():
         vs_flash = "-" if flash is None else f"{mine / flash:.2f}"
         rows.append(f"| {b} | {h} | {s} | {d} | {mine:.4f} | {tf(mine)} | {ms(flash)} | "
                     f"{tf(flash)} | {ms(t['cudnn'])} | {ms(t['efficient'])} | {vs_flash} | "
-                    f"{mine / best:.2f} |")
+                    f"{'-' if best is None else f'{mine / best:.2f}'} |")
         print(rows[-1], flush=True)
+    mask_text = ("an additive key-padding mask [B, 1, 1, S] hiding each sequence's last eighth "
+                 "(`--mask`; SDPA's flash backend takes no mask, so its columns are empty)"
+                 if args.mask else "no mask")
     head = (f"## attention: Lumen's FusedAttention kernel vs PyTorch {torch.__version__} "
             f"scaled_dot_product_attention ({gpu}, {args.dtype})\n\n"
             f"`python3 bench/attention.py --lumen-bench BUNDLE/bin/lumen_attention_bench"
-            f"{'' if args.dtype == 'float16' else ' --dtype ' + args.dtype}`: Q, K and V "
-            f"[B, H, S, D] of random values already on the GPU, no mask, scale 1/sqrt(D); "
+            f"{'' if args.dtype == 'float16' else ' --dtype ' + args.dtype}"
+            f"{' --mask' if args.mask else ''}`: Q, K and V "
+            f"[B, H, S, D] of random values already on the GPU, scale 1/sqrt(D), "
+            f"{mask_text}; "
             f"milliseconds per call by CUDA events around back-to-back calls (median of 7 rounds "
             f"of about 20 ms). Lumen: the kernel a FusedAttention node runs "
             f"(`cuda::launch_attention`, the tensor-core kernel of "
@@ -116,7 +128,8 @@ def main():
     text = head + "\n" + "\n".join(rows) + "\n"
     print(text)
     if args.doc:
-        write_section("attention" if args.dtype == "float16" else "attention-" + args.dtype, text)
+        name = "attention" + ("" if args.dtype == "float16" else "-" + args.dtype)
+        write_section(name + ("-masked" if args.mask else ""), text)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 // FusedAttention's CUDA kernels alone, on operands already on the GPU: what bench/attention.py sets
 // beside PyTorch's scaled_dot_product_attention. For each [batch, heads, seq, depth] given, Q, K
-// and V of random values in float16 or bfloat16 (K as is, no mask, scale 1/sqrt(depth)), timed
+// and V of random values in float16 or bfloat16 (K as is, scale 1/sqrt(depth); with --mask, an
+// additive key-padding mask [batch, 1, 1, seq] hiding each sequence's last eighth), timed
 // with CUDA events over back-to-back launches of the kernel a FusedAttention node runs (the
 // tensor-core kernel where it fits), after a warm-up. One JSON line per shape on stdout.
 //
-//   lumen_attention_bench float16|bfloat16 B,H,S,D [B,H,S,D ...]
+//   lumen_attention_bench float16|bfloat16 [--mask] B,H,S,D [B,H,S,D ...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -77,7 +78,8 @@ double time_launches(F launch, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: lumen_attention_bench float16|bfloat16 B,H,S,D [B,H,S,D ...]\n");
+    std::fprintf(stderr,
+                 "usage: lumen_attention_bench float16|bfloat16 [--mask] B,H,S,D [B,H,S,D ...]\n");
     return 2;
   }
   const std::string dtype = argv[1];
@@ -89,7 +91,8 @@ int main(int argc, char** argv) {
   const auto st = half ? lumen::cuda::Storage::kFloat16 : lumen::cuda::Storage::kBFloat16;
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  for (int a = 2; a < argc; ++a) {
+  const bool masked = std::string(argv[2]) == "--mask";
+  for (int a = masked ? 3 : 2; a < argc; ++a) {
     long long b = 0, h = 0, s = 0, d = 0;
     if (std::sscanf(argv[a], "%lld,%lld,%lld,%lld", &b, &h, &s, &d) != 4 || b <= 0 || h <= 0 ||
         s <= 0 || d <= 0 || d > lumen::cuda::kAttentionMaxDepth) {
@@ -111,18 +114,28 @@ int main(int argc, char** argv) {
     desc.lead_rank = 2;
     desc.lead_dims[0] = b;
     desc.lead_dims[1] = h;
+    void* mask = nullptr;
+    if (masked) {  // 0 for the first 7/8 of each sequence's keys, -inf for the rest
+      std::vector<uint16_t> host(static_cast<size_t>(b * s));
+      const uint16_t ninf = half ? 0xFC00 : 0xFF80;
+      for (long long i = 0; i < b * s; ++i) host[i] = i % s < s - s / 8 ? 0 : ninf;
+      check(cudaMalloc(&mask, host.size() * 2), "cudaMalloc");
+      check(cudaMemcpy(mask, host.data(), host.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+      desc.mask_lead_strides[0] = s;  // [B, 1, 1, S]: heads and rows broadcast
+      desc.mask_k_stride = 1;
+    }
     const bool tensor_cores = lumen::cuda::flash_attention_fits(st, desc);
     const double ms = time_launches(
-        [&] { lumen::cuda::launch_attention(st, desc, q, k, v, nullptr, y, nullptr, stream); },
+        [&] { lumen::cuda::launch_attention(st, desc, q, k, v, mask, y, nullptr, stream); },
         stream);
     const double flop = 4.0 * static_cast<double>(b * h) * static_cast<double>(s) * s * d;
     std::printf(
         "{\"dtype\": \"%s\", \"batch\": %lld, \"heads\": %lld, \"seq\": %lld, \"depth\": %lld, "
-        "\"kernel\": \"%s\", \"ms\": %.5f, \"tflops\": %.1f}\n",
-        dtype.c_str(), b, h, s, d, tensor_cores ? "tensor cores" : "fused", ms,
-        flop / (ms * 1e-3) / 1e12);
+        "\"mask\": %s, \"kernel\": \"%s\", \"ms\": %.5f, \"tflops\": %.1f}\n",
+        dtype.c_str(), b, h, s, d, masked ? "true" : "false",
+        tensor_cores ? "tensor cores" : "fused", ms, flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
-    for (void* p : {q, k, v, y}) cudaFree(p);
+    for (void* p : {q, k, v, y, mask}) cudaFree(p);
   }
   cudaStreamDestroy(stream);
   return 0;

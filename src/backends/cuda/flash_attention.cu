@@ -27,6 +27,10 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The kernel's mask forms: none; one row of values over the keys shared by every query row of a
+// head (mask_q_stride 0, mask_k_stride 1: a key-padding mask); any broadcast of [.., Sq, Sk].
+constexpr int kNoMask = 0, kMaskPerKey = 1, kMaskPerRow = 2;
+
 __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -113,7 +117,7 @@ struct FlashTile {
 
 // Grid: x over the blocks of kBlockM query rows, y over the heads (st.heads; head h's mask is that
 // of head first_head + h of desc's leading dims).
-template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, bool kMasked,
+template <typename T, int kD, int kWarps, int kRowTiles, int kBlockN, int kMinBlocks, int kMask,
           bool kDense>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     flash_attention_kernel(const __grid_constant__ AttentionDesc d,
@@ -175,7 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const int quad = lane >> 2, pair = (lane & 3) * 2;
   // Per row tile rt and half h, this thread's row is warp_row + 16 rt + quad + 8 h.
   const T* mask_rows[kRowTiles][2] = {};
-  if constexpr (kMasked) {
+  if constexpr (kMask == kMaskPerRow) {
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
@@ -184,6 +188,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
         mask_rows[rt][h] = mask_row_of(d, mask, first_head + b, row < d.sq ? row : d.sq - 1);
       }
   }
+  const T* mask_keys = kMask == kMaskPerKey ? mask_row_of(d, mask, first_head + b, 0) : nullptr;
   float o[kRowTiles][kDepthTiles][4];
   float row_max[kRowTiles][2], row_sum[kRowTiles][2];  // row_sum: this thread's keys only
 #pragma unroll
@@ -241,7 +246,26 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     // is positive) and exp2(s * scale_log2 - max) is one multiply-add; with one, each score
     // becomes s * scale_log2 + mask * log2(e) first.
     const int64_t key0 = t * kBlockN;
-    if constexpr (kMasked) {
+    if constexpr (kMask == kMaskPerKey) {
+      // One mask row for every query row (a key-padding mask): this thread's 16 keys' values,
+      // loaded once for all its rows.
+      const T* m = mask_keys + key0;
+      float add[kKeyTiles][2];
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = n * 8 + pair + e;
+          add[n][e] = key0 + j < d.sk ? to_float(m[j]) * kLog2e : 0.f;
+        }
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt)
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[rt][n][e] = fmaf(s[rt][n][e], scale_log2, add[n][e & 1]);
+    }
+    if constexpr (kMask == kMaskPerRow) {
 #pragma unroll
       for (int rt = 0; rt < kRowTiles; ++rt)
 #pragma unroll
@@ -257,7 +281,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
             }
         }
     }
-    const float mul = kMasked ? 1.f : scale_log2;
+    const float mul = kMask != kNoMask ? 1.f : scale_log2;
     if (key0 + kBlockN > d.sk) {  // the last tile, partly past the keys
       const int live = static_cast<int>(d.sk - key0);
 #pragma unroll
@@ -369,14 +393,15 @@ struct FlashKernel {
   using Tile = FlashTile<kD, kWarps, kRowTiles, kBlockN>;
   static constexpr size_t kSmem = Tile::kSmemElems * sizeof(T);
   static constexpr int kBlockM = Tile::kBlockM;
-  template <bool kMasked, bool kDense>
+  template <int kMask, bool kDense>
   static constexpr auto kKernel =
-      flash_attention_kernel<T, kD, kWarps, kRowTiles, kBlockN, kMinBlocks, kMasked, kDense>;
+      flash_attention_kernel<T, kD, kWarps, kRowTiles, kBlockN, kMinBlocks, kMask, kDense>;
 
   // Raises the kernels' dynamic shared-memory limit to what they use.
   static void allow_smem() {
     for (auto kernel :
-         {kKernel<false, false>, kKernel<true, false>, kKernel<false, true>, kKernel<true, true>})
+         {kKernel<kNoMask, false>, kKernel<kMaskPerKey, false>, kKernel<kMaskPerRow, false>,
+          kKernel<kNoMask, true>, kKernel<kMaskPerKey, true>, kKernel<kMaskPerRow, true>})
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmem));
   }
@@ -384,7 +409,7 @@ struct FlashKernel {
   static int slots() {
     static const int count = [] {
       int n = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel<false, true>, kWarps * 32,
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel<kNoMask, true>, kWarps * 32,
                                                         kSmem) != cudaSuccess)
         return 1;
       return n > 0 ? n : 1;
@@ -396,8 +421,16 @@ struct FlashKernel {
                      cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((desc.sq + kBlockM - 1) / kBlockM),
                     static_cast<unsigned>(st.heads));
-    const auto kernel = mask != nullptr ? (dense ? kKernel<true, true> : kKernel<true, false>)
-                                        : (dense ? kKernel<false, true> : kKernel<false, false>);
+    const int form = mask == nullptr                                      ? kNoMask
+                     : desc.mask_q_stride == 0 && desc.mask_k_stride == 1 ? kMaskPerKey
+                                                                          : kMaskPerRow;
+    const auto pick = [&](auto dense_tag) {
+      constexpr bool kD2 = decltype(dense_tag)::value;
+      return form == kNoMask       ? kKernel<kNoMask, kD2>
+             : form == kMaskPerKey ? kKernel<kMaskPerKey, kD2>
+                                   : kKernel<kMaskPerRow, kD2>;
+    };
+    const auto kernel = dense ? pick(std::true_type{}) : pick(std::false_type{});
     kernel<<<grid, kWarps * 32, kSmem, stream>>>(desc, st, first_head, q, k, v, mask, y);
   }
 };
