@@ -12,27 +12,12 @@
 #include <vector>
 
 #include "backends/cuda/launch.h"
-#include "core/half.h"
 #include "cuda/cuda_test_util.h"
 #include "lumen/lumen.h"
 #include "ops/op_test_util.h"
 
 namespace lumen::test {
 namespace {
-
-// `values` rounded to `dtype` (float16 or bfloat16): the host tensor, and the rounded values.
-Tensor rounded(const std::vector<double>& values, const Shape& shape, DType dtype,
-               std::vector<double>* exact) {
-  Tensor t = Tensor::empty(shape, dtype);
-  auto* bits = static_cast<uint16_t*>(t.raw_data());
-  exact->resize(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    const auto f = static_cast<float>(values[i]);
-    bits[i] = dtype == DType::kFloat16 ? float_to_half(f) : float_to_bfloat16(f);
-    (*exact)[i] = dtype == DType::kFloat16 ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
-  }
-  return t;
-}
 
 struct Case {
   int64_t heads, kv_heads, sq, sk, depth;
@@ -53,12 +38,13 @@ void check(const Case& c, DType dtype, uint64_t seed) {
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   std::vector<double> q, k, v, mask;
   // Spread scores (about +-4 before the mask), so that the softmax is far from uniform.
-  Tensor qh = rounded(to_doubles(random_tensor(Shape{c.heads, c.sq, d}, seed, -2.f, 2.f)),
-                      Shape{c.heads, c.sq, d}, dtype, &q);
-  Tensor kh = rounded(to_doubles(random_tensor(Shape{c.kv_heads, c.sk, d}, seed + 1, -2.f, 2.f)),
-                      Shape{c.kv_heads, c.sk, d}, dtype, &k);
-  Tensor vh = rounded(to_doubles(random_tensor(Shape{c.kv_heads, c.sk, d}, seed + 2)),
-                      Shape{c.kv_heads, c.sk, d}, dtype, &v);
+  Tensor qf = random_tensor(Shape{c.heads, c.sq, d}, seed, -2.f, 2.f);
+  Tensor kf = random_tensor(Shape{c.kv_heads, c.sk, d}, seed + 1, -2.f, 2.f);
+  Tensor vf = random_tensor(Shape{c.kv_heads, c.sk, d}, seed + 2);
+  const Tensor qh = to_16bit(qf, dtype), kh = to_16bit(kf, dtype), vh = to_16bit(vf, dtype);
+  q = to_doubles(qf);
+  k = to_doubles(kf);
+  v = to_doubles(vf);
   cuda::AttentionDesc desc;
   desc.batch = c.heads;
   desc.sq = c.sq;
@@ -68,28 +54,29 @@ void check(const Case& c, DType dtype, uint64_t seed) {
   desc.kv_group = group;
   desc.lead_rank = 1;
   desc.lead_dims[0] = c.heads;
-  Shape mask_shape{1};
-  std::vector<double> mask_values;
+  Tensor mf;
   if (c.mask == Case::Mask::kPerBatch) {  // [heads, 1, sk]: random, a run of keys at -inf
-    mask_shape = Shape{c.heads, 1, c.sk};
-    mask_values = to_doubles(random_tensor(mask_shape, seed + 3));
+    mf = random_tensor(Shape{c.heads, 1, c.sk}, seed + 3);
     for (int64_t h = 0; h < c.heads; ++h)
       for (int64_t j = c.sk / 3; j < c.sk / 3 + 70 && j < c.sk - 1; ++j)
-        mask_values[h * c.sk + j] = -std::numeric_limits<double>::infinity();
+        mf.data<float>()[h * c.sk + j] = -std::numeric_limits<float>::infinity();
     desc.mask_lead_strides[0] = c.sk;
     desc.mask_k_stride = 1;
   } else if (c.mask == Case::Mask::kCausal) {  // [sq, sk]: key j hidden from row i when j > i + off
-    mask_shape = Shape{c.sq, c.sk};
+    mf = Tensor::empty(Shape{c.sq, c.sk});
     const int64_t off = c.sk - c.sq;
-    mask_values.resize(c.sq * c.sk);
     for (int64_t i = 0; i < c.sq; ++i)
       for (int64_t j = 0; j < c.sk; ++j)
-        mask_values[i * c.sk + j] = j > i + off ? -std::numeric_limits<double>::infinity() : 0.0;
+        mf.data<float>()[i * c.sk + j] =
+            j > i + off ? -std::numeric_limits<float>::infinity() : 0.f;
     desc.mask_q_stride = c.sk;
     desc.mask_k_stride = 1;
   }
   Tensor mh;
-  if (c.mask != Case::Mask::kNone) mh = rounded(mask_values, mask_shape, dtype, &mask);
+  if (c.mask != Case::Mask::kNone) {
+    mh = to_16bit(mf, dtype);
+    mask = to_doubles(mf);
+  }
 
   Tensor qd = qh.to(Device::cuda()), kd = kh.to(Device::cuda()), vd = vh.to(Device::cuda());
   Tensor md = c.mask == Case::Mask::kNone ? Tensor() : mh.to(Device::cuda());

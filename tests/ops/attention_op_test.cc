@@ -10,7 +10,6 @@
 #include <optional>
 #include <vector>
 
-#include "core/half.h"
 #include "ops/op_test_util.h"
 
 namespace lumen {
@@ -21,6 +20,7 @@ using test::omitted;
 using test::OpInput;
 using test::random_ints;
 using test::random_tensor;
+using test::to_16bit;
 using test::run_op;
 using test::to_doubles;
 
@@ -327,26 +327,13 @@ TEST(AttentionOp, LargerShapesAcrossThreads) {
   check(q1, k1, v1, nullptr, &pk1, &pv1, nullptr, sp, 3, 1e-4);
 }
 
-// A tensor of `dtype` (float16 or bfloat16) holding x's values rounded, and x with the same
-// rounded values (the reference's input).
-Tensor to_half(Tensor& x, DType dtype) {
-  Tensor h = Tensor::empty(x.shape(), dtype);
-  float* f = x.data<float>();
-  uint16_t* bits = static_cast<uint16_t*>(h.raw_data());
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    bits[i] = dtype == DType::kFloat16 ? float_to_half(f[i]) : float_to_bfloat16(f[i]);
-    f[i] = dtype == DType::kFloat16 ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
-  }
-  return h;
-}
-
 TEST(AttentionOp, HalfTypes) {
   for (DType t : {DType::kFloat16, DType::kBFloat16}) {
     Tensor q = random_tensor({2, 4, 5, 16}, 56), k = random_tensor({2, 2, 7, 16}, 57),
            v = random_tensor({2, 2, 7, 16}, 58), mask = random_tensor({5, 10}, 59);
     Tensor pk = random_tensor({2, 2, 3, 16}, 60), pv = random_tensor({2, 2, 3, 16}, 61);
-    const Tensor hq = to_half(q, t), hk = to_half(k, t), hv = to_half(v, t), hm = to_half(mask, t),
-                 hpk = to_half(pk, t), hpv = to_half(pv, t);
+    const Tensor hq = to_16bit(q, t), hk = to_16bit(k, t), hv = to_16bit(v, t),
+                 hm = to_16bit(mask, t), hpk = to_16bit(pk, t), hpv = to_16bit(pv, t);
     Spec sp;
     sp.causal = true;
     const std::vector<Tensor> out =

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <random>
 
+#include "core/half.h"
+
 namespace lumen::test {
 
 namespace {
@@ -118,6 +120,17 @@ std::vector<double> conv2d_reference(const std::vector<double>& x, const Shape& 
           y[((i * o + oc) * oh + r) * ow + q] = acc;
         }
   return y;
+}
+
+Tensor to_16bit(Tensor& x, DType dtype) {
+  Tensor h = Tensor::empty(x.shape(), dtype);
+  float* f = x.data<float>();
+  auto* bits = static_cast<uint16_t*>(h.raw_data());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    bits[i] = dtype == DType::kFloat16 ? float_to_half(f[i]) : float_to_bfloat16(f[i]);
+    f[i] = dtype == DType::kFloat16 ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
+  }
+  return h;
 }
 
 std::vector<double> to_doubles(const Tensor& t) {

@@ -28,6 +28,11 @@ std::string temp_file(const std::string& name);
 // Every element as double, row-major.
 std::vector<double> to_doubles(const Tensor& t);
 
+// A tensor of `dtype` (float16 or bfloat16) holding float32 x's values rounded to it; x is
+// rewritten with the same rounded values, so that a reference computed from x sees what the
+// 16-bit tensor holds.
+Tensor to_16bit(Tensor& x, DType dtype);
+
 // Runs `body` once at each level Lumen's own kernels have a form for on this CPU (AVX2 and
 // AVX-512 where it has them, lowering the level in use with set_cpu_isa_limit; elsewhere once,
 // at the level in use), with the level in a SCOPED_TRACE, and restores the level in use.

@@ -343,6 +343,20 @@ float time_on_stream(cudaStream_t stream, const std::function<void()>& run, cons
   return ms / kReps;
 }
 
+std::pair<float, float> MeasuredPairs::get(
+    const std::string& key, const std::function<std::pair<float, float>()>& measure) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pairs_.find(key);
+    if (it != pairs_.end()) return it->second;
+  }
+  const std::pair<float, float> measured = measure();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pairs_.size() >= kMaxEntries) pairs_.clear();
+  pairs_[key] = measured;
+  return measured;
+}
+
 TimingStream::TimingStream(const std::string& where) {
   check(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking), where);
 }

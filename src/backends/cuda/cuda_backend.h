@@ -7,9 +7,11 @@
 #include <cudnn.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -166,6 +168,23 @@ float time_on_stream(cudaStream_t stream, const std::function<void()>& run, cons
 // The GPU time in milliseconds of one `run` after one warm-up: a first, cheap look (launch
 // overheads included) before time_on_stream.
 float time_once_on_stream(cudaStream_t stream, const std::function<void()>& run, const char* where);
+
+// What kernels that choose between two ways at build time measured, kept for the process per
+// geometry key, so that a model's layers, and the plans of later shapes that repeat one, measure
+// once. One instance per kind of kernel (a function-local static); at most kMaxEntries keys, all
+// dropped past that.
+class MeasuredPairs {
+ public:
+  // The pair stored for `key`, else `measure()`'s, stored (measured outside the lock: two threads
+  // compiling the same geometry at once may both measure).
+  std::pair<float, float> get(const std::string& key,
+                              const std::function<std::pair<float, float>()>& measure);
+
+ private:
+  static constexpr size_t kMaxEntries = 4096;
+  std::mutex mutex_;
+  std::map<std::string, std::pair<float, float>> pairs_;
+};
 
 // A stream of its own for time_on_stream, so that a capture there cannot catch other work.
 struct TimingStream {

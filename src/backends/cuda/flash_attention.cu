@@ -509,6 +509,8 @@ bool flash_attention_fits(Storage st, const AttentionDesc& desc) {
   return true;
 }
 
+namespace {
+
 bool flash_strides_fit(const HeadStrides& s) {
   for (int64_t e : {s.q_head, s.q_row, s.k_head, s.k_row, s.v_head, s.v_row, s.y_head, s.y_row})
     if (e % 8 != 0) return false;
@@ -527,52 +529,60 @@ HeadStrides contiguous_heads(const AttentionDesc& desc) {
   return s;
 }
 
-bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
-                            const void* v, const void* mask, void* y, cudaStream_t stream) {
-  return launch_flash_attention(st, desc, contiguous_heads(desc), 0, q, k, v, mask, y, stream);
-}
-
-bool launch_flash_attention(Storage st, const AttentionDesc& desc, const HeadStrides& strides,
-                            int64_t first_head, const void* q, const void* k, const void* v,
-                            const void* mask, void* y, cudaStream_t stream) {
+// The launch both entry points share; dense: `strides` are contiguous_heads(desc).
+bool launch_heads(Storage st, const AttentionDesc& desc, const HeadStrides& strides, bool dense,
+                  int64_t first_head, const void* q, const void* k, const void* v, const void* mask,
+                  void* y, cudaStream_t stream) {
   if (!flash_attention_fits(st, desc) || !flash_strides_fit(strides)) return false;
   for (const void* p : {q, k, v, static_cast<const void*>(y)})
     if (!aligned16(p)) return false;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {
-      const auto* tq = static_cast<const T*>(q);
-      const auto* tk = static_cast<const T*>(k);
-      const auto* tv = static_cast<const T*>(v);
-      const auto* tm = static_cast<const T*>(mask);
-      auto* ty = static_cast<T*>(y);
-      const HeadStrides& s = strides;
-      const HeadStrides c = contiguous_heads(desc);
-      const bool dense = s.heads == c.heads && s.q_head == c.q_head && s.q_row == c.q_row &&
-                         s.k_head == c.k_head && s.k_row == c.k_row && s.v_head == c.v_head &&
-                         s.v_row == c.v_row && s.y_head == c.y_head && s.y_row == c.y_row;
+      auto go = [&](auto kernel) {
+        decltype(kernel)::launch(desc, strides, dense, first_head, static_cast<const T*>(q),
+                                 static_cast<const T*>(k), static_cast<const T*>(v),
+                                 static_cast<const T*>(mask), static_cast<T*>(y), stream);
+      };
       if (desc.depth == 128) {
-        const int64_t blocks = s.heads * ((desc.sq + 127) / 128);
-        if (blocks <= multiprocessors())
-          Short128<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
+        if (strides.heads * ((desc.sq + 127) / 128) <= multiprocessors())
+          go(Short128<T>{});
         else
-          Tall128<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
+          go(Tall128<T>{});
         return;
       }
-      switch (choose64<T>(desc, s.heads)) {
+      switch (choose64<T>(desc, strides.heads)) {
         case Shape64::kTall:
-          Tall64<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
+          go(Tall64<T>{});
           break;
         case Shape64::kTallDense:
-          Tall64Dense<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
+          go(Tall64Dense<T>{});
           break;
         case Shape64::kShort:
-          Short64<T>::launch(desc, s, dense, first_head, tq, tk, tv, tm, ty, stream);
+          go(Short64<T>{});
           break;
       }
     }
   });
   return true;
+}
+
+}  // namespace
+
+bool launch_flash_attention(Storage st, const AttentionDesc& desc, const void* q, const void* k,
+                            const void* v, const void* mask, void* y, cudaStream_t stream) {
+  return launch_heads(st, desc, contiguous_heads(desc), true, 0, q, k, v, mask, y, stream);
+}
+
+bool launch_flash_attention(Storage st, const AttentionDesc& desc, const HeadStrides& strides,
+                            int64_t first_head, const void* q, const void* k, const void* v,
+                            const void* mask, void* y, cudaStream_t stream) {
+  const HeadStrides c = contiguous_heads(desc);
+  const bool dense =
+      strides.heads == c.heads && strides.q_head == c.q_head && strides.q_row == c.q_row &&
+      strides.k_head == c.k_head && strides.k_row == c.k_row && strides.v_head == c.v_head &&
+      strides.v_row == c.v_row && strides.y_head == c.y_head && strides.y_row == c.y_row;
+  return launch_heads(st, desc, strides, dense, first_head, q, k, v, mask, y, stream);
 }
 
 }  // namespace lumen::cuda

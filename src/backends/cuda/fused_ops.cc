@@ -3,10 +3,10 @@
 // descriptor its launch takes; attention also chooses between two ways by timing them.
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -191,7 +191,6 @@ class AttentionKernel final : public Kernel {
 
  private:
   static constexpr size_t kMaxScoreBytes = size_t{64} << 20;
-  static constexpr size_t kMaxChoices = 4096;
   static constexpr float kClearly = 2.f;
 
   // One attention, the GEMM way (qk_ and pv_ set) or the fused kernel.
@@ -211,38 +210,28 @@ class AttentionKernel final : public Kernel {
     pv_->run(stream, scores, v, nullptr, nullptr, y, 1.f, 0.f);
   }
 
-  // Times both ways on scratch tensors and keeps the GEMMs only when they are faster: one launch
-  // each, then, unless one way is clearly faster, repeated launches as a CUDA graph.
-  // Times the two ways once per geometry (the dtype, Q, K, V and mask shapes, K's layout): a
-  // model's layers share one, and a plan for each new sequence length (a shape family's) times it
-  // once, not once per layer. Kept for the process, at most kMaxChoices geometries.
+  // Keeps the GEMMs only when they are faster. Times the two ways once per geometry (the dtype, Q,
+  // K, V and mask shapes, K's layout): a model's layers share one, and a plan for each new sequence
+  // length (a shape family's) times it once, not once per layer (MeasuredPairs).
   void choose(CudaBackend& be, const Shape& q, const Shape& k, const Shape& v,
               const NodeContext& ctx) {
-    static std::mutex mutex;
-    static std::map<std::string, std::pair<float, float>> chosen;  // key -> (gemm, fused) ms
+    static MeasuredPairs measured;  // (gemm, fused) ms
     const std::string key = std::string(dtype_name(ctx.input_dtype(0))) + q.to_string() +
                             k.to_string() + v.to_string() +
                             (has_mask_ ? ctx.input_shape(3).to_string() : "-") +
                             (d_.k_transposed ? "T" : "");
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = chosen.find(key);
-      if (it != chosen.end()) {
-        gemm_ms_ = it->second.first;
-        fused_ms_ = it->second.second;
-        if (gemm_ms_ >= fused_ms_) {
-          qk_.reset();
-          pv_.reset();
-        }
-        return;
-      }
+    std::tie(gemm_ms_, fused_ms_) = measured.get(key, [&] {
+      time_both(be, q, k, v, ctx);
+      return std::make_pair(gemm_ms_, fused_ms_);
+    });
+    if (gemm_ms_ >= fused_ms_) {
+      qk_.reset();
+      pv_.reset();
     }
-    time_both(be, q, k, v, ctx);
-    std::lock_guard<std::mutex> lock(mutex);
-    if (chosen.size() >= kMaxChoices) chosen.clear();
-    chosen[key] = {gemm_ms_, fused_ms_};
   }
 
+  // Times both ways on scratch tensors into gemm_ms_ and fused_ms_: one launch each, then, unless
+  // one way is clearly faster, repeated launches as a CUDA graph.
   void time_both(CudaBackend& be, const Shape& q, const Shape& k, const Shape& v,
                  const NodeContext& ctx) {
     const Device dev = Device::cuda();
@@ -269,10 +258,6 @@ class AttentionKernel final : public Kernel {
     if (gemm_ms_ * kClearly >= fused_ms_ && fused_ms_ * kClearly >= gemm_ms_) {
       gemm_ms_ = time(true, true);
       fused_ms_ = time(false, true);
-    }
-    if (gemm_ms_ >= fused_ms_) {
-      qk_.reset();
-      pv_.reset();
     }
     check(cudaStreamSynchronize(own.handle), where_);
   }

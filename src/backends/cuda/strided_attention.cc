@@ -9,11 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -214,25 +213,19 @@ class StridedAttentionKernel final : public Kernel {
   }
 
   // Times the tensor-core kernel against the other way (CUDA-graph replays on scratch tensors of
-  // the node's shapes) and keeps the faster; once per geometry for the process (a model's layers
-  // share one), at most kMaxChoices of them.
+  // the node's shapes) and keeps the faster; once per geometry for the process (MeasuredPairs).
   void choose(const NodeContext& ctx) {
-    static std::mutex mutex;
-    static std::map<std::string, std::pair<float, float>> chosen;  // key -> (flash, other) ms
+    static MeasuredPairs measured;  // (flash, other) ms
     std::string key = dtype_name(ctx.input_dtype(0));
     for (int i = 0; i < ctx.num_inputs(); ++i)
       key += ctx.has_input(i) ? ctx.input_shape(i).to_string() : "-";
     for (const auto& [name, value] : ctx.node().attrs) key += name + value.to_string();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = chosen.find(key);
-      if (it != chosen.end()) {
-        flash_ms_ = it->second.first;
-        other_ms_ = it->second.second;
-        flash_ = flash_ms_ < other_ms_;
-        return;
-      }
-    }
+    std::tie(flash_ms_, other_ms_) = measured.get(key, [&] { return time_both(ctx); });
+    flash_ = flash_ms_ < other_ms_;
+  }
+
+  // The tensor-core kernel's time and the other way's, in milliseconds.
+  std::pair<float, float> time_both(const NodeContext& ctx) const {
     const Device dev = Device::cuda();
     const DType t = ctx.input_dtype(0);
     std::vector<Tensor> in;
@@ -253,16 +246,10 @@ class StridedAttentionKernel final : public Kernel {
           },
           where_.c_str());
     };
-    flash_ms_ = time(true);
-    other_ms_ = time(false);
+    const std::pair<float, float> ms{time(true), time(false)};
     check(cudaStreamSynchronize(own.handle), where_);
-    flash_ = flash_ms_ < other_ms_;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (chosen.size() >= kMaxChoices) chosen.clear();
-    chosen[key] = {flash_ms_, other_ms_};
+    return ms;
   }
-
-  static constexpr size_t kMaxChoices = 4096;
 
   std::string where_;
   Storage storage_;
