@@ -228,11 +228,10 @@ class StridedAttentionKernel final : public Kernel {
   std::pair<float, float> time_both(const NodeContext& ctx) const {
     const Device dev = Device::cuda();
     const DType t = ctx.input_dtype(0);
-    std::vector<Tensor> in;
+    Tensor in[4];  // Q, K, V and the mask (where the node has one)
     for (int i = 0; i < 4; ++i)
-      in.push_back(i < ctx.num_inputs() && ctx.has_input(i)
-                       ? Tensor::zeros(ctx.input_shape(i), t, dev)
-                       : Tensor());
+      if (i < ctx.num_inputs() && ctx.has_input(i))
+        in[i] = Tensor::zeros(ctx.input_shape(i), t, dev);
     Tensor out = Tensor::zeros(ctx.output(0).shape, t, dev);
     CudaBackend& be = require_cuda_backend();
     check(cudaStreamSynchronize(be.stream().handle()), where_);
