@@ -1,6 +1,7 @@
 // No-op removal: Identity (and Dropout, which the importer turns into Identity), Reshape, Flatten,
 // Squeeze, Unsqueeze and Expand to the input's own shape, Transpose with the identity permutation,
-// Cast to the input's own dtype, and Pad by zero everywhere (PyTorch exports AvgPool2d as such a
+// Cast to the input's own dtype, Slice keeping every element in order (Swin's x[:, :H, :W]), and
+// Pad by zero everywhere (PyTorch exports AvgPool2d as such a
 // Pad and an AveragePool; left in, it cut DenseNet's channels-last regions at every transition).
 // Their readers read the input instead.
 //
@@ -47,6 +48,15 @@ bool is_noop(const Graph& graph, const Node& n) {
       }
       for (int64_t v : pads)
         if (v != 0) return false;
+      return true;
+    }
+    case OpKind::kSlice: {
+      // The same shape keeps every element; in order unless a step is negative.
+      if (n.inputs.size() < 5 || n.inputs[4] < 0) return true;
+      const Value& steps = graph.value(n.inputs[4]);
+      if (!steps.data.has_value() || steps.data->dtype() != DType::kInt64) return false;
+      for (int64_t i = 0; i < steps.data->numel(); ++i)
+        if (steps.data->data<int64_t>()[i] <= 0) return false;
       return true;
     }
     case OpKind::kTranspose: {

@@ -69,6 +69,9 @@ std::unique_ptr<Pass> make_bn_to_affine_pass();
 std::unique_ptr<Pass> make_fuse_layer_norm_pass();
 // GELU written with Erf (exact) or Tanh (approximation) and elementary ops becomes one Gelu.
 std::unique_ptr<Pass> make_fuse_gelu_pass();
+// torch.roll's export, Concat(Slice(x, s:), Slice(x, :s)) on one axis, becomes one Gather through
+// a constant index (fuse_roll.cc).
+std::unique_ptr<Pass> make_fuse_roll_pass();
 // Rotary embeddings written with rotate_half (x * cos + Concat(-x2, x1) * sin, the cos and sin of
 // doubled angles) become one RotaryEmbedding (fuse_rotary.cc says which forms).
 std::unique_ptr<Pass> make_fuse_rotary_pass();

@@ -85,6 +85,8 @@ class RowMatmuls {
 
   const GemmShape& shape() const { return planned_->shape(); }
   bool any_rows() const { return any_rows_; }
+  // How the planned product's algorithm was chosen (LtMatmul::choice).
+  const std::string& choice() const { return planned_->choice(); }
   // The rows of this run's product: Y's elements over N where any row count runs, else the
   // planned count.
   int64_t rows(const KernelContext& ctx) const {
@@ -142,6 +144,7 @@ class LtGemmKernel final : public Kernel {
   }
 
   bool runs_any_shape() const override { return matmul_.any_rows(); }
+  std::string describe() const override { return matmul_.choice(); }
 
  private:
   RowMatmuls matmul_;
@@ -250,6 +253,7 @@ class FusedMatMulKernel final : public Kernel {
   }
 
   bool runs_any_shape() const override { return matmul_.any_rows(); }
+  std::string describe() const override { return matmul_.choice(); }
 
  private:
   std::string where_;

@@ -590,13 +590,46 @@ void launch_layer_norm(Storage st, const void* x, const void* scale, const void*
 void launch_permute(const void* x, void* y, int element_bytes, int rank, const int64_t* dims,
                     const int64_t* in_strides, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
+  // The output's dims in order with their input strides: size-1 dims left out, and each dim merged
+  // into the one before it where together they read one evenly strided run.
   PermuteDesc d{};
-  d.rank = rank;
+  int r = 0;
   for (int k = 0; k < rank; ++k) {
-    d.dims[k] = dims[k];
-    d.strides[k] = in_strides[k];
+    if (dims[k] == 1) continue;
+    if (r > 0 && d.strides[r - 1] == in_strides[k] * dims[k]) {
+      d.dims[r - 1] *= dims[k];
+      d.strides[r - 1] = in_strides[k];
+      continue;
+    }
+    d.dims[r] = dims[k];
+    d.strides[r] = in_strides[k];
+    ++r;
   }
-  switch (element_bytes) {
+  if (r == 0) {
+    d.dims[0] = 1;
+    d.strides[0] = 1;
+    r = 1;
+  }
+  d.rank = r;
+  // Where the innermost dim reads a contiguous run, the copy moves the widest unit (16 or 8
+  // bytes) that every run, stride and both pointers are aligned to.
+  int es = element_bytes;
+  if (d.strides[r - 1] == 1) {
+    for (int w : {16, 8}) {
+      if (w <= es) break;
+      bool fits = (d.dims[r - 1] * es) % w == 0 && reinterpret_cast<uintptr_t>(x) % w == 0 &&
+                  reinterpret_cast<uintptr_t>(y) % w == 0;
+      for (int k = 0; k + 1 < r; ++k) fits = fits && (d.strides[k] * es) % w == 0;
+      if (!fits) continue;
+      const int f = w / es;
+      d.dims[r - 1] /= f;
+      for (int k = 0; k + 1 < r; ++k) d.strides[k] /= f;
+      n /= f;
+      es = w;
+      break;
+    }
+  }
+  switch (es) {
     case 1:
       launch_permute_typed<uint8_t>(x, y, d, n, stream);
       break;
@@ -606,8 +639,11 @@ void launch_permute(const void* x, void* y, int element_bytes, int rank, const i
     case 4:
       launch_permute_typed<uint32_t>(x, y, d, n, stream);
       break;
-    default:
+    case 8:
       launch_permute_typed<uint64_t>(x, y, d, n, stream);
+      break;
+    default:
+      launch_permute_typed<uint4>(x, y, d, n, stream);
   }
 }
 

@@ -130,6 +130,8 @@ void launch_layer_norm(Storage st, const void* x, const void* scale, const void*
                        int64_t rows, int64_t n, float epsilon, cudaStream_t stream);
 
 // y[out index] = x[...] with out dims `dims` and, per output dim, the input's element stride.
+// Dims that read one run together are merged, and a contiguous innermost run is moved 8 or 16
+// bytes at a time where its length, the strides and both pointers allow.
 void launch_permute(const void* x, void* y, int element_bytes, int rank, const int64_t* dims,
                     const int64_t* in_strides, int64_t n, cudaStream_t stream);
 

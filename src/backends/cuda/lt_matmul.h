@@ -30,12 +30,14 @@ struct GemmShape {
 
 class LtMatmul {
  public:
-  // Picks the algorithm by cuBLASLt's heuristic and reserves its workspace; throws UnsupportedOp
+  // Picks the algorithm (cuBLASLt's heuristic candidates timed on scratch operands, the fastest
+  // kept for the process per geometry) and reserves its workspace; throws UnsupportedOp
   // (naming ctx's node) when cuBLASLt has none. `bias`: a row of N added in the epilogue. The
   // storage is that of ctx's input 0 (every operand, C, bias and Y share it).
   LtMatmul(const NodeContext& ctx, const GemmShape& shape, bool bias);
   // The same product (storage, precision, bias, node) planned for `shape`: a node's product at
-  // another row count. Throws UnsupportedOp when cuBLASLt has no algorithm for it.
+  // another row count, planned at run time, so by the heuristic alone (or the process's earlier
+  // choice for that geometry). Throws UnsupportedOp when cuBLASLt has no algorithm for it.
   LtMatmul(const LtMatmul& like, const GemmShape& shape);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
@@ -49,11 +51,18 @@ class LtMatmul {
   const GemmShape& shape() const { return s_; }
   // Bytes of the backend's workspace run() uses, from its start.
   size_t workspace_size() const { return workspace_; }
+  // How the algorithm was chosen: the candidate taken and the times measured ("" where the
+  // heuristic's one answer was taken unmeasured).
+  const std::string& choice() const { return choice_; }
 
  private:
-  // Creates the descriptors and takes the algorithm (from the process's cache of heuristic
-  // answers, else from cuBLASLt's heuristic); false when cuBLASLt has none.
-  bool plan();
+  // Creates the descriptors and takes the algorithm (from the process's cache of choices, else
+  // from cuBLASLt's heuristic, its candidates timed with `measure`); false when cuBLASLt has none.
+  bool plan(bool measure);
+  // The index of the fastest of cuBLASLt's `found` candidates, each timed on zero-filled scratch
+  // operands on a stream of its own (0, untimed, where the operands would be too large); sets
+  // choice_.
+  int fastest(const cublasLtMatmulHeuristicResult_t* results, int found);
   // A column-major rows x cols layout with leading dimension ld (0: rows), over `stride`-apart
   // batches.
   void layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride, int64_t ld);
@@ -67,6 +76,7 @@ class LtMatmul {
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_ = 0;
+  std::string choice_;
 };
 
 }  // namespace lumen::cuda

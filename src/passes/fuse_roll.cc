@@ -1,0 +1,119 @@
+// Roll fusion: torch.roll(x, shift, dim) exports as
+//   Concat(Slice(x, s:, axis a), Slice(x, :s, axis a)) along a        (0 < s < n = x's size on a)
+// two copies and a third to join them. It becomes one Gather(x, [s, ..., n-1, 0, ..., s-1], a):
+// one copy through a constant index. Swin's shifted windows roll twice (two axes) before and after
+// every second block's attention: 12 steps a block become 4.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/op_kind.h"
+#include "passes/pass.h"
+#include "passes/pattern.h"
+#include "passes/rewrite.h"
+
+namespace lumen {
+namespace {
+
+// Whether value `id` is an integer constant (int64 or int32) of one element; it goes to *out.
+bool one_int(const Graph& graph, int id, int64_t* out) {
+  if (id < 0) return false;
+  const Value& v = graph.value(id);
+  if (!v.data.has_value() || v.data->numel() != 1) return false;
+  if (v.data->dtype() == DType::kInt64) {
+    *out = v.data->data<int64_t>()[0];
+    return true;
+  }
+  if (v.data->dtype() == DType::kInt32) {
+    *out = v.data->data<int32_t>()[0];
+    return true;
+  }
+  return false;
+}
+
+// A Slice of one axis with step 1, its bounds clamped to [0, n].
+struct AxisSlice {
+  int source = -1;
+  int64_t axis = 0, begin = 0, end = 0;
+};
+
+// Whether value `v` is made by such a Slice (every bound a constant); it goes to *out.
+bool axis_slice(const Graph& graph, int v, AxisSlice* out) {
+  const int p = graph.value(v).producer;
+  if (p < 0) return false;
+  const Node& s = graph.node(p);
+  if (s.removed || s.op != OpKind::kSlice || s.inputs.size() < 4 || s.inputs[0] < 0) return false;
+  const Shape& shape = graph.value(s.inputs[0]).type.shape;
+  if (!shape.is_static()) return false;
+  int64_t b = 0, e = 0, axis = 0, step = 1;
+  if (!one_int(graph, s.inputs[1], &b) || !one_int(graph, s.inputs[2], &e) ||
+      !one_int(graph, s.inputs[3], &axis))
+    return false;
+  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !one_int(graph, s.inputs[4], &step)) return false;
+  const int64_t r = shape.rank();
+  if (axis < -r || axis >= r || step != 1) return false;
+  if (axis < 0) axis += r;
+  const int64_t n = shape[axis];
+  if (b < 0) b += n;
+  if (e < 0) e += n;
+  out->source = s.inputs[0];
+  out->axis = axis;
+  out->begin = std::min(std::max<int64_t>(b, 0), n);
+  out->end = std::min(std::max<int64_t>(e, 0), n);
+  return true;
+}
+
+// Rewrites Concat node `id` where it is a roll; returns whether it did.
+bool rewrite(Graph& graph, int id) {
+  const Node& cat = graph.node(id);
+  if (cat.op != OpKind::kConcat || cat.inputs.size() != 2 || cat.outputs.size() != 1) return false;
+  AxisSlice hi, lo;
+  if (!axis_slice(graph, cat.inputs[0], &hi) || !axis_slice(graph, cat.inputs[1], &lo) ||
+      hi.source != lo.source || hi.axis != lo.axis)
+    return false;
+  const Shape& shape = graph.value(hi.source).type.shape;
+  int64_t axis = cat.attrs.at("axis").as_int();
+  if (axis < 0) axis += shape.rank();
+  const int64_t n = shape[hi.axis];
+  const int64_t s = hi.begin;
+  if (axis != hi.axis || s <= 0 || s >= n || hi.end != n || lo.begin != 0 || lo.end != s)
+    return false;
+  std::vector<int64_t> index(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = (i + s) % n;
+  const std::string name = cat.name;
+  const int out = cat.outputs[0];
+  const int x = hi.source;
+  const int idx = graph.add_constant(graph.unique_name(name + "_roll_index"),
+                                     Tensor::from_vector(Shape{n}, index))
+                      ->id;
+  Attributes attrs;
+  attrs["axis"] = axis;
+  Node& gather =
+      graph.add_node(OpKind::kGather, {x, idx}, 1, std::move(attrs), graph.unique_name(name));
+  const int gathered = gather.outputs[0];
+  graph.infer_node(gather.id);
+  if (!can_replace_uses(graph, out, gathered)) {
+    remove_node(graph, gather.id);
+    return false;
+  }
+  replace_uses(graph, out, gathered);
+  remove_node(graph, id);
+  return true;
+}
+
+class FuseRollPass : public Pass {
+ public:
+  const char* name() const override { return "fuse-roll"; }
+  bool run(Graph& graph) override {
+    bool changed = false;
+    for (int id : graph.topological_order())
+      if (!graph.node(id).removed && rewrite(graph, id)) changed = true;
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_fuse_roll_pass() { return std::make_unique<FuseRollPass>(); }
+
+}  // namespace lumen
