@@ -83,8 +83,9 @@ bool rewrite(Graph& graph, int id) {
   const std::string name = cat.name;
   const int out = cat.outputs[0];
   const int x = hi.source;
-  const int idx = graph.add_constant(graph.unique_name(name + "_roll_index"),
-                                     Tensor::from_vector(Shape{n}, index))
+  const int idx = graph
+                      .add_constant(graph.unique_name(name + "_roll_index"),
+                                    Tensor::from_vector(Shape{n}, index))
                       ->id;
   Attributes attrs;
   attrs["axis"] = axis;
@@ -114,6 +115,8 @@ class FuseRollPass : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_roll_pass() { return std::make_unique<FuseRollPass>(); }
+std::unique_ptr<Pass> make_fuse_roll_pass() {
+  return std::make_unique<FuseRollPass>();
+}
 
 }  // namespace lumen

@@ -40,6 +40,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_identity_pass());
   manager.add(make_cse_pass());
   manager.add(make_fuse_roll_pass());
+  manager.add(make_fold_reshaped_add_pass());
   manager.add(make_fuse_layer_norm_pass());
   manager.add(make_fuse_gelu_pass());
   if (rotary) manager.add(make_fuse_rotary_pass());

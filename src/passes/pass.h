@@ -72,6 +72,9 @@ std::unique_ptr<Pass> make_fuse_gelu_pass();
 // torch.roll's export, Concat(Slice(x, s:), Slice(x, :s)) on one axis, becomes one Gather through
 // a constant index (fuse_roll.cc).
 std::unique_ptr<Pass> make_fuse_roll_pass();
+// Reshape(Add(Reshape(Y), C)) back to Y's shape, C a constant, becomes Add(Y, C as Y's shape),
+// merged with a constant Y adds itself (fold_reshaped_add.cc): Swin's shifted-window mask.
+std::unique_ptr<Pass> make_fold_reshaped_add_pass();
 // Rotary embeddings written with rotate_half (x * cos + Concat(-x2, x1) * sin, the cos and sin of
 // doubled angles) become one RotaryEmbedding (fuse_rotary.cc says which forms).
 std::unique_ptr<Pass> make_fuse_rotary_pass();

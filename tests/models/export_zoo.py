@@ -84,6 +84,19 @@ class Transformer(nn.Module):
         return self.head(x) if self.head is not None else x
 
 
+class PaddedEncoder(Transformer):
+    """The BERT-like encoder over a batch of sentences of different lengths, padded at the end with
+    token 0: the key-padding mask is derived from the ids (ids == 0), as a serving stack does, so
+    padded keys take no attention weight. The outputs at padded positions are computed too."""
+
+    pad_id = 0
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos
+        x = self.encoder(x, src_key_padding_mask=ids == self.pad_id)
+        return self.norm(x)
+
+
 class WideDeep(nn.Module):
     """Wide & Deep (Cheng et al. 2016), the recommender's shape: one row per candidate holding
     `dense` dense features followed by `cross` hashed cross-product features (multi-hot). The wide
@@ -137,12 +150,17 @@ MODELS = {
     "resnet50": (lambda: tvm.resnet50(), "input", IMAGE, "float32"),
     "convnext_tiny": (lambda: tvm.convnext_tiny(), "input", IMAGE, "float32"),
     "vit_b_16": (vit_b_16, "input", IMAGE, "float32"),
+    # Swin-T (Liu et al. 2021): shifted windows (roll), window partition, relative position bias.
+    "swin_t": (lambda: tvm.swin_t(), "input", IMAGE, "float32"),
     "mlp20": (lambda: MLP(), "input", (64, 1024), "float32"),
     # Wide & Deep over 1024 dense and 99328 hashed cross features, deep tower 4096-4096-1024.
     "wide_deep": (lambda: WideDeep(), "input", (1, 100352), "float32"),
     # BERT-base-like: 12 layers, d=768, 12 heads, seq 128, BERT's vocabulary size.
     "bert_base": (lambda: Transformer(False, vocab=30522, seq=128, d=768, heads=12, layers=12),
                   "input_ids", (1, 128), "int64"),
+    # The same at batch 8, sequence 256, each sentence padded (token 0) from a random length on.
+    "bert_padded": (lambda: PaddedEncoder(False, vocab=30522, seq=256, d=768, heads=12, layers=12),
+                    "input_ids", (8, 256), "int64"),
     # The same with a dynamic sequence axis (1..512): one session for every sentence length.
     "bert_base_dynamic": (lambda: Transformer(False, vocab=30522, seq=512, d=768, heads=12,
                                               layers=12, dynamic_seq=True),
@@ -183,8 +201,15 @@ def calibrate_batchnorm(model, shape):
     model.eval()
 
 
-def make_input(shape, dtype, vocab=1000):
+def make_input(shape, dtype, vocab=1000, pad_id=None):
+    """Random values; with pad_id, ids of sentences of random lengths (a quarter to all of the
+    sequence), padded at the end with pad_id."""
     rng = np.random.RandomState(1234)
+    if dtype == "int64" and pad_id is not None:
+        ids = rng.randint(pad_id + 1, vocab, size=shape).astype(np.int64)
+        for row in ids.reshape(-1, shape[-1]):
+            row[rng.randint(shape[-1] // 4, shape[-1] + 1):] = pad_id
+        return ids
     if dtype == "int64":
         return rng.randint(0, vocab, size=shape).astype(np.int64)
     return rng.standard_normal(shape).astype(np.float32)
@@ -212,7 +237,7 @@ def export(name, outdir, force):
     if dtype == "float32":
         calibrate_batchnorm(model, shape)
     vocab = model.tok.num_embeddings if isinstance(model, Transformer) else 1000
-    x = make_input(shape, dtype, vocab)
+    x = make_input(shape, dtype, vocab, getattr(model, "pad_id", None))
     xt = torch.from_numpy(x)
     with torch.no_grad():
         expected = model(xt)
