@@ -230,22 +230,40 @@ std::vector<int64_t> view_attr(const View& v) {
 }
 
 // With `whole_batches_only` (a backend runs StridedAttention as a pair of products per index
-// before the heads: CUDA), only attention with one such index and more than kDecodeRows query rows
-// per head is rewritten: a batch of several sequences would take a pair of launches each, and a
-// decoding step's few rows run faster on FusedAttention's split-key kernel.
+// before the heads: CUDA), only attention with more than kDecodeRows query rows per head is
+// rewritten (a decoding step's few rows run faster on FusedAttention's split-key kernel), and with
+// one such index, or with one dim of them where CUDA's fused kernel takes them all in one launch:
+// at most kFusedMaxKeys keys, heads of 32, 64 or 128 for Q, K and V, every view's depth contiguous
+// (Swin's windows). Otherwise a batch of several sequences would take a pair of launches each.
 constexpr int64_t kDecodeRows = 4;
+constexpr int64_t kFusedMaxKeys = 128;  // CUDA's kStridedAttentionMaxKeys (backends/cuda/launch.h)
+
+bool fused_in_one_launch(const View& q, const View& k, const View& v, const View& y) {
+  const size_t r = q.dims.size();
+  if (r != 4 || k.dims.size() != r || v.dims.size() != r) return false;
+  const int64_t depth = q.dims[r - 1];
+  if (depth != 32 && depth != 64 && depth != 128) return false;
+  if (k.dims[r - 1] != depth || v.dims[r - 1] != depth || k.dims[r - 2] > kFusedMaxKeys)
+    return false;
+  for (const View* t : {&q, &k, &v, &y})
+    if (t->strides.back() != 1) return false;
+  return true;
+}
 
 bool rewrite(Graph& graph, int id, bool whole_batches_only) {
   const Node& att = graph.node(id);
   if (att.op != OpKind::kFusedAttention || att.outputs.size() != 1) return false;
   if (NodeContext(graph, att).attr_int("kv_group", 1) != 1)
-    return false;  // views of Q's heads only
+    return false;        // views of Q's heads only
+  bool batched = false;  // several indices before the heads, with whole_batches_only
   if (whole_batches_only) {
-    // Q's logical shape [..., heads, Sq, D]: one index before the heads, more than kDecodeRows.
+    // Q's logical shape [..., heads, Sq, D]: more than kDecodeRows; one index before the heads,
+    // or several that the fused kernel takes (checked on the views below).
     const Shape& q = graph.value(att.inputs[0]).type.shape;
     int64_t outer = 1;
     for (int d = 0; d + 3 < q.rank(); ++d) outer *= q[d];
-    if (q.rank() < 2 || outer != 1 || q[q.rank() - 2] <= kDecodeRows) return false;
+    if (q.rank() < 2 || q[q.rank() - 2] <= kDecodeRows) return false;
+    batched = outer != 1;
   }
   const bool k_transposed = NodeContext(graph, att).attr_int("k_transposed", 0) == 1;
   const auto unit_last = [](const View& v) { return v.strides.back() == 1; };
@@ -261,6 +279,7 @@ bool rewrite(Graph& graph, int id, bool whole_batches_only) {
   const int z = output_view(graph, out, &y);
   if (q_src == att.inputs[0] && k_src == att.inputs[1] && v_src == att.inputs[2] && z == out)
     return false;
+  if (batched && !fused_in_one_launch(q, k, v, y)) return false;
   std::vector<int> inputs = {q_src, k_src, v_src};
   if (att.inputs.size() > 3 && att.inputs[3] >= 0) inputs.push_back(att.inputs[3]);
   Attributes attrs;

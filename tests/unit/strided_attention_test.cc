@@ -242,26 +242,51 @@ void build_batched_mha(Graph& g, int64_t b, int64_t s, int64_t h, int64_t e) {
   g.mark_output(g.add_op("Reshape", {y, ints({b * s, e})}));
 }
 
-// With CUDA among the backends the pass rewrites only one sequence with more than a decoding
-// step's rows: CUDA's StridedAttention is a pair of products per batch index, and a few rows run
-// faster on FusedAttention's split-key kernel. The CPU takes every form.
-TEST(AttentionViews, WithCudaOnlyOneSequenceOfSeveralRows) {
+// With CUDA among the backends the pass rewrites one sequence with more than a decoding step's
+// rows, or a batch of them that CUDA's fused kernel takes in one launch (heads of 32, 64 or 128,
+// at most 128 keys): otherwise CUDA's StridedAttention is a pair of products per batch index, and
+// a few rows run faster on FusedAttention's split-key kernel. The CPU takes every form.
+TEST(AttentionViews, WithCudaOneSequenceOfSeveralRowsOrAFusedBatch) {
   struct Case {
-    int64_t batch, seq;
+    int64_t batch, seq, heads, embed;
     bool cuda_rewrites;
   };
-  for (const Case& c : {Case{1, 37, true}, Case{2, 37, false}, Case{1, 1, false}, Case{1, 4, false},
-                        Case{1, 5, true}}) {
-    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq));
+  for (const Case& c :
+       {Case{1, 37, 4, 32, true}, Case{2, 37, 4, 32, false}, Case{1, 1, 4, 32, false},
+        Case{1, 4, 4, 32, false}, Case{1, 5, 4, 32, true}, Case{3, 37, 2, 64, true},
+        Case{3, 129, 2, 64, false}, Case{3, 4, 2, 64, false}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) +
+                 ", depth " + std::to_string(c.embed / c.heads));
     for (bool cuda : {false, true}) {
       Graph g;
-      build_batched_mha(g, c.batch, c.seq, 4, 32);
+      build_batched_mha(g, c.batch, c.seq, c.heads, c.embed);
       g.optimize(std::vector<std::string>{cuda ? "cuda" : "cpu"});
       g.verify();
       const bool rewritten = cuda ? c.cuda_rewrites : true;
       EXPECT_EQ(count(g, "StridedAttention"), rewritten ? 1 : 0) << (cuda ? "cuda" : "cpu");
       EXPECT_EQ(count(g, "FusedAttention"), rewritten ? 0 : 1) << (cuda ? "cuda" : "cpu");
     }
+    // With --lumen-backends=cuda,cpu (the GPU machine): the rewritten form runs there (a batch in
+    // one launch of the fused kernel), eagerly, recorded and replayed, against the graph as built
+    // run on the CPU.
+    const std::vector<std::string>& backends = test::run_op_backends();
+    if (!c.cuda_rewrites || std::find(backends.begin(), backends.end(), "cuda") == backends.end() ||
+        !test::requested_backends_available())
+      continue;
+    const Tensor x = test::random_tensor({c.batch, c.seq, c.embed}, 91);
+    Graph plain;
+    build_batched_mha(plain, c.batch, c.seq, c.heads, c.embed);
+    const Tensor want = run(plain, {x});
+    Graph device;
+    build_batched_mha(device, c.batch, c.seq, c.heads, c.embed);
+    device.optimize(backends);
+    Runtime rt;
+    CompileOptions options;
+    options.backends = backends;
+    Executable* exe = device.compile(&rt, options);
+    EXPECT_EQ(exe->summary().find("(StridedAttention) @cpu"), std::string::npos) << exe->summary();
+    for (int r = 0; r < 3; ++r)
+      test::expect_close(exe->execute({x})[0], want.shape(), test::to_doubles(want), 1e-5, 1e-4);
   }
 }
 

@@ -271,13 +271,16 @@ void launch_attention_softmax(Storage st, const AttentionDesc& desc, void* score
 // StridedAttention's fused kernel (strided_attention.cu), for key sequences of at most
 // kStridedAttentionMaxKeys and heads of 32, 64 or 128 (depth_v == depth): Q, K, V and Y read and
 // written through each view's element strides between heads and between rows (depth contiguous),
-// the pointers at one batch index's views (outer_index: that index, for the mask). aligned16: K's
-// and V's pointers and their head and row strides are multiples of 16 bytes.
+// the pointers at one batch index's views (outer_index: that index, for the mask), or at the first
+// of `outers` batch indices whose views lie the outer strides apart (one launch for all of them).
+// aligned16: K's and V's pointers and their outer, head and row strides are multiples of 16 bytes.
 inline constexpr int64_t kStridedAttentionMaxKeys = 128;
 struct HeadStrides {
   int64_t heads = 1;
   int64_t q_head = 0, q_row = 0, k_head = 0, k_row = 0, v_head = 0, v_row = 0, y_head = 0,
           y_row = 0;
+  int64_t outers = 1;  // the fused kernel only; the tensor-core one takes one batch index
+  int64_t q_outer = 0, k_outer = 0, v_outer = 0, y_outer = 0;
 };
 // launch_flash_attention launches it and returns true, or returns false and launches nothing where
 // `desc` does not qualify or a pointer is not 16-byte aligned. Q, K, V and Y contiguous: heads

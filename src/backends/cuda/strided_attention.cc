@@ -2,7 +2,8 @@
 // attention-views pass: Q, K and V read in place from one projection, Y written in place into the
 // layout the next product reads), so the Transposes around attention never run. Short key
 // sequences (at most kStridedAttentionMaxKeys, heads of 32, 64 or 128) run one fused kernel
-// (strided_attention.cu) per batch index. Otherwise the scores scale * Q K^T come from a cuBLASLt
+// (strided_attention.cu), one launch for every batch index where their views lie evenly apart, else
+// one per batch index. Otherwise the scores scale * Q K^T come from a cuBLASLt
 // product reading the views through their row and head strides, the masked softmax runs in place
 // over them, and Y = P V is written through Y's view. The innermost leading dim (the heads) is
 // cuBLASLt's batch; each index of the dims before it (the batch) is one pair of products.
@@ -132,6 +133,29 @@ class StridedAttentionKernel final : public Kernel {
       }
       starts_.push_back(s);
     }
+    // The fused kernel takes every batch index in one launch where their views lie evenly apart
+    // (Swin's windows: dozens of batch indices of a few heads each).
+    if (fused_ && starts_.size() > 1) {
+      const Starts& a = starts_[0];
+      const Starts& b = starts_[1];
+      bool even = true;
+      for (size_t o = 2; o < starts_.size() && even; ++o) {
+        const Starts& s = starts_[o];
+        const int64_t n = static_cast<int64_t>(o);
+        even = s.q == a.q + n * (b.q - a.q) && s.k == a.k + n * (b.k - a.k) &&
+               s.v == a.v + n * (b.v - a.v) && s.y == a.y + n * (b.y - a.y);
+      }
+      if (even) {
+        all_outers_ = strides_;
+        all_outers_.outers = static_cast<int64_t>(starts_.size());
+        all_outers_.q_outer = b.q - a.q;
+        all_outers_.k_outer = b.k - a.k;
+        all_outers_.v_outer = b.v - a.v;
+        all_outers_.y_outer = b.y - a.y;
+        all_outers16_ = strides16_ && (all_outers_.k_outer * es) % 16 == 0 &&
+                        (all_outers_.v_outer * es) % 16 == 0;
+      }
+    }
     if (!fused_) {
       // The softmax over the scores of every head, with the mask broadcast onto them.
       CudaBackend& be = require_cuda_backend();
@@ -187,6 +211,17 @@ class StridedAttentionKernel final : public Kernel {
       }
       check_launch(where_);
       if (all) return;  // else (a start off 16-byte alignment) the other way redoes every index
+    }
+    if (fused_ && all_outers_.outers > 1) {
+      const Starts& s = starts_[0];
+      const char* k = at(k_data, s.k);
+      const char* v = at(v_data, s.v);
+      const bool aligned16 = all_outers16_ && reinterpret_cast<uintptr_t>(k) % 16 == 0 &&
+                             reinterpret_cast<uintptr_t>(v) % 16 == 0;
+      launch_strided_attention(storage_, d_, all_outers_, at(q_data, s.q), k, v, mask,
+                               at(y_data, s.y), 0, aligned16, stream);
+      check_launch(where_);
+      return;
     }
     if (fused_) {
       for (size_t o = 0; o < starts_.size(); ++o) {
@@ -256,7 +291,9 @@ class StridedAttentionKernel final : public Kernel {
   std::vector<Starts> starts_;
   AttentionDesc d_;
   bool has_mask_ = false;
-  bool fused_ = false;                       // the fused kernel, not the products
+  bool fused_ = false;      // the fused kernel, not the products
+  HeadStrides all_outers_;  // with outers > 1: the fused kernel's one launch over every index
+  bool all_outers16_ = false;
   bool flash_ = false;                       // the tensor-core kernel first (16-bit storage)
   float flash_ms_ = -1.f, other_ms_ = -1.f;  // its time and the other way's, as measured
   HeadStrides strides_;

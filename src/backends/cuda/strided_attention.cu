@@ -50,10 +50,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* ps = qs + kWarps * kRowsPerWarp * kD;  // [kWarps][sk][kRowsPerWarp]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t blocks_per_head = (d.sq + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t h = blockIdx.x / blocks_per_head;
+  const int64_t o = blockIdx.x / blocks_per_head / st.heads;  // of st.outers batch indices
+  const int64_t h = blockIdx.x / blocks_per_head % st.heads;
   const int64_t row0 = (blockIdx.x % blocks_per_head) * kRowsPerBlock + warp * kRowsPerWarp;
-  const T* kh = k + h * st.k_head;
-  const T* vh = v + h * st.v_head;
+  q += o * st.q_outer;
+  y += o * st.y_outer;
+  const T* kh = k + o * st.k_outer + h * st.k_head;
+  const T* vh = v + o * st.v_outer + h * st.v_head;
   if constexpr (std::is_same_v<T, float>) {
     // Every copy in flight before any is waited for; 16 bytes at a time where K's and V's rows
     // and heads start 16-byte aligned (aligned16), else 4.
@@ -116,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // Masked softmax per row; the probabilities go to ps[j][r] for the product with V.
   float* my_p = ps + warp * sk * kRowsPerWarp;
   float inv[kRowsPerWarp];
-  const int64_t b = outer_index * st.heads + h;
+  const int64_t b = (outer_index + o) * st.heads + h;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t i = row0 + r < d.sq ? row0 + r : d.sq - 1;
@@ -211,7 +214,7 @@ void launch_strided_attention(Storage st, const AttentionDesc& d, const HeadStri
                               const void* q, const void* k, const void* v, const void* mask,
                               void* y, int64_t outer_index, bool aligned16, cudaStream_t stream) {
   if (d.sq == 0 || s.heads == 0) return;
-  const int64_t blocks = s.heads * ((d.sq + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int64_t blocks = s.outers * s.heads * ((d.sq + kRowsPerBlock - 1) / kRowsPerBlock);
   const size_t bytes = smem_bytes(d.sk, static_cast<int>(d.depth));
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
