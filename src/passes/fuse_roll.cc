@@ -15,22 +15,6 @@
 namespace lumen {
 namespace {
 
-// Whether value `id` is an integer constant (int64 or int32) of one element; it goes to *out.
-bool one_int(const Graph& graph, int id, int64_t* out) {
-  if (id < 0) return false;
-  const Value& v = graph.value(id);
-  if (!v.data.has_value() || v.data->numel() != 1) return false;
-  if (v.data->dtype() == DType::kInt64) {
-    *out = v.data->data<int64_t>()[0];
-    return true;
-  }
-  if (v.data->dtype() == DType::kInt32) {
-    *out = v.data->data<int32_t>()[0];
-    return true;
-  }
-  return false;
-}
-
 // A Slice of one axis with step 1, its bounds clamped to [0, n].
 struct AxisSlice {
   int source = -1;
@@ -46,10 +30,12 @@ bool axis_slice(const Graph& graph, int v, AxisSlice* out) {
   const Shape& shape = graph.value(s.inputs[0]).type.shape;
   if (!shape.is_static()) return false;
   int64_t b = 0, e = 0, axis = 0, step = 1;
-  if (!one_int(graph, s.inputs[1], &b) || !one_int(graph, s.inputs[2], &e) ||
-      !one_int(graph, s.inputs[3], &axis))
+  if (!int_scalar_constant(graph, s.inputs[1], &b) ||
+      !int_scalar_constant(graph, s.inputs[2], &e) ||
+      !int_scalar_constant(graph, s.inputs[3], &axis))
     return false;
-  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !one_int(graph, s.inputs[4], &step)) return false;
+  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !int_scalar_constant(graph, s.inputs[4], &step))
+    return false;
   const int64_t r = shape.rank();
   if (axis < -r || axis >= r || step != 1) return false;
   if (axis < 0) axis += r;

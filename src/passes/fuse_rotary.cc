@@ -19,22 +19,6 @@
 namespace lumen {
 namespace {
 
-// Whether value `id` is an integer constant (int64 or int32) of one element; it goes to *out.
-bool int_constant(const Graph& graph, int id, int64_t* out) {
-  if (id < 0) return false;
-  const Value& v = graph.value(id);
-  if (!v.data.has_value() || v.data->numel() != 1) return false;
-  if (v.data->dtype() == DType::kInt64) {
-    *out = v.data->data<int64_t>()[0];
-    return true;
-  }
-  if (v.data->dtype() == DType::kInt32) {
-    *out = v.data->data<int32_t>()[0];
-    return true;
-  }
-  return false;
-}
-
 // Whether node `id` is a Slice of `x` along its last axis (rank r, size n) taking [begin, end)
 // with step 1 (ends past n clamp).
 bool last_axis_slice(const Graph& graph, int id, int x, int64_t begin, int64_t end) {
@@ -44,10 +28,11 @@ bool last_axis_slice(const Graph& graph, int id, int x, int64_t begin, int64_t e
   const Shape& shape = graph.value(x).type.shape;
   const int64_t r = shape.rank(), n = shape[-1];
   int64_t b = 0, e = 0, axis = 0, step = 1;
-  if (!int_constant(graph, s.inputs[1], &b) || !int_constant(graph, s.inputs[2], &e) ||
-      !int_constant(graph, s.inputs[3], &axis))
+  if (!int_scalar_constant(graph, s.inputs[1], &b) ||
+      !int_scalar_constant(graph, s.inputs[2], &e) ||
+      !int_scalar_constant(graph, s.inputs[3], &axis))
     return false;
-  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !int_constant(graph, s.inputs[4], &step))
+  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !int_scalar_constant(graph, s.inputs[4], &step))
     return false;
   if (axis < 0) axis += r;
   if (b < 0) b += n;

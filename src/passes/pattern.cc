@@ -31,6 +31,21 @@ bool scalar_constant(const Graph& graph, int id, float* out) {
   return true;
 }
 
+bool int_scalar_constant(const Graph& graph, int id, int64_t* out) {
+  if (id < 0) return false;
+  const Value& v = graph.value(id);
+  if (!is_constant(v) || v.data->numel() != 1) return false;
+  if (v.data->dtype() == DType::kInt64) {
+    *out = v.data->data<int64_t>()[0];
+    return true;
+  }
+  if (v.data->dtype() == DType::kInt32) {
+    *out = v.data->data<int32_t>()[0];
+    return true;
+  }
+  return false;
+}
+
 bool is_scalar(const Graph& graph, int id, float want) {
   float got = 0.0f;
   return scalar_constant(graph, id, &got) && std::fabs(got - want) <= 1e-4f * std::fabs(want);

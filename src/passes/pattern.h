@@ -16,6 +16,10 @@ int producer_of(const Graph& graph, int id, OpKind op);
 // Whether value `id` is a float32 constant with one element; its value goes to *out.
 bool scalar_constant(const Graph& graph, int id, float* out);
 
+// Whether value `id` is an integer constant (int64 or int32) with one element; its value goes to
+// *out.
+bool int_scalar_constant(const Graph& graph, int id, int64_t* out);
+
 // Whether value `id` is a one-element float32 constant within a relative 1e-4 of `want`.
 bool is_scalar(const Graph& graph, int id, float want);
 
