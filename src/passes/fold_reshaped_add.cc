@@ -16,16 +16,9 @@
 namespace lumen {
 namespace {
 
-bool is_constant(const Graph& graph, int id) {
-  return id >= 0 && graph.value(id).data.has_value();
-}
-
-int shape_constant(Graph& graph, const std::string& name, const Shape& shape) {
-  const std::vector<int64_t>& dims = shape.dims();
-  return graph
-      .add_constant(graph.unique_name(name),
-                    Tensor::from_vector(Shape{static_cast<int64_t>(dims.size())}, dims))
-      ->id;
+// Whether value `id` is a constant the optimizer may rely on (rewrite.h).
+bool constant(const Graph& graph, int id) {
+  return id >= 0 && is_constant(graph.value(id));
 }
 
 // Rewrites the outer Reshape node `id` of the form above; returns whether it did.
@@ -36,7 +29,7 @@ bool rewrite(Graph& graph, int id) {
   if (add < 0 || sole_reader(graph, outer.inputs[0]) != id) return false;
   const Node& a = graph.node(add);
   if (a.inputs.size() != 2) return false;
-  const int ci = is_constant(graph, a.inputs[1]) ? 1 : is_constant(graph, a.inputs[0]) ? 0 : -1;
+  const int ci = constant(graph, a.inputs[1]) ? 1 : constant(graph, a.inputs[0]) ? 0 : -1;
   if (ci < 0) return false;
   const int c2 = a.inputs[ci];
   const int inner = producer_of(graph, a.inputs[1 - ci], OpKind::kReshape);
@@ -50,27 +43,28 @@ bool rewrite(Graph& graph, int id) {
     return false;
   const std::string name = outer.name;
   // C2 over the inner shape, then as Y's shape.
+  const std::vector<int64_t>& mid_dims = mid.shape.dims();
+  const int mid_shape =
+      graph
+          .add_constant(graph.unique_name(name + "_mid"),
+                        Tensor::from_vector(Shape{static_cast<int64_t>(mid_dims.size())}, mid_dims))
+          ->id;
   Node& expand =
-      graph.add_node(OpKind::kExpand, {c2, shape_constant(graph, name + "_mid", mid.shape)}, 1, {},
-                     graph.unique_name(name + "_expand"));
+      graph.add_node(OpKind::kExpand, {c2, mid_shape}, 1, {}, graph.unique_name(name + "_expand"));
   const int expanded = expand.outputs[0];
   graph.infer_node(expand.id);
-  Node& back =
-      graph.add_node(OpKind::kReshape, {expanded, shape_constant(graph, name + "_shape", yt.shape)},
-                     1, {}, graph.unique_name(name + "_mask"));
-  int mask = back.outputs[0];
-  graph.infer_node(back.id);
+  int mask = add_reshape(graph, expanded, yt.shape, name + "_mask");
   // Y = Add(S, C1): the constants together.
   int base = y;
-  int merged = -1;
+  std::vector<int> chain = {id, add, inner};  // replaced, each node read only by the next
   const int y_add = producer_of(graph, y, OpKind::kAdd);
   if (y_add >= 0 && sole_reader(graph, y) == inner && graph.node(y_add).inputs.size() == 2) {
     const Node& ya = graph.node(y_add);
-    const int k = is_constant(graph, ya.inputs[1]) ? 1 : is_constant(graph, ya.inputs[0]) ? 0 : -1;
+    const int k = constant(graph, ya.inputs[1]) ? 1 : constant(graph, ya.inputs[0]) ? 0 : -1;
     if (k >= 0 && graph.value(ya.inputs[k]).type.dtype == yt.dtype) {
       const int c1 = ya.inputs[k];
       base = ya.inputs[1 - k];
-      merged = y_add;
+      chain.push_back(y_add);
       Node& sum = graph.add_node(OpKind::kAdd, {c1, mask}, 1, {}, graph.unique_name(name + "_sum"));
       mask = sum.outputs[0];
       graph.infer_node(sum.id);
@@ -83,10 +77,8 @@ bool rewrite(Graph& graph, int id) {
     remove_node(graph, result.id);
     return false;  // the constant nodes left unread go with dead-code removal
   }
-  replace_uses(graph, out, z);
-  // The chain replaced, each node read only by the next (so that the scores have one reader again).
-  for (int n : {id, add, inner, merged})
-    if (n >= 0) remove_node(graph, n);
+  // The chain goes (so that the scores have one reader again).
+  replace_chain(graph, chain, out, z);
   return true;
 }
 

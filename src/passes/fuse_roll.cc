@@ -15,40 +15,6 @@
 namespace lumen {
 namespace {
 
-// A Slice of one axis with step 1, its bounds clamped to [0, n].
-struct AxisSlice {
-  int source = -1;
-  int64_t axis = 0, begin = 0, end = 0;
-};
-
-// Whether value `v` is made by such a Slice (every bound a constant); it goes to *out.
-bool axis_slice(const Graph& graph, int v, AxisSlice* out) {
-  const int p = graph.value(v).producer;
-  if (p < 0) return false;
-  const Node& s = graph.node(p);
-  if (s.removed || s.op != OpKind::kSlice || s.inputs.size() < 4 || s.inputs[0] < 0) return false;
-  const Shape& shape = graph.value(s.inputs[0]).type.shape;
-  if (!shape.is_static()) return false;
-  int64_t b = 0, e = 0, axis = 0, step = 1;
-  if (!int_scalar_constant(graph, s.inputs[1], &b) ||
-      !int_scalar_constant(graph, s.inputs[2], &e) ||
-      !int_scalar_constant(graph, s.inputs[3], &axis))
-    return false;
-  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !int_scalar_constant(graph, s.inputs[4], &step))
-    return false;
-  const int64_t r = shape.rank();
-  if (axis < -r || axis >= r || step != 1) return false;
-  if (axis < 0) axis += r;
-  const int64_t n = shape[axis];
-  if (b < 0) b += n;
-  if (e < 0) e += n;
-  out->source = s.inputs[0];
-  out->axis = axis;
-  out->begin = std::min(std::max<int64_t>(b, 0), n);
-  out->end = std::min(std::max<int64_t>(e, 0), n);
-  return true;
-}
-
 // Rewrites Concat node `id` where it is a roll; returns whether it did.
 bool rewrite(Graph& graph, int id) {
   const Node& cat = graph.node(id);

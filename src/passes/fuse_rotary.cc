@@ -19,25 +19,13 @@
 namespace lumen {
 namespace {
 
-// Whether node `id` is a Slice of `x` along its last axis (rank r, size n) taking [begin, end)
-// with step 1 (ends past n clamp).
+// Whether node `id` is a Slice of `x` along its last axis taking [begin, end) with step 1 (ends
+// past the axis clamp).
 bool last_axis_slice(const Graph& graph, int id, int x, int64_t begin, int64_t end) {
-  if (id < 0) return false;
-  const Node& s = graph.node(id);
-  if (s.removed || s.op != OpKind::kSlice || s.inputs.size() < 4 || s.inputs[0] != x) return false;
-  const Shape& shape = graph.value(x).type.shape;
-  const int64_t r = shape.rank(), n = shape[-1];
-  int64_t b = 0, e = 0, axis = 0, step = 1;
-  if (!int_scalar_constant(graph, s.inputs[1], &b) ||
-      !int_scalar_constant(graph, s.inputs[2], &e) ||
-      !int_scalar_constant(graph, s.inputs[3], &axis))
-    return false;
-  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !int_scalar_constant(graph, s.inputs[4], &step))
-    return false;
-  if (axis < 0) axis += r;
-  if (b < 0) b += n;
-  if (e < 0) e += n;
-  return axis == r - 1 && step == 1 && b == begin && std::min(e, n) == end;
+  AxisSlice s;
+  return id >= 0 && !graph.node(id).outputs.empty() &&
+         axis_slice(graph, graph.node(id).outputs[0], &s) && s.source == x &&
+         s.axis == graph.value(x).type.shape.rank() - 1 && s.begin == begin && s.end == end;
 }
 
 // The value behind views (Unsqueeze, Reshape, Identity) of value `id`.

@@ -1,6 +1,7 @@
 // Pattern-matching queries shared by the transformer fusion passes.
 #include "passes/pattern.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/op_kind.h"
@@ -44,6 +45,33 @@ bool int_scalar_constant(const Graph& graph, int id, int64_t* out) {
     return true;
   }
   return false;
+}
+
+bool axis_slice(const Graph& graph, int v, AxisSlice* out) {
+  const int p = graph.value(v).producer;
+  if (p < 0) return false;
+  const Node& s = graph.node(p);
+  if (s.removed || s.op != OpKind::kSlice || s.inputs.size() < 4 || s.inputs[0] < 0) return false;
+  const Shape& shape = graph.value(s.inputs[0]).type.shape;
+  if (!shape.is_static()) return false;
+  int64_t b = 0, e = 0, axis = 0, step = 1;
+  if (!int_scalar_constant(graph, s.inputs[1], &b) ||
+      !int_scalar_constant(graph, s.inputs[2], &e) ||
+      !int_scalar_constant(graph, s.inputs[3], &axis))
+    return false;
+  if (s.inputs.size() > 4 && s.inputs[4] >= 0 && !int_scalar_constant(graph, s.inputs[4], &step))
+    return false;
+  const int64_t r = shape.rank();
+  if (axis < -r || axis >= r || step != 1) return false;
+  if (axis < 0) axis += r;
+  const int64_t n = shape[axis];
+  if (b < 0) b += n;
+  if (e < 0) e += n;
+  out->source = s.inputs[0];
+  out->axis = axis;
+  out->begin = std::min(std::max<int64_t>(b, 0), n);
+  out->end = std::min(std::max<int64_t>(e, 0), n);
+  return true;
 }
 
 bool is_scalar(const Graph& graph, int id, float want) {

@@ -20,6 +20,14 @@ bool scalar_constant(const Graph& graph, int id, float* out);
 // *out.
 bool int_scalar_constant(const Graph& graph, int id, int64_t* out);
 
+// A Slice of one axis with step 1 (every bound a constant), its bounds clamped to [0, n].
+struct AxisSlice {
+  int source = -1;
+  int64_t axis = 0, begin = 0, end = 0;
+};
+// Whether value `v` is made by such a Slice of a tensor of static shape; it goes to *out.
+bool axis_slice(const Graph& graph, int v, AxisSlice* out);
+
 // Whether value `id` is a one-element float32 constant within a relative 1e-4 of `want`.
 bool is_scalar(const Graph& graph, int id, float want);
 

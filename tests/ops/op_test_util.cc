@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "core/half.h"
+#include "passes/rewrite.h"
 
 namespace lumen::test {
 
@@ -131,6 +133,12 @@ Tensor to_16bit(Tensor& x, DType dtype) {
     f[i] = dtype == DType::kFloat16 ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
   }
   return h;
+}
+
+int count_ops(const Graph& graph, const std::string& op) {
+  const std::map<std::string, int> histogram = op_histogram(graph);
+  const auto it = histogram.find(op);
+  return it == histogram.end() ? 0 : it->second;
 }
 
 std::vector<double> to_doubles(const Tensor& t) {

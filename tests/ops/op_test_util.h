@@ -28,6 +28,9 @@ std::string temp_file(const std::string& name);
 // Every element as double, row-major.
 std::vector<double> to_doubles(const Tensor& t);
 
+// The number of live nodes of kind `op` (an op name, "Softmax", "StridedAttention") in `graph`.
+int count_ops(const Graph& graph, const std::string& op);
+
 // A tensor of `dtype` (float16 or bfloat16) holding float32 x's values rounded to it; x is
 // rewritten with the same rounded values, so that a reference computed from x sees what the
 // 16-bit tensor holds.

@@ -20,12 +20,6 @@ namespace {
 
 using Builder = std::function<void(Graph&)>;
 
-int count(const Graph& graph, const std::string& op) {
-  auto histogram = op_histogram(graph);
-  auto it = histogram.find(op);
-  return it == histogram.end() ? 0 : it->second;
-}
-
 int live_nodes(const Graph& graph) {
   int n = 0;
   for (const auto& [op, k] : op_histogram(graph)) n += k;
@@ -51,7 +45,7 @@ void check_fusion(const Builder& build, const std::string& op, int fused, int no
   build(optimized);
   optimized.optimize();
   optimized.verify();
-  EXPECT_EQ(count(optimized, op), fused) << optimized.to_text();
+  EXPECT_EQ(test::count_ops(optimized, op), fused) << optimized.to_text();
   EXPECT_EQ(live_nodes(optimized), nodes) << optimized.to_text();
   const Shape shape = plain.value(plain.outputs()[0]).type.shape;
   test::expect_close(run(plain, inputs), shape, want, atol, rtol);
@@ -189,7 +183,7 @@ TEST(FuseLayerNorm, PatternAsGraphOutputKeepsItsName) {
   Graph g;
   build(g);
   g.optimize();
-  EXPECT_EQ(count(g, "LayerNormalization"), 1);
+  EXPECT_EQ(test::count_ops(g, "LayerNormalization"), 1);
   EXPECT_EQ(live_nodes(g), 1);
   EXPECT_EQ(g.value(g.outputs()[0]).name, "normed");
   test::expect_close(run(g, {x}), {3, 8}, layer_norm_ref(x, 8, {}, {}, 1e-3));
@@ -209,10 +203,10 @@ TEST(FuseLayerNorm, LeavesNonMatchingGraphsAlone) {
     g.mark_output(y);
     if (variant == 1) g.mark_output(d);
     g.optimize();
-    EXPECT_EQ(count(g, "LayerNormalization"), 0);
+    EXPECT_EQ(test::count_ops(g, "LayerNormalization"), 0);
     // With the centred value read outside, what follows it is an RMS norm of it, and fuses so.
-    EXPECT_EQ(count(g, "RMSNormalization"), variant == 0 ? 0 : 1);
-    EXPECT_EQ(count(g, "ReduceMean"), variant == 0 ? 2 : 1);
+    EXPECT_EQ(test::count_ops(g, "RMSNormalization"), variant == 0 ? 0 : 1);
+    EXPECT_EQ(test::count_ops(g, "ReduceMean"), variant == 0 ? 2 : 1);
   }
 }
 
@@ -256,11 +250,12 @@ TEST(FuseRotary, RotateHalfFormBecomesRotaryEmbedding) {
     build(for_vulkan);
     optimized.optimize();
     optimized.verify();
-    EXPECT_EQ(count(optimized, "RotaryEmbedding"), 2) << optimized.to_text();
+    EXPECT_EQ(test::count_ops(optimized, "RotaryEmbedding"), 2) << optimized.to_text();
     // Vulkan has no RotaryEmbedding kernel: there the decomposed ops stay.
     for_vulkan.optimize({"vulkan", "cpu"});
-    EXPECT_EQ(count(for_vulkan, "RotaryEmbedding"), 0);
-    EXPECT_EQ(count(optimized, "Neg") + count(optimized, "Slice"), 0) << optimized.to_text();
+    EXPECT_EQ(test::count_ops(for_vulkan, "RotaryEmbedding"), 0);
+    EXPECT_EQ(test::count_ops(optimized, "Neg") + test::count_ops(optimized, "Slice"), 0)
+        << optimized.to_text();
     const std::vector<double> av = test::to_doubles(angles);
     auto reference = [&](const Tensor& x, int64_t nh) {
       std::vector<double> xv = test::to_doubles(x), out(xv.size());
@@ -373,8 +368,8 @@ TEST(FuseGelu, LeavesNonMatchingGraphsAlone) {
     passes.add(make_fuse_gelu_pass());
     passes.add(make_dead_code_pass());
     passes.run(g);
-    EXPECT_EQ(count(g, "Gelu"), 0);
-    EXPECT_EQ(count(g, "Erf"), 1);
+    EXPECT_EQ(test::count_ops(g, "Gelu"), 0);
+    EXPECT_EQ(test::count_ops(g, "Erf"), 1);
   }
 }
 
@@ -548,8 +543,8 @@ TEST(FuseAttention, LeavesNonMatchingGraphsAlone) {
     g.mark_output(g.add_op("MatMul", {p, vv}));
     if (variant == 1) g.mark_output(scores);
     g.optimize();
-    EXPECT_EQ(count(g, "FusedAttention"), 0);
-    EXPECT_EQ(count(g, "Softmax"), 1);
+    EXPECT_EQ(test::count_ops(g, "FusedAttention"), 0);
+    EXPECT_EQ(test::count_ops(g, "Softmax"), 1);
   }
 }
 

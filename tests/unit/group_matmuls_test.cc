@@ -18,12 +18,6 @@
 namespace lumen {
 namespace {
 
-int count(const Graph& graph, const std::string& op) {
-  const auto histogram = op_histogram(graph);
-  const auto it = histogram.find(op);
-  return it == histogram.end() ? 0 : it->second;
-}
-
 std::vector<double> product(const Tensor& a, const Tensor& b) {
   const std::vector<double> av = test::to_doubles(a), bv = test::to_doubles(b);
   const int64_t k = b.shape()[0], n = b.shape()[1], m = a.numel() / k;
@@ -80,8 +74,8 @@ TEST(GroupMatMuls, SiblingWeightProductsBecomeOneNodeWithCuda) {
       g.optimize({"cuda", "cpu"});
     else
       g.optimize();
-    EXPECT_EQ(count(g, "GroupedMatMul"), with_cuda ? 1 : 0);
-    EXPECT_EQ(count(g, "MatMul"), with_cuda ? 2 : 5);
+    EXPECT_EQ(test::count_ops(g, "GroupedMatMul"), with_cuda ? 1 : 0);
+    EXPECT_EQ(test::count_ops(g, "MatMul"), with_cuda ? 2 : 5);
   }
 }
 
@@ -114,7 +108,7 @@ TEST(GroupMatMuls, GroupedProductsMatchTheirMatMuls) {
                              i == 0 ? "q" : ""));
     }
     g.optimize({"cuda", "cpu"});
-    ASSERT_EQ(count(g, "GroupedMatMul"), 1);
+    ASSERT_EQ(test::count_ops(g, "GroupedMatMul"), 1);
     const Tensor a = test::random_tensor(Shape(c.a), seed++, -1, 1);
     check_outputs(g, a, a, weights);
   }
@@ -156,8 +150,8 @@ TEST(GroupMatMuls, RmsNormPrologueAtFewRows) {
     };
     Graph g;
     build(g);
-    ASSERT_EQ(count(g, "GroupedMatMul"), 1);
-    EXPECT_EQ(count(g, "RMSNormalization"), c.prologue ? 0 : 1);
+    ASSERT_EQ(test::count_ops(g, "GroupedMatMul"), 1);
+    EXPECT_EQ(test::count_ops(g, "RMSNormalization"), c.prologue ? 0 : 1);
     // The reference: A normalized in double, then each product.
     Tensor a = test::random_tensor(Shape(c.a), seed++, -2, 2);
     const std::vector<double> av = test::to_doubles(a), gv = test::to_doubles(gamma);

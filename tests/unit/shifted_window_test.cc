@@ -18,12 +18,6 @@
 namespace lumen {
 namespace {
 
-int count(const Graph& graph, const std::string& op) {
-  auto histogram = op_histogram(graph);
-  auto it = histogram.find(op);
-  return it == histogram.end() ? 0 : it->second;
-}
-
 Value* ints(Graph& g, const std::vector<int64_t>& v) {
   return g.add_constant(g.unique_name("c"),
                         Tensor::from_vector<int64_t>(Shape{static_cast<int64_t>(v.size())}, v));
@@ -63,8 +57,8 @@ TEST(FuseRollPass, SliceConcatBecomesOneGather) {
     EXPECT_TRUE(make_fuse_roll_pass()->run(g));
     make_dead_code_pass()->run(g);
     g.verify();
-    EXPECT_EQ(count(g, "Gather"), 1) << g.to_text();
-    EXPECT_EQ(count(g, "Slice") + count(g, "Concat"), 0) << g.to_text();
+    EXPECT_EQ(test::count_ops(g, "Gather"), 1) << g.to_text();
+    EXPECT_EQ(test::count_ops(g, "Slice") + test::count_ops(g, "Concat"), 0) << g.to_text();
     test::expect_close(run(g, {in}), {2, 5, 6, 3}, want);
   }
 }
@@ -81,7 +75,7 @@ TEST(FuseRollPass, LeavesConcatsThatAreNotRolls) {
   g.mark_output(
       g.add_op("Concat", {slice(g, x, 2, 5, 1), slice(g, x, 2, 5, 1)}, {{"axis", int64_t{1}}}));
   EXPECT_FALSE(make_fuse_roll_pass()->run(g));
-  EXPECT_EQ(count(g, "Gather"), 0);
+  EXPECT_EQ(test::count_ops(g, "Gather"), 0);
 }
 
 TEST(IdentityPass, RemovesFullSlicesButNotReversals) {
@@ -94,7 +88,7 @@ TEST(IdentityPass, RemovesFullSlicesButNotReversals) {
   EXPECT_TRUE(make_identity_pass()->run(g));
   make_dead_code_pass()->run(g);
   g.verify();
-  EXPECT_EQ(count(g, "Slice"), 1) << g.to_text();
+  EXPECT_EQ(test::count_ops(g, "Slice"), 1) << g.to_text();
   const Tensor in = test::random_tensor({3, 4}, 5);
   const std::vector<double> v = test::to_doubles(in);
   std::vector<double> want(12);
@@ -168,8 +162,9 @@ TEST(FoldReshapedAddPass, ShiftedWindowAttentionFuses) {
   Graph g;
   build_shifted(g, bias, mask);
   g.optimize();
-  EXPECT_EQ(count(g, "Softmax") + count(g, "Reshape"), 0) << g.to_text();
-  EXPECT_EQ(count(g, "FusedAttention") + count(g, "StridedAttention"), 1) << g.to_text();
+  EXPECT_EQ(test::count_ops(g, "Softmax") + test::count_ops(g, "Reshape"), 0) << g.to_text();
+  EXPECT_EQ(test::count_ops(g, "FusedAttention") + test::count_ops(g, "StridedAttention"), 1)
+      << g.to_text();
   test::expect_close(run(g, {q, k, v}), {kW, kH, kN, kD}, want, 1e-5, 1e-4);
   const std::vector<std::string>& backends = test::run_op_backends();
   if (backends == std::vector<std::string>{"cpu"} || !test::requested_backends_available()) return;
@@ -178,7 +173,7 @@ TEST(FoldReshapedAddPass, ShiftedWindowAttentionFuses) {
   Graph device;
   build_shifted(device, bias, mask);
   device.optimize(backends);
-  EXPECT_EQ(count(device, "Softmax"), 0) << device.to_text();
+  EXPECT_EQ(test::count_ops(device, "Softmax"), 0) << device.to_text();
   Runtime rt;
   CompileOptions options;
   options.backends = backends;

@@ -19,12 +19,6 @@
 namespace lumen {
 namespace {
 
-int count(const Graph& graph, const std::string& op) {
-  auto histogram = op_histogram(graph);
-  auto it = histogram.find(op);
-  return it == histogram.end() ? 0 : it->second;
-}
-
 Tensor run(Graph& graph, const std::vector<Tensor>& inputs) {
   Runtime rt;
   return graph.compile(&rt)->execute(inputs)[0];
@@ -155,11 +149,13 @@ TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
         build_mha(optimized, w, s, n, h, e, causal, unbind);
         optimized.optimize({"cpu"});
         optimized.verify();
-        EXPECT_EQ(count(optimized, "StridedAttention"), 1) << optimized.to_text();
-        EXPECT_EQ(count(optimized, "FusedAttention"), 0);
-        EXPECT_EQ(count(optimized, "Transpose"), unbind && n == 2 ? 1 : 0) << optimized.to_text();
-        EXPECT_EQ(count(optimized, "Slice"), n == 1 || unbind ? 0 : 3) << optimized.to_text();
-        EXPECT_EQ(count(optimized, "Gather"), 0) << optimized.to_text();
+        EXPECT_EQ(test::count_ops(optimized, "StridedAttention"), 1) << optimized.to_text();
+        EXPECT_EQ(test::count_ops(optimized, "FusedAttention"), 0);
+        EXPECT_EQ(test::count_ops(optimized, "Transpose"), unbind && n == 2 ? 1 : 0)
+            << optimized.to_text();
+        EXPECT_EQ(test::count_ops(optimized, "Slice"), n == 1 || unbind ? 0 : 3)
+            << optimized.to_text();
+        EXPECT_EQ(test::count_ops(optimized, "Gather"), 0) << optimized.to_text();
         const std::vector<double> want = mha_ref(x, w, s, n, h, e, causal);
         test::expect_close(run(plain, {x}), {s * n, e}, want, 1e-5, 1e-4);
         test::expect_close(run(optimized, {x}), {s * n, e}, want, 1e-5, 1e-4);
@@ -171,7 +167,7 @@ TEST(AttentionViews, MultiheadFormReadsAndWritesInPlace) {
         Graph device;
         build_mha(device, w, s, n, h, e, causal, unbind);
         device.optimize(backends);
-        EXPECT_EQ(count(device, "StridedAttention"), 1) << device.to_text();
+        EXPECT_EQ(test::count_ops(device, "StridedAttention"), 1) << device.to_text();
         Runtime rt;
         CompileOptions options;
         options.backends = backends;
@@ -263,8 +259,9 @@ TEST(AttentionViews, WithCudaOneSequenceOfSeveralRowsOrAFusedBatch) {
       g.optimize(std::vector<std::string>{cuda ? "cuda" : "cpu"});
       g.verify();
       const bool rewritten = cuda ? c.cuda_rewrites : true;
-      EXPECT_EQ(count(g, "StridedAttention"), rewritten ? 1 : 0) << (cuda ? "cuda" : "cpu");
-      EXPECT_EQ(count(g, "FusedAttention"), rewritten ? 0 : 1) << (cuda ? "cuda" : "cpu");
+      EXPECT_EQ(test::count_ops(g, "StridedAttention"), rewritten ? 1 : 0)
+          << (cuda ? "cuda" : "cpu");
+      EXPECT_EQ(test::count_ops(g, "FusedAttention"), rewritten ? 0 : 1) << (cuda ? "cuda" : "cpu");
     }
     // With --lumen-backends=cuda,cpu (the GPU machine): the rewritten form runs there (a batch in
     // one launch of the fused kernel), eagerly, recorded and replayed, against the graph as built
@@ -304,8 +301,8 @@ TEST(AttentionViews, KeepsWhatIsNotAView) {
   g.mark_output(g.add_op("MatMul", {p, v}));
   g.mark_output(g.add_op("Relu", {kt}));
   g.optimize({"cpu"});
-  EXPECT_EQ(count(g, "FusedAttention"), 1) << g.to_text();
-  EXPECT_EQ(count(g, "Transpose"), 2) << g.to_text();
+  EXPECT_EQ(test::count_ops(g, "FusedAttention"), 1) << g.to_text();
+  EXPECT_EQ(test::count_ops(g, "Transpose"), 2) << g.to_text();
   Tensor qtv = test::random_tensor({2, 8, 5}, 81, -2, 2);
   Tensor kv = test::random_tensor({2, 5, 8}, 82, -2, 2);
   Tensor vv = test::random_tensor({2, 5, 8}, 83);
