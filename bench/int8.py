@@ -5,11 +5,13 @@ float model.
     bench/int8.py [--zoo /tmp/zoo] [--models resnet50,mobilenet_v2,bert_base] [--threads 1,2]
                   [--rounds 3] [--repeat 30] [--check 16] [--calib 4] [--out /tmp/int8]
                   [--lumen build/lumen] [--ort node|python] [--label LABEL]
+                  [--weights auto|8bit|7bit]
 
 Each zoo model (tests/models/export_zoo.py) is quantized by tests/models/quantize_qdq.py the way
 ONNX Runtime's quantize_static writes QDQ models (uint8 activations, per-channel int8 weights,
 MinMax calibration on --calib random inputs, 7-bit weights with --reduce-range when the CPU lacks
-VNNI, as ORT does there). Both runtimes then run the same file:
+VNNI, as ORT does there; --weights 8bit keeps quantize_static's default full-range weights
+everywhere, --weights 7bit reduces them everywhere). Both runtimes then run the same file:
 
 - latency: in each of --rounds rounds, `lumen run --repeat R` and ORT's runner (bench/ort/session.js
   or bench/ort_runner.py) alternate, each a fresh process that warms up once and prints the median
@@ -58,7 +60,7 @@ def int8_isa():
     """The CPU's int8 dot-product instructions, as the table names them."""
     if "amx_int8" in open("/proc/cpuinfo").read():
         return "AMX and VNNI"
-    return "VNNI" if has_vnni() else "no VNNI: 7-bit weights"
+    return "VNNI" if has_vnni() else "no VNNI"
 
 
 def ort_command(kind, model, threads, repeat, feeds, output=None):
@@ -128,14 +130,16 @@ def main():
     p.add_argument("--lumen", default=os.path.join(ROOT, "build", "lumen"))
     p.add_argument("--ort", choices=("node", "python"), default="node")
     p.add_argument("--label", default="")
+    p.add_argument("--weights", choices=("auto", "8bit", "7bit"), default="auto")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     threads = [int(t) for t in args.threads.split(",")]
-    reduce_range = not has_vnni()
+    reduce_range = args.weights == "7bit" or (args.weights == "auto" and not has_vnni())
     rows = []
     for name in args.models.split(","):
         float_model = os.path.join(args.zoo, name + ".onnx")
-        int8_model = os.path.join(args.out, name + ".int8.onnx")
+        int8_model = os.path.join(args.out, name + (".int8-7bit.onnx" if reduce_range else
+                                                    ".int8.onnx"))
         if not os.path.exists(int8_model):
             cmd = [sys.executable, os.path.join(ROOT, "tests", "models", "quantize_qdq.py"),
                    float_model, int8_model, "--lumen", args.lumen, "--calib", str(args.calib)]
@@ -155,8 +159,9 @@ def main():
                   flush=True)
     ratios = [r[2] / r[3] for r in rows]
     geomean = float(np.exp(np.mean(np.log(ratios))))
-    cmd = "bench/int8.py --models %s --threads %s --rounds %d --repeat %d --check %d --ort %s" % (
-        args.models, args.threads, args.rounds, args.repeat, args.check, args.ort)
+    cmd = ("bench/int8.py --models %s --threads %s --rounds %d --repeat %d --check %d --ort %s "
+           "--weights %s" % (args.models, args.threads, args.rounds, args.repeat, args.check,
+                             args.ort, args.weights))
     lines = [
         "### int8 QDQ models: Lumen vs ONNX Runtime (%s)" % (args.label or "CPU"),
         "",
@@ -168,7 +173,7 @@ def main():
             cmd, "" if not args.label else " (label %s)" % args.label, cpu_name(),
             int8_isa(),
             "1.30 (%s)" % ("onnxruntime-node" if args.ort == "node" else "Python"),
-            "" if not reduce_range else ", 7-bit", args.rounds, args.repeat, args.check),
+            ", 7-bit (reduce_range)" if reduce_range else ", full 8-bit range", args.rounds, args.repeat, args.check),
         "",
         "| model | threads | Lumen ms | ORT ms | Lumen / ORT | top-1 vs float: Lumen | ORT | "
         "Lumen vs ORT |",

@@ -288,6 +288,47 @@ TEST(QdqKernels, DnnlMatMulMatchesReference) {
   expect_within(run(true), run(false), 1.0);
 }
 
+// Full-range weights (-128..127): on a CPU without VNNI oneDNN runs them split in two halves of
+// at most 64 (quant_dnnl.cc, DnnlInt8SplitKernel), with VNNI directly; both layouts of the
+// convolution and the matmul against the exact loops (runtime weights).
+TEST(QdqKernels, FullRangeWeightsMatchReference) {
+  const Tensor xs = Tensor::scalar<float>(0.02f), ys = Tensor::scalar<float>(0.05f);
+  for (bool nhwc : {false, true}) {
+    const int64_t c = 24, m = 40;
+    const Shape x_shape = nhwc ? Shape{2, 9, 11, c} : Shape{2, c, 9, 11};
+    Tensor x = random_ints(x_shape, 940, 0, 255, DType::kUInt8);
+    Tensor w = random_ints({m, c, 3, 3}, 941, -128, 127, DType::kInt8);
+    Tensor ws = random_tensor({m}, 942, 0.001f, 0.002f);
+    Tensor b = random_ints({m}, 943, -3000, 3000, DType::kInt32);
+    Tensor xz = random_ints({}, 944, 117, 117, DType::kUInt8);
+    Tensor yz = random_ints({}, 945, 131, 131, DType::kUInt8);
+    Attributes attrs;
+    attrs["pads"] = std::vector<int64_t>{1, 1, 0, 1};
+    attrs["strides"] = std::vector<int64_t>{2, 1};
+    attrs["channels_last"] = int64_t{nhwc ? 1 : 0};
+    auto run = [&](bool const_w) {
+      return run_op("QLinearConv",
+                    {x, constant(xs), constant(xz), test::OpInput(w, const_w), constant(ws),
+                     constant(Tensor::zeros({m}, DType::kInt8)), constant(ys), constant(yz),
+                     constant(b)},
+                    attrs)[0];
+    };
+    SCOPED_TRACE(nhwc ? "channels last" : "channels first");
+    expect_within(run(true), run(false), 1.0, 40);
+  }
+  const Tensor a = random_ints({5, 13, 96}, 950, 0, 255, DType::kUInt8);
+  const Tensor bw = random_ints({96, 72}, 951, -128, 127, DType::kInt8);
+  const Tensor bs = random_tensor({72}, 952, 0.001f, 0.002f);
+  auto run = [&](bool const_b) {
+    return run_op("QLinearMatMul", {a, constant(xs),
+                                    constant(random_ints({}, 953, 121, 121, DType::kUInt8)),
+                                    test::OpInput(bw, const_b), constant(bs),
+                                    constant(Tensor::zeros({72}, DType::kInt8)), constant(ys),
+                                    constant(random_ints({}, 954, 3, 3, DType::kInt8))})[0];
+  };
+  expect_within(run(true), run(false), 1.0, 40);
+}
+
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): every combination of u8 and s8
 // A and B, batched, against the integer formula computed here, element by element.
 TEST(QdqKernels, ActivationMatMulMatchesTheFormula) {

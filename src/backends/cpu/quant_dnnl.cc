@@ -88,6 +88,10 @@ int max_abs_s8(const Tensor& w) {
   return m;
 }
 
+bool reference_impl(const std::string& impl) {
+  return impl.rfind("ref", 0) == 0;
+}
+
 // A layout change made at compile time (user scratchpad: concurrent runs share no state).
 struct Reorder {
   dnnl::reorder prim;
@@ -209,6 +213,183 @@ class DnnlInt8Kernel final : public Kernel {
   std::string impl_;
 };
 
+// The int32 accumulators of an int8 product, requantized the reference kernels' way (quant_conv.cc,
+// quant_gemm.cc): y = round(float((acc + bias[c]) * (double(x_scale) * w_scale[c] / y_scale))) +
+// y_zero_point, saturated. acc is [outer, channels, inner] (inner 1 where channels are last).
+struct Requantize {
+  std::vector<double> scale;  // per channel
+  int64_t channels = 1, inner = 1;
+  int32_t y_zero = 0;
+  DType out = DType::kUInt8;
+
+  void run(const int32_t* acc, const int32_t* bias, void* y, int64_t total) const {
+    if (out == DType::kInt8)
+      apply(acc, bias, static_cast<int8_t*>(y), total);
+    else
+      apply(acc, bias, static_cast<uint8_t*>(y), total);
+  }
+
+  template <typename YT>
+  void apply(const int32_t* acc, const int32_t* bias, YT* y, int64_t total) const {
+    const int64_t rows = total / (channels * inner);
+    const float lo = static_cast<float>(quant_min(out)), hi = static_cast<float>(quant_max(out));
+    auto body = [&, lo, hi](int64_t r0, int64_t r1) {
+      // Locals, so the byte stores cannot alias what the loops read.
+      const double* const sc = scale.data();
+      const int32_t* const a = acc;
+      const int32_t* const bi = bias;
+      YT* const yl = y;
+      const int64_t nc = channels, ni = inner;
+      const float flo = lo, fhi = hi, fz = static_cast<float>(y_zero);
+      // (acc + bias) in double is exact, as the reference kernels' int64 sum.
+      auto quantize = [=](int32_t v, double b, double s) {
+        const float f = static_cast<float>((v + b) * s);
+        return static_cast<YT>(static_cast<int32_t>(std::min(std::max(std::nearbyint(f) + fz, flo), fhi)));
+      };
+      for (int64_t r = r0; r < r1; ++r) {
+        if (ni == 1) {
+          for (int64_t c = 0; c < nc; ++c)
+            yl[r * nc + c] = quantize(a[r * nc + c], bi ? bi[c] : 0, sc[c]);
+          continue;
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          const double b = bi ? bi[c] : 0, s = sc[c];
+          const int64_t base = (r * nc + c) * ni;
+          for (int64_t i = 0; i < ni; ++i) yl[base + i] = quantize(a[base + i], b, s);
+        }
+      }
+    };
+    const int64_t block = std::max<int64_t>(1, 8192 / std::max<int64_t>(channels * inner, 1));
+    const int64_t blocks = (rows + block - 1) / block;
+#pragma omp parallel for schedule(static) if (total > (1 << 15))
+    for (int64_t t = 0; t < blocks; ++t) isa_call(body, t * block, std::min(rows, (t + 1) * block));
+  }
+};
+
+// w split into two halves of magnitude at most 64 (hi = floor(w / 2), lo = w - hi), each exact in
+// oneDNN's int8 products without VNNI (quant_dnnl.h).
+std::pair<Tensor, Tensor> split_weights(const Tensor& w) {
+  Tensor hi = Tensor::empty(w.shape(), DType::kInt8), lo = Tensor::empty(w.shape(), DType::kInt8);
+  const int8_t* p = w.data<int8_t>();
+  int8_t* h = hi.data<int8_t>();
+  int8_t* l = lo.data<int8_t>();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    h[i] = static_cast<int8_t>(p[i] >> 1);
+    l[i] = static_cast<int8_t>(p[i] - h[i]);
+  }
+  return {hi, lo};
+}
+
+// An int8 convolution or matmul with constant s8 weights beyond +-64 on a CPU without VNNI, exact:
+// oneDNN multiplies x by each half of the split weights into one int32 accumulator (the second
+// product through a sum post-op), then Requantize adds the bias and rounds as the reference
+// kernels do. Two products at the saturating instructions' speed cost far less than the reference
+// loops (ResNet-50 with full-range weights on 2 AVX2 cores: see docs/benchmarks.md, int8).
+class DnnlInt8SplitKernel final : public Kernel {
+ public:
+  // `make_pd(attr, weights_md)` gives the primitive descriptor (src and dst fixed to the user
+  // layouts, dst s32) for an attribute.
+  template <typename PD, typename MakePd>
+  bool init(MakePd make_pd, const memory::desc& w_user, const Tensor& weights, int32_t x_zero,
+            Requantize requantize) {
+    // Two attributes (a dnnl::primitive_attr copy shares its handle): the second adds the sum.
+    auto make_attr = [&](bool sum) {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (x_zero != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      if (sum) {
+        dnnl::post_ops ops;
+        ops.append_sum(1.0F);
+        attr.set_post_ops(ops);
+      }
+      return attr;
+    };
+    const PD pd_hi = make_pd(make_attr(false)), pd_lo = make_pd(make_attr(true));
+    impl_ = pd_hi.impl_info_str();
+    if (reference_impl(impl_) || reference_impl(pd_lo.impl_info_str())) return false;
+    if (pd_hi.weights_desc() != pd_lo.weights_desc()) return false;
+    hi_ = dnnl::primitive(pd_hi);
+    lo_ = dnnl::primitive(pd_lo);
+    src_md_ = pd_hi.src_desc();
+    dst_md_ = pd_hi.dst_desc();
+    scratch_md_ = pd_hi.scratchpad_desc().get_size() >= pd_lo.scratchpad_desc().get_size()
+                      ? pd_hi.scratchpad_desc()
+                      : pd_lo.scratchpad_desc();
+    const auto [hi, lo] = split_weights(weights);
+    for (auto [from_t, to] : {std::pair{&hi, &w_hi_}, std::pair{&lo, &w_lo_}}) {
+      *to = memory(pd_hi.weights_desc(), dnnl_engine());
+      memory from(w_user, dnnl_engine(), const_cast<void*>(from_t->raw_data()));
+      dnnl::reorder(from, *to).execute(dnnl_stream(), from, *to);
+    }
+    dnnl_stream().wait();
+    x_zero_ = x_zero;
+    requantize_ = std::move(requantize);
+    return true;
+  }
+
+  void set_inputs(int weight_input, int bias_input) {
+    weight_input_ = weight_input;
+    bias_input_ = bias_input;
+  }
+
+  bool reads_input(int k) const override { return k != weight_input_; }
+  std::string describe() const override {
+    return "oneDNN int8 " + impl_ + " x2 (weights split in halves of at most 64: no VNNI)";
+  }
+
+  void run(KernelContext& ctx) const override {
+    const int64_t total = ctx.outputs[0].numel();
+    Tensor acc = Tensor::empty({total}, DType::kInt32);
+    const size_t scratch_bytes = scratch_md_.get_size();
+    Tensor scratch = Tensor::empty({static_cast<int64_t>(scratch_bytes) + 1}, DType::kUInt8);
+    dnnl_call(where_, [&] {
+      dnnl::engine& eng = dnnl_engine();
+      const memory src(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()));
+      const memory dst(dst_md_, eng, acc.raw_data());
+      const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
+      int32_t xz = x_zero_;
+      for (const auto* part : {&hi_, &lo_}) {
+        std::unordered_map<int, memory> args = {
+            {DNNL_ARG_SRC, src},
+            {DNNL_ARG_WEIGHTS, part == &hi_ ? w_hi_ : w_lo_},
+            {DNNL_ARG_DST, dst}};
+        if (x_zero_ != 0)
+          args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &xz));
+        if (scratch_bytes)
+          args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data()));
+        part->execute(dnnl_stream(), args);
+      }
+      dnnl_stream().wait();
+    });
+    const int32_t* bias =
+        bias_input_ >= 0 && static_cast<size_t>(bias_input_) < ctx.inputs.size() &&
+                ctx.inputs[bias_input_].defined()
+            ? ctx.inputs[bias_input_].data<int32_t>()
+            : nullptr;
+    requantize_.run(acc.data<int32_t>(), bias, ctx.outputs[0].raw_data(), total);
+  }
+
+  std::string where_;
+
+ private:
+  dnnl::primitive hi_, lo_;
+  memory w_hi_, w_lo_;
+  memory::desc src_md_, dst_md_, scratch_md_;
+  int32_t x_zero_ = 0;
+  Requantize requantize_;
+  int weight_input_ = 3, bias_input_ = -1;
+  std::string impl_;
+};
+
+// Per-channel x_scale * w_scale[c] / y_scale in double, as the reference kernels compute it.
+std::vector<double> requantize_scales(const NodeContext& ctx, int xs, int ws, int ys, int64_t m) {
+  const double x = ctx.input_value(xs)->data<float>()[0], y = ctx.input_value(ys)->data<float>()[0];
+  const Tensor& w = *ctx.input_value(ws);
+  std::vector<double> out(static_cast<size_t>(m));
+  for (int64_t c = 0; c < m; ++c) out[c] = x * w.data<float>()[w.numel() == 1 ? 0 : c] / y;
+  return out;
+}
+
 // The attributes shared by both primitives: user scratchpad, output scales (per channel along
 // dimension `channel_dim` of y when there are several), runtime zero points for x and y.
 dnnl::primitive_attr int8_attr(const std::vector<float>& out_scales, int channel_dim, bool src_zp,
@@ -235,10 +416,6 @@ std::optional<std::vector<float>> output_scales(const NodeContext& ctx, int xs, 
   return out;
 }
 
-bool reference_impl(const std::string& impl) {
-  return impl.rfind("ref", 0) == 0;
-}
-
 // QLinearMatMul of two activations (B not a constant: attention's Q.K^T and P.V), per-tensor
 // parameters, the same batch dims on A and B. oneDNN multiplies A (with its zero point) by
 // B' = B - 128 as s8 when B is u8 (an exact re-centring) into int32; the product with B's zero
@@ -259,6 +436,20 @@ class DnnlActivationMatMul final : public Kernel {
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
     impl_ = pd.impl_info_str();
     prim_ = dnnl::matmul(pd);
+    // Without VNNI B' (all of s8) is split in halves of at most 64, the second product added to
+    // the first through a sum post-op (as DnnlInt8SplitKernel's weights).
+    split_ = !dnnl_int8_exact(128, at == memory::data_type::s8);
+    if (split_) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0F);
+      attr.set_post_ops(ops);
+      dnnl::matmul::primitive_desc pd_lo(desc, attr, dnnl_engine());
+      if (reference_impl(pd_lo.impl_info_str()) ||
+          pd_lo.scratchpad_desc().get_size() > pd.scratchpad_desc().get_size())
+        impl_ = "ref";  // not usable
+      else
+        prim_lo_ = dnnl::matmul(pd_lo);
+    }
     src_md_ = pd.src_desc();
     wei_md_ = pd.weights_desc();
     dst_md_ = pd.dst_desc();
@@ -267,7 +458,9 @@ class DnnlActivationMatMul final : public Kernel {
   }
 
   bool usable() const { return !reference_impl(impl_); }
-  std::string describe() const override { return "oneDNN int8 " + impl_ + " (B at run time)"; }
+  std::string describe() const override {
+    return "oneDNN int8 " + impl_ + " (B at run time" + (split_ ? ", split in halves: no VNNI)" : ")");
+  }
 
   void run(KernelContext& ctx) const override {
     const int32_t az = int_at(ctx.inputs[2], 0), yz = int_at(ctx.inputs[7], 0);
@@ -283,6 +476,20 @@ class DnnlActivationMatMul final : public Kernel {
       auto* bs = static_cast<uint8_t*>(b_s8.raw_data());
       for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ 0x80;
     }
+    Tensor b_lo;
+    if (split_) {
+      const int64_t nb = batch_ * k_ * n_;
+      const Tensor whole = b_s8;
+      b_s8 = Tensor::empty({nb}, DType::kInt8);
+      b_lo = Tensor::empty({nb}, DType::kInt8);
+      const int8_t* w = whole.data<int8_t>();
+      int8_t* h = b_s8.data<int8_t>();
+      int8_t* l = b_lo.data<int8_t>();
+      for (int64_t i = 0; i < nb; ++i) {
+        h[i] = static_cast<int8_t>(w[i] >> 1);
+        l[i] = static_cast<int8_t>(w[i] - h[i]);
+      }
+    }
     Tensor acc = Tensor::empty({batch_ * m_ * n_}, DType::kInt32);
     Tensor scratch =
         Tensor::empty({static_cast<int64_t>(scratch_md_.get_size()) + 1}, DType::kUInt8);
@@ -290,13 +497,17 @@ class DnnlActivationMatMul final : public Kernel {
       dnnl::engine& eng = dnnl_engine();
       int32_t zp = az;
       const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
-      prim_.execute(
-          dnnl_stream(),
-          {{DNNL_ARG_SRC, memory(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()))},
-           {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, const_cast<void*>(b_s8.raw_data()))},
-           {DNNL_ARG_DST, memory(dst_md_, eng, acc.raw_data())},
-           {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &zp)},
-           {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
+      auto product = [&](const dnnl::matmul& prim, const Tensor& b_part) {
+        prim.execute(
+            dnnl_stream(),
+            {{DNNL_ARG_SRC, memory(src_md_, eng, const_cast<void*>(ctx.inputs[0].raw_data()))},
+             {DNNL_ARG_WEIGHTS, memory(wei_md_, eng, const_cast<void*>(b_part.raw_data()))},
+             {DNNL_ARG_DST, memory(dst_md_, eng, acc.raw_data())},
+             {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &zp)},
+             {DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, scratch.raw_data())}});
+      };
+      product(prim_, b_s8);
+      if (split_) product(prim_lo_, b_lo);
       dnnl_stream().wait();
     });
     const int32_t* p = acc.data<int32_t>();
@@ -360,12 +571,29 @@ class DnnlActivationMatMul final : public Kernel {
 
  private:
   int64_t batch_, m_, k_, n_;
-  bool b_unsigned_ = false, a_signed_ = false;
+  bool b_unsigned_ = false, a_signed_ = false, split_ = false;
   DType out_ = DType::kUInt8;
-  dnnl::matmul prim_;
+  dnnl::matmul prim_, prim_lo_;
   memory::desc src_md_, wei_md_, dst_md_, scratch_md_;
   std::string impl_;
 };
+
+// The split kernel of a node (DnnlInt8SplitKernel), or nullptr where oneDNN has only its
+// reference implementation for it.
+template <typename PD, typename MakePd>
+std::unique_ptr<Kernel> make_split_kernel(const NodeContext& ctx, MakePd make_pd,
+                                          const memory::desc& w_user, const Tensor& weights,
+                                          int32_t x_zero, Requantize requantize, int bias_input) {
+  auto kernel = std::make_unique<DnnlInt8SplitKernel>();
+  try {
+    if (!kernel->init<PD>(make_pd, w_user, weights, x_zero, std::move(requantize))) return nullptr;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+  kernel->set_inputs(3, bias_input);
+  kernel->where_ = ctx.where();
+  return kernel;
+}
 
 }  // namespace
 
@@ -388,8 +616,9 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   const std::optional<int32_t> xz = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const int64_t m = y[1];
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, m);
-  if (!xz || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*w), ctx.input(0).dtype == DType::kInt8))
-    return nullptr;
+  const bool signed_x = ctx.input(0).dtype == DType::kInt8;
+  const bool exact = dnnl_int8_exact(max_abs_s8(*w), signed_x);
+  if (!xz || !yz || !scales || (!exact && signed_x)) return nullptr;
   const Shape& ws = w->shape();
   const int64_t group = ctx.attr_int("group", 1);
   std::vector<int64_t> kernel(ws.dims().begin() + 2, ws.dims().end());
@@ -409,6 +638,20 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   for (auto& d : dil) d -= 1;
   for (auto p : pad_r)
     if (p < 0) return nullptr;
+  if (!exact) {
+    Requantize requantize{requantize_scales(ctx, 1, 4, 6, m), m, nhwc ? 1 : y.numel() / (y[0] * m),
+                          *yz, ctx.output(0).dtype};
+    const memory::desc dst_s32 = layout(y_dims, memory::data_type::s32);
+    auto make_pd = [&](const dnnl::primitive_attr& attr) {
+      dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_user,
+          memory::desc(w_dims, memory::data_type::s8, memory::format_tag::any), memory::desc(),
+          dst_s32, strides, dil, pad_l, pad_r);
+      return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
+    };
+    return make_split_kernel<dnnl::convolution_forward::primitive_desc>(
+        ctx, make_pd, w_user, *w, *xz, std::move(requantize), 8);
+  }
   auto kernel_ptr = std::make_unique<DnnlInt8Kernel>();
   try {
     const bool src_zp = *xz != 0, dst_zp = *yz != 0;
@@ -435,7 +678,7 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
 namespace {
 
 // QLinearMatMul with B at run time (DnnlActivationMatMul), or nullptr: parameters not per-tensor
-// constants, batch dims that differ, or a CPU without VNNI (B' spans all of s8).
+// constants, batch dims that differ, or s8 A on a CPU without VNNI.
 std::unique_ptr<Kernel> make_dnnl_activation_matmul(const NodeContext& ctx) {
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(3);
@@ -446,7 +689,8 @@ std::unique_ptr<Kernel> make_dnnl_activation_matmul(const NodeContext& ctx) {
     const Tensor* t = ctx.input_value(k);
     if (!ctx.has_input(k) || !t || t->numel() != 1) return nullptr;
   }
-  if (!dnnl_int8_exact(128, ctx.input(0).dtype == DType::kInt8)) return nullptr;
+  // Signed A without VNNI: oneDNN halves the weights (never exact), split or not.
+  if (!dnnl_int8_exact(128, false) && ctx.input(0).dtype == DType::kInt8) return nullptr;
   const int64_t m = a[-2], k = a[-1], n = b[-1];
   const int64_t batch = a.numel() / (m * k);
   try {
@@ -472,11 +716,23 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   if (ctx.input_shape(1).numel() != 1) return nullptr;  // per-row a_scale
   const std::optional<int32_t> az = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, n);
-  if (!az || !yz || !scales || !dnnl_int8_exact(max_abs_s8(*b), ctx.input(0).dtype == DType::kInt8))
-    return nullptr;
+  const bool signed_a = ctx.input(0).dtype == DType::kInt8;
+  const bool exact = dnnl_int8_exact(max_abs_s8(*b), signed_a);
+  if (!az || !yz || !scales || (!exact && signed_a)) return nullptr;
   const memory::desc src_user = plain({rows, k}, dnnl_type(ctx.input(0).dtype));
   const memory::desc dst_user = plain({rows, n}, dnnl_type(ctx.output(0).dtype));
   const memory::desc w_user = plain({k, n}, memory::data_type::s8);
+  if (!exact) {
+    auto make_pd = [&](const dnnl::primitive_attr& attr) {
+      dnnl::matmul::desc desc(src_user,
+                              memory::desc({k, n}, memory::data_type::s8, memory::format_tag::any),
+                              plain({rows, n}, memory::data_type::s32));
+      return dnnl::matmul::primitive_desc(desc, attr, dnnl_engine());
+    };
+    return make_split_kernel<dnnl::matmul::primitive_desc>(
+        ctx, make_pd, w_user, *b,
+        *az, Requantize{requantize_scales(ctx, 1, 4, 6, n), n, 1, *yz, ctx.output(0).dtype}, -1);
+  }
   auto kernel_ptr = std::make_unique<DnnlInt8Kernel>();
   try {
     const bool src_zp = *az != 0, dst_zp = *yz != 0;

@@ -18,8 +18,10 @@ namespace lumen::cpu {
 bool dnnl_int8_exact(int max_abs_weight, bool signed_activations);
 
 // The oneDNN kernel of a QLinearConv node, or nullptr when it cannot run the node exactly (weights
-// not a constant s8 tensor with zero zero points, scales or zero points not constants, CPU without
-// VNNI and weights beyond +-64, no non-reference oneDNN implementation).
+// not a constant s8 tensor with zero zero points, scales or zero points not constants, s8
+// activations on a CPU without VNNI, no non-reference oneDNN implementation). Without VNNI,
+// weights beyond +-64 are split in two halves within +-64 and the two exact products summed in
+// int32.
 std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx);
 
 // The oneDNN kernel of a QLinearMatMul node whose B is a constant s8 matrix [K, N] with zero zero
