@@ -307,11 +307,11 @@ TEST(QdqKernels, FullRangeWeightsMatchReference) {
     attrs["strides"] = std::vector<int64_t>{2, 1};
     attrs["channels_last"] = int64_t{nhwc ? 1 : 0};
     auto run = [&](bool const_w) {
-      return run_op("QLinearConv",
-                    {x, constant(xs), constant(xz), test::OpInput(w, const_w), constant(ws),
-                     constant(Tensor::zeros({m}, DType::kInt8)), constant(ys), constant(yz),
-                     constant(b)},
-                    attrs)[0];
+      return run_op(
+          "QLinearConv",
+          {x, constant(xs), constant(xz), test::OpInput(w, const_w), constant(ws),
+           constant(Tensor::zeros({m}, DType::kInt8)), constant(ys), constant(yz), constant(b)},
+          attrs)[0];
     };
     SCOPED_TRACE(nhwc ? "channels last" : "channels first");
     expect_within(run(true), run(false), 1.0, 40);
@@ -320,13 +320,43 @@ TEST(QdqKernels, FullRangeWeightsMatchReference) {
   const Tensor bw = random_ints({96, 72}, 951, -128, 127, DType::kInt8);
   const Tensor bs = random_tensor({72}, 952, 0.001f, 0.002f);
   auto run = [&](bool const_b) {
-    return run_op("QLinearMatMul", {a, constant(xs),
-                                    constant(random_ints({}, 953, 121, 121, DType::kUInt8)),
-                                    test::OpInput(bw, const_b), constant(bs),
-                                    constant(Tensor::zeros({72}, DType::kInt8)), constant(ys),
-                                    constant(random_ints({}, 954, 3, 3, DType::kInt8))})[0];
+    return run_op(
+        "QLinearMatMul",
+        {a, constant(xs), constant(random_ints({}, 953, 121, 121, DType::kUInt8)),
+         test::OpInput(bw, const_b), constant(bs), constant(Tensor::zeros({72}, DType::kInt8)),
+         constant(ys), constant(random_ints({}, 954, 3, 3, DType::kInt8))})[0];
   };
   expect_within(run(true), run(false), 1.0, 40);
+}
+
+// Depthwise convolutions at the extremes that would saturate a pairwise int16 sum (x 255 with
+// weights 127 and -128 side by side), both layouts, against the exact loops.
+TEST(QdqKernels, DepthwiseExtremesMatchReference) {
+  for (bool nhwc : {false, true}) {
+    const int64_t c = 40;
+    const Shape x_shape = nhwc ? Shape{1, 7, 9, c} : Shape{1, c, 7, 9};
+    Tensor x = random_ints(x_shape, 960, 250, 255, DType::kUInt8);
+    Tensor w = random_ints({c, 1, 3, 3}, 961, 120, 127, DType::kInt8);
+    int8_t* wp = w.data<int8_t>();
+    for (int64_t i = 0; i < w.numel(); ++i)
+      if ((i / 9) % 2 == 1) wp[i] = static_cast<int8_t>(-128 + (i % 3));
+    Tensor ws = random_tensor({c}, 962, 0.0001f, 0.0002f);
+    Attributes attrs;
+    attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+    attrs["group"] = c;
+    attrs["channels_last"] = int64_t{nhwc ? 1 : 0};
+    auto run = [&](bool const_w) {
+      return run_op("QLinearConv",
+                    {x, constant(Tensor::scalar<float>(0.02f)),
+                     constant(random_ints({}, 963, 0, 0, DType::kUInt8)), test::OpInput(w, const_w),
+                     constant(ws), constant(Tensor::zeros({c}, DType::kInt8)),
+                     constant(Tensor::scalar<float>(0.05f)),
+                     constant(random_ints({}, 964, 128, 128, DType::kUInt8))},
+                    attrs)[0];
+    };
+    SCOPED_TRACE(nhwc ? "channels last" : "channels first");
+    expect_within(run(true), run(false), 1.0, 20);
+  }
 }
 
 // QLinearMatMul of two activations (attention's Q.K^T and P.V): every combination of u8 and s8

@@ -244,7 +244,8 @@ struct Requantize {
       // (acc + bias) in double is exact, as the reference kernels' int64 sum.
       auto quantize = [=](int32_t v, double b, double s) {
         const float f = static_cast<float>((v + b) * s);
-        return static_cast<YT>(static_cast<int32_t>(std::min(std::max(std::nearbyint(f) + fz, flo), fhi)));
+        return static_cast<YT>(
+            static_cast<int32_t>(std::min(std::max(std::nearbyint(f) + fz, flo), fhi)));
       };
       for (int64_t r = r0; r < r1; ++r) {
         if (ni == 1) {
@@ -349,10 +350,9 @@ class DnnlInt8SplitKernel final : public Kernel {
       const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::a);
       int32_t xz = x_zero_;
       for (const auto* part : {&hi_, &lo_}) {
-        std::unordered_map<int, memory> args = {
-            {DNNL_ARG_SRC, src},
-            {DNNL_ARG_WEIGHTS, part == &hi_ ? w_hi_ : w_lo_},
-            {DNNL_ARG_DST, dst}};
+        std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
+                                                {DNNL_ARG_WEIGHTS, part == &hi_ ? w_hi_ : w_lo_},
+                                                {DNNL_ARG_DST, dst}};
         if (x_zero_ != 0)
           args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(zp_md, eng, &xz));
         if (scratch_bytes)
@@ -361,11 +361,11 @@ class DnnlInt8SplitKernel final : public Kernel {
       }
       dnnl_stream().wait();
     });
-    const int32_t* bias =
-        bias_input_ >= 0 && static_cast<size_t>(bias_input_) < ctx.inputs.size() &&
-                ctx.inputs[bias_input_].defined()
-            ? ctx.inputs[bias_input_].data<int32_t>()
-            : nullptr;
+    const int32_t* bias = bias_input_ >= 0 &&
+                                  static_cast<size_t>(bias_input_) < ctx.inputs.size() &&
+                                  ctx.inputs[bias_input_].defined()
+                              ? ctx.inputs[bias_input_].data<int32_t>()
+                              : nullptr;
     requantize_.run(acc.data<int32_t>(), bias, ctx.outputs[0].raw_data(), total);
   }
 
@@ -459,7 +459,8 @@ class DnnlActivationMatMul final : public Kernel {
 
   bool usable() const { return !reference_impl(impl_); }
   std::string describe() const override {
-    return "oneDNN int8 " + impl_ + " (B at run time" + (split_ ? ", split in halves: no VNNI)" : ")");
+    return "oneDNN int8 " + impl_ + " (B at run time" +
+           (split_ ? ", split in halves: no VNNI)" : ")");
   }
 
   void run(KernelContext& ctx) const override {
@@ -617,7 +618,12 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   const int64_t m = y[1];
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, m);
   const bool signed_x = ctx.input(0).dtype == DType::kInt8;
-  const bool exact = dnnl_int8_exact(max_abs_s8(*w), signed_x);
+  // oneDNN's depthwise int8 kernels widen to int32 before multiplying (no pairwise int16 sum):
+  // exact without VNNI too, checked at the saturating extremes by
+  // QdqKernels.DepthwiseExtremesMatch*.
+  const int64_t group_count = ctx.attr_int("group", 1);
+  const bool depthwise = group_count > 1 && group_count == x[1] && group_count == m;
+  const bool exact = dnnl_int8_exact(max_abs_s8(*w), signed_x) || (depthwise && !signed_x);
   if (!xz || !yz || !scales || (!exact && signed_x)) return nullptr;
   const Shape& ws = w->shape();
   const int64_t group = ctx.attr_int("group", 1);
@@ -730,8 +736,8 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
       return dnnl::matmul::primitive_desc(desc, attr, dnnl_engine());
     };
     return make_split_kernel<dnnl::matmul::primitive_desc>(
-        ctx, make_pd, w_user, *b,
-        *az, Requantize{requantize_scales(ctx, 1, 4, 6, n), n, 1, *yz, ctx.output(0).dtype}, -1);
+        ctx, make_pd, w_user, *b, *az,
+        Requantize{requantize_scales(ctx, 1, 4, 6, n), n, 1, *yz, ctx.output(0).dtype}, -1);
   }
   auto kernel_ptr = std::make_unique<DnnlInt8Kernel>();
   try {
