@@ -90,7 +90,9 @@ TEST(CudaBackend, CopiesRoundTrip) {
 TEST(CudaBackend, HostInputsArriveWholeThroughChunkedStaging) {
   SKIP_WITHOUT_CUDA();
   const int before = num_threads();
-  for (int64_t n : {int64_t{1000}, int64_t{(5 << 20) / 4 + 3}}) {
+  // Inputs and outputs below the threads' staging (128 KB), a 224x224 image staged by the threads
+  // (or the driver on one), and several 2 MB chunks (both halves of the receiving buffer reused).
+  for (int64_t n : {int64_t{1000}, int64_t{3 * 224 * 224 + 3}, int64_t{(5 << 20) / 4 + 3}}) {
     Graph g;
     Value* x = g.add_input("x", Shape{n});
     g.mark_output(g.add_op("Neg", {x}, 1, {}, "neg")[0]);

@@ -67,9 +67,6 @@ Backend* probe_cuda() {
   return cuda_backend();
 }
 
-// From this many bytes CudaStream::copy stages a pageable host source itself (send_to_device).
-constexpr size_t kThreadedStagingBytes = size_t{1} << 20;
-
 // Whether host memory at p is ordinary pageable memory (not page-locked or registered with CUDA).
 bool pageable(const void* p) {
   cudaPointerAttributes attr{};
@@ -133,10 +130,15 @@ void CudaStream::copy(const Tensor& src, const Tensor& dst) {
   bool host_dst = dst.device().type == DeviceType::kCPU;
   const std::string where = "copy " + src.device().to_string() + " -> " + dst.device().to_string();
   const bool pageable_to_device = host_src && !host_dst && pageable(src.raw_data());
-  // A large pageable source (a graph input of a replay) is staged by the host's threads: the
-  // driver's own staging, on the calling thread, ran at 6-9 GB/s on the H200 machine.
-  if (pageable_to_device && src.nbytes() >= kThreadedStagingBytes) {
+  // A large pageable source (a graph input of a replay) or destination (its output) is staged by
+  // the host's threads: the driver's own staging, on the calling thread, ran at 6-9 GB/s on the
+  // H200 machine.
+  if (pageable_to_device && stage_on_host_threads(src.nbytes())) {
     send_to_device(dst.raw_data(), src.raw_data(), src.nbytes(), *this, where);
+    return;
+  }
+  if (!host_src && host_dst && stage_on_host_threads(src.nbytes()) && pageable(dst.raw_data())) {
+    receive_from_device(dst.raw_data(), src.raw_data(), src.nbytes(), *this, where);
     return;
   }
   cudaMemcpyKind kind = host_src ? (host_dst ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)

@@ -201,6 +201,17 @@ struct TimingStream {
 // errors.
 void send_to_device(void* dst, const void* src, size_t bytes, Stream& on, const std::string& where);
 
+// Copies `bytes` bytes of device memory at `src` to host memory at `dst` after the work queued on
+// `on`, and returns when they are there: the copy engine writes chunks into pinned memory, two
+// in flight, while the process's CPU threads copy the one before out to `dst` (async_copy.cc).
+void receive_from_device(void* dst, const void* src, size_t bytes, Stream& on,
+                         const std::string& where);
+
+// Whether a copy of `bytes` bytes between pageable host memory and the device is faster through
+// send_to_device / receive_from_device than through the driver's own staging, at the process's
+// thread count.
+bool stage_on_host_threads(size_t bytes);
+
 // Element strides (out.rank() of them) that read `in`, broadcast by NumPy's rules, at each index
 // of `out`: 0 along the dims where `in` is broadcast.
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides);
