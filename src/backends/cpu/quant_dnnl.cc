@@ -596,6 +596,14 @@ std::unique_ptr<Kernel> make_split_kernel(const NodeContext& ctx, MakePd make_pd
   return kernel;
 }
 
+// Whether oneDNN's depthwise int8 convolutions are exact at any weight range on this CPU without
+// VNNI: its AVX2 depthwise kernels widen to int32 before multiplying (no pairwise int16 sum),
+// checked at the saturating extremes by QdqKernels.DepthwiseExtremesMatchReference. Other levels
+// without VNNI (AVX-512 before VNNI) are not assumed so: they take the split.
+bool dnnl_depthwise_int8_exact() {
+  return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx2;
+}
+
 }  // namespace
 
 bool dnnl_int8_exact(int max_abs_weight, bool signed_activations) {
@@ -618,12 +626,10 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_conv(const NodeContext& ctx) {
   const int64_t m = y[1];
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, m);
   const bool signed_x = ctx.input(0).dtype == DType::kInt8;
-  // oneDNN's depthwise int8 kernels widen to int32 before multiplying (no pairwise int16 sum):
-  // exact without VNNI too, checked at the saturating extremes by
-  // QdqKernels.DepthwiseExtremesMatch*.
   const int64_t group_count = ctx.attr_int("group", 1);
   const bool depthwise = group_count > 1 && group_count == x[1] && group_count == m;
-  const bool exact = dnnl_int8_exact(max_abs_s8(*w), signed_x) || (depthwise && !signed_x);
+  const bool exact = dnnl_int8_exact(max_abs_s8(*w), signed_x) ||
+                     (depthwise && !signed_x && dnnl_depthwise_int8_exact());
   if (!xz || !yz || !scales || (!exact && signed_x)) return nullptr;
   const Shape& ws = w->shape();
   const int64_t group = ctx.attr_int("group", 1);
