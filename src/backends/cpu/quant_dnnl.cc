@@ -267,17 +267,22 @@ struct Requantize {
   }
 };
 
-// w split into two halves of magnitude at most 64 (hi = floor(w / 2), lo = w - hi), each exact in
-// oneDNN's int8 products without VNNI (quant_dnnl.h).
+// n int8 values w (each the byte src[i] ^ flip: a flip of 0x80 re-centres a uint8 to int8, 0 takes
+// an int8 as it is) split into two halves of magnitude at most 64, hi = floor(w / 2) and
+// lo = w - hi, each exact in oneDNN's int8 products without VNNI (quant_dnnl.h). One pass.
+void split_halves(const uint8_t* src, uint8_t flip, int8_t* hi, int8_t* lo, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const auto w = static_cast<int8_t>(src[i] ^ flip);
+    hi[i] = static_cast<int8_t>(w >> 1);
+    lo[i] = static_cast<int8_t>(w - hi[i]);
+  }
+}
+
+// Constant int8 weights split by split_halves.
 std::pair<Tensor, Tensor> split_weights(const Tensor& w) {
   Tensor hi = Tensor::empty(w.shape(), DType::kInt8), lo = Tensor::empty(w.shape(), DType::kInt8);
-  const int8_t* p = w.data<int8_t>();
-  int8_t* h = hi.data<int8_t>();
-  int8_t* l = lo.data<int8_t>();
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    h[i] = static_cast<int8_t>(p[i] >> 1);
-    l[i] = static_cast<int8_t>(p[i] - h[i]);
-  }
+  split_halves(static_cast<const uint8_t*>(w.raw_data()), 0, hi.data<int8_t>(), lo.data<int8_t>(),
+               w.numel());
   return {hi, lo};
 }
 
@@ -468,28 +473,21 @@ class DnnlActivationMatMul final : public Kernel {
     const int32_t bz = int_at(ctx.inputs[5], 0) - (b_unsigned_ ? 128 : 0);
     const double scale = static_cast<double>(ctx.inputs[1].data<float>()[0]) *
                          ctx.inputs[4].data<float>()[0] / ctx.inputs[6].data<float>()[0];
-    // B as s8: a uint8 B re-centred (B ^ 0x80 is B - 128), an int8 one as it is.
+    // B as s8: a uint8 B re-centred (B ^ 0x80 is B - 128), an int8 one as it is; without VNNI
+    // split in halves in the same pass.
+    const int64_t nb = batch_ * k_ * n_;
+    const auto* b = static_cast<const uint8_t*>(ctx.inputs[3].raw_data());
+    const uint8_t flip = b_unsigned_ ? 0x80 : 0;
     Tensor b_s8 = ctx.inputs[3];
-    if (b_unsigned_) {
-      const int64_t nb = batch_ * k_ * n_;
-      b_s8 = Tensor::empty({nb}, DType::kInt8);
-      const auto* b = static_cast<const uint8_t*>(ctx.inputs[3].raw_data());
-      auto* bs = static_cast<uint8_t*>(b_s8.raw_data());
-      for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ 0x80;
-    }
     Tensor b_lo;
     if (split_) {
-      const int64_t nb = batch_ * k_ * n_;
-      const Tensor whole = b_s8;
       b_s8 = Tensor::empty({nb}, DType::kInt8);
       b_lo = Tensor::empty({nb}, DType::kInt8);
-      const int8_t* w = whole.data<int8_t>();
-      int8_t* h = b_s8.data<int8_t>();
-      int8_t* l = b_lo.data<int8_t>();
-      for (int64_t i = 0; i < nb; ++i) {
-        h[i] = static_cast<int8_t>(w[i] >> 1);
-        l[i] = static_cast<int8_t>(w[i] - h[i]);
-      }
+      split_halves(b, flip, b_s8.data<int8_t>(), b_lo.data<int8_t>(), nb);
+    } else if (b_unsigned_) {
+      b_s8 = Tensor::empty({nb}, DType::kInt8);
+      auto* bs = static_cast<uint8_t*>(b_s8.raw_data());
+      for (int64_t i = 0; i < nb; ++i) bs[i] = b[i] ^ flip;
     }
     Tensor acc = Tensor::empty({batch_ * m_ * n_}, DType::kInt32);
     Tensor scratch =
