@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_util.h"
+#include "backends/cpu/int8_gemm.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/quant_math.h"
 #include "graph/schemas/conv_geometry.h"
@@ -728,7 +729,14 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, n);
   const bool signed_a = ctx.input(0).dtype == DType::kInt8;
   const bool exact = dnnl_int8_exact(max_abs_s8(*b), signed_a);
-  if (!az || !yz || !scales || (!exact && signed_a)) return nullptr;
+  if (!az || !yz || !scales) return nullptr;
+  // Without VNNI, where oneDNN needs two products (weights beyond +-64) or has no exact one (s8
+  // A), Lumen's GEMM of int16 pairs (int8_gemm.h): one exact product. oneDNN's single product
+  // stays faster for 7-bit weights and u8 A (vpmaddwd runs at half vpmaddubsw's rate on Zen 3).
+  if (!exact && has_avx2())
+    return make_int8_gemm_matmul(*b, signed_a, *az, requantize_scales(ctx, 1, 4, 6, n), *yz,
+                                 ctx.output(0).dtype);
+  if (!exact && signed_a) return nullptr;
   const memory::desc src_user = plain({rows, k}, dnnl_type(ctx.input(0).dtype));
   const memory::desc dst_user = plain({rows, n}, dnnl_type(ctx.output(0).dtype));
   const memory::desc w_user = plain({k, n}, memory::data_type::s8);
