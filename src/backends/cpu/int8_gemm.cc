@@ -1,15 +1,27 @@
-// The int8 GEMM of int8_gemm.h: A is packed per call into panels of 6 rows of int16 pairs (its zero
-// point subtracted), B at compile time into panels of 16 columns; a 6 x 16 AVX2 micro-kernel keeps
-// 12 int32 accumulators in registers (vpmaddwd + vpaddd per 8 columns and pair of k), and each tile
-// is requantized from a buffer on the stack while it is still in cache.
+// The int8 GEMM of int8_gemm.h. Both operands are packed in quads of k (4 bytes of a row of A,
+// or of a column of B, in one 32-bit word): A per call into panels of 6 rows (s8 shifted to u8 by
+// +128, its zero point with it), B at compile time into panels of 16 columns. vpmaddubsw multiplies
+// a broadcast quad of A by 8 columns' quads and adds pairs into int16; vpmaddwd adds those pairs
+// into int32. The zero point comes off at the end: sum((a - z) w) = sum(a w) - z sum(w).
+//
+// Weights within +-64 ("direct"): the int16 pair sums cannot saturate (2 * 255 * 64 < 32768); a
+// 6 x 16 micro-kernel keeps 12 int32 accumulators. Weights beyond ("split"): w = 2h + l with
+// h = w >> 1 in [-64, 63] and l = w & 1; the h products are exact as above and doubled by the
+// vpmaddwd, the l products (at most 510 a pair) are summed in int16 over a block of at most 64
+// quads (32640) and widened once; a 2 x 16 micro-kernel (8 accumulators and B's 4 registers).
+// On a Zen 3 core (AVX2, no VNNI) the split kernel ran at 62 GMAC/s in L1, the int16-pair form
+// (vpmaddwd only, 1 a cycle there) at 48 and the saturating single product at 91.
 #include "backends/cpu/int8_gemm.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/quant_math.h"
@@ -22,22 +34,24 @@ namespace lumen::cpu {
 namespace {
 
 constexpr int64_t kNr = 16;                 // columns of a B panel (two AVX2 registers)
-constexpr int64_t kMr = 6;                  // rows of an A panel (one micro-kernel call)
+constexpr int64_t kMr = 6;                  // rows of an A panel
 constexpr int64_t kTileRowPanels = 8;       // A panels per tile: 48 rows
 constexpr int64_t kTileColPanels = 4;       // B panels per tile: 64 columns
-constexpr int64_t kKcPairs = 128;           // pairs of k per block: a panel's block is 8 KiB, in L1
+constexpr int64_t kKcQuads = 64;            // quads of k per block (the split kernel's int16 limit)
 constexpr int64_t kParallelMacs = 1 << 19;  // multiply-adds below which one thread runs
+constexpr int kDirectMaxWeight = 64;        // |w| up to which the direct kernel is exact
 
-// Two int16 in one int32 word, the first in the low half (the order vpmaddwd pairs them).
-int32_t pair_word(int32_t lo, int32_t hi) {
-  return static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(lo))) |
-                              (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+// Four bytes in one word, the first in the low byte (the order vpmaddubsw pairs them).
+int32_t quad_word(const uint8_t (&v)[4]) {
+  return static_cast<int32_t>(v[0] | (static_cast<uint32_t>(v[1]) << 8) |
+                              (static_cast<uint32_t>(v[2]) << 16) |
+                              (static_cast<uint32_t>(v[3]) << 24));
 }
 
 // One output rounded the reference kernels' way (Int8GemmOutput).
 template <typename YT>
-YT requantize_one(int32_t acc, int32_t bias, double scale, float y_zero, float lo, float hi) {
-  const auto f = static_cast<float>((static_cast<double>(acc) + bias) * scale);
+YT requantize_one(int32_t acc, double offset, double scale, float y_zero, float lo, float hi) {
+  const auto f = static_cast<float>((static_cast<double>(acc) + offset) * scale);
   return static_cast<YT>(
       static_cast<int32_t>(std::min(std::max(std::nearbyint(f) + y_zero, lo), hi)));
 }
@@ -45,60 +59,91 @@ YT requantize_one(int32_t acc, int32_t bias, double scale, float y_zero, float l
 }  // namespace
 
 Int8PackedMatrix::Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n) : k_(k), n_(n) {
-  const int64_t panels = (n + kNr - 1) / kNr, np = pairs();
-  data_ = Tensor::empty({std::max<int64_t>(panels * np * kNr, 1)}, DType::kInt32);
+  int max_abs = 0;
+  for (int64_t i = 0; i < k * n; ++i) max_abs = std::max(max_abs, std::abs(static_cast<int>(b[i])));
+  split_ = max_abs > kDirectMaxWeight;
+  const int64_t panels = (n + kNr - 1) / kNr, nq = quads(), step = quad_step();
+  data_ = Tensor::empty({std::max<int64_t>(panels * nq * step, 1)}, DType::kInt32);
+  sums_ = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32);
   int32_t* d = data_.data<int32_t>();
   for (int64_t jp = 0; jp < panels; ++jp)
-    for (int64_t p = 0; p < np; ++p)
+    for (int64_t q = 0; q < nq; ++q)
       for (int64_t j = 0; j < kNr; ++j) {
-        const int64_t col = jp * kNr + j, r0 = 2 * p, r1 = 2 * p + 1;
-        const int32_t v0 = col < n ? b[r0 * n + col] : 0;
-        const int32_t v1 = col < n && r1 < k ? b[r1 * n + col] : 0;
-        d[(jp * np + p) * kNr + j] = pair_word(v0, v1);
+        const int64_t col = jp * kNr + j;
+        uint8_t whole[4] = {}, hi[4] = {}, lo[4] = {};
+        for (int64_t t = 0; t < 4; ++t) {
+          const int64_t row = 4 * q + t;
+          if (col >= n || row >= k) continue;
+          const int8_t w = b[row * n + col];
+          whole[t] = static_cast<uint8_t>(w);
+          hi[t] = static_cast<uint8_t>(static_cast<int8_t>(w >> 1));
+          lo[t] = static_cast<uint8_t>(w & 1);
+        }
+        int32_t* at = d + (jp * nq + q) * step;
+        if (split_) {
+          at[j] = quad_word(hi);
+          at[kNr + j] = quad_word(lo);
+        } else {
+          at[j] = quad_word(whole);
+        }
       }
+  int32_t* sums = sums_.data<int32_t>();
+  for (int64_t col = 0; col < n; ++col) {
+    int32_t s = 0;
+    for (int64_t row = 0; row < k; ++row) s += b[row * n + col];
+    sums[col] = s;
+  }
 }
 
-const int32_t* Int8PackedMatrix::panel(int64_t p0, int64_t jp) const {
-  return data_.data<int32_t>() + (jp * pairs() + p0) * kNr;
+const int32_t* Int8PackedMatrix::panel(int64_t q0, int64_t jp) const {
+  return data_.data<int32_t>() + (jp * quads() + q0) * quad_step();
+}
+
+const int32_t* Int8PackedMatrix::column_sums() const {
+  return sums_.data<int32_t>();
 }
 
 #if LUMEN_X86
 LUMEN_AVX2_BEGIN
 namespace {
 
-// c (6 x 16, ldc apart) (+)= the A panel's pairs [0, kc) (6 words per pair) x the B panel's (16
-// words per pair). The 12 accumulators are named variables: as an array GCC kept half of them on
-// the stack (33 GMAC/s on one Zen core, 3x below this form).
-inline void micro_kernel(const int32_t* a, int64_t kc, const int32_t* b, int32_t* c, int64_t ldc,
-                         bool load_c) {
+// c (6 x 16, ldc apart) (+)= the A panel's quads [0, kc) (6 words a quad) x the B panel's (16 words
+// a quad), weights within +-64. The 12 accumulators are named variables: as an array GCC kept
+// half of them on the stack.
+__attribute__((noinline)) void direct_kernel(const int32_t* a, int64_t kc, const int32_t* b,
+                                             int32_t* c, int64_t ldc, bool load_c) {
   auto load = [&](int64_t r, int64_t h) {
     return load_c ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + r * ldc + 8 * h))
                   : _mm256_setzero_si256();
   };
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256i c00 = load(0, 0), c01 = load(0, 1), c10 = load(1, 0), c11 = load(1, 1);
   __m256i c20 = load(2, 0), c21 = load(2, 1), c30 = load(3, 0), c31 = load(3, 1);
   __m256i c40 = load(4, 0), c41 = load(4, 1), c50 = load(5, 0), c51 = load(5, 1);
-  for (int64_t p = 0; p < kc; ++p, a += kMr, b += kNr) {
+  auto madd = [&](__m256i acc, __m256i av, __m256i bv) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(av, bv), ones));
+  };
+  for (int64_t q = 0; q < kc; ++q, a += kMr, b += kNr) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8));
     __m256i av = _mm256_set1_epi32(a[0]);
-    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(av, b0));
-    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(av, b1));
+    c00 = madd(c00, av, b0);
+    c01 = madd(c01, av, b1);
     av = _mm256_set1_epi32(a[1]);
-    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(av, b0));
-    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(av, b1));
+    c10 = madd(c10, av, b0);
+    c11 = madd(c11, av, b1);
     av = _mm256_set1_epi32(a[2]);
-    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(av, b0));
-    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(av, b1));
+    c20 = madd(c20, av, b0);
+    c21 = madd(c21, av, b1);
     av = _mm256_set1_epi32(a[3]);
-    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(av, b0));
-    c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(av, b1));
+    c30 = madd(c30, av, b0);
+    c31 = madd(c31, av, b1);
     av = _mm256_set1_epi32(a[4]);
-    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(av, b0));
-    c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(av, b1));
+    c40 = madd(c40, av, b0);
+    c41 = madd(c41, av, b1);
     av = _mm256_set1_epi32(a[5]);
-    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(av, b0));
-    c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(av, b1));
+    c50 = madd(c50, av, b0);
+    c51 = madd(c51, av, b1);
   }
   auto store = [&](int64_t r, __m256i lo, __m256i hi) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc), lo);
@@ -112,78 +157,93 @@ inline void micro_kernel(const int32_t* a, int64_t kc, const int32_t* b, int32_t
   store(5, c50, c51);
 }
 
-// The same for one row (a matrix-vector product: the other five would be zero rows).
-inline void row_kernel(const int32_t* a, int64_t kc, const int32_t* b, int32_t* c, bool load_c) {
-  __m256i c0 =
-      load_c ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)) : _mm256_setzero_si256();
-  __m256i c1 =
-      load_c ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 8)) : _mm256_setzero_si256();
-  for (int64_t p = 0; p < kc; ++p, a += kMr, b += kNr) {
-    const __m256i av = _mm256_set1_epi32(a[0]);
-    c0 = _mm256_add_epi32(
-        c0, _mm256_madd_epi16(av, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))));
-    c1 = _mm256_add_epi32(
-        c1, _mm256_madd_epi16(av, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8))));
+// c (2 x 16) (+)= two rows of an A panel (6 words a quad) x a split B panel (per quad 16 words of
+// h, then 16 of l), kc at most kKcQuads (the l sums' int16 limit).
+__attribute__((noinline)) void split_kernel(const int32_t* a, int64_t kc, const int32_t* b,
+                                            int32_t* c, int64_t ldc, bool load_c) {
+  auto load = [&](int64_t r, int64_t h) {
+    return load_c ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + r * ldc + 8 * h))
+                  : _mm256_setzero_si256();
+  };
+  const __m256i twos = _mm256_set1_epi16(2);
+  __m256i c00 = load(0, 0), c01 = load(0, 1), c10 = load(1, 0), c11 = load(1, 1);
+  __m256i u00 = _mm256_setzero_si256(), u01 = u00, u10 = u00, u11 = u00;
+  for (int64_t q = 0; q < kc; ++q, a += kMr, b += 2 * kNr) {
+    const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8));
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 24));
+    __m256i av = _mm256_set1_epi32(a[0]);
+    c00 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(av, h0), twos), c00);
+    c01 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(av, h1), twos), c01);
+    u00 = _mm256_add_epi16(_mm256_maddubs_epi16(av, l0), u00);
+    u01 = _mm256_add_epi16(_mm256_maddubs_epi16(av, l1), u01);
+    av = _mm256_set1_epi32(a[1]);
+    c10 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(av, h0), twos), c10);
+    c11 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(av, h1), twos), c11);
+    u10 = _mm256_add_epi16(_mm256_maddubs_epi16(av, l0), u10);
+    u11 = _mm256_add_epi16(_mm256_maddubs_epi16(av, l1), u11);
+    // Pins the accumulators to registers across iterations (GCC otherwise copies them each time
+    // and spills one).
+    asm(""
+        : "+x"(c00), "+x"(c01), "+x"(c10), "+x"(c11), "+x"(u00), "+x"(u01), "+x"(u10), "+x"(u11));
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), c0);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8), c1);
+  const __m256i ones = _mm256_set1_epi16(1);
+  auto store = [&](int64_t r, __m256i lo, __m256i ulo, __m256i hi, __m256i uhi) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc),
+                        _mm256_add_epi32(lo, _mm256_madd_epi16(ulo, ones)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc + 8),
+                        _mm256_add_epi32(hi, _mm256_madd_epi16(uhi, ones)));
+  };
+  store(0, c00, u00, c01, u01);
+  store(1, c10, u10, c11, u11);
 }
 
-// A panel's rows past m are zero in the packed A and land in the tile buffer's spare rows, so
-// every panel but a lone row runs the 6-row kernel.
-void run_micro_kernel(int64_t rows, const int32_t* a, int64_t kc, const int32_t* b, int32_t* c,
-                      int64_t ldc, bool load_c) {
-  if (rows == 1)
-    row_kernel(a, kc, b, c, load_c);
-  else
-    micro_kernel(a, kc, b, c, ldc, load_c);
+// One A panel (6 rows, those past m zero) by one B panel.
+void panel_product(bool split, const int32_t* a, int64_t kc, const int32_t* b, int32_t* c,
+                   int64_t ldc, bool load_c) {
+  if (!split) return direct_kernel(a, kc, b, c, ldc, load_c);
+  for (int64_t r = 0; r < kMr; r += 2) split_kernel(a + r, kc, b, c + r * ldc, ldc, load_c);
 }
 
-// Rows [r0, r0 + 6) of A (fewer at the end, the rest zero) minus a_zero as one panel: per pair p,
-// 6 words (pair_word of columns 2p and 2p + 1; a column past k is zero).
+// Rows [r0, r0 + 6) of A (fewer at the end, the rest zero) as one panel: per quad q, 6 words of
+// the row's bytes 4q .. 4q + 3 as u8 (s8 + 128; a byte past k zero).
 template <typename AT>
-void pack_a_panel(const AT* a, int64_t lda, int64_t rows, int64_t k, int32_t a_zero, int32_t* dst) {
-  const int64_t np = (k + 1) / 2, full = k / 2;
+void pack_a_panel(const AT* a, int64_t lda, int64_t rows, int64_t k, int32_t* dst) {
+  const int64_t nq = (k + 3) / 4, full = k / 4;
+  const uint32_t flip = std::is_signed_v<AT> ? 0x80808080u : 0;
   for (int64_t r = 0; r < kMr; ++r) {
     int32_t* d = dst + r;
     if (r >= rows) {
-      for (int64_t p = 0; p < np; ++p) d[p * kMr] = 0;
+      for (int64_t q = 0; q < nq; ++q) d[q * kMr] = 0;
       continue;
     }
-    const AT* row = a + r * lda;
-    int64_t p = 0;
-    // 16 columns (8 pairs) at a time: widen to int16, subtract the zero point, store 8 words.
-    const __m256i zero = _mm256_set1_epi16(static_cast<int16_t>(a_zero));
-    for (; p + 8 <= full; p += 8) {
-      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * p));
-      __m256i wide;
-      if constexpr (std::is_signed_v<AT>)
-        wide = _mm256_cvtepi8_epi16(bytes);
-      else
-        wide = _mm256_cvtepu8_epi16(bytes);
-      alignas(32) int32_t words[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(words), _mm256_sub_epi16(wide, zero));
-      for (int64_t i = 0; i < 8; ++i) d[(p + i) * kMr] = words[i];
+    const auto* row = reinterpret_cast<const uint8_t*>(a + r * lda);
+    for (int64_t q = 0; q < full; ++q) {
+      uint32_t w;
+      std::memcpy(&w, row + 4 * q, 4);
+      d[q * kMr] = static_cast<int32_t>(w ^ flip);
     }
-    for (; p < np; ++p) {
-      const int32_t v0 = row[2 * p] - a_zero;
-      const int32_t v1 = 2 * p + 1 < k ? row[2 * p + 1] - a_zero : 0;
-      d[p * kMr] = pair_word(v0, v1);
+    if (full < nq) {
+      uint8_t v[4] = {};
+      for (int64_t t = 0; 4 * full + t < k; ++t)
+        v[t] = static_cast<uint8_t>(row[4 * full + t] ^ static_cast<uint8_t>(flip));
+      d[full * kMr] = quad_word(v);
     }
   }
 }
 
 // Requantizes `rows` rows of `cols` sums (rows ldc apart in c, column 0 being output column col0)
-// into out.
+// plus offset[col] (the bias less the zero point's share, exact in double) into out.
 template <typename YT>
 void requantize_tile(const int32_t* c, int64_t ldc, int64_t rows, int64_t cols, int64_t row0,
-                     int64_t col0, const Int8GemmOutput& out) {
+                     int64_t col0, const double* offset, const Int8GemmOutput& out) {
   const float lo = static_cast<float>(quant_min(out.dtype));
   const float hi = static_cast<float>(quant_max(out.dtype));
   const float fz = static_cast<float>(out.y_zero);
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi), vz = _mm256_set1_ps(fz);
   const double* scale = out.scale + col0;
-  const int32_t* bias = out.bias ? out.bias + col0 : nullptr;
+  const double* off = offset + col0;
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t* src = c + r * ldc;
     YT* y = static_cast<YT*>(out.y) + (row0 + r) * out.ldy + col0;
@@ -192,11 +252,8 @@ void requantize_tile(const int32_t* c, int64_t ldc, int64_t rows, int64_t cols, 
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j));
       __m256d d0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(v));
       __m256d d1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1));
-      if (bias) {
-        const __m256i bv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + j));
-        d0 = _mm256_add_pd(d0, _mm256_cvtepi32_pd(_mm256_castsi256_si128(bv)));
-        d1 = _mm256_add_pd(d1, _mm256_cvtepi32_pd(_mm256_extracti128_si256(bv, 1)));
-      }
+      d0 = _mm256_add_pd(d0, _mm256_loadu_pd(off + j));
+      d1 = _mm256_add_pd(d1, _mm256_loadu_pd(off + j + 4));
       d0 = _mm256_mul_pd(d0, _mm256_loadu_pd(scale + j));
       d1 = _mm256_mul_pd(d1, _mm256_loadu_pd(scale + j + 4));
       __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(d1), _mm256_cvtpd_ps(d0));
@@ -212,50 +269,54 @@ void requantize_tile(const int32_t* c, int64_t ldc, int64_t rows, int64_t cols, 
         q8 = _mm_packus_epi16(q16, q16);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), q8);
     }
-    for (; j < cols; ++j)
-      y[j] = requantize_one<YT>(src[j], bias ? bias[j] : 0, scale[j], fz, lo, hi);
+    for (; j < cols; ++j) y[j] = requantize_one<YT>(src[j], off[j], scale[j], fz, lo, hi);
   }
 }
 
 template <typename AT>
 void gemm_avx2(int64_t m, const AT* a, int32_t a_zero, int64_t lda, const Int8PackedMatrix& b,
                const Int8GemmOutput& out) {
-  const int64_t k = b.k(), n = b.n(), np = b.pairs();
+  const int64_t k = b.k(), n = b.n(), nq = b.quads();
   const int64_t row_panels = (m + kMr - 1) / kMr, col_panels = (n + kNr - 1) / kNr;
   const bool parallel = m * n * k > kParallelMacs && !omp_in_parallel();
-  // A packed once for all tiles: panel rp holds rows [6 rp, 6 rp + 6), np * 6 words.
-  Tensor packed = Tensor::empty({std::max<int64_t>(row_panels * np * kMr, 1)}, DType::kInt32);
+  // The sums are of u8 A (s8 + 128): its zero point moves with it, and comes off through B's
+  // column sums, with the bias, as one offset per column.
+  const double zero = a_zero + (std::is_signed_v<AT> ? 128 : 0);
+  std::vector<double> offset(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    offset[j] = (out.bias ? out.bias[j] : 0.0) - zero * b.column_sums()[j];
+  // A packed once for all tiles: panel rp holds rows [6 rp, 6 rp + 6), nq * 6 words.
+  Tensor packed = Tensor::empty({std::max<int64_t>(row_panels * nq * kMr, 1)}, DType::kInt32);
   int32_t* pa = packed.data<int32_t>();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t rp = 0; rp < row_panels; ++rp)
-    pack_a_panel(a + rp * kMr * lda, lda, std::min(kMr, m - rp * kMr), k, a_zero,
-                 pa + rp * np * kMr);
+    pack_a_panel(a + rp * kMr * lda, lda, std::min(kMr, m - rp * kMr), k, pa + rp * nq * kMr);
   const int64_t row_tiles = (row_panels + kTileRowPanels - 1) / kTileRowPanels;
   const int64_t col_tiles = (col_panels + kTileColPanels - 1) / kTileColPanels;
   const int64_t tiles = row_tiles * col_tiles;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < tiles; ++t) {
-    // Column tiles outermost per thread's share: neighbouring tiles share B's panels.
+    // Row tiles innermost: a thread's consecutive tiles share B's panels.
     const int64_t ct = t / row_tiles, rt = t % row_tiles;
     const int64_t rp0 = rt * kTileRowPanels, rp1 = std::min(row_panels, rp0 + kTileRowPanels);
     const int64_t jp0 = ct * kTileColPanels, jp1 = std::min(col_panels, jp0 + kTileColPanels);
     constexpr int64_t kLdc = kTileColPanels * kNr;
     alignas(32) int32_t c[kTileRowPanels * kMr * kLdc];
-    for (int64_t p0 = 0; p0 < np; p0 += kKcPairs) {
-      const int64_t kc = std::min(kKcPairs, np - p0);
+    for (int64_t q0 = 0; q0 < nq; q0 += kKcQuads) {
+      const int64_t kc = std::min(kKcQuads, nq - q0);
       for (int64_t jp = jp0; jp < jp1; ++jp) {
-        const int32_t* bp = b.panel(p0, jp);
+        const int32_t* bp = b.panel(q0, jp);
         for (int64_t rp = rp0; rp < rp1; ++rp)
-          run_micro_kernel(std::min(kMr, m - rp * kMr), pa + (rp * np + p0) * kMr, kc, bp,
-                           c + (rp - rp0) * kMr * kLdc + (jp - jp0) * kNr, kLdc, p0 > 0);
+          panel_product(b.split(), pa + (rp * nq + q0) * kMr, kc, bp,
+                        c + (rp - rp0) * kMr * kLdc + (jp - jp0) * kNr, kLdc, q0 > 0);
       }
     }
     const int64_t row0 = rp0 * kMr, rows = std::min(m, rp1 * kMr) - row0;
     const int64_t col0 = jp0 * kNr, cols = std::min(n, jp1 * kNr) - col0;
     if (out.dtype == DType::kInt8)
-      requantize_tile<int8_t>(c, kLdc, rows, cols, row0, col0, out);
+      requantize_tile<int8_t>(c, kLdc, rows, cols, row0, col0, offset.data(), out);
     else
-      requantize_tile<uint8_t>(c, kLdc, rows, cols, row0, col0, out);
+      requantize_tile<uint8_t>(c, kLdc, rows, cols, row0, col0, offset.data(), out);
   }
 }
 
@@ -308,7 +369,9 @@ class Int8GemmMatMulKernel final : public Kernel {
   bool reads_input(int k) const override { return k != 3; }
   bool runs_any_shape() const override { return true; }
   std::string describe() const override {
-    return "Lumen int8 GEMM (AVX2, int16 pairs: exact without VNNI)";
+    return std::string("Lumen int8 GEMM (AVX2, ") +
+           (b_.split() ? "weights as 2h + l: exact beyond +-64 without VNNI)"
+                       : "weights within +-64)");
   }
 
  private:

@@ -2,11 +2,10 @@
 // weights (QLinearMatMul). Exact at every weight value, u8 or s8 activations.
 //
 // Why: without VNNI oneDNN multiplies u8 x s8 with vpmaddubsw, whose pairwise int16 add saturates
-// beyond weights of +-64 (quant_dnnl.h), so full-range weights need two products, and s8
-// activations none at all. Here A minus its zero point and B are widened to int16 and multiplied
-// with vpmaddwd, which adds each pair of int16 products into int32 exactly: 16 multiply-adds per
-// instruction, the same rate per multiply instruction as the saturating vpmaddubsw + vpmaddwd
-// pair that ONNX Runtime's MLAS and oneDNN issue for 32.
+// beyond weights of +-64 (quant_dnnl.h), so full-range weights take it two products of split
+// halves, and s8 activations have no exact form at all. Here full-range weights are split inside
+// one micro-kernel (w = 2h + l, the l products summed in int16 before they are widened), and s8
+// activations are shifted to u8 (int8_gemm.cc).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +17,10 @@
 
 namespace lumen::cpu {
 
-// B (k x n, s8) in the micro-kernel's layout: panels of 16 columns; in a panel, per pair of rows
-// (2p, 2p + 1), 16 int32 words, word j holding column j's two values as int16 (low half row 2p),
-// so one vpmaddwd multiplies a broadcast pair of A's columns by 8 columns. Rows past k and
-// columns past n are zero.
+// B (k x n, s8) in the micro-kernels' layout: panels of 16 columns; in a panel, per quad of rows
+// (4q .. 4q + 3), 16 words, word j holding column j's four bytes (row 4q in the low byte). Weights
+// beyond +-64 are stored split (int8_gemm.cc): per quad 16 words of h = w >> 1, then 16 of
+// l = w & 1. Rows past k and columns past n are zero. Keeps B's column sums for A's zero point.
 class Int8PackedMatrix {
  public:
   Int8PackedMatrix() = default;
@@ -29,15 +28,21 @@ class Int8PackedMatrix {
   Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n);
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
-  // Pairs of rows (k / 2 rounded up).
-  int64_t pairs() const { return (k_ + 1) / 2; }
-  // Pair p0 of the panel of columns [16 * jp, 16 * jp + 16); the pairs after it follow, 16 words
-  // apart.
-  const int32_t* panel(int64_t p0, int64_t jp) const;
+  // Quads of rows (k / 4 rounded up).
+  int64_t quads() const { return (k_ + 3) / 4; }
+  // Whether the weights are stored split (some beyond +-64).
+  bool split() const { return split_; }
+  // Words per quad in a panel (16, or 32 split).
+  int64_t quad_step() const { return split_ ? 32 : 16; }
+  // Quad q0 of the panel of columns [16 * jp, 16 * jp + 16); the quads after it follow.
+  const int32_t* panel(int64_t q0, int64_t jp) const;
+  // sum over i of b[i, j], one per column.
+  const int32_t* column_sums() const;
 
  private:
   int64_t k_ = 0, n_ = 0;
-  Tensor data_;
+  bool split_ = false;
+  Tensor data_, sums_;
 };
 
 // How the int32 sums become 8-bit outputs, as the reference kernels round (quant_dnnl.cc's
@@ -52,7 +57,7 @@ struct Int8GemmOutput {
 };
 
 // out = requantize((A - a_zero) x B) for A (m x b.k(), rows lda apart) of uint8, or int8 when
-// a_signed. The sums are exact in int32 (|a - a_zero| <= 255, |b| <= 128). Only where the CPU
+// a_signed. Exact: the sums of a * b are int32 for k up to 65536. Only where the CPU
 // level in use is at least AVX2 (has_avx2()); m > 0. Shares its tiles out over the OpenMP threads.
 void int8_gemm(int64_t m, const void* a, bool a_signed, int32_t a_zero, int64_t lda,
                const Int8PackedMatrix& b, const Int8GemmOutput& out);

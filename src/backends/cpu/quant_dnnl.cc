@@ -730,10 +730,9 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   const bool signed_a = ctx.input(0).dtype == DType::kInt8;
   const bool exact = dnnl_int8_exact(max_abs_s8(*b), signed_a);
   if (!az || !yz || !scales) return nullptr;
-  // Without VNNI, where oneDNN needs two products (weights beyond +-64) or has no exact one (s8
-  // A), Lumen's GEMM of int16 pairs (int8_gemm.h): one exact product. oneDNN's single product
-  // stays faster for 7-bit weights and u8 A (vpmaddwd runs at half vpmaddubsw's rate on Zen 3).
-  if (!exact && has_avx2())
+  // Without VNNI, Lumen's GEMM (int8_gemm.h): exact at every weight and for s8 A in one product,
+  // and faster than oneDNN's AVX2 gemm even where that is exact (7-bit weights, u8 A).
+  if (has_avx2() && !dnnl_int8_exact(128, false) && k <= 65536)
     return make_int8_gemm_matmul(*b, signed_a, *az, requantize_scales(ctx, 1, 4, 6, n), *yz,
                                  ctx.output(0).dtype);
   if (!exact && signed_a) return nullptr;
