@@ -245,6 +245,8 @@ void requantize_tile(const int32_t* c, int64_t ldc, int64_t rows, int64_t cols, 
   const double* scale = out.scale + col0;
   const double* off = offset + col0;
   for (int64_t r = 0; r < rows; ++r) {
+    const double ro = out.row_offset ? out.row_offset[row0 + r] : 0.0;
+    const __m256d vro = _mm256_set1_pd(ro);
     const int32_t* src = c + r * ldc;
     YT* y = static_cast<YT*>(out.y) + (row0 + r) * out.ldy + col0;
     int64_t j = 0;
@@ -252,8 +254,8 @@ void requantize_tile(const int32_t* c, int64_t ldc, int64_t rows, int64_t cols, 
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j));
       __m256d d0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(v));
       __m256d d1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1));
-      d0 = _mm256_add_pd(d0, _mm256_loadu_pd(off + j));
-      d1 = _mm256_add_pd(d1, _mm256_loadu_pd(off + j + 4));
+      d0 = _mm256_add_pd(_mm256_add_pd(d0, _mm256_loadu_pd(off + j)), vro);
+      d1 = _mm256_add_pd(_mm256_add_pd(d1, _mm256_loadu_pd(off + j + 4)), vro);
       d0 = _mm256_mul_pd(d0, _mm256_loadu_pd(scale + j));
       d1 = _mm256_mul_pd(d1, _mm256_loadu_pd(scale + j + 4));
       __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(d1), _mm256_cvtpd_ps(d0));
@@ -269,7 +271,7 @@ void requantize_tile(const int32_t* c, int64_t ldc, int64_t rows, int64_t cols, 
         q8 = _mm_packus_epi16(q16, q16);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), q8);
     }
-    for (; j < cols; ++j) y[j] = requantize_one<YT>(src[j], off[j], scale[j], fz, lo, hi);
+    for (; j < cols; ++j) y[j] = requantize_one<YT>(src[j], off[j] + ro, scale[j], fz, lo, hi);
   }
 }
 
@@ -388,6 +390,74 @@ std::unique_ptr<Kernel> make_int8_gemm_matmul(const Tensor& b, bool a_signed, in
                                               std::vector<double> scale, int32_t y_zero,
                                               DType out) {
   return std::make_unique<Int8GemmMatMulKernel>(b, a_signed, a_zero, std::move(scale), y_zero, out);
+}
+
+namespace {
+
+// Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+class Int8GemmActivationKernel final : public Kernel {
+ public:
+  Int8GemmActivationKernel(bool a_signed, bool b_unsigned, DType out)
+      : a_signed_(a_signed), b_unsigned_(b_unsigned), out_(out) {}
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.inputs[0];
+    const Tensor& b = ctx.inputs[3];
+    const int64_t m = a.shape()[-2], k = a.shape()[-1], n = b.shape()[-1];
+    const int64_t batch = m * k > 0 ? a.numel() / (m * k) : 0;
+    if (batch == 0 || n == 0) return;
+    const int32_t az = int_at(ctx.inputs[2], 0), yz = int_at(ctx.inputs[7], 0);
+    const int32_t bz = int_at(ctx.inputs[5], 0) - (b_unsigned_ ? 128 : 0);
+    const double scale = static_cast<double>(ctx.inputs[1].data<float>()[0]) *
+                         ctx.inputs[4].data<float>()[0] / ctx.inputs[6].data<float>()[0];
+    const std::vector<double> scales(static_cast<size_t>(n), scale);
+    const auto* a_bytes = static_cast<const uint8_t*>(a.raw_data());
+    const auto* b_bytes = static_cast<const uint8_t*>(b.raw_data());
+    auto* y_bytes = static_cast<uint8_t*>(ctx.outputs[0].raw_data());
+    const uint8_t flip = b_unsigned_ ? 0x80 : 0;
+#pragma omp parallel for schedule(static) if (batch > 1 && !omp_in_parallel())
+    for (int64_t t = 0; t < batch; ++t) {
+      // B re-centred to s8, then packed.
+      std::vector<int8_t> bs(static_cast<size_t>(k * n));
+      const uint8_t* bt = b_bytes + t * k * n;
+      for (int64_t i = 0; i < k * n; ++i) bs[i] = static_cast<int8_t>(bt[i] ^ flip);
+      const Int8PackedMatrix packed(bs.data(), k, n);
+      // sum((a - az)(b - bz)) = sum((a - az) b) - bz sum(a - az), per row.
+      const uint8_t* at = a_bytes + t * m * k;
+      std::vector<double> row_offset(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) {
+        int64_t sum = 0;
+        for (int64_t j = 0; j < k; ++j)
+          sum += a_signed_ ? static_cast<int8_t>(at[i * k + j]) : at[i * k + j];
+        row_offset[i] = -static_cast<double>(bz) * static_cast<double>(sum - k * az);
+      }
+      Int8GemmOutput o;
+      o.scale = scales.data();
+      o.y_zero = yz;
+      o.dtype = out_;
+      o.y = y_bytes + t * m * n;
+      o.ldy = n;
+      o.row_offset = row_offset.data();
+      int8_gemm(m, at, a_signed_, az, k, packed, o);
+    }
+  }
+  bool runs_any_shape() const override {
+    return true;
+  }
+  std::string describe() const override {
+    return "Lumen int8 GEMM (AVX2, B at run time, packed per call)";
+  }
+
+ private:
+  bool a_signed_, b_unsigned_;
+  DType out_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_int8_gemm_activation_matmul(bool a_signed, bool b_unsigned,
+                                                         DType out) {
+  return std::make_unique<Int8GemmActivationKernel>(a_signed, b_unsigned, out);
 }
 
 }  // namespace lumen::cpu

@@ -54,6 +54,7 @@ struct Int8GemmOutput {
   DType dtype = DType::kUInt8;  // kUInt8 or kInt8
   void* y = nullptr;            // m rows of n outputs, ldy apart
   int64_t ldy = 0;
+  const double* row_offset = nullptr;  // one per row, added to its sums, or null
 };
 
 // out = requantize((A - a_zero) x B) for A (m x b.k(), rows lda apart) of uint8, or int8 when
@@ -67,5 +68,11 @@ void int8_gemm(int64_t m, const void* a, bool a_signed, int32_t a_zero, int64_t 
 // a_zero, y_zero): int8_gemm over any number of A's rows. Only where has_avx2().
 std::unique_ptr<Kernel> make_int8_gemm_matmul(const Tensor& b, bool a_signed, int32_t a_zero,
                                               std::vector<double> scale, int32_t y_zero, DType out);
+
+// The kernel of a QLinearMatMul of two activations, A [..., m, k] by B [..., k, n] with the same
+// batch dims (attention's Q.K^T and P.V), per-tensor parameters read at run time: per batch
+// matrix, B is re-centred to s8 (a uint8 B less 128, its zero point with it) and packed, and the
+// product is int8_gemm's, with B's zero point through the sums of A's rows. Only where has_avx2().
+std::unique_ptr<Kernel> make_int8_gemm_activation_matmul(bool a_signed, bool b_unsigned, DType out);
 
 }  // namespace lumen::cpu

@@ -700,8 +700,14 @@ std::unique_ptr<Kernel> make_dnnl_activation_matmul(const NodeContext& ctx) {
     const Tensor* t = ctx.input_value(k);
     if (!ctx.has_input(k) || !t || t->numel() != 1) return nullptr;
   }
-  // Signed A without VNNI: oneDNN halves the weights (never exact), split or not.
-  if (!dnnl_int8_exact(128, false) && ctx.input(0).dtype == DType::kInt8) return nullptr;
+  // Without VNNI, Lumen's GEMM with B packed per call (int8_gemm.h): one exact product for u8 or
+  // s8 A, where oneDNN needs two split ones (u8 A) or has none (s8 A: it halves the weights).
+  if (!dnnl_int8_exact(128, false)) {
+    if (!has_avx2()) return nullptr;
+    return make_int8_gemm_activation_matmul(ctx.input(0).dtype == DType::kInt8,
+                                            ctx.input(3).dtype == DType::kUInt8,
+                                            ctx.output(0).dtype);
+  }
   const int64_t m = a[-2], k = a[-1], n = b[-1];
   const int64_t batch = a.numel() / (m * k);
   try {
