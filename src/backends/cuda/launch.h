@@ -59,6 +59,13 @@ void launch_unary(Storage st, UnaryOp op, float alpha, float beta, const void* x
 // bfloat16; narrowing rounds to nearest even, overflowing to infinity).
 void launch_cast(Storage from, const void* x, Storage to, void* y, int64_t n, cudaStream_t stream);
 
+// The three TF32 parts of a float32 operand of a 3xTF32 product (lt_matmul.h, tf32_split.cu):
+// src is rows x cols, rows ld apart (0: cols); each value v becomes big = tf32(v) and
+// small = tf32(v - big), written as part p = small where bit p of small_mask is set, else big;
+// the parts side by side along columns (dst rows x 3 cols) or along rows (3 rows x cols), packed.
+void launch_tf32_split3(const float* src, int64_t rows, int64_t cols, int64_t ld, bool k_along_cols,
+                        unsigned small_mask, float* dst, cudaStream_t stream);
+
 // Broadcast binary op over an output of `rank` dims; a_strides/b_strides are element strides per
 // output dim (0 where the input is broadcast).
 struct BroadcastDesc {

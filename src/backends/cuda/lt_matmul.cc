@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -54,6 +55,14 @@ std::map<AlgoKey, AlgoChoice>& algo_cache() {
 }
 }  // namespace
 
+namespace {
+// Elements a column-major rows x cols matrix spans with leading dimension ld (0: rows), over
+// `batch` matrices `stride` apart.
+int64_t span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch) {
+  return (ld > 0 ? ld : rows) * (cols - 1) + rows + stride * (batch - 1);
+}
+}  // namespace
+
 LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
     : where_(ctx.where()),
       s_(s),
@@ -62,6 +71,10 @@ LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
       compute_(ctx.precision() == Precision::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                    : CUBLAS_COMPUTE_32F) {
   if (!plan(true)) ctx.fail_unsupported("cuBLASLt has no algorithm for this product");
+  if (split_eligible(s_)) {
+    plan_split(true);
+    choose_split();
+  }
 }
 
 LtMatmul::LtMatmul(const LtMatmul& like, const GemmShape& s)
@@ -71,15 +84,90 @@ LtMatmul::LtMatmul(const LtMatmul& like, const GemmShape& s)
       storage_(like.storage_),
       compute_(like.compute_) {
   if (!plan(false)) throw UnsupportedOp(where_ + ": cuBLASLt has no algorithm for this product");
+  // A size of a shape family whose measured plan took 3xTF32 takes it too, with as many rows.
+  if (like.split_ && split_eligible(s) && s.m >= like.s_.m) plan_split(false);
+}
+
+LtMatmul::LtMatmul(std::string where, const GemmShape& s, bool bias, Storage storage,
+                   cublasComputeType_t compute, bool measure)
+    : where_(std::move(where)), s_(s), bias_(bias), storage_(storage), compute_(compute) {
+  if (!plan(measure)) throw UnsupportedOp(where_ + ": cuBLASLt has no algorithm for this product");
 }
 
 namespace {
-// Elements a column-major rows x cols matrix spans with leading dimension ld (0: rows), over
-// `batch` matrices `stride` apart.
-int64_t span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch) {
-  return (ld > 0 ? ld : rows) * (cols - 1) + rows + stride * (batch - 1);
+// Rows from which a float32 product is timed as 3xTF32 too: below, TF32's gain over float32 SIMT
+// is under 3x (H200, 128 x 768 x 3072: 0.0224 ms float32, 0.0102 ms TF32).
+constexpr int64_t kSplitMinRows = 512;
+// The 3xTF32 path is kept where it takes at most this share of the float32 product's time.
+constexpr float kSplitMaxShare = 0.9f;
+
+size_t round256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
 }
 }  // namespace
+
+bool LtMatmul::split_eligible(const GemmShape& s) const {
+  return storage_ == Storage::kFloat32 && compute_ == CUBLAS_COMPUTE_32F && s.batch == 1 &&
+         s.m >= kSplitMinRows && s.n >= 64 && s.k >= 64;
+}
+
+void LtMatmul::plan_split(bool measure) {
+  GemmShape inner = s_;
+  inner.k = 3 * s_.k;
+  inner.ld_x = inner.ld_w = 0;  // the split operands are packed
+  split_ = std::unique_ptr<LtMatmul>(
+      new LtMatmul(where_, inner, bias_, storage_, CUBLAS_COMPUTE_32F_FAST_TF32, measure));
+  split_w_ = round256(split_->workspace_size());
+  split_x_ = split_w_ + round256(static_cast<size_t>(inner.k * s_.n) * sizeof(float));
+  split_total_ = split_x_ + static_cast<size_t>(inner.k * s_.m) * sizeof(float);
+  require_cuda_backend().workspace().reserve(split_total_);
+}
+
+void LtMatmul::choose_split() {
+  const GemmShape& s = s_;
+  char key[160];
+  std::snprintf(key, sizeof(key), "%d %d %d %lld %lld %lld %lld %lld %lld %d", s.trans_x, s.trans_w,
+                bias_, static_cast<long long>(s.m), static_cast<long long>(s.n),
+                static_cast<long long>(s.k), static_cast<long long>(s.ld_x),
+                static_cast<long long>(s.ld_w), static_cast<long long>(s.ld_y), s.align);
+  static MeasuredPairs measured;
+  const auto [fp32_ms, split_ms] = measured.get(key, [&] {
+    CudaBackend& be = require_cuda_backend();
+    const Device dev = Device::cuda();
+    const int64_t x_elems = span(s.trans_x ? s.m : s.k, s.trans_x ? s.k : s.m, s.ld_x, 0, 1);
+    const int64_t w_elems = span(s.trans_w ? s.k : s.n, s.trans_w ? s.n : s.k, s.ld_w, 0, 1);
+    const int64_t y_elems = span(s.n, s.m, s.ld_y, 0, 1);
+    const Tensor x = Tensor::zeros(Shape{x_elems}, DType::kFloat32, dev);
+    const Tensor w = Tensor::zeros(Shape{w_elems}, DType::kFloat32, dev);
+    const Tensor y = Tensor::zeros(Shape{y_elems}, DType::kFloat32, dev);
+    const Tensor bias = bias_ ? Tensor::zeros(Shape{s.n}, DType::kFloat32, dev) : Tensor();
+    check(cudaStreamSynchronize(be.stream().handle()), where_);  // the scratch zeros
+    TimingStream own(where_);
+    const float fp32 = time_on_stream(
+        own.handle,
+        [&] {
+          run_product(own.handle, x.raw_data(), w.raw_data(), nullptr, bias.raw_data(),
+                      y.raw_data(), 1.0f, 0.0f);
+        },
+        where_.c_str());
+    const float three = time_on_stream(
+        own.handle,
+        [&] {
+          run(own.handle, x.raw_data(), w.raw_data(), nullptr, bias.raw_data(), y.raw_data(), 1.0f,
+              0.0f);
+        },
+        where_.c_str());
+    check(cudaStreamSynchronize(own.handle), where_);
+    return std::make_pair(fp32, three);
+  });
+  const bool keep = split_ms <= kSplitMaxShare * fp32_ms;
+  char text[160];
+  std::snprintf(text, sizeof(text), "; 3xTF32 %.4f ms against float32 %.4f ms: %s",
+                static_cast<double>(split_ms), static_cast<double>(fp32_ms),
+                keep ? "3xTF32" : "float32");
+  choice_ += text;
+  if (!keep) split_.reset();
+}
 
 bool LtMatmul::plan(bool measure) {
   const GemmShape& s = s_;
@@ -231,6 +319,32 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
     check(cudaMemsetAsync(y, 0, bytes, stream), where_);
     return;
   }
+  CudaBackend& be = require_cuda_backend();
+  if (split_) {
+    // W (k x n, or n x k transposed) and X (m x k, or k x m) as their TF32 parts along k:
+    // W' = [big; small; big], X' = [big, big, small], so X'W' = Xb Wb + Xb Ws + Xs Wb.
+    char* ws = static_cast<char*>(be.workspace().ptr());
+    auto* w3 = reinterpret_cast<float*>(ws + split_w_);
+    auto* x3 = reinterpret_cast<float*>(ws + split_x_);
+    const auto* wf = static_cast<const float*>(w);
+    const auto* xf = static_cast<const float*>(x);
+    if (s_.trans_w)
+      launch_tf32_split3(wf, s_.n, s_.k, s_.ld_w, true, 0b010, w3, stream);
+    else
+      launch_tf32_split3(wf, s_.k, s_.n, s_.ld_w, false, 0b010, w3, stream);
+    if (s_.trans_x)
+      launch_tf32_split3(xf, s_.k, s_.m, s_.ld_x, false, 0b100, x3, stream);
+    else
+      launch_tf32_split3(xf, s_.m, s_.k, s_.ld_x, true, 0b100, x3, stream);
+    check_launch(where_);
+    split_->run(stream, x3, w3, c, bias, y, alpha, beta);
+    return;
+  }
+  run_product(stream, x, w, c, bias, y, alpha, beta);
+}
+
+void LtMatmul::run_product(cudaStream_t stream, const void* x, const void* w, const void* c,
+                           const void* bias, void* y, float alpha, float beta) const {
   CudaBackend& be = require_cuda_backend();
   if (bias_)
     check(
