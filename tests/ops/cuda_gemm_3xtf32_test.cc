@@ -12,16 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_test_util.h"
 #include "ops/backend_check_util.h"
 
 namespace lumen::test {
 namespace {
-
-bool have_cuda() {
-  Runtime rt;
-  const std::vector<std::string> have = rt.backends();
-  return std::find(have.begin(), have.end(), "cuda") != have.end();
-}
 
 struct Case {
   int64_t m, k, n;
@@ -29,9 +24,7 @@ struct Case {
 };
 
 TEST(CudaGemm3xTf32, FloatAccuracyAtManyRows) {
-  if (!have_cuda())
-    GTEST_SKIP() << "no CUDA device on this machine: this test checks cuBLASLt's float32 products "
-                    "on a GPU machine";
+  SKIP_WITHOUT_CUDA();
   const std::vector<Case> cases = {{2048, 768, 1024, false, false, false},
                                    {1024, 512, 768, false, true, true},
                                    {1536, 384, 512, true, false, true}};
