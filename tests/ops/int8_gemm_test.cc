@@ -1,9 +1,10 @@
 // Lumen's int8 GEMM (src/backends/cpu/int8_gemm.h) against an int64 reference with the reference
 // kernels' requantize (double product, float32 rounding, ties to even, saturation), on random data
 // with full-range weights and the saturating extremes: every output element equal, at edge shapes
-// (rows and columns off the 6 x 16 micro-kernel, odd k, k across its 256-column blocks, one row),
-// u8 and s8 activations and outputs, with and without a bias; and QLinearMatMul with such weights
-// equal to the reference loops where the GEMM runs (AVX2 without VNNI), within one unit elsewhere.
+// (rows and columns off the 6 x 16 micro-kernel, odd k, k across its 256-column blocks, one row,
+// k = 0), u8 and s8 activations and outputs, with and without a bias; and QLinearMatMul with such
+// weights equal to the reference loops where the GEMM runs (AVX2 without VNNI), within one unit
+// elsewhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@ TEST(Int8Gemm, MatchesExactReference) {
     GTEST_SKIP() << "int8_gemm has an AVX2 form only, and this CPU level lacks AVX2";
   const std::vector<Case> cases = {
       {1, 1, 1, DType::kUInt8, DType::kUInt8, false, false},
+      {3, 0, 5, DType::kUInt8, DType::kUInt8, true, false},
       {5, 3, 15, DType::kUInt8, DType::kInt8, true, false},
       {6, 16, 16, DType::kInt8, DType::kUInt8, false, false},
       {7, 17, 17, DType::kInt8, DType::kInt8, true, false},

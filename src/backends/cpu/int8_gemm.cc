@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -304,6 +305,7 @@ void gemm_avx2(int64_t m, const AT* a, int32_t a_zero, int64_t lda, const Int8Pa
     const int64_t jp0 = ct * kTileColPanels, jp1 = std::min(col_panels, jp0 + kTileColPanels);
     constexpr int64_t kLdc = kTileColPanels * kNr;
     alignas(32) int32_t c[kTileRowPanels * kMr * kLdc];
+    if (nq == 0) std::fill(std::begin(c), std::end(c), 0);  // k = 0: every sum is zero
     for (int64_t q0 = 0; q0 < nq; q0 += kKcQuads) {
       const int64_t kc = std::min(kKcQuads, nq - q0);
       for (int64_t jp = jp0; jp < jp1; ++jp) {
@@ -404,8 +406,8 @@ class Int8GemmActivationKernel final : public Kernel {
     const Tensor& a = ctx.inputs[0];
     const Tensor& b = ctx.inputs[3];
     const int64_t m = a.shape()[-2], k = a.shape()[-1], n = b.shape()[-1];
-    const int64_t batch = m * k > 0 ? a.numel() / (m * k) : 0;
-    if (batch == 0 || n == 0) return;
+    const int64_t batch = m * n > 0 ? ctx.outputs[0].numel() / (m * n) : 0;
+    if (batch == 0) return;
     const int32_t az = int_at(ctx.inputs[2], 0), yz = int_at(ctx.inputs[7], 0);
     const int32_t bz = int_at(ctx.inputs[5], 0) - (b_unsigned_ ? 128 : 0);
     const double scale = static_cast<double>(ctx.inputs[1].data<float>()[0]) *
