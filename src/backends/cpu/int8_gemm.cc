@@ -59,13 +59,27 @@ YT requantize_one(int32_t acc, double offset, double scale, float y_zero, float 
 
 }  // namespace
 
-Int8PackedMatrix::Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n) : k_(k), n_(n) {
+Int8PackedMatrix::Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n, uint8_t flip)
+    : k_(k), n_(n) {
+  // Element (row, col) as a signed value in [-128, 127].
+  auto at = [&](int64_t row, int64_t col) {
+    const int v = static_cast<uint8_t>(b[row * n + col]) ^ flip;
+    return v >= 128 ? v - 256 : v;
+  };
+  // Column sums and the largest magnitude, row by row (contiguous reads).
+  sums_ = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32);
+  int32_t* sums = sums_.data<int32_t>();
+  std::fill(sums, sums + n, 0);
   int max_abs = 0;
-  for (int64_t i = 0; i < k * n; ++i) max_abs = std::max(max_abs, std::abs(static_cast<int>(b[i])));
+  for (int64_t row = 0; row < k; ++row)
+    for (int64_t col = 0; col < n; ++col) {
+      const int w = at(row, col);
+      sums[col] += w;
+      max_abs = std::max(max_abs, std::abs(w));
+    }
   split_ = max_abs > kDirectMaxWeight;
   const int64_t panels = (n + kNr - 1) / kNr, nq = quads(), step = quad_step();
   data_ = Tensor::empty({std::max<int64_t>(panels * nq * step, 1)}, DType::kInt32);
-  sums_ = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kInt32);
   int32_t* d = data_.data<int32_t>();
   for (int64_t jp = 0; jp < panels; ++jp)
     for (int64_t q = 0; q < nq; ++q)
@@ -75,25 +89,19 @@ Int8PackedMatrix::Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n) : k_(k
         for (int64_t t = 0; t < 4; ++t) {
           const int64_t row = 4 * q + t;
           if (col >= n || row >= k) continue;
-          const int8_t w = b[row * n + col];
+          const int w = at(row, col);
           whole[t] = static_cast<uint8_t>(w);
-          hi[t] = static_cast<uint8_t>(static_cast<int8_t>(w >> 1));
+          hi[t] = static_cast<uint8_t>(w >> 1);
           lo[t] = static_cast<uint8_t>(w & 1);
         }
-        int32_t* at = d + (jp * nq + q) * step;
+        int32_t* dst = d + (jp * nq + q) * step;
         if (split_) {
-          at[j] = quad_word(hi);
-          at[kNr + j] = quad_word(lo);
+          dst[j] = quad_word(hi);
+          dst[kNr + j] = quad_word(lo);
         } else {
-          at[j] = quad_word(whole);
+          dst[j] = quad_word(whole);
         }
       }
-  int32_t* sums = sums_.data<int32_t>();
-  for (int64_t col = 0; col < n; ++col) {
-    int32_t s = 0;
-    for (int64_t row = 0; row < k; ++row) s += b[row * n + col];
-    sums[col] = s;
-  }
 }
 
 const int32_t* Int8PackedMatrix::panel(int64_t q0, int64_t jp) const {
@@ -419,11 +427,9 @@ class Int8GemmActivationKernel final : public Kernel {
     const uint8_t flip = b_unsigned_ ? 0x80 : 0;
 #pragma omp parallel for schedule(static) if (batch > 1 && !omp_in_parallel())
     for (int64_t t = 0; t < batch; ++t) {
-      // B re-centred to s8, then packed.
-      std::vector<int8_t> bs(static_cast<size_t>(k * n));
-      const uint8_t* bt = b_bytes + t * k * n;
-      for (int64_t i = 0; i < k * n; ++i) bs[i] = static_cast<int8_t>(bt[i] ^ flip);
-      const Int8PackedMatrix packed(bs.data(), k, n);
+      // B re-centred to s8 as it is packed.
+      const Int8PackedMatrix packed(reinterpret_cast<const int8_t*>(b_bytes + t * k * n), k, n,
+                                    flip);
       // sum((a - az)(b - bz)) = sum((a - az) b) - bz sum(a - az), per row.
       const uint8_t* at = a_bytes + t * m * k;
       std::vector<double> row_offset(static_cast<size_t>(m));

@@ -24,8 +24,9 @@ namespace lumen::cpu {
 class Int8PackedMatrix {
  public:
   Int8PackedMatrix() = default;
-  // Packs the row-major b[i * n + j], i < k, j < n.
-  Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n);
+  // Packs the row-major b[i * n + j], i < k, j < n, each byte taken as b ^ flip (a flip of 0x80
+  // re-centres uint8 data to int8: b - 128), in one pass over b.
+  Int8PackedMatrix(const int8_t* b, int64_t k, int64_t n, uint8_t flip = 0);
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   // Quads of rows (k / 4 rounded up).

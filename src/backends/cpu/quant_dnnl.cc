@@ -702,12 +702,12 @@ std::unique_ptr<Kernel> make_dnnl_activation_matmul(const NodeContext& ctx) {
   }
   // Without VNNI, Lumen's GEMM with B packed per call (int8_gemm.h): one exact product for u8 or
   // s8 A, where oneDNN needs two split ones (u8 A) or has none (s8 A: it halves the weights).
-  if (!dnnl_int8_exact(128, false)) {
-    if (!has_avx2()) return nullptr;
+  if (!dnnl_int8_exact(128, false) && has_avx2())
     return make_int8_gemm_activation_matmul(ctx.input(0).dtype == DType::kInt8,
                                             ctx.input(3).dtype == DType::kUInt8,
                                             ctx.output(0).dtype);
-  }
+  // Below AVX2 without VNNI: oneDNN's split products for u8 A; s8 A has no exact oneDNN form.
+  if (!dnnl_int8_exact(128, false) && ctx.input(0).dtype == DType::kInt8) return nullptr;
   const int64_t m = a[-2], k = a[-1], n = b[-1];
   const int64_t batch = a.numel() / (m * k);
   try {
@@ -734,13 +734,14 @@ std::unique_ptr<Kernel> make_dnnl_qlinear_matmul(const NodeContext& ctx) {
   const std::optional<int32_t> az = const_zero_point(ctx, 2), yz = const_zero_point(ctx, 7);
   const std::optional<std::vector<float>> scales = output_scales(ctx, 1, 4, 6, n);
   const bool signed_a = ctx.input(0).dtype == DType::kInt8;
-  const bool exact = dnnl_int8_exact(max_abs_s8(*b), signed_a);
   if (!az || !yz || !scales) return nullptr;
   // Without VNNI, Lumen's GEMM (int8_gemm.h): exact at every weight and for s8 A in one product,
-  // and faster than oneDNN's AVX2 gemm even where that is exact (7-bit weights, u8 A).
+  // and as fast as oneDNN's AVX2 gemm where that is exact (7-bit weights, u8 A; faster on one
+  // core).
   if (has_avx2() && !dnnl_int8_exact(128, false) && k <= 65536)
     return make_int8_gemm_matmul(*b, signed_a, *az, requantize_scales(ctx, 1, 4, 6, n), *yz,
                                  ctx.output(0).dtype);
+  const bool exact = dnnl_int8_exact(max_abs_s8(*b), signed_a);
   if (!exact && signed_a) return nullptr;
   const memory::desc src_user = plain({rows, k}, dnnl_type(ctx.input(0).dtype));
   const memory::desc dst_user = plain({rows, n}, dnnl_type(ctx.output(0).dtype));
