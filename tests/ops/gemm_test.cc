@@ -2,8 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "ops/op_test_util.h"
@@ -208,27 +206,6 @@ TEST(MatMul, BadInputs) {
                UnsupportedOp);
   EXPECT_THROW(run_op("MatMul", {m34}), InvalidModel);
   EXPECT_THROW(run_op("MatMul", {m34, random_tensor({4, 2}, 2)}, {{"alpha", 1.0f}}), InvalidModel);
-}
-
-// Prints the speed of a large square MatMul with constant B (no timing is asserted).
-TEST(MatMul, LargeSquareTiming) {
-  const int64_t n = 1024;
-  Graph graph;
-  Value* x = graph.add_input("a", {n, n});
-  graph.mark_output(graph.add_op("MatMul", {x, graph.add_constant("b", random_tensor({n, n}, 2))}));
-  Runtime rt;
-  Executable* exe = graph.compile(&rt);
-  Tensor a = random_tensor({n, n}, 1);
-  exe->execute({a});
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    exe->execute({a});
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::printf("MatMul %lldx%lld float32: %.2f ms, %.1f GFLOP/s\n", static_cast<long long>(n),
-              static_cast<long long>(n), best * 1e3, 2.0 * n * n * n / best / 1e9);
 }
 
 struct GemmCase {
