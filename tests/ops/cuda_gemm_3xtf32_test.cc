@@ -21,22 +21,28 @@ namespace {
 struct Case {
   int64_t m, k, n;
   bool trans_a, trans_b, bias;
+  bool b_constant = true;  // a weight (split once at compile time), else an input (every run)
 };
 
 TEST(CudaGemm3xTf32, FloatAccuracyAtManyRows) {
   SKIP_WITHOUT_CUDA();
+  // Columns and depth off a multiple of 4 take the split's one-float form, the rest its float4
+  // form.
   const std::vector<Case> cases = {{2048, 768, 1024, false, false, false},
                                    {1024, 512, 768, false, true, true},
-                                   {1536, 384, 512, true, false, true}};
+                                   {1536, 384, 512, true, false, true},
+                                   {2048, 768, 1024, false, true, false, false},
+                                   {2048, 766, 1022, false, false, true, false},
+                                   {2048, 766, 1022, false, true, true}};
   uint64_t seed = 70;
   int split = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << c.m << "x" << c.k << "x" << c.n << " transA " << c.trans_a
-                                    << " transB " << c.trans_b);
+                                    << " transB " << c.trans_b << " B constant " << c.b_constant);
     const Tensor a = random_tensor(c.trans_a ? Shape{c.k, c.m} : Shape{c.m, c.k}, ++seed);
     const Tensor b = random_tensor(c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n}, ++seed);
     const Tensor bias = random_tensor({c.n}, ++seed);
-    std::vector<OpInput> inputs = {a, constant(b)};
+    std::vector<OpInput> inputs = {a, c.b_constant ? constant(b) : OpInput(b)};
     if (c.bias) inputs.push_back(constant(bias));
     const Attributes attrs = {{"transA", int64_t{c.trans_a}}, {"transB", int64_t{c.trans_b}}};
     Runtime rt;

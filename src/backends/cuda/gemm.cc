@@ -79,9 +79,11 @@ class SkinnyGemv {
 class RowMatmuls {
  public:
   RowMatmuls(const NodeContext& ctx, const GemmShape& s, bool bias)
-      : planned_(std::make_shared<LtMatmul>(ctx, s, bias)),
+      : planned_(std::make_shared<LtMatmul>(ctx, with_constant_w(ctx, s), bias)),
         any_rows_(s.batch == 1 && !s.trans_x && ctx.input_value(1) != nullptr &&
-                  ctx.input_shape(1).rank() == 2) {}
+                  ctx.input_shape(1).rank() == 2) {
+    if (planned_->shape().constant_w) w_parts_ = planned_->split_weight(*ctx.input_value(1));
+  }
 
   const GemmShape& shape() const { return planned_->shape(); }
   bool any_rows() const { return any_rows_; }
@@ -94,6 +96,10 @@ class RowMatmuls {
     if (!any_rows_) return planned_->shape().m;
     return n == 0 ? 0 : ctx.outputs[0].numel() / n;
   }
+
+  // W's 3xTF32 parts, split once at compile time, for run()'s `w_parts` (null where the product
+  // does not run as 3xTF32).
+  const void* w_parts() const { return w_parts_.defined() ? w_parts_.raw_data() : nullptr; }
 
   // The product for `rows` rows (planned now if new; on the run's thread, before any recording of
   // the plan that runs it, since a plan's first run goes step by step).
@@ -111,9 +117,17 @@ class RowMatmuls {
   }
 
  private:
+  // s, with constant_w set where W is a packed constant of one batch.
+  static GemmShape with_constant_w(const NodeContext& ctx, GemmShape s) {
+    const Tensor* w = ctx.input_value(1);
+    s.constant_w = w != nullptr && s.batch == 1 && s.ld_w == 0 && w->numel() == s.k * s.n;
+    return s;
+  }
+
   static constexpr size_t kMaxCounts = 64;
   std::shared_ptr<const LtMatmul> planned_;
   bool any_rows_;
+  Tensor w_parts_;
   mutable std::mutex mutex_;
   mutable std::map<int64_t, std::shared_ptr<const LtMatmul>> others_;
 };
@@ -140,7 +154,7 @@ class LtGemmKernel final : public Kernel {
     else if (beta_ != 0.f)
       c = ctx.inputs[2].raw_data();
     matmul_.at(rows)->run(stream_of(ctx), ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), c,
-                          bias, ctx.outputs[0].raw_data(), alpha_, beta_);
+                          bias, ctx.outputs[0].raw_data(), alpha_, beta_, matmul_.w_parts());
   }
 
   bool runs_any_shape() const override { return matmul_.any_rows(); }
@@ -245,7 +259,7 @@ class FusedMatMulKernel final : public Kernel {
                    alpha_, beta_))
       return;
     matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
-                          1.f, residual_ ? 1.f : 0.f);
+                          1.f, residual_ ? 1.f : 0.f, matmul_.w_parts());
     if (act_ != UnaryOp::kIdentity) {
       launch_unary(storage_, act_, alpha_, beta_, y, y, ctx.outputs[0].numel(), stream);
       check_launch(where_);

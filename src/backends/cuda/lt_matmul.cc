@@ -150,11 +150,12 @@ void LtMatmul::choose_split() {
                       y.raw_data(), 1.0f, 0.0f);
         },
         where_.c_str());
+    const Tensor w_parts = s.constant_w ? split_weight(w) : Tensor();
     const float three = time_on_stream(
         own.handle,
         [&] {
           run(own.handle, x.raw_data(), w.raw_data(), nullptr, bias.raw_data(), y.raw_data(), 1.0f,
-              0.0f);
+              0.0f, w_parts.defined() ? w_parts.raw_data() : nullptr);
         },
         where_.c_str());
     check(cudaStreamSynchronize(own.handle), where_);
@@ -311,8 +312,29 @@ LtMatmul::~LtMatmul() {
   if (op_) cublasLtMatmulDescDestroy(op_);
 }
 
+Tensor LtMatmul::split_weight(const Tensor& w) const {
+  if (!split_ || !s_.constant_w || s_.ld_w != 0 || s_.batch != 1) return Tensor();
+  if (w.dtype() != DType::kFloat32 || w.numel() != s_.k * s_.n)
+    throw InvalidArgument(where_ + ": the weight to split has " + std::to_string(w.numel()) +
+                          " elements, the product's W " + std::to_string(s_.k * s_.n));
+  CudaBackend& be = require_cuda_backend();
+  const Tensor on_gpu = w.to(Device::cuda());
+  Tensor parts = Tensor::empty(Shape{3 * s_.k * s_.n}, DType::kFloat32, Device::cuda());
+  cudaStream_t stream = be.stream().handle();
+  // As run() splits W: W' = [big; small; big] along k.
+  const auto* wf = static_cast<const float*>(on_gpu.raw_data());
+  auto* w3 = static_cast<float*>(parts.raw_data());
+  if (s_.trans_w)
+    launch_tf32_split3(wf, s_.n, s_.k, 0, true, 0b010, w3, stream);
+  else
+    launch_tf32_split3(wf, s_.k, s_.n, 0, false, 0b010, w3, stream);
+  check_launch(where_);
+  check(cudaStreamSynchronize(stream), where_);
+  return parts;
+}
+
 void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* c,
-                   const void* bias, void* y, float alpha, float beta) const {
+                   const void* bias, void* y, float alpha, float beta, const void* w_parts) const {
   if (s_.m == 0 || s_.n == 0) return;
   if (s_.k == 0) {
     const size_t bytes = static_cast<size_t>(s_.m * s_.n * s_.batch) * storage_bytes(storage_);
@@ -324,14 +346,18 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
     // W (k x n, or n x k transposed) and X (m x k, or k x m) as their TF32 parts along k:
     // W' = [big; small; big], X' = [big, big, small], so X'W' = Xb Wb + Xb Ws + Xs Wb.
     char* ws = static_cast<char*>(be.workspace().ptr());
-    auto* w3 = reinterpret_cast<float*>(ws + split_w_);
     auto* x3 = reinterpret_cast<float*>(ws + split_x_);
-    const auto* wf = static_cast<const float*>(w);
     const auto* xf = static_cast<const float*>(x);
-    if (s_.trans_w)
-      launch_tf32_split3(wf, s_.n, s_.k, s_.ld_w, true, 0b010, w3, stream);
-    else
-      launch_tf32_split3(wf, s_.k, s_.n, s_.ld_w, false, 0b010, w3, stream);
+    const void* w3 = w_parts;
+    if (w3 == nullptr) {
+      auto* parts = reinterpret_cast<float*>(ws + split_w_);
+      const auto* wf = static_cast<const float*>(w);
+      if (s_.trans_w)
+        launch_tf32_split3(wf, s_.n, s_.k, s_.ld_w, true, 0b010, parts, stream);
+      else
+        launch_tf32_split3(wf, s_.k, s_.n, s_.ld_w, false, 0b010, parts, stream);
+      w3 = parts;
+    }
     if (s_.trans_x)
       launch_tf32_split3(xf, s_.k, s_.m, s_.ld_x, false, 0b100, x3, stream);
     else

@@ -35,6 +35,10 @@ struct GemmShape {
   // The alignment in bytes every pointer, row and batch start is known to have (0: cuBLASLt's
   // default assumption, 256).
   int align = 0;
+  // W is a constant (a weight, packed, one batch): where the product runs as 3xTF32, its caller
+  // splits W once (split_weight) and passes the parts to run(), so the choice between 3xTF32 and
+  // float32 is timed without a split of W.
+  bool constant_w = false;
 };
 
 class LtMatmul {
@@ -53,9 +57,15 @@ class LtMatmul {
   LtMatmul& operator=(const LtMatmul&) = delete;
 
   // Enqueues Y = alpha * X W + beta * C on `stream` (C may be Y itself or nullptr when beta is 0;
-  // bias only when planned with one). K == 0 writes zeros.
+  // bias only when planned with one). K == 0 writes zeros. `w_parts`: W's 3xTF32 parts from
+  // split_weight (used where the product runs as 3xTF32), else W is split on every run.
   void run(cudaStream_t stream, const void* x, const void* w, const void* c, const void* bias,
-           void* y, float alpha, float beta) const;
+           void* y, float alpha, float beta, const void* w_parts = nullptr) const;
+  // W's 3xTF32 parts (3k x n as W' below, on the GPU), made once from the constant `w` (host or
+  // GPU, shaped as this product's W) for run()'s `w_parts`; every product planned like this one
+  // (another row count) takes the same parts. An empty tensor where the product does not run as
+  // 3xTF32 or W is not a packed constant.
+  Tensor split_weight(const Tensor& w) const;
 
   const GemmShape& shape() const { return s_; }
   // Bytes of the backend's workspace run() uses, from its start.
@@ -77,8 +87,8 @@ class LtMatmul {
                    const void* bias, void* y, float alpha, float beta) const;
   // Plans the 3xTF32 inner product and the workspace of the split operands.
   void plan_split(bool measure);
-  // Times the float32 product and the 3xTF32 path on scratch operands; drops the latter unless it
-  // is faster, and says so in choice_.
+  // Times the float32 product and the 3xTF32 path on scratch operands (W split beforehand where
+  // it is a constant); drops the latter unless it is faster, and says so in choice_.
   void choose_split();
   // Creates the descriptors and takes the algorithm (from the process's cache of choices, else
   // from cuBLASLt's heuristic, its candidates timed with `measure`); false when cuBLASLt has none.
