@@ -28,12 +28,10 @@ TEST(CudaGemm3xTf32, FloatAccuracyAtManyRows) {
   SKIP_WITHOUT_CUDA();
   // Columns and depth off a multiple of 4 take the split's one-float form, the rest its float4
   // form.
-  const std::vector<Case> cases = {{2048, 768, 1024, false, false, false},
-                                   {1024, 512, 768, false, true, true},
-                                   {1536, 384, 512, true, false, true},
-                                   {2048, 768, 1024, false, true, false, false},
-                                   {2048, 766, 1022, false, false, true, false},
-                                   {2048, 766, 1022, false, true, true}};
+  const std::vector<Case> cases = {
+      {2048, 768, 1024, false, false, false},       {1024, 512, 768, false, true, true},
+      {1536, 384, 512, true, false, true},          {2048, 768, 1024, false, true, false, false},
+      {2048, 766, 1022, false, false, true, false}, {2048, 766, 1022, false, true, true}};
   uint64_t seed = 70;
   int split = 0;
   for (const Case& c : cases) {

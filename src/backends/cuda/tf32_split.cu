@@ -66,11 +66,11 @@ void launch_tf32_split3(const float* src, int64_t rows, int64_t cols, int64_t ld
   const dim3 grid(static_cast<unsigned>(x_blocks < 64 ? x_blocks : 64),
                   static_cast<unsigned>(rows < 65535 ? rows : 65535));
   if (vec)
-    split3_kernel<4><<<grid, kThreads, 0, stream>>>(src, rows, cols, ld, k_along_cols, small_mask,
-                                                    dst);
+    split3_kernel<4>
+        <<<grid, kThreads, 0, stream>>>(src, rows, cols, ld, k_along_cols, small_mask, dst);
   else
-    split3_kernel<1><<<grid, kThreads, 0, stream>>>(src, rows, cols, ld, k_along_cols, small_mask,
-                                                    dst);
+    split3_kernel<1>
+        <<<grid, kThreads, 0, stream>>>(src, rows, cols, ld, k_along_cols, small_mask, dst);
 }
 
 }  // namespace lumen::cuda
