@@ -76,8 +76,9 @@ Precision parse_precision(const std::string& text) {
   if (text == "tf32") return Precision::kTF32;
   if (text == "float16") return Precision::kFloat16;
   if (text == "bfloat16") return Precision::kBFloat16;
-  throw InvalidArgument("--precision must be float32, tf32, float16 or bfloat16, not '" + text +
-                        "'");
+  if (text == "float32-strict") return Precision::kFloat32Strict;
+  throw InvalidArgument(
+      "--precision must be float32, float32-strict, tf32, float16 or bfloat16, not '" + text + "'");
 }
 
 const char* precision_name(Precision precision) {
@@ -90,6 +91,8 @@ const char* precision_name(Precision precision) {
       return "float16";
     case Precision::kBFloat16:
       return "bfloat16";
+    case Precision::kFloat32Strict:
+      return "float32-strict";
   }
   return "?";
 }

@@ -39,7 +39,8 @@ double steps_ms(const RunProfile& profile);
 size_t resident_bytes();
 size_t peak_resident_bytes();
 
-// "float32" | "tf32" | "float16" | "bfloat16" -> Precision; InvalidArgument naming the flag else.
+// "float32" | "float32-strict" | "tf32" | "float16" | "bfloat16" -> Precision; InvalidArgument
+// naming the flag else.
 Precision parse_precision(const std::string& text);
 // Precision's command-line name.
 const char* precision_name(Precision precision);

@@ -14,6 +14,7 @@
 #include "lumen/npy.h"
 #include "lumen/onnx.h"
 #include "tools/auto_plan.h"
+#include "tools/bench_util.h"
 #include "tools/commands.h"
 #include "tools/profile.h"
 
@@ -155,14 +156,7 @@ int run_model(const std::vector<std::string>& args) {
     } else if (a == "--device") {
       device = value("--device");
     } else if (a == "--precision") {
-      std::string p = value("--precision");
-      if (p != "float32" && p != "tf32" && p != "float16" && p != "bfloat16")
-        throw InvalidArgument("--precision must be float32, tf32, float16 or bfloat16, not '" + p +
-                              "'");
-      precision = p == "tf32"       ? Precision::kTF32
-                  : p == "float16"  ? Precision::kFloat16
-                  : p == "bfloat16" ? Precision::kBFloat16
-                                    : Precision::kFloat32;
+      precision = parse_precision(value("--precision"));
     } else if (a == "--no-optimize") {
       optimize = false;
     } else if (a == "--profile") {

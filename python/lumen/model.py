@@ -36,7 +36,8 @@ class Model:
         """Chooses where the model runs: "auto" (every available backend, placed by Lumen's
         router), "cpu", "cuda" or "vulkan" (lumen.DeviceError when this build or machine has
         none).
-        precision: "fp32" (exact float32), "tf32" (CUDA matrix products and convolutions on TF32
+        precision: "fp32" (float32 accuracy; on CUDA large products may run as 3xTF32, within
+        float32's error bound), "fp32-strict" (every CUDA float32 product in float32 FMAs), "tf32" (CUDA matrix products and convolutions on TF32
         tensor cores; the CPU is unaffected), or "fp16" (what runs on CUDA stores its values as
         float16 and uses tensor cores, computing in float32 inside each kernel; inputs and outputs
         stay float32; the CPU is unaffected), or "bf16" (the same with bfloat16).
@@ -47,9 +48,9 @@ class Model:
             backends = ["auto"]  # the router: each node where it is predicted to run fastest
         else:
             backends = [_lumen._device(device).split(":")[0]]
-        if precision not in ("fp32", "tf32", "fp16", "bf16"):
-            raise _lumen.InvalidArgument(f"compile: precision must be 'fp32', 'tf32', 'fp16' or "
-                                         f"'bf16', got {precision!r}")
+        if precision not in ("fp32", "fp32-strict", "tf32", "fp16", "bf16"):
+            raise _lumen.InvalidArgument(f"compile: precision must be 'fp32', 'fp32-strict', "
+                                         f"'tf32', 'fp16' or 'bf16', got {precision!r}")
         self._session = _lumen._Session(self.path, backends, precision, plan_per_shape)
         self.device, self.precision = device, precision
         self._backends, self._generator = backends, None

@@ -27,7 +27,8 @@ void bind_ops(py::module_& m);
 void bind_model(py::module_& m);
 // lumen._Generator / _Generation: token generation from an ONNX decoder (lumen/generate.h).
 void bind_generate(py::module_& m);
-// "fp32" | "tf32" | "fp16" | "bf16" -> Precision (anything else: float32; model.py checks it).
+// "fp32" | "fp32-strict" | "tf32" | "fp16" | "bf16" -> Precision (anything else: float32; model.py
+// checks it).
 Precision to_precision(const std::string& name);
 
 // The runtime every eager op and session of this process compiles with.

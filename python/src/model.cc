@@ -38,10 +38,11 @@ py::list type_list(const std::vector<TensorInfo>& infos) {
 }  // namespace
 
 Precision to_precision(const std::string& name) {
-  return name == "tf32"   ? Precision::kTF32
-         : name == "fp16" ? Precision::kFloat16
-         : name == "bf16" ? Precision::kBFloat16
-                          : Precision::kFloat32;
+  return name == "tf32"          ? Precision::kTF32
+         : name == "fp16"        ? Precision::kFloat16
+         : name == "bf16"        ? Precision::kBFloat16
+         : name == "fp32-strict" ? Precision::kFloat32Strict
+                                 : Precision::kFloat32;
 }
 
 void bind_model(py::module_& m) {

@@ -128,14 +128,14 @@ def main():
         # TF32 and float16 change only CUDA kernels: on the CPU the output is the float32 one,
         # bit for bit.
         exact = lumen(build, "run", MODEL, "--repeat", "1", "--output-dir", f"{tmp}/f32")
-        for p in ("tf32", "float16", "bfloat16"):
+        for p in ("float32-strict", "tf32", "float16", "bfloat16"):
             lumen(build, "run", MODEL, "--repeat", "1", "--device", "cpu", "--precision", p,
                   "--output-dir", f"{tmp}/{p}")
             for f in os.listdir(f"{tmp}/f32"):
                 assert open(f"{tmp}/f32/{f}", "rb").read() == open(f"{tmp}/{p}/{f}", "rb").read()
         assert "checksum" in exact, exact
         err = lumen(build, "run", MODEL, "--precision", "fp8", ok=False)
-        assert "--precision must be float32, tf32, float16 or bfloat16" in err, err
+        assert "--precision must be float32, float32-strict, tf32, float16 or bfloat16" in err, err
         err = lumen(build, "run", MODEL, "--trace", ok=False)
         assert "--trace needs a value" in err, err
         err = lumen(build, "inspect", os.path.join(tmp, "missing.onnx"), ok=False)

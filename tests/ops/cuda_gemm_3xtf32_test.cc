@@ -83,5 +83,38 @@ TEST(CudaGemm3xTf32, FloatAccuracyAtManyRows) {
   std::printf("  %d of %zu products took 3xTF32\n", split, cases.size());
 }
 
+// Precision::kFloat32Strict: the product that runs as 3xTF32 by default stays in float32 FMAs, to
+// their accuracy.
+TEST(CudaGemm3xTf32, StrictPrecisionKeepsFloat32) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t m = 2048, k = 768, n = 1024;
+  const Tensor a = random_tensor({m, k}, 90);
+  const Tensor b = random_tensor({k, n}, 91);
+  Runtime rt;
+  CompileOptions gpu;
+  gpu.backends = {"cuda", "cpu"};
+  gpu.precision = Precision::kFloat32Strict;
+  std::vector<Tensor> gpu_inputs;
+  Executable* exe = compile_op(rt, "MatMul", {a, constant(b)}, {}, 1, gpu, &gpu_inputs);
+  ASSERT_EQ(backend_of_step(exe->summary(), "node"), "cuda") << exe->summary();
+  RunProfile profile;
+  const Tensor y = exe->execute(gpu_inputs, &profile)[0].to(Device::cpu());
+  for (const RunProfile::Step& s : profile.steps)
+    if (s.node == "node") EXPECT_EQ(s.detail.find("3xTF32"), std::string::npos) << s.detail;
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* py = y.data<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t t = 0; t < k; ++t) {
+        sum += double(pa[i * k + t]) * pb[t * n + j];
+        mag += std::fabs(double(pa[i * k + t]) * pb[t * n + j]);
+      }
+      ASSERT_LE(std::fabs(py[i * n + j] - sum) / mag, 1e-6)
+          << "at (" << i << ", " << j << "): " << py[i * n + j] << " vs " << sum;
+    }
+}
+
 }  // namespace
 }  // namespace lumen::test

@@ -114,7 +114,7 @@ def test_bad_input(digits, tmp_path):
         lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile(precision="bf8")
     # TF32 and float16 change CUDA kernels only: on the CPU the output is float32's, bit for bit
     fp32 = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu")
-    for precision in ("tf32", "fp16", "bf16"):
+    for precision in ("fp32-strict", "tf32", "fp16", "bf16"):
         other = lumen.load_onnx(os.path.join(DIGITS, "digits.onnx")).compile("cpu", precision)
         assert other.precision == precision
         np.testing.assert_array_equal(other(x).numpy(), fp32(x).numpy())

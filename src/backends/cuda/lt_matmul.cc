@@ -71,7 +71,7 @@ LtMatmul::LtMatmul(const NodeContext& ctx, const GemmShape& s, bool bias)
       compute_(ctx.precision() == Precision::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                    : CUBLAS_COMPUTE_32F) {
   if (!plan(true)) ctx.fail_unsupported("cuBLASLt has no algorithm for this product");
-  if (split_eligible(s_)) {
+  if (ctx.precision() != Precision::kFloat32Strict && split_eligible(s_)) {
     plan_split(true);
     choose_split();
   }

@@ -1,7 +1,8 @@
 // A cuBLASLt product planned once: Y[M,N] = alpha * X[M,K] W[K,N] + beta * C (or + a bias row of
 // N), row-major, optionally over strided batches; every matrix in the node's storage (float32, or
 // float16 or bfloat16 on tensor cores), always with float32 accumulation (float32 as
-// CUBLAS_COMPUTE_32F or 3xTF32 below; plain TF32 only where the node's compile asks for it). Used
+// CUBLAS_COMPUTE_32F or 3xTF32 below, the latter never under Precision::kFloat32Strict; plain TF32
+// only where the node's compile asks for it). Used
 // by Gemm/MatMul, FusedMatMul, attention and convolutions.
 //
 // A float32 product of many rows may run as 3xTF32 where measured faster: x = x_big + x_small and
