@@ -126,10 +126,11 @@ void LtMatmul::plan_split(bool measure) {
 void LtMatmul::choose_split() {
   const GemmShape& s = s_;
   char key[160];
-  std::snprintf(key, sizeof(key), "%d %d %d %lld %lld %lld %lld %lld %lld %d", s.trans_x, s.trans_w,
-                bias_, static_cast<long long>(s.m), static_cast<long long>(s.n),
-                static_cast<long long>(s.k), static_cast<long long>(s.ld_x),
-                static_cast<long long>(s.ld_w), static_cast<long long>(s.ld_y), s.align);
+  std::snprintf(key, sizeof(key), "%d %d %d %d %lld %lld %lld %lld %lld %lld %d", s.trans_x,
+                s.trans_w, s.constant_w, bias_, static_cast<long long>(s.m),
+                static_cast<long long>(s.n), static_cast<long long>(s.k),
+                static_cast<long long>(s.ld_x), static_cast<long long>(s.ld_w),
+                static_cast<long long>(s.ld_y), s.align);
   static MeasuredPairs measured;
   const auto [fp32_ms, split_ms] = measured.get(key, [&] {
     CudaBackend& be = require_cuda_backend();
@@ -313,24 +314,25 @@ LtMatmul::~LtMatmul() {
 }
 
 Tensor LtMatmul::split_weight(const Tensor& w) const {
-  if (!split_ || !s_.constant_w || s_.ld_w != 0 || s_.batch != 1) return Tensor();
+  if (!split_ || !s_.constant_w) return Tensor();
   if (w.dtype() != DType::kFloat32 || w.numel() != s_.k * s_.n)
     throw InvalidArgument(where_ + ": the weight to split has " + std::to_string(w.numel()) +
                           " elements, the product's W " + std::to_string(s_.k * s_.n));
-  CudaBackend& be = require_cuda_backend();
+  cudaStream_t stream = require_cuda_backend().stream().handle();
   const Tensor on_gpu = w.to(Device::cuda());
   Tensor parts = Tensor::empty(Shape{3 * s_.k * s_.n}, DType::kFloat32, Device::cuda());
-  cudaStream_t stream = be.stream().handle();
-  // As run() splits W: W' = [big; small; big] along k.
-  const auto* wf = static_cast<const float*>(on_gpu.raw_data());
-  auto* w3 = static_cast<float*>(parts.raw_data());
-  if (s_.trans_w)
-    launch_tf32_split3(wf, s_.n, s_.k, 0, true, 0b010, w3, stream);
-  else
-    launch_tf32_split3(wf, s_.k, s_.n, 0, false, 0b010, w3, stream);
+  split_w(stream, on_gpu.raw_data(), static_cast<float*>(parts.raw_data()));
   check_launch(where_);
   check(cudaStreamSynchronize(stream), where_);
   return parts;
+}
+
+void LtMatmul::split_w(cudaStream_t stream, const void* w, float* parts) const {
+  const auto* wf = static_cast<const float*>(w);
+  if (s_.trans_w)
+    launch_tf32_split3(wf, s_.n, s_.k, s_.ld_w, true, 0b010, parts, stream);
+  else
+    launch_tf32_split3(wf, s_.k, s_.n, s_.ld_w, false, 0b010, parts, stream);
 }
 
 void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* c,
@@ -351,11 +353,7 @@ void LtMatmul::run(cudaStream_t stream, const void* x, const void* w, const void
     const void* w3 = w_parts;
     if (w3 == nullptr) {
       auto* parts = reinterpret_cast<float*>(ws + split_w_);
-      const auto* wf = static_cast<const float*>(w);
-      if (s_.trans_w)
-        launch_tf32_split3(wf, s_.n, s_.k, s_.ld_w, true, 0b010, parts, stream);
-      else
-        launch_tf32_split3(wf, s_.k, s_.n, s_.ld_w, false, 0b010, parts, stream);
+      split_w(stream, w, parts);
       w3 = parts;
     }
     if (s_.trans_x)

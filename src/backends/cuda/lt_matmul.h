@@ -86,6 +86,8 @@ class LtMatmul {
   // run()'s product as planned by plan(), on the operands as given (no 3xTF32).
   void run_product(cudaStream_t stream, const void* x, const void* w, const void* c,
                    const void* bias, void* y, float alpha, float beta) const;
+  // Enqueues W's 3xTF32 parts (W' = [big; small; big] along k) into `parts`.
+  void split_w(cudaStream_t stream, const void* w, float* parts) const;
   // Plans the 3xTF32 inner product and the workspace of the split operands.
   void plan_split(bool measure);
   // Times the float32 product and the 3xTF32 path on scratch operands (W split beforehand where
