@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
+#include <string>
 
 #include "core/half.h"
 #include "passes/rewrite.h"
@@ -15,6 +18,44 @@
 namespace lumen::test {
 
 namespace {
+
+// Where run_op's nodes ran (op -> backend -> count), printed at exit when the program was given
+// more than one backend: on the GPU machine it shows which ops the CUDA kernels really ran (a
+// node the CUDA backend refuses runs on the CPU, and its test checks the CPU kernel instead).
+class PlacementTally {
+ public:
+  ~PlacementTally() {
+    if (counts_.empty()) return;
+    std::printf("run_op placements (op: backend runs):\n");
+    for (const auto& [op, per_backend] : counts_) {
+      std::printf("  %s:", op.c_str());
+      for (const auto& [backend, n] : per_backend) std::printf(" %s %d", backend.c_str(), n);
+      std::printf("\n");
+    }
+  }
+  // Reads the step of the node named "node" from an executable's summary ("node (Op) @cuda").
+  void add(const std::string& summary) {
+    const std::string key = ": node (";
+    const size_t at = summary.find(key);
+    if (at == std::string::npos) return;
+    const size_t op_end = summary.find(") @", at);
+    const size_t line_end = summary.find('\n', at);
+    if (op_end == std::string::npos || op_end > line_end) return;
+    const std::string op = summary.substr(at + key.size(), op_end - at - key.size());
+    const std::string backend = summary.substr(op_end + 3, line_end - op_end - 3);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counts_[op][backend];
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::map<std::string, int>> counts_;
+};
+
+PlacementTally& placement_tally() {
+  static PlacementTally tally;
+  return tally;
+}
 
 // The process's scratch folder, removed at exit.
 class ScratchFolder {
@@ -190,6 +231,7 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<OpInput>& in
   options.backends = run_op_backends();
   std::vector<Tensor> runtime_inputs;
   Executable* exe = compile_op(rt, op, inputs, attrs, num_outputs, options, &runtime_inputs);
+  if (options.backends.size() > 1) placement_tally().add(exe->summary());
   return exe->execute(runtime_inputs);
 }
 

@@ -1,4 +1,4 @@
-// CUDA kernel classes of CumProd, LpNormalization, LRN, ReverseSequence and BitCast (a
+// CUDA kernel classes of CumProd, LpNormalization, LRN, ReverseSequence, Det and BitCast (a
 // device-to-device copy of the bytes, where neither side is a type whose storage is not its raw
 // bits).
 #include <memory>
@@ -133,6 +133,25 @@ std::unique_ptr<Kernel> make_bit_cast(const NodeContext& ctx) {
   });
 }
 
+// ---- Det (float32, as on the host) ----
+
+std::string check_det(const NodeContext& ctx) {
+  if (ctx.input_dtype(0) != DType::kFloat32) return "float32 only";
+  const Shape& x = ctx.input_shape(0);
+  if (!x.is_static()) return "the input shape is known only at run time";
+  if (x.rank() < 2 || x[-1] > kMaxDetSize)
+    return "matrices above " + std::to_string(kMaxDetSize) + " x " + std::to_string(kMaxDetSize);
+  return "";
+}
+
+std::unique_ptr<Kernel> make_det(const NodeContext& ctx) {
+  const int64_t m = ctx.input_shape(0)[-1];
+  const int64_t count = ctx.output(0).shape.numel();
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_det(static_cast<const float*>(in(k, 0)), static_cast<float*>(out(k)), count, m, s);
+  });
+}
+
 }  // namespace
 
 LUMEN_REGISTER_CUDA_KERNEL(CumProd, &make_cum_prod, &check_cum_prod);
@@ -140,5 +159,6 @@ LUMEN_REGISTER_CUDA_KERNEL(LpNormalization, &make_lp_norm, &check_lp_norm);
 LUMEN_REGISTER_CUDA_KERNEL(LRN, &make_lrn, &check_lrn);
 LUMEN_REGISTER_CUDA_KERNEL(ReverseSequence, &make_reverse_sequence, &check_reverse_sequence);
 LUMEN_REGISTER_CUDA_KERNEL(BitCast, &make_bit_cast, &check_bit_cast);
+LUMEN_REGISTER_CUDA_KERNEL(Det, &make_det, &check_det);
 
 }  // namespace lumen::cuda

@@ -1,6 +1,6 @@
 // Smaller CUDA kernels: CumProd (a thread per column), LpNormalization (a thread per column, two
-// passes), LRN (a thread per element, summing its channel window) and ReverseSequence (a thread
-// per element).
+// passes), LRN (a thread per element, summing its channel window), ReverseSequence (a thread
+// per element) and Det (a block per matrix).
 #include "backends/cuda/any_types.cuh"
 #include "backends/cuda/extra_ops.h"
 #include "backends/cuda/index_check.cuh"
@@ -82,6 +82,50 @@ __global__ void reverse_sequence_kernel(const T* x, T* y, const int64_t* lens, i
   }
 }
 
+// One block per matrix: thread 0 picks the pivot and keeps the determinant, all threads eliminate
+// the rows below it.
+__global__ void det_kernel(const float* x, float* y, int64_t m) {
+  extern __shared__ double a[];
+  __shared__ double det;
+  __shared__ int64_t pivot;
+  const float* src = x + blockIdx.x * m * m;
+  for (int64_t i = threadIdx.x; i < m * m; i += blockDim.x) a[i] = src[i];
+  if (threadIdx.x == 0) det = 1.0;
+  __syncthreads();
+  for (int64_t c = 0; c < m; ++c) {
+    if (threadIdx.x == 0) {
+      int64_t p = c;
+      for (int64_t r = c + 1; r < m; ++r)
+        if (fabs(a[r * m + c]) > fabs(a[p * m + c])) p = r;
+      pivot = p;
+      if (a[p * m + c] == 0.0) det = 0.0;
+    }
+    __syncthreads();
+    if (det == 0.0) break;
+    const int64_t p = pivot;
+    if (p != c)
+      for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+        const double t = a[c * m + k];
+        a[c * m + k] = a[p * m + k];
+        a[p * m + k] = t;
+      }
+    __syncthreads();
+    if (threadIdx.x == 0) det = (p != c ? -det : det) * a[c * m + c];
+    const double diag = a[c * m + c];
+    const int64_t rows = m - c - 1, cols = m - c;
+    for (int64_t i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+      const int64_t r = c + 1 + i / cols, k = c + i % cols;
+      // The multiplier from the row's column c as it was before this step's updates.
+      const double f = a[r * m + c] / diag;
+      if (k != c) a[r * m + k] -= f * a[c * m + k];
+    }
+    __syncthreads();
+    for (int64_t r = c + 1 + threadIdx.x; r < m; r += blockDim.x) a[r * m + c] = 0.0;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[blockIdx.x] = static_cast<float>(det);
+}
+
 }  // namespace
 
 void launch_reverse_sequence(int elem_bytes, const void* x, void* y, const int64_t* lens,
@@ -135,6 +179,12 @@ void launch_lrn(const float* x, float* y, int64_t batch, int64_t channels, int64
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
   lrn_kernel<<<any_blocks(count), kAnyThreads, 0, stream>>>(
       x, y, batch, channels, plane, before, after, alpha / static_cast<float>(size), beta, bias);
+}
+
+void launch_det(const float* x, float* y, int64_t count, int64_t m, cudaStream_t stream) {
+  if (count == 0) return;
+  const size_t shared = static_cast<size_t>(m * m) * sizeof(double);
+  det_kernel<<<static_cast<unsigned>(count), 128, shared, stream>>>(x, y, m);
 }
 
 }  // namespace lumen::cuda

@@ -1,6 +1,5 @@
-// Launchers of smaller CUDA kernels (extra_ops.cu): CumProd, LpNormalization, LRN and
-// ReverseSequence. Plain C++
-// types, so the kernel classes (extra_ops.cc) need no CUDA C++.
+// Launchers of smaller CUDA kernels (extra_ops.cu): CumProd, LpNormalization, LRN,
+// ReverseSequence and Det. Plain C++ types, so the kernel classes (extra_ops.cc) need no CUDA C++.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,5 +33,11 @@ void launch_lrn(const float* x, float* y, int64_t batch, int64_t channels, int64
 void launch_reverse_sequence(int elem_bytes, const void* x, void* y, const int64_t* lens,
                              int64_t d0, int64_t d1, int64_t inner, bool batch_first,
                              const IndexCheck& check, cudaStream_t stream);
+
+// Det of `count` float32 matrices m x m (m at most kMaxDetSize): Gaussian elimination with partial
+// pivoting in double (the CPU kernel's order of pivots and updates), a block per matrix holding it
+// in shared memory.
+inline constexpr int64_t kMaxDetSize = 64;
+void launch_det(const float* x, float* y, int64_t count, int64_t m, cudaStream_t stream);
 
 }  // namespace lumen::cuda

@@ -1,4 +1,4 @@
-// CUDA kernels of Resize and GridSample (image_ops.cu), float32 or 16-bit storage.
+// CUDA kernels of Resize, GridSample and AffineGrid (image_ops.cu), float32 or 16-bit storage.
 //   - Resize: every mode, nearest_mode, coordinate_transformation_mode (tf_crop_and_resize with a
 //     constant roi), cubic_coeff_a, exclude_outside, antialias, axes and keep_aspect_ratio_policy,
 //     at any rank up to kMaxRank. The per-axis taps are the CPU kernel's (resize_taps.h), worked
@@ -158,9 +158,49 @@ std::unique_ptr<Kernel> make_grid_sample(const NodeContext& ctx) {
   return std::make_unique<GridSampleKernel>(ctx);
 }
 
+// ---- AffineGrid ----
+
+class AffineGridKernel final : public Kernel {
+ public:
+  explicit AffineGridKernel(const NodeContext& ctx)
+      : where_(ctx.where()), st_(storage_of(ctx.input_dtype(0))) {
+    const Shape& out = ctx.output(0).shape;
+    d_.dims = static_cast<int>(out[-1]);
+    d_.n = out[0];
+    d_.w = out[d_.dims];
+    d_.h = out[d_.dims - 1];
+    d_.d = d_.dims == 3 ? out[1] : 1;
+    d_.align_corners = ctx.attr_int("align_corners", 0) == 1;
+  }
+  void run(KernelContext& ctx) const override {
+    launch_affine_grid(st_, d_, ctx.inputs[0].raw_data(), ctx.outputs[0].raw_data(),
+                       stream_of(ctx));
+    check_launch(where_);
+  }
+
+ private:
+  std::string where_;
+  Storage st_;
+  AffineGridDesc d_;
+};
+
+std::string check_affine_grid(const NodeContext& ctx) {
+  const DType t = ctx.input_dtype(0);
+  if (!is_gpu_float(t)) return std::string("theta is ") + dtype_name(t);
+  if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
+  const int64_t dims = ctx.output(0).shape[-1];
+  if (dims != 2 && dims != 3) return "2-D or 3-D grids only";
+  return "";
+}
+
+std::unique_ptr<Kernel> make_affine_grid(const NodeContext& ctx) {
+  return std::make_unique<AffineGridKernel>(ctx);
+}
+
 }  // namespace
 
 LUMEN_REGISTER_CUDA_KERNEL(Resize, &make_resize, &check_resize);
 LUMEN_REGISTER_CUDA_KERNEL(GridSample, &make_grid_sample, &check_grid_sample);
+LUMEN_REGISTER_CUDA_KERNEL(AffineGrid, &make_affine_grid, &check_affine_grid);
 
 }  // namespace lumen::cuda

@@ -1,6 +1,7 @@
-// CUDA kernels of Resize, GridSample and ConvTranspose's crop (see image_ops.h). Templates over
-// the storage type T (float, __half, __nv_bfloat16; storage.cuh), computing in float32; GridSample
-// works out its coordinates in double, as the CPU kernel does, so both pick the same taps.
+// CUDA kernels of Resize, GridSample, AffineGrid and ConvTranspose's crop (see image_ops.h).
+// Templates over the storage type T (float, __half, __nv_bfloat16; storage.cuh), computing in
+// float32; GridSample works out its coordinates in double, as the CPU kernel does, so both pick the
+// same taps.
 #include <cmath>
 
 #include "backends/cuda/image_ops.h"
@@ -207,6 +208,37 @@ __global__ void crop_bias_kernel(CropDesc d, const T* __restrict__ full, const T
   }
 }
 
+// ---- AffineGrid ----
+
+// Coordinate i of `size` points over [-1, 1] (affine_grid.cc's base_coordinates).
+__device__ double grid_coordinate(int64_t i, int64_t size, bool align_corners) {
+  if (align_corners)
+    return size == 1 ? -1.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(size - 1);
+  return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(size) - 1.0;
+}
+
+template <typename T>
+__global__ void affine_grid_kernel(AffineGridDesc g, const T* theta, T* grid) {
+  const int64_t points = g.n * g.d * g.h * g.w;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < points;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t w = i % g.w, h = (i / g.w) % g.h, dz = (i / (g.w * g.h)) % g.d;
+    const int64_t n = i / (g.w * g.h * g.d);
+    const double x = grid_coordinate(w, g.w, g.align_corners);
+    const double y = grid_coordinate(h, g.h, g.align_corners);
+    const double z = g.dims == 3 ? grid_coordinate(dz, g.d, g.align_corners) : 0.0;
+    const T* m = theta + n * g.dims * (g.dims + 1);
+    for (int r = 0; r < g.dims; ++r) {
+      const T* row = m + r * (g.dims + 1);
+      double v = static_cast<double>(to_float(row[0])) * x +
+                 static_cast<double>(to_float(row[1])) * y +
+                 static_cast<double>(to_float(row[g.dims]));
+      if (g.dims == 3) v += static_cast<double>(to_float(row[2])) * z;
+      grid[i * g.dims + r] = from_float<T>(static_cast<float>(v));
+    }
+  }
+}
+
 }  // namespace
 
 void launch_resize(Storage st, const ResizeDesc& desc, const int64_t* idx, const float* wt,
@@ -239,6 +271,17 @@ void launch_crop_bias(Storage st, const CropDesc& desc, const void* full, const 
     using T = decltype(tag);
     crop_bias_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
         desc, static_cast<const T*>(full), static_cast<const T*>(bias), static_cast<T*>(y), n);
+  });
+}
+
+void launch_affine_grid(Storage st, const AffineGridDesc& desc, const void* theta, void* grid,
+                        cudaStream_t stream) {
+  const int64_t points = desc.n * desc.d * desc.h * desc.w;
+  if (points == 0) return;
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    affine_grid_kernel<<<blocks_for(points), kThreads, 0, stream>>>(
+        desc, static_cast<const T*>(theta), static_cast<T*>(grid));
   });
 }
 

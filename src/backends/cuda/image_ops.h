@@ -1,4 +1,5 @@
-// Launchers of the CUDA kernels of Resize, GridSample and ConvTranspose's crop (image_ops.cu), in
+// Launchers of the CUDA kernels of Resize, GridSample, AffineGrid and ConvTranspose's crop
+// (image_ops.cu), in
 // plain C++ types so that the kernel classes (image_ops.cc, conv_nd.cc) need no CUDA C++. Tensors
 // are `void*` in the node's storage (launch.h); every kernel computes in float32 and rounds once on
 // store.
@@ -49,5 +50,16 @@ struct CropDesc {
 };
 void launch_crop_bias(Storage st, const CropDesc& desc, const void* full, const void* bias, void* y,
                       cudaStream_t stream);
+
+// AffineGrid: grid (n, [d,] h, w, dims) = theta[n] (dims x dims+1) times (x, y[, z], 1), the
+// base coordinates evenly spaced over [-1, 1] (pixel centres, or the corners with
+// align_corners), worked out in double as the CPU kernel does; theta and grid of one storage.
+struct AffineGridDesc {
+  int dims = 2;
+  int64_t n = 0, d = 1, h = 1, w = 1;
+  bool align_corners = false;
+};
+void launch_affine_grid(Storage st, const AffineGridDesc& desc, const void* theta, void* grid,
+                        cudaStream_t stream);
 
 }  // namespace lumen::cuda

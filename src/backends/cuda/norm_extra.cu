@@ -1,9 +1,11 @@
-// CUDA kernels of RMSNormalization, GroupNormalization, RotaryEmbedding, Swish and SwiGLU (see
-// norm_extra.h). Templates over the storage type T (float, __half, __nv_bfloat16; storage.cuh),
-// computing in float32.
+// CUDA kernels of RMSNormalization, GroupNormalization, RotaryEmbedding, Swish, SwiGLU and
+// MeanVarianceNormalization (see norm_extra.h). Templates over the storage type T (float, __half,
+// __nv_bfloat16; storage.cuh), computing in float32 (MeanVarianceNormalization's statistics in
+// double).
 #include <cfloat>
 #include <cmath>
 
+#include "backends/cuda/any_types.cuh"
 #include "backends/cuda/index_check.cuh"
 #include "backends/cuda/norm_extra.h"
 #include "backends/cuda/storage.cuh"
@@ -229,6 +231,43 @@ __global__ void swish_kernel(float alpha, const T* __restrict__ a, const T* __re
   }
 }
 
+// The sum of v over the block in double (blockDim.x == kThreads); every thread gets it.
+__device__ double block_sum_double(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// One block per group (kept index): the group's elements are the reduced dims' offsets from
+// the kept index's base.
+template <typename T>
+__global__ void mvn_kernel(ReduceDesc d, const T* x, T* y) {
+  __shared__ double shared[kThreads];
+  const int64_t base =
+      strided_offset(static_cast<int64_t>(blockIdx.x), d.out_rank, d.out_dims, d.out_strides);
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < d.red_n; j += kThreads)
+    sum += to_float(x[base + strided_offset(j, d.red_rank, d.red_dims, d.red_strides)]);
+  const double mean = block_sum_double(sum, shared) / static_cast<double>(d.red_n);
+  double sq = 0.0;
+  for (int64_t j = threadIdx.x; j < d.red_n; j += kThreads) {
+    const double v =
+        to_float(x[base + strided_offset(j, d.red_rank, d.red_dims, d.red_strides)]) - mean;
+    sq += v * v;
+  }
+  const double den = sqrt(block_sum_double(sq, shared) / static_cast<double>(d.red_n)) + 1e-9;
+  for (int64_t j = threadIdx.x; j < d.red_n; j += kThreads) {
+    const int64_t at = base + strided_offset(j, d.red_rank, d.red_dims, d.red_strides);
+    y[at] = from_float<T>(static_cast<float>((to_float(x[at]) - mean) / den));
+  }
+}
+
 }  // namespace
 
 void launch_rms_norm(Storage st, const void* x, const void* scale, void* y, int64_t rows, int64_t n,
@@ -319,6 +358,15 @@ void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, con
     else
       rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(tx, tc, ts, position_ids,
                                                             static_cast<T*>(y), d, n, check);
+  });
+}
+
+void launch_mvn(Storage st, const ReduceDesc& d, const void* x, void* y, cudaStream_t stream) {
+  if (d.out_n == 0 || d.red_n == 0) return;
+  with_storage(st, [&](auto tag) {
+    using T = decltype(tag);
+    mvn_kernel<<<static_cast<unsigned>(d.out_n), kThreads, 0, stream>>>(d, static_cast<const T*>(x),
+                                                                        static_cast<T*>(y));
   });
 }
 

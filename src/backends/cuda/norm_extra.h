@@ -1,7 +1,8 @@
 // Launchers of the CUDA kernels of the opset 18-28 normalisation and activation ops
-// (norm_extra.cu): RMSNormalization, GroupNormalization, RotaryEmbedding, Swish and SwiGLU. Plain
-// C++ types, so the kernel classes (norm_extra_ops.cc) need no CUDA C++. Tensors are `void*` in
-// the node's storage (launch.h); every kernel computes in float32 and rounds once on store.
+// (norm_extra.cu): RMSNormalization, GroupNormalization, RotaryEmbedding, Swish, SwiGLU and
+// MeanVarianceNormalization. Plain C++ types, so the kernel classes (norm_extra_ops.cc) need no
+// CUDA C++. Tensors are `void*` in the node's storage (launch.h); every kernel computes in float32
+// and rounds once on store.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/any_launch.h"
 #include "backends/cuda/launch.h"
 
 namespace lumen::cuda {
@@ -48,6 +50,11 @@ struct RotaryDesc {
 void launch_rotary_embedding(Storage st, const RotaryDesc& d, const void* x, const void* cos,
                              const void* sin, const int64_t* position_ids, void* y,
                              const IndexCheck& check, cudaStream_t stream);
+
+// MeanVarianceNormalization: y = (x - mean) / (sqrt(variance) + 1e-9), population statistics in
+// double over the reduced dims of `d` (any_launch.h's ReduceDesc: a group per kept index), as the
+// CPU kernel; a block per group.
+void launch_mvn(Storage st, const ReduceDesc& d, const void* x, void* y, cudaStream_t stream);
 
 // y = a * sigmoid(alpha * a) (Swish), times b when b is not null (SwiGLU), over n values.
 void launch_swish(Storage st, float alpha, const void* a, const void* b, void* y, int64_t n,

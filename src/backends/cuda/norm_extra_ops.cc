@@ -1,9 +1,11 @@
-// CUDA kernels of RMSNormalization, GroupNormalization, RotaryEmbedding, Swish and SwiGLU: each
-// reads its geometry once at compile time and launches norm_extra.cu's kernels at run time.
+// CUDA kernels of RMSNormalization, GroupNormalization, RotaryEmbedding, Swish, SwiGLU and
+// MeanVarianceNormalization: each reads its geometry once at compile time and launches
+// norm_extra.cu's kernels at run time.
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/cuda/any_ops.h"
 #include "backends/cuda/cuda_backend.h"
@@ -124,6 +126,42 @@ std::unique_ptr<Kernel> make_swish(const NodeContext& ctx) {
   });
 }
 
+// ---- MeanVarianceNormalization ----
+
+std::unique_ptr<Kernel> make_mvn(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  std::vector<bool> reduced(x.rank(), false);
+  for (int64_t a : ctx.attr_ints("axes", {0, 2, 3})) reduced[normalize_axis(a, x.rank())] = true;
+  ReduceDesc d;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(x.rank(), 1);
+  for (int k = x.rank() - 1; k >= 0; --k) {
+    strides[k] = stride;
+    stride *= x[k];
+  }
+  for (int k = 0; k < x.rank(); ++k) {
+    if (reduced[k]) {
+      d.red_dims[d.red_rank] = x[k];
+      d.red_strides[d.red_rank++] = strides[k];
+      d.red_n *= x[k];
+    } else {
+      d.out_dims[d.out_rank] = x[k];
+      d.out_strides[d.out_rank++] = strides[k];
+      d.out_n *= x[k];
+    }
+  }
+  const Storage st = storage_of(ctx.input_dtype(0));
+  return launch(
+      ctx, [=](const KernelContext& k, cudaStream_t s) { launch_mvn(st, d, in(k, 0), out(k), s); });
+}
+
+std::string check_mvn(const NodeContext& ctx) {
+  std::string why = require_float_static(ctx);
+  if (!why.empty()) return why;
+  if (ctx.input_shape(0).rank() > kMaxRank) return "rank above 8";
+  return "";
+}
+
 }  // namespace
 
 LUMEN_REGISTER_CUDA_KERNEL(RMSNormalization, &make_rms_norm, &check_rms_norm);
@@ -131,5 +169,6 @@ LUMEN_REGISTER_CUDA_KERNEL(GroupNormalization, &make_group_norm, &require_float_
 LUMEN_REGISTER_CUDA_KERNEL(RotaryEmbedding, &make_rotary, &check_rotary);
 LUMEN_REGISTER_CUDA_KERNEL(Swish, &make_swish, &require_float_static);
 LUMEN_REGISTER_CUDA_KERNEL(SwiGLU, &make_swish, &require_float_static);
+LUMEN_REGISTER_CUDA_KERNEL(MeanVarianceNormalization, &make_mvn, &check_mvn);
 
 }  // namespace lumen::cuda
