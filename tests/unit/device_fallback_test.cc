@@ -19,7 +19,21 @@ bool have_cuda() {
 
 // An encoder's padding mask: mask [B, S] int64 -> Unsqueeze -> Cast float -> (1 - m) * -1e4,
 // added to scores [B, 1, S, S]; beside it shape arithmetic (an int64 Add on two elements) and a
-// Det (no CUDA kernel), both for the host.
+// Det of matrices larger than the CUDA kernel takes, both for the host.
+// The largest matrices the CUDA Det kernel takes (backends/cuda/extra_ops.h's kMaxDetSize).
+constexpr int64_t kMaxDet = 64;
+
+// `count` n x n matrices I + E, E random in [-0.01, 0.01]: determinants near 1.
+Tensor near_identity(int64_t count, int64_t n, uint64_t seed) {
+  Tensor t = random_tensor(Shape{count, n, n}, seed);
+  float* v = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t r = (i / n) % n, c = i % n;
+    v[i] = (r == c ? 1.f : 0.f) + 0.01f * v[i];
+  }
+  return t;
+}
+
 struct MaskGraph {
   Graph graph;
   std::vector<Tensor> inputs;
@@ -31,7 +45,8 @@ MaskGraph mask_graph() {
   const int64_t b = 4, s = 24;
   Value* mask = g.add_input("mask", Shape{b, s}, DType::kInt64);
   Value* scores = g.add_input("scores", Shape{b, 1, s, s});
-  Value* mats = g.add_input("mats", Shape{3, 4, 4});
+  const int64_t big = kMaxDet + 6;
+  Value* mats = g.add_input("mats", Shape{3, big, big});
   // Shape arithmetic on a small int64 tensor given at run time (a Shape of a static input would
   // fold when the graph is built): count + 1, a graph output.
   Value* count = g.add_input("count", Shape{2}, DType::kInt64);
@@ -47,7 +62,7 @@ MaskGraph mask_graph() {
   g.mark_output(g.add_op("Add", {scores, bias}, 1, {}, "masked")[0]);
   g.mark_output(g.add_op("Det", {mats}, 1, {}, "det")[0]);
   m.inputs = {random_ints(Shape{b, s}, 1, 0, 1), random_tensor(Shape{b, 1, s, s}, 2),
-              random_tensor(Shape{3, 4, 4}, 3), random_ints(Shape{2}, 4, 0, 50)};
+              near_identity(3, big, 3), random_ints(Shape{2}, 4, 0, 50)};
   return m;
 }
 
