@@ -157,19 +157,24 @@ struct CpuAndMixed {
 
 TEST(CudaBackend, MixedPlacementCopies) {
   SKIP_WITHOUT_CUDA();
-  // Relu and Sigmoid run on CUDA, CumSum only on the CPU: values cross devices both ways.
+  // Relu and Sigmoid run on CUDA, a Det of 80 x 80 matrices (above the CUDA kernel's 64 x 64)
+  // only on the CPU: values cross devices both ways.
   auto build = [](Graph& g) {
-    Value* x = g.add_input("x", Shape{4, 6});
+    Value* x = g.add_input("x", Shape{2, 80, 80});
     Value* a = g.add_op("Relu", {x}, 1, {}, "relu")[0];
-    Value* c = g.add_op("LpNormalization", {a}, 1, {{"axis", int64_t{1}}}, "lpnorm")[0];
+    Value* c = g.add_op("Det", {a}, 1, {}, "det")[0];
     g.mark_output(g.add_op("Sigmoid", {c}, 1, {}, "sig")[0]);
   };
   Runtime rt;
   CpuAndMixed graphs(rt, build);
-  Tensor in = random_tensor(Shape{4, 6}, 9);
+  Tensor in = random_tensor(Shape{2, 80, 80}, 9, -0.02f, 0.02f);
+  for (int64_t i = 0; i < in.numel(); ++i)  // near the identity: determinants near 1
+    if ((i / 80) % 80 == i % 80) in.data<float>()[i] += 1.f;
   std::vector<Tensor> want = graphs.reference->execute({in});
   Executable* exe = graphs.mixed;
   EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
+  EXPECT_EQ(backend_of_step(exe->summary(), "det"), "cpu") << exe->summary();
+  EXPECT_EQ(backend_of_step(exe->summary(), "sig"), "cuda") << exe->summary();
   for (int i = 0; i < 3; ++i) {
     std::vector<Tensor> got = exe->execute({i == 2 ? in.to(Device::cuda()) : in});
     expect_close(got[0], want[0].shape(), to_doubles(want[0]));
@@ -177,8 +182,9 @@ TEST(CudaBackend, MixedPlacementCopies) {
 }
 
 // Values cross devices while the device has later work queued: relu's output goes to the host
-// (LpNormalization has no CUDA kernel) while the matmuls after it run, and its output goes back
-// up with them still queued. Every run, with fresh inputs, against the CPU alone.
+// (a Det of 256 x 256 matrices, above the CUDA kernel's 64 x 64) while the matmuls after it run,
+// and its output goes back up with them still queued. Every run, with fresh inputs, against the
+// CPU alone.
 TEST(CudaBackend, CopiesOverlapQueuedDeviceWork) {
   SKIP_WITHOUT_CUDA();
   auto build = [](Graph& g) {
@@ -188,16 +194,23 @@ TEST(CudaBackend, CopiesOverlapQueuedDeviceWork) {
     Value* a = g.add_op("Relu", {x}, 1, {}, "relu")[0];
     Value* h = g.add_op("Tanh", {g.add_op("MatMul", {a, w1}, 1, {}, "mm1")[0]}, 1, {}, "tanh")[0];
     Value* d = g.add_op("MatMul", {h, w2}, 1, {}, "mm2")[0];
-    Value* c = g.add_op("LpNormalization", {a}, 1, {{"axis", int64_t{1}}}, "lpnorm")[0];
+    Value* square =
+        g.add_op("Reshape",
+                 {a, g.add_constant("dims", Tensor::from_vector<int64_t>(Shape{3}, {2, 256, 256}))},
+                 1, {}, "square")[0];
+    Value* c = g.add_op("Det", {square}, 1, {}, "det")[0];
     Value* s = g.add_op("Sigmoid", {c}, 1, {}, "sig")[0];
-    g.mark_output(g.add_op("Add", {d, s}, 1, {}, "add")[0]);
-    g.mark_output(c);
+    Value* mean = g.add_op("ReduceMean", {s}, 1, {{"keepdims", int64_t{0}}}, "mean")[0];
+    g.mark_output(g.add_op("Add", {d, mean}, 1, {}, "add")[0]);
+    g.mark_output(s);
   };
   Runtime rt;
   CpuAndMixed graphs(rt, build);
   Executable* reference = graphs.reference;
   Executable* exe = graphs.mixed;
   EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
+  EXPECT_EQ(backend_of_step(exe->summary(), "det"), "cpu") << exe->summary();
+  EXPECT_EQ(backend_of_step(exe->summary(), "mm2"), "cuda") << exe->summary();
   for (int i = 0; i < 4; ++i) {
     Tensor in = random_tensor(Shape{256, 512}, 30 + i);
     std::vector<Tensor> want = reference->execute({in});
@@ -1150,9 +1163,10 @@ TEST(CudaKernels, Movement) {
 
 TEST(CudaKernels, WithoutAKernelTheHostRunsIt) {
   SKIP_WITHOUT_CUDA();
-  // Det has no CUDA kernel: with only "cuda" asked for, the host runs it and says why.
+  // A Det of matrices above the CUDA kernel's 64 x 64: with only "cuda" asked for, the host runs
+  // it and says why.
   Graph graph;
-  Value* x = graph.add_input("x", Shape{3, 4, 4});
+  Value* x = graph.add_input("x", Shape{3, 72, 72});
   graph.mark_output(graph.add_op("Det", {x}, 1, {}, "node")[0]);
   Runtime rt;
   CompileOptions options;
@@ -1160,7 +1174,9 @@ TEST(CudaKernels, WithoutAKernelTheHostRunsIt) {
   Executable* exe = graph.compile(&rt, options);
   EXPECT_EQ(backend_of_step(exe->summary(), "node"), "cpu");
   EXPECT_NE(exe->summary().find("(on the host: cuda: "), std::string::npos) << exe->summary();
-  const Tensor in = random_tensor(Shape{3, 4, 4}, 71);
+  Tensor in = random_tensor(Shape{3, 72, 72}, 71, -0.01f, 0.01f);
+  for (int64_t i = 0; i < in.numel(); ++i)  // near the identity: determinants near 1
+    if ((i / 72) % 72 == i % 72) in.data<float>()[i] += 1.f;
   const std::vector<Tensor> got = exe->execute({in});
   const std::vector<Tensor> want = run_on({"cpu"}, "Det", {in}, {});
   expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-5, 1e-4);

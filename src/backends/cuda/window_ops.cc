@@ -1,6 +1,6 @@
-// CUDA kernel classes of LpPool, GlobalLpPool, MaxUnpool, Col2Im and RoiAlign: each reads its
-// geometry once at compile time (through the schemas' helpers the CPU kernels use, so both agree)
-// and launches window_ops.cu's kernels at run time.
+// CUDA kernel classes of LpPool, GlobalLpPool, MaxUnpool, Col2Im, RoiAlign and DeformConv: each
+// reads its geometry once at compile time (through the schemas' helpers the CPU kernels use, so
+// both agree) and launches window_ops.cu's kernels at run time.
 #include <memory>
 #include <string>
 
@@ -163,6 +163,45 @@ std::unique_ptr<Kernel> make_roi_align(const NodeContext& ctx) {
   });
 }
 
+// ---- DeformConv: float32 or float64, 1 to 3 spatial axes ----
+
+std::string check_deform_conv(const NodeContext& ctx) {
+  const DType t = ctx.input_dtype(0);
+  if (t != DType::kFloat32 && t != DType::kFloat64) return std::string(dtype_name(t)) + " data";
+  for (int i = 1; i < 5; ++i)
+    if (ctx.has_input(i) && ctx.input_dtype(i) != t) return "inputs of different types";
+  const int rank = ctx.input_shape(0).rank();
+  if (rank < 3 || rank > 5) return "only 1 to 3 spatial axes";
+  return check_static_shapes(ctx);
+}
+
+std::unique_ptr<Kernel> make_deform_conv(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  const ConvGeometry g = window_geometry(ctx, x, conv_kernel_shape(ctx, w), false);
+  DeformConvDesc d;
+  d.spatial = g.spatial;
+  d.batch = x[0];
+  d.channels = x[1];
+  d.out_channels = w[0];
+  d.group = ctx.attr_int("group", 1);
+  d.offset_group = ctx.attr_int("offset_group", 1);
+  for (int i = 0; i < g.spatial; ++i) {
+    d.in[i] = g.in[i];
+    d.out[i] = g.out[i];
+    d.k[i] = g.kernel[i];
+    d.stride[i] = g.strides[i];
+    d.dilation[i] = g.dilations[i];
+    d.pad_begin[i] = g.pad_begin[i];
+  }
+  const bool is_double = ctx.input_dtype(0) == DType::kFloat64;
+  const bool has_bias = ctx.has_input(3), has_mask = ctx.has_input(4);
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_deform_conv(is_double, d, in(k, 0), in(k, 1), in(k, 2), has_bias ? in(k, 3) : nullptr,
+                       has_mask ? in(k, 4) : nullptr, out(k), s);
+  });
+}
+
 }  // namespace
 
 LUMEN_REGISTER_CUDA_KERNEL(LpPool, &make_lp_pool, &check_lp_pool);
@@ -170,5 +209,6 @@ LUMEN_REGISTER_CUDA_KERNEL(GlobalLpPool, &make_global_lp_pool, &check_global_lp_
 LUMEN_REGISTER_CUDA_KERNEL(MaxUnpool, &make_max_unpool, &check_max_unpool);
 LUMEN_REGISTER_CUDA_KERNEL(Col2Im, &make_col2im, &check_col2im);
 LUMEN_REGISTER_CUDA_KERNEL(RoiAlign, &make_roi_align, &check_roi_align);
+LUMEN_REGISTER_CUDA_KERNEL(DeformConv, &make_deform_conv, &check_deform_conv);
 
 }  // namespace lumen::cuda

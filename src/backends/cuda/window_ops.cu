@@ -1,6 +1,7 @@
-// CUDA kernels of LpPool, GlobalLpPool, MaxUnpool, Col2Im and RoiAlign (window_ops.h): a thread
-// per output element everywhere but GlobalLpPool (a block per row), each output gathering what
-// lands on it, so that no two threads write one element and sums run in the host's order.
+// CUDA kernels of LpPool, GlobalLpPool, MaxUnpool, Col2Im, RoiAlign and DeformConv
+// (window_ops.h): a thread per output element everywhere but GlobalLpPool (a block per row), each
+// output gathering what lands on it, so that no two threads write one element and sums run in the
+// host's order.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -135,6 +136,81 @@ __global__ void col2im_kernel(Col2ImDesc d, const T* x, T* y) {
         acc = static_cast<A>(acc + static_cast<A>(load(x, (p * d.block_size + k) * d.blocks + l)));
     }
     y[i] = store_as<T>(acc);
+  }
+}
+
+template <typename T>
+__global__ void deform_conv_kernel(DeformConvDesc d, const T* x, const T* w, const T* offset,
+                                   const T* bias, const T* mask, T* y) {
+  const int sp = d.spatial, corners = 1 << sp;
+  int64_t in_size = 1, out_size = 1, taps = 1;
+  for (int i = 0; i < sp; ++i) {
+    in_size *= d.in[i];
+    out_size *= d.out[i];
+    taps *= d.k[i];
+  }
+  const int64_t cg = d.channels / d.group, og = d.out_channels / d.group;
+  const int64_t per_offset_group = d.channels / d.offset_group;
+  ANY_GRID_LOOP(j, d.batch * d.out_channels * out_size) {
+    const int64_t p = j % out_size, m = (j / out_size) % d.out_channels;
+    const int64_t n = j / (out_size * d.out_channels), g = m / og;
+    int64_t oidx[3] = {0, 0, 0};
+    for (int64_t i = sp - 1, rest = p; i >= 0; --i) {
+      oidx[i] = rest % d.out[i];
+      rest /= d.out[i];
+    }
+    T acc = bias != nullptr ? bias[m] : T(0);
+    for (int64_t cl = 0; cl < cg; ++cl) {
+      const int64_t c = g * cg + cl;
+      const int64_t ogrp = c / per_offset_group;
+      const T* plane = x + (n * d.channels + c) * in_size;
+      for (int64_t k = 0; k < taps; ++k) {
+        int64_t kidx[3] = {0, 0, 0};
+        int64_t rest = k;
+        for (int i = sp - 1; i >= 0; --i) {
+          kidx[i] = rest % d.k[i];
+          rest /= d.k[i];
+        }
+        const int64_t gk = ogrp * taps + k;
+        const T* off = offset + (n * d.offset_group * taps + gk) * sp * out_size;
+        int64_t low[3] = {0, 0, 0};
+        T frac[3] = {0, 0, 0};
+        bool is_nan = false;
+        for (int i = 0; i < sp; ++i) {
+          T pos = static_cast<T>(oidx[i] * d.stride[i] - d.pad_begin[i] + kidx[i] * d.dilation[i]) +
+                  off[i * out_size + p];
+          is_nan = is_nan || pos != pos;
+          pos = pos < T(-2)
+                    ? T(-2)
+                    : (pos > static_cast<T>(d.in[i] + 1) ? static_cast<T>(d.in[i] + 1) : pos);
+          const T fl = floor(pos);
+          low[i] = is_nan ? 0 : static_cast<int64_t>(fl);
+          frac[i] = pos - fl;
+        }
+        T v = T(0);
+        if (is_nan) {
+          v = static_cast<T>(nan(""));
+        } else {
+          const T scale =
+              mask != nullptr ? mask[(n * d.offset_group * taps + gk) * out_size + p] : T(1);
+          for (int q = 0; q < corners; ++q) {
+            T wq = scale;
+            int64_t flat = 0;
+            bool inside = true;
+            for (int i = 0; i < sp; ++i) {
+              const int bit = (q >> (sp - 1 - i)) & 1;
+              const int64_t at = low[i] + bit;
+              inside = inside && at >= 0 && at < d.in[i];
+              wq *= bit ? frac[i] : T(1) - frac[i];
+              flat = flat * d.in[i] + at;
+            }
+            if (inside) v += wq * plane[flat];
+          }
+        }
+        acc += w[(m * cg + cl) * taps + k] * v;
+      }
+    }
+    y[j] = acc;
   }
 }
 
@@ -281,6 +357,25 @@ void launch_roi_align(const RoiAlignDesc& desc, const float* x, const float* roi
   if (total == 0) return;
   roi_align_kernel<<<any_blocks(total), kAnyThreads, 0, stream>>>(desc, x, rois, batch_index, y,
                                                                   check);
+}
+
+void launch_deform_conv(bool is_double, const DeformConvDesc& desc, const void* x, const void* w,
+                        const void* offset, const void* bias, const void* mask, void* y,
+                        cudaStream_t stream) {
+  int64_t out_size = 1;
+  for (int i = 0; i < desc.spatial; ++i) out_size *= desc.out[i];
+  const int64_t total = desc.batch * desc.out_channels * out_size;
+  if (total == 0) return;
+  auto go = [&](auto v) {
+    using T = decltype(v);
+    deform_conv_kernel<T><<<any_blocks(total), kAnyThreads, 0, stream>>>(
+        desc, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(offset),
+        static_cast<const T*>(bias), static_cast<const T*>(mask), static_cast<T*>(y));
+  };
+  if (is_double)
+    go(double{});
+  else
+    go(float{});
 }
 
 }  // namespace lumen::cuda

@@ -1,5 +1,5 @@
 // Launchers of the CUDA kernels of the window and region ops (window_ops.cu): LpPool,
-// GlobalLpPool, MaxUnpool, Col2Im and RoiAlign. Plain C++ types, so the kernel classes
+// GlobalLpPool, MaxUnpool, Col2Im, RoiAlign and DeformConv. Plain C++ types, so the kernel classes
 // (window_ops.cc) need no CUDA C++. Float tensors are `void*` of the element type `Elem`
 // (any_launch.h); sums are in float32 for 16-bit and float32 data, double for float64, as on the
 // host.
@@ -65,5 +65,19 @@ struct RoiAlignDesc {
 void launch_roi_align(const RoiAlignDesc& desc, const float* x, const float* rois,
                       const int64_t* batch_index, float* y, const IndexCheck& check,
                       cudaStream_t stream);
+
+// DeformConv (float32 or float64, `is_double`): y[n, m, p] = bias[m] + sum over the group's
+// channels c and kernel taps k of w[m, c, k] times x[n, c] sampled multilinearly at tap k's
+// window position plus its learned offset (offset group of c), times the mask. Corners outside x
+// weigh nothing; a NaN offset gives NaN. `spatial` 1 to 3 axes in their own order.
+struct DeformConvDesc {
+  int spatial = 2;
+  int64_t batch = 1, channels = 1, out_channels = 1, group = 1, offset_group = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad_begin[3] = {0, 0, 0};
+};
+void launch_deform_conv(bool is_double, const DeformConvDesc& desc, const void* x, const void* w,
+                        const void* offset, const void* bias, const void* mask, void* y,
+                        cudaStream_t stream);
 
 }  // namespace lumen::cuda
