@@ -881,17 +881,17 @@ std::vector<double> depthwise_reference(const Tensor& x, const Tensor& w, const 
 
 // The depthwise, im2col and epilogue kernels, launched directly (the conv kernel picks
 // among cuDNN and these by timing, so the graph-level tests may not reach them): every kernel
-// size it specialises (3x3, 5x5) and the general one, strides, dilation, a channel multiplier.
+// size it specialises (3x3, 5x5) and the general one, strides, dilation, a channel multiplier,
+// and planes wider and taller than one tile of the tiled 3x3 and 5x5 kernel.
 TEST(CudaKernels, ConvLaunchers) {
   SKIP_WITHOUT_CUDA();
   struct Case {
     int64_t c, m, h, w, k_h, k_w, stride, pad, dil;
   };
-  const Case cases[] = {{6, 1, 11, 9, 3, 3, 1, 1, 1},
-                        {6, 2, 11, 9, 3, 3, 2, 1, 2},
-                        {4, 1, 13, 12, 5, 5, 2, 2, 1},
-                        {3, 3, 9, 10, 7, 7, 1, 3, 1},
-                        {5, 1, 8, 6, 2, 2, 1, 0, 1}};
+  const Case cases[] = {
+      {6, 1, 11, 9, 3, 3, 1, 1, 1},  {6, 2, 11, 9, 3, 3, 2, 1, 2},  {4, 1, 13, 12, 5, 5, 2, 2, 1},
+      {3, 3, 9, 10, 7, 7, 1, 3, 1},  {5, 1, 8, 6, 2, 2, 1, 0, 1},   {5, 1, 37, 70, 3, 3, 1, 1, 1},
+      {4, 1, 40, 33, 3, 3, 2, 1, 1}, {3, 2, 21, 50, 5, 5, 1, 2, 1}, {7, 1, 7, 7, 3, 3, 1, 1, 1}};
   uint64_t seed = 60;
   for (const Case& t : cases) {
     SCOPED_TRACE(std::to_string(t.k_h) + "x" + std::to_string(t.k_w) + " stride " +

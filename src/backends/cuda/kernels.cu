@@ -152,6 +152,54 @@ __global__ void depthwise_conv_kernel(Conv2dDesc d, const T* __restrict__ x,
   }
 }
 
+// The same with a 2-D tile of one output plane per block (blockIdx.z: image * out channels +
+// channel), so each thread finds its position without 64-bit divisions and holds its channel's
+// KH x KW weights in registers; for planes and grids whose sizes fit 32-bit indices.
+template <typename T, int KH, int KW>
+__global__ void depthwise_conv_tiled_kernel(Conv2dDesc d, const T* __restrict__ x,
+                                            const T* __restrict__ w, T* __restrict__ y,
+                                            ConvEpilogue e) {
+  const int ow = blockIdx.x * blockDim.x + threadIdx.x;
+  const int oh = blockIdx.y * blockDim.y + threadIdx.y;
+  const int out_w = static_cast<int>(d.out_w), out_h = static_cast<int>(d.out_h);
+  if (ow >= out_w || oh >= out_h) return;
+  const int in_w = static_cast<int>(d.in_w), in_h = static_cast<int>(d.in_h);
+  const int multiplier = static_cast<int>(d.multiplier);
+  const int out_c = static_cast<int>(d.in_channels) * multiplier;
+  const int plane = blockIdx.z, oc = plane % out_c, b = plane / out_c;
+  const T* xp = x + (static_cast<int64_t>(b) * d.in_channels + oc / multiplier) * in_h * in_w;
+  float wr[KH * KW];
+#pragma unroll
+  for (int k = 0; k < KH * KW; ++k) wr[k] = to_float(w[oc * KH * KW + k]);
+  const T* bias = static_cast<const T*>(e.bias);
+  float acc = bias != nullptr ? to_float(bias[oc]) : 0.f;
+  const int ih0 = oh * d.stride_h - d.pad_h, iw0 = ow * d.stride_w - d.pad_w;
+#pragma unroll
+  for (int kh = 0; kh < KH; ++kh) {
+    const int ih = ih0 + kh * d.dil_h;
+    if (ih < 0 || ih >= in_h) continue;
+    const T* row = xp + ih * in_w;
+#pragma unroll
+    for (int kw = 0; kw < KW; ++kw) {
+      const int iw = iw0 + kw * d.dil_w;
+      if (iw >= 0 && iw < in_w) acc += to_float(row[iw]) * wr[kh * KW + kw];
+    }
+  }
+  const int64_t i = (static_cast<int64_t>(plane) * out_h + oh) * out_w + ow;
+  const T* residual = static_cast<const T*>(e.residual);
+  if (residual != nullptr) acc += to_float(residual[i]);
+  y[i] = from_float<T>(apply_unary(e.op, acc, e.alpha, e.beta));
+}
+
+// The tiled kernel's block for an out_h x out_w plane: up to 32 columns wide, 256 threads at most,
+// no wider or taller than the plane needs (in powers of two).
+dim3 depthwise_block(int64_t out_h, int64_t out_w) {
+  unsigned bx = 1, by = 1;
+  while (bx < 32 && bx < out_w) bx *= 2;
+  while (bx * by < 256 && by < out_h) by *= 2;
+  return dim3(bx, by);
+}
+
 template <typename T>
 __global__ void pool2d_kernel(Pool2dDesc d, const T* x, T* y, int64_t n) {
   GRID_LOOP(i, n) {
@@ -512,7 +560,19 @@ void launch_depthwise_conv(Storage st, const Conv2dDesc& desc, const void* x, co
     const T* tx = static_cast<const T*>(x);
     const T* tw = static_cast<const T*>(w);
     T* ty = static_cast<T*>(y);
-    if (desc.k_h == 3 && desc.k_w == 3)
+    const int64_t planes = desc.batch * desc.in_channels * desc.multiplier;
+    const bool tiled = planes <= 65535 && desc.in_h * desc.in_w < (int64_t{1} << 31) &&
+                       desc.out_h * desc.out_w < (int64_t{1} << 31) &&
+                       planes * desc.k_h * desc.k_w < (int64_t{1} << 31);
+    const dim3 block = depthwise_block(desc.out_h, desc.out_w);
+    const dim3 grid(static_cast<unsigned>((desc.out_w + block.x - 1) / block.x),
+                    static_cast<unsigned>((desc.out_h + block.y - 1) / block.y),
+                    static_cast<unsigned>(planes));
+    if (tiled && desc.k_h == 3 && desc.k_w == 3)
+      depthwise_conv_tiled_kernel<T, 3, 3><<<grid, block, 0, stream>>>(desc, tx, tw, ty, epilogue);
+    else if (tiled && desc.k_h == 5 && desc.k_w == 5)
+      depthwise_conv_tiled_kernel<T, 5, 5><<<grid, block, 0, stream>>>(desc, tx, tw, ty, epilogue);
+    else if (desc.k_h == 3 && desc.k_w == 3)
       depthwise_conv_kernel<T, 3, 3>
           <<<blocks_for(n), kThreads, 0, stream>>>(desc, tx, tw, ty, n, epilogue);
     else if (desc.k_h == 5 && desc.k_w == 5)
