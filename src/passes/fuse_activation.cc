@@ -48,13 +48,13 @@ bool fusion_target(const Graph& graph, const Node& conv, bool cpu_only) {
 
 class FuseActivationPass : public Pass {
  public:
-  explicit FuseActivationPass(bool cpu_only) : cpu_only_(cpu_only) {}
+  FuseActivationPass(bool cpu_only, bool gated) : cpu_only_(cpu_only), gated_(gated) {}
   const char* name() const override { return "fuse-activation"; }
   bool run(Graph& graph) override {
     bool changed = false;
     for (int id : graph.topological_order())
       if (!graph.node(id).removed &&
-          ((cpu_only_ && fuse_gated(graph, id)) || fuse(graph, id, cpu_only_)))
+          ((gated_ && fuse_gated(graph, id, cpu_only_)) || fuse(graph, id, cpu_only_)))
         changed = true;
     return changed;
   }
@@ -63,7 +63,7 @@ class FuseActivationPass : public Pass {
   // SiLU and HardSwish as exporters write them, Mul(y, Sigmoid(y)) and Mul(y, HardSigmoid(y))
   // with HardSwish's alpha and beta (either operand order), with y a convolution's output read by
   // those two nodes only: one FusedConv with a Swish or HardSwish activation.
-  static bool fuse_gated(Graph& graph, int mul_id) {
+  static bool fuse_gated(Graph& graph, int mul_id, bool cpu_only) {
     const Node& mul = graph.node(mul_id);
     if (mul.op != OpKind::kMul || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
     for (int k = 0; k < 2; ++k) {
@@ -76,7 +76,8 @@ class FuseActivationPass : public Pass {
       const bool swish = gate.op == OpKind::kSigmoid;
       if ((!swish && !is_hard_swish_gate(gate)) || gate.inputs[0] != y) continue;
       if (yv.producer < 0 || yv.is_output || yv.consumers.size() != 2) continue;
-      if (yv.type.dtype != DType::kFloat32 || !fusion_target(graph, graph.node(yv.producer), true))
+      if (yv.type.dtype != DType::kFloat32 ||
+          !fusion_target(graph, graph.node(yv.producer), cpu_only))
         continue;
       int conv_id = yv.producer, gate_id = sv.producer, out = mul.outputs[0];
       if (!can_replace_uses(graph, out, y)) return false;
@@ -117,12 +118,13 @@ class FuseActivationPass : public Pass {
   }
 
   bool cpu_only_;
+  bool gated_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only) {
-  return std::make_unique<FuseActivationPass>(cpu_only);
+std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only, bool gated) {
+  return std::make_unique<FuseActivationPass>(cpu_only, gated);
 }
 
 }  // namespace lumen

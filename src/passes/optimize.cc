@@ -25,6 +25,9 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   // Every backend has a GroupedMatMul kernel (the CPU and CUDA); only CUDA gains from it (one
   // launch), so it groups where CUDA is among the backends.
   bool grouped_matmul = true;
+  // Every backend's FusedConv has Swish and HardSwish epilogues (the CPU and CUDA; Vulkan runs the
+  // gated forms as they are).
+  bool gated_activations = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     strided_attention = strided_attention && (b == "cpu" || b == "vulkan" || b == "cuda");
@@ -32,6 +35,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
     matmul_residual = matmul_residual && (b == "cpu" || b == "vulkan" || b == "cuda");
     rotary = rotary && (b == "cpu" || b == "cuda");
     grouped_matmul = grouped_matmul && (b == "cpu" || b == "cuda");
+    gated_activations = gated_activations && (b == "cpu" || b == "cuda");
   }
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -46,7 +50,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (rotary) manager.add(make_fuse_rotary_pass());
   manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
-  manager.add(make_fuse_activation_pass(cpu_only));
+  manager.add(make_fuse_activation_pass(cpu_only, gated_activations));
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());

@@ -43,10 +43,12 @@ std::unique_ptr<Pass> make_constant_fold_pass();
 // Conv followed by an activation (Relu, LeakyRelu, Clip with constant bounds, Sigmoid, Tanh,
 // HardSwish) that is its only reader becomes one FusedConv: one kernel call, no extra pass over
 // the output.
-// With `cpu_only` (the graph runs on the CPU alone), SiLU (Mul(y, Sigmoid(y))) fuses too, as a
-// Swish activation the CPU runs, and pointwise convolutions in plain layout stay unfused (oneDNN
-// runs them as a GEMM, where a post-op is a slow second pass); otherwise every convolution fuses.
-std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only = true);
+// With `cpu_only` (the graph runs on the CPU alone), pointwise convolutions in plain layout stay
+// unfused (oneDNN runs them as a GEMM, where a post-op is a slow second pass); otherwise every
+// convolution fuses. With `gated` (every backend has Swish and HardSwish epilogues: the CPU and
+// CUDA), the gated forms exporters write, SiLU as Mul(y, Sigmoid(y)) and HardSwish as
+// Mul(y, HardSigmoid(y)), fuse too.
+std::unique_ptr<Pass> make_fuse_activation_pass(bool cpu_only = true, bool gated = true);
 // Regions of two or more convolutions, with the element-wise ops, pools and concats between them,
 // run on (N, H, W, C) tensors (channels_last=1), with a Transpose where a region begins or ends,
 // so oneDNN reorders no activation per convolution.

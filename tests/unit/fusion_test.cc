@@ -71,9 +71,10 @@ TEST(FuseActivation, ConvWithEachActivationIsOneFusedConv) {
 }
 
 // SiLU, Mul(y, Sigmoid(y)), and HardSwish as exporters before opset 14 write it, Mul(y,
-// HardSigmoid(y)) with alpha 1/6 and beta 1/2, in either operand order: one FusedConv. HardSigmoid
-// with its default alpha (0.2) times its input is not HardSwish: no convolution takes that
-// activation, and the result is still y * clamp(0.2 y + 0.5, 0, 1).
+// HardSigmoid(y)) with alpha 1/6 and beta 1/2, in either operand order: one FusedConv, for the CPU
+// and for CUDA. HardSigmoid with its default alpha (0.2) times its input is not HardSwish: no
+// convolution takes that activation, and the result is still y * clamp(0.2 y + 0.5, 0, 1). The
+// graph optimized for CUDA runs here on the CPU, whose FusedConv takes the same activations.
 TEST(FuseActivation, GatedActivationsInEitherOrderAreOneFusedConv) {
   Tensor x = test::random_tensor({1, 3, 6, 5}, 21, -4, 4);
   Tensor w = test::random_tensor({4, 3, 3, 3}, 22, -1, 1);
@@ -99,8 +100,10 @@ TEST(FuseActivation, GatedActivationsInEitherOrderAreOneFusedConv) {
   for (const Gate& g : gates) {
     std::vector<double> want = conv;
     for (double& v : want) v = g.f(v);
-    for (bool gate_first : {false, true}) {
-      SCOPED_TRACE(std::string(g.op) + (gate_first ? " first" : " second"));
+    for (int form = 0; form < 4; ++form) {
+      const bool gate_first = form & 1, for_cuda = form & 2;
+      SCOPED_TRACE(std::string(g.op) + (gate_first ? " first" : " second") +
+                   (for_cuda ? " for cuda,cpu" : " for cpu"));
       Graph graph;
       Value* in = graph.add_input("x", x.shape());
       Value* y = graph.add_op("Conv", {in, graph.add_constant("w", w), graph.add_constant("b", b)},
@@ -108,7 +111,8 @@ TEST(FuseActivation, GatedActivationsInEitherOrderAreOneFusedConv) {
       Value* s = graph.add_op(g.op, {y}, g.attrs);
       graph.mark_output(
           graph.add_op("Mul", gate_first ? std::vector<Value*>{s, y} : std::vector<Value*>{y, s}));
-      graph.optimize();
+      graph.optimize(for_cuda ? std::vector<std::string>{"cuda", "cpu"}
+                              : std::vector<std::string>{"cpu"});
       std::vector<int> order = graph.topological_order();
       if (g.activation != nullptr) {
         ASSERT_EQ(order.size(), 1u);
@@ -120,26 +124,28 @@ TEST(FuseActivation, GatedActivationsInEitherOrderAreOneFusedConv) {
           EXPECT_NE(act->second.as_string(), "HardSwish");
       }
       Runtime rt;
-      test::expect_close(graph.compile(&rt)->execute({x})[0], {1, 4, 6, 5}, want, 1e-5, 1e-4);
+      test::expect_close(graph.compile(&rt, CompileOptions{{"cpu"}})->execute({x})[0], {1, 4, 6, 5},
+                         want, 1e-5, 1e-4);
     }
   }
 }
 
 // A pointwise convolution + Relu stays two nodes for the CPU (oneDNN runs it as a GEMM, where the
 // post-op is a slow second pass) and becomes one FusedConv for CUDA (cuDNN applies it in the same
-// call); the fused form gives the same numbers.
+// call); the fused form gives the same numbers. So does one with SiLU after it.
 TEST(FuseActivation, PointwiseConvFusesOnlyOffTheCpu) {
   Tensor x = test::random_tensor({2, 5, 4, 3}, 31, -2, 2);
   Tensor w = test::random_tensor({6, 5, 1, 1}, 32, -1, 1);
   Tensor b = test::random_tensor({6}, 33, -1, 1);
   std::vector<double> xv = test::to_doubles(x), wv = test::to_doubles(w), bv = test::to_doubles(b);
-  std::vector<double> want(2 * 6 * 4 * 3);
+  std::vector<double> want(2 * 6 * 4 * 3), want_silu(want.size());
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t o = 0; o < 6; ++o)
       for (int64_t p = 0; p < 12; ++p) {
         double acc = bv[o];
         for (int64_t c = 0; c < 5; ++c) acc += xv[(i * 5 + c) * 12 + p] * wv[o * 5 + c];
         want[(i * 6 + o) * 12 + p] = std::max(acc, 0.0);
+        want_silu[(i * 6 + o) * 12 + p] = acc / (1 + std::exp(-acc));
       }
   for (bool cpu : {true, false}) {
     SCOPED_TRACE(cpu ? "cpu" : "cuda");
@@ -155,6 +161,19 @@ TEST(FuseActivation, PointwiseConvFusesOnlyOffTheCpu) {
     Tensor got = graph.compile(&rt, CompileOptions{{"cpu"}})->execute({x})[0];
     test::expect_close(got, {2, 6, 4, 3}, want, 1e-5, 1e-4);
   }
+  // SiLU after the pointwise convolution: one FusedConv with Swish for CUDA (EfficientNet's
+  // expansions), which the CPU runs too.
+  Graph graph;
+  Value* in = graph.add_input("x", x.shape());
+  Value* y = graph.add_op("Conv", {in, graph.add_constant("w", w), graph.add_constant("b", b)});
+  graph.mark_output(graph.add_op("Mul", {y, graph.add_op("Sigmoid", {y})}));
+  graph.optimize(std::vector<std::string>{"cuda", "cpu"});
+  std::vector<int> order = graph.topological_order();
+  ASSERT_EQ(order.size(), 1u);
+  EXPECT_EQ(graph.node(order[0]).attrs.at("activation").as_string(), "Swish");
+  Runtime rt;
+  Tensor got = graph.compile(&rt, CompileOptions{{"cpu"}})->execute({x})[0];
+  test::expect_close(got, {2, 6, 4, 3}, want_silu, 1e-5, 1e-4);
 }
 
 TEST(FuseActivation, ConvReadTwiceIsNotFused) {
