@@ -81,6 +81,7 @@ std::string check_matmul(const NodeContext& ctx, int a_in, int b_in,
   if (a.rank() - 2 > 6 || b.rank() - 2 > 6) return "more than 6 batch dims";
   const IntMatMulDesc d = matmul_desc(a, b);
   if (d.batches > 65535) return "more than 65535 matrices";
+  if (d.m > int64_t{65535} * 16 || d.n > (int64_t{1} << 31) - 16) return "too many rows or columns";
   for (int i : a_lists)
     if (ctx.has_input(i) && count_of(ctx, i) != 1 && count_of(ctx, i) != d.m)
       return "input " + std::to_string(i) + " is neither per tensor nor per row";

@@ -561,7 +561,8 @@ void launch_depthwise_conv(Storage st, const Conv2dDesc& desc, const void* x, co
     const T* tw = static_cast<const T*>(w);
     T* ty = static_cast<T*>(y);
     const int64_t planes = desc.batch * desc.in_channels * desc.multiplier;
-    const bool tiled = planes <= 65535 && desc.in_h * desc.in_w < (int64_t{1} << 31) &&
+    const bool tiled = planes <= 65535 && desc.out_h <= int64_t{65535} * 8 &&
+                       desc.in_h * desc.in_w < (int64_t{1} << 31) &&
                        desc.out_h * desc.out_w < (int64_t{1} << 31) &&
                        planes * desc.k_h * desc.k_w < (int64_t{1} << 31);
     const dim3 block = depthwise_block(desc.out_h, desc.out_w);
