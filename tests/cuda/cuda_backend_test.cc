@@ -167,9 +167,7 @@ TEST(CudaBackend, MixedPlacementCopies) {
   };
   Runtime rt;
   CpuAndMixed graphs(rt, build);
-  Tensor in = random_tensor(Shape{2, 80, 80}, 9, -0.02f, 0.02f);
-  for (int64_t i = 0; i < in.numel(); ++i)  // near the identity: determinants near 1
-    if ((i / 80) % 80 == i % 80) in.data<float>()[i] += 1.f;
+  const Tensor in = near_identity(2, 80, 9, 0.02f);
   std::vector<Tensor> want = graphs.reference->execute({in});
   Executable* exe = graphs.mixed;
   EXPECT_NE(exe->summary().find("copy"), std::string::npos) << exe->summary();
@@ -1174,9 +1172,7 @@ TEST(CudaKernels, WithoutAKernelTheHostRunsIt) {
   Executable* exe = graph.compile(&rt, options);
   EXPECT_EQ(backend_of_step(exe->summary(), "node"), "cpu");
   EXPECT_NE(exe->summary().find("(on the host: cuda: "), std::string::npos) << exe->summary();
-  Tensor in = random_tensor(Shape{3, 72, 72}, 71, -0.01f, 0.01f);
-  for (int64_t i = 0; i < in.numel(); ++i)  // near the identity: determinants near 1
-    if ((i / 72) % 72 == i % 72) in.data<float>()[i] += 1.f;
+  const Tensor in = near_identity(3, 72, 71, 0.01f);
   const std::vector<Tensor> got = exe->execute({in});
   const std::vector<Tensor> want = run_on({"cpu"}, "Det", {in}, {});
   expect_close(got[0], want[0].shape(), to_doubles(want[0]), 1e-5, 1e-4);

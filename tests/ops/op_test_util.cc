@@ -93,6 +93,14 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float lo, float hi) {
   return t;
 }
 
+Tensor near_identity(int64_t count, int64_t n, uint64_t seed, float spread) {
+  Tensor t = random_tensor(Shape{count, n, n}, seed, -spread, spread);
+  float* v = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if ((i / n) % n == i % n) v[i] += 1.f;
+  return t;
+}
+
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
   Tensor t = random_tensor({n}, seed);
   return std::vector<float>(t.data<float>(), t.data<float>() + n);

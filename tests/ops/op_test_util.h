@@ -14,6 +14,9 @@ namespace lumen::test {
 
 // Uniform random float32 values in [lo, hi), reproducible from `seed`.
 Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// `count` n x n float32 matrices I + E, E uniform random in [-spread, spread): their determinants
+// are near 1 whatever n (Det tests of large matrices).
+Tensor near_identity(int64_t count, int64_t n, uint64_t seed, float spread);
 // `n` uniform random floats in [-1, 1), reproducible from `seed` (for kernels on raw buffers).
 std::vector<float> random_floats(int64_t n, uint64_t seed);
 // Uniform random integers in [lo, hi] of an integer dtype (or bool: 0/1).

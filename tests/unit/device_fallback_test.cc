@@ -23,17 +23,6 @@ bool have_cuda() {
 // The largest matrices the CUDA Det kernel takes (backends/cuda/extra_ops.h's kMaxDetSize).
 constexpr int64_t kMaxDet = 64;
 
-// `count` n x n matrices I + E, E random in [-0.01, 0.01]: determinants near 1.
-Tensor near_identity(int64_t count, int64_t n, uint64_t seed) {
-  Tensor t = random_tensor(Shape{count, n, n}, seed);
-  float* v = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const int64_t r = (i / n) % n, c = i % n;
-    v[i] = (r == c ? 1.f : 0.f) + 0.01f * v[i];
-  }
-  return t;
-}
-
 struct MaskGraph {
   Graph graph;
   std::vector<Tensor> inputs;
@@ -62,7 +51,7 @@ MaskGraph mask_graph() {
   g.mark_output(g.add_op("Add", {scores, bias}, 1, {}, "masked")[0]);
   g.mark_output(g.add_op("Det", {mats}, 1, {}, "det")[0]);
   m.inputs = {random_ints(Shape{b, s}, 1, 0, 1), random_tensor(Shape{b, 1, s, s}, 2),
-              near_identity(3, big, 3), random_ints(Shape{2}, 4, 0, 50)};
+              near_identity(3, big, 3, 0.01f), random_ints(Shape{2}, 4, 0, 50)};
   return m;
 }
 

@@ -8,21 +8,6 @@
 namespace lumen::cuda {
 namespace {
 
-// Calls f(W{}) with W an unsigned word of `bytes` bytes.
-template <typename F>
-void with_word(int bytes, F&& f) {
-  switch (bytes) {
-    case 1:
-      return f(uint8_t{});
-    case 2:
-      return f(uint16_t{});
-    case 4:
-      return f(uint32_t{});
-    default:
-      return f(uint64_t{});
-  }
-}
-
 template <typename W>
 __global__ void tile_kernel(const W* x, W* y, TileDesc d, int64_t n) {
   ANY_GRID_LOOP(i, n) {
@@ -190,7 +175,9 @@ __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
 
 template <typename T>
 __global__ void eye_kernel(T* y, int64_t rows, int64_t cols, int64_t k) {
-  ANY_GRID_LOOP(i, rows * cols) { y[i] = store_as<T>(i % cols - i / cols == k ? 1 : 0); }
+  ANY_GRID_LOOP(i, rows * cols) {
+    y[i] = store_as<T>(i % cols - i / cols == k ? 1 : 0);
+  }
 }
 
 template <typename T>
@@ -339,8 +326,8 @@ void launch_eye(Elem t, void* y, int64_t rows, int64_t cols, int64_t k, cudaStre
   if (rows * cols == 0) return;
   with_elem(t, [&](auto tag) {
     using T = decltype(tag);
-    eye_kernel<T><<<any_blocks(rows * cols), kAnyThreads, 0, stream>>>(static_cast<T*>(y), rows,
-                                                                       cols, k);
+    eye_kernel<T>
+        <<<any_blocks(rows * cols), kAnyThreads, 0, stream>>>(static_cast<T*>(y), rows, cols, k);
   });
 }
 
@@ -350,7 +337,7 @@ void launch_tile(const void* x, void* y, int element_bytes, const TileDesc& desc
   with_word(element_bytes, [&](auto tag) {
     using W = decltype(tag);
     tile_kernel<W><<<any_blocks(n), kAnyThreads, 0, stream>>>(static_cast<const W*>(x),
-                                                             static_cast<W*>(y), desc, n);
+                                                              static_cast<W*>(y), desc, n);
   });
 }
 

@@ -1,6 +1,7 @@
 // CUDA kernels of data-movement ops on any type (any_movement.cu, and kernels.cu's strided
 // copy): Expand, Tile, Trilu, OneHot, DepthToSpace, SpaceToDepth, ScatterElements and ScatterND
-// (reduction none), GatherElements, GatherND, Pad (every mode), Range and EyeLike.
+// (reduction none), GatherElements, GatherND, Pad (every mode), CenterCropPad (as a Pad), Range and
+// EyeLike.
 #include <algorithm>
 
 #include "backends/cuda/any_ops.h"
@@ -354,6 +355,34 @@ std::unique_ptr<Kernel> make_pad(const NodeContext& ctx) {
   });
 }
 
+// CenterCropPad is a constant (zero) Pad whose begin along each axis is (out - in) / 2 rounded
+// toward zero: a crop starts at floor((in - out) / 2), a pad puts floor((out - in) / 2) zeros
+// first.
+std::string check_center_crop_pad(const NodeContext& ctx) {
+  std::string why = check_gpu_data(ctx, 0);
+  return why.empty() ? check_static_shapes(ctx) : why;
+}
+
+std::unique_ptr<Kernel> make_center_crop_pad(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const Shape& y = ctx.output(0).shape;
+  PadDesc d;
+  d.rank = x.rank();
+  for (int k = 0; k < x.rank(); ++k) {
+    const int64_t begin = -((x[k] - y[k]) / 2), end = y[k] - x[k] - begin;
+    d.dims[k] = y[k];
+    d.x_dims[k] = x[k];
+    d.pad_begin[k] = begin;
+    d.win_lo[k] = std::max<int64_t>(0, -begin);
+    d.win_n[k] = x[k] - d.win_lo[k] - std::max<int64_t>(0, -end);
+  }
+  const Elem e = *elem_of(ctx.input_dtype(0));
+  const int64_t n = y.numel();
+  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
+    launch_pad(e, in(k, 0), nullptr, out(k), d, n, s);
+  });
+}
+
 std::string check_range(const NodeContext& ctx) {
   const std::optional<Elem> e = elem_of(ctx.output(0).dtype);
   if (!e || *e == Elem::kBool) return "takes numbers";
@@ -389,6 +418,7 @@ std::unique_ptr<Kernel> make_eye_like(const NodeContext& ctx) {
 LUMEN_REGISTER_CUDA_KERNEL(GatherElements, &make_gather_elements, &check_gather_elements);
 LUMEN_REGISTER_CUDA_KERNEL(GatherND, &make_gather_nd, &check_gather_nd);
 LUMEN_REGISTER_CUDA_KERNEL(Pad, &make_pad, &check_pad);
+LUMEN_REGISTER_CUDA_KERNEL(CenterCropPad, &make_center_crop_pad, &check_center_crop_pad);
 LUMEN_REGISTER_CUDA_KERNEL(Range, &make_range, &check_range);
 LUMEN_REGISTER_CUDA_KERNEL(EyeLike, &make_eye_like, &check_eye_like);
 LUMEN_REGISTER_CUDA_KERNEL(Expand, &make_expand, &check_data_static);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/any_launch.h"
 #include "backends/cuda/cuda_backend.h"
@@ -54,6 +55,10 @@ std::string check_constant_without_zero(const NodeContext& ctx, int i);
 // host, which reports it.
 std::string check_known_indices(const NodeContext& ctx, int i, const std::vector<int64_t>& bounds,
                                 bool negative);
+
+// The reduction over the dims of x marked in `reduced`: the kept dims (in order) and the reduced
+// ones, each with its element stride in x.
+ReduceDesc reduce_desc(const Shape& x, const std::vector<bool>& reduced);
 
 // The [outer, n, inner] view of a tensor of shape x along `axis`.
 struct AxisView {

@@ -70,26 +70,35 @@ std::string check_reduce(const NodeContext& ctx) {
   return "";
 }
 
-std::unique_ptr<Kernel> make_reduce(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const std::vector<bool> reduced = reduced_dims(ctx);
-  const ReduceKind op = reduce_kind(ctx.op());
+}  // namespace
+
+ReduceDesc reduce_desc(const Shape& x, const std::vector<bool>& reduced) {
   ReduceDesc d;
   std::vector<int64_t> strides(x.rank(), 1);
   for (int k = x.rank() - 2; k >= 0; --k) strides[k] = strides[k + 1] * x[k + 1];
-  bool trailing = true;  // the reduced dims are the last ones
   for (int k = 0; k < x.rank(); ++k) {
     if (reduced[k]) {
       d.red_dims[d.red_rank] = x[k];
       d.red_strides[d.red_rank++] = strides[k];
       d.red_n *= x[k];
     } else {
-      if (d.red_rank > 0) trailing = false;
       d.out_dims[d.out_rank] = x[k];
       d.out_strides[d.out_rank++] = strides[k];
       d.out_n *= x[k];
     }
   }
+  return d;
+}
+
+namespace {
+
+std::unique_ptr<Kernel> make_reduce(const NodeContext& ctx) {
+  const Shape& x = ctx.input_shape(0);
+  const std::vector<bool> reduced = reduced_dims(ctx);
+  const ReduceKind op = reduce_kind(ctx.op());
+  const ReduceDesc d = reduce_desc(x, reduced);
+  bool trailing = true;  // the reduced dims are the last ones
+  for (int k = 1; k < x.rank(); ++k) trailing = trailing && (reduced[k] || !reduced[k - 1]);
   const Elem e = *elem_of(ctx.input_dtype(0));
   if (trailing && d.red_n > 0 && d.out_n > 0 && is_gpu_float(ctx.input_dtype(0)) &&
       (op == ReduceKind::kMean || op == ReduceKind::kMax)) {

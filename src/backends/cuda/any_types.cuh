@@ -72,19 +72,48 @@ __device__ __forceinline__ T store_as(V v) {
 template <typename F>
 void with_elem(Elem t, F&& f) {
   switch (t) {
-    case Elem::kF32: return f(float{});
-    case Elem::kF16: return f(__half{});
-    case Elem::kBF16: return f(__nv_bfloat16{});
-    case Elem::kF64: return f(double{});
-    case Elem::kI8: return f(int8_t{});
-    case Elem::kU8: return f(uint8_t{});
-    case Elem::kI16: return f(int16_t{});
-    case Elem::kU16: return f(uint16_t{});
-    case Elem::kI32: return f(int32_t{});
-    case Elem::kU32: return f(uint32_t{});
-    case Elem::kI64: return f(int64_t{});
-    case Elem::kU64: return f(uint64_t{});
-    case Elem::kBool: return f(bool{});
+    case Elem::kF32:
+      return f(float{});
+    case Elem::kF16:
+      return f(__half{});
+    case Elem::kBF16:
+      return f(__nv_bfloat16{});
+    case Elem::kF64:
+      return f(double{});
+    case Elem::kI8:
+      return f(int8_t{});
+    case Elem::kU8:
+      return f(uint8_t{});
+    case Elem::kI16:
+      return f(int16_t{});
+    case Elem::kU16:
+      return f(uint16_t{});
+    case Elem::kI32:
+      return f(int32_t{});
+    case Elem::kU32:
+      return f(uint32_t{});
+    case Elem::kI64:
+      return f(int64_t{});
+    case Elem::kU64:
+      return f(uint64_t{});
+    case Elem::kBool:
+      return f(bool{});
+  }
+}
+
+// Calls f(W{}) with W an unsigned word of `bytes` bytes (1, 2, 4; 8 for anything else): copies
+// that move elements as raw words need one instantiation per element size.
+template <typename F>
+void with_word(int bytes, F&& f) {
+  switch (bytes) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    default:
+      return f(uint64_t{});
   }
 }
 

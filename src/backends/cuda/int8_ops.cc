@@ -29,6 +29,20 @@ const float* floats(const KernelContext& k, int i) {
   return static_cast<const float*>(k.inputs[i].raw_data());
 }
 
+// QLinearMatMul's and QLinearConv's requantization: their scales are inputs 1 (A or x), 4 (B or w)
+// and 6 (y), y's zero point input 7.
+Requant requant(const KernelContext& k, int64_t a_count, int64_t b_count, bool out_signed) {
+  Requant r;
+  r.a_scale = floats(k, 1);
+  r.b_scale = floats(k, 4);
+  r.y_scale = floats(k, 6);
+  r.y_zero_point = ref8(k, 7);
+  r.a_count = a_count;
+  r.b_count = b_count;
+  r.out_signed = out_signed;
+  return r;
+}
+
 // "" when inputs `eight` are 8-bit (where present), `scales` float32, and shapes static.
 std::string check_types(const NodeContext& ctx, const std::vector<int>& eight,
                         const std::vector<int>& scales) {
@@ -117,14 +131,7 @@ std::unique_ptr<Kernel> make_qlinear_matmul(const NodeContext& ctx) {
   const int64_t a_count = count_of(ctx, 1), b_count = count_of(ctx, 4);
   const bool out_signed = ctx.output(0).dtype == DType::kInt8;
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    Requant r;
-    r.a_scale = floats(k, 1);
-    r.b_scale = floats(k, 4);
-    r.y_scale = floats(k, 6);
-    r.y_zero_point = ref8(k, 7);
-    r.a_count = a_count;
-    r.b_count = b_count;
-    r.out_signed = out_signed;
+    const Requant r = requant(k, a_count, b_count, out_signed);
     launch_int_matmul(d, ref8(k, 0), ref8(k, 3), ref8(k, 2), ref8(k, 5), &r, out(k), s);
   });
 }
@@ -151,15 +158,7 @@ IntConvDesc conv_desc(const NodeContext& ctx, int x_in, int w_in) {
   d.channels = x[1];
   d.out_channels = w[0];
   d.group = ctx.attr_int("group", 1);
-  for (int i = 0; i < g.spatial; ++i) {
-    const int a = 3 - g.spatial + i;
-    d.in[a] = g.in[i];
-    d.out[a] = g.out[i];
-    d.k[a] = g.kernel[i];
-    d.stride[a] = g.strides[i];
-    d.dilation[a] = g.dilations[i];
-    d.pad_begin[a] = g.pad_begin[i];
-  }
+  d.window = window_desc(g);
   return d;
 }
 
@@ -193,13 +192,7 @@ std::unique_ptr<Kernel> make_qlinear_conv(const NodeContext& ctx) {
   const bool has_bias = ctx.has_input(8);
   const bool out_signed = ctx.output(0).dtype == DType::kInt8;
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    Requant r;
-    r.a_scale = floats(k, 1);
-    r.b_scale = floats(k, 4);
-    r.y_scale = floats(k, 6);
-    r.y_zero_point = ref8(k, 7);
-    r.b_count = w_count;
-    r.out_signed = out_signed;
+    const Requant r = requant(k, 1, w_count, out_signed);
     const auto* bias = has_bias ? static_cast<const int32_t*>(in(k, 8)) : nullptr;
     launch_int_conv(d, ref8(k, 0), ref8(k, 3), ref8(k, 2), ref8(k, 5), bias, &r, out(k), s);
   });

@@ -85,31 +85,37 @@ __global__ void int_matmul_kernel(IntMatMulDesc d, Int8Ref a, Int8Ref b, Int8Ref
 
 __global__ void int_conv_kernel(IntConvDesc d, Int8Ref x, Int8Ref w, Int8Ref x_zp, Int8Ref w_zp,
                                 const int32_t* bias, bool requant, Requant r, void* y) {
-  const int64_t os = d.out[0] * d.out[1] * d.out[2];
-  const int64_t is = d.in[0] * d.in[1] * d.in[2];
-  const int64_t ks = d.k[0] * d.k[1] * d.k[2];
+  const int64_t os = d.window.out[0] * d.window.out[1] * d.window.out[2];
+  const int64_t is = d.window.in[0] * d.window.in[1] * d.window.in[2];
+  const int64_t ks = d.window.k[0] * d.window.k[1] * d.window.k[2];
   const int64_t cg = d.channels / d.group, mg = d.out_channels / d.group;
   const int32_t xzp = d.has_x_zp ? load8(x_zp, 0) : 0;
   ANY_GRID_LOOP(i, d.batch * d.out_channels * os) {
     const int64_t o = i % os, m = (i / os) % d.out_channels, nb = i / (os * d.out_channels);
-    const int64_t ow = o % d.out[2], oh = (o / d.out[2]) % d.out[1], od = o / (d.out[2] * d.out[1]);
+    const int64_t ow = o % d.window.out[2], oh = (o / d.window.out[2]) % d.window.out[1],
+                  od = o / (d.window.out[2] * d.window.out[1]);
     const int32_t wzp = zero_point(w_zp, d.w_zp_count, m);
     const int64_t g = m / mg;
     int32_t acc = 0;
     for (int64_t c = 0; c < cg; ++c) {
       const int64_t x_plane = (nb * d.channels + g * cg + c) * is;
       const int64_t w_plane = (m * cg + c) * ks;
-      for (int64_t kd = 0; kd < d.k[0]; ++kd) {
-        const int64_t id = od * d.stride[0] - d.pad_begin[0] + kd * d.dilation[0];
-        if (id < 0 || id >= d.in[0]) continue;
-        for (int64_t kh = 0; kh < d.k[1]; ++kh) {
-          const int64_t ih = oh * d.stride[1] - d.pad_begin[1] + kh * d.dilation[1];
-          if (ih < 0 || ih >= d.in[1]) continue;
-          for (int64_t kw = 0; kw < d.k[2]; ++kw) {
-            const int64_t iw = ow * d.stride[2] - d.pad_begin[2] + kw * d.dilation[2];
-            if (iw < 0 || iw >= d.in[2]) continue;
-            const int32_t xv = load8(x, x_plane + (id * d.in[1] + ih) * d.in[2] + iw) - xzp;
-            const int32_t wv = load8(w, w_plane + (kd * d.k[1] + kh) * d.k[2] + kw) - wzp;
+      for (int64_t kd = 0; kd < d.window.k[0]; ++kd) {
+        const int64_t id =
+            od * d.window.stride[0] - d.window.pad_begin[0] + kd * d.window.dilation[0];
+        if (id < 0 || id >= d.window.in[0]) continue;
+        for (int64_t kh = 0; kh < d.window.k[1]; ++kh) {
+          const int64_t ih =
+              oh * d.window.stride[1] - d.window.pad_begin[1] + kh * d.window.dilation[1];
+          if (ih < 0 || ih >= d.window.in[1]) continue;
+          for (int64_t kw = 0; kw < d.window.k[2]; ++kw) {
+            const int64_t iw =
+                ow * d.window.stride[2] - d.window.pad_begin[2] + kw * d.window.dilation[2];
+            if (iw < 0 || iw >= d.window.in[2]) continue;
+            const int32_t xv =
+                load8(x, x_plane + (id * d.window.in[1] + ih) * d.window.in[2] + iw) - xzp;
+            const int32_t wv =
+                load8(w, w_plane + (kd * d.window.k[1] + kh) * d.window.k[2] + kw) - wzp;
             acc += xv * wv;
           }
         }
@@ -196,7 +202,8 @@ void launch_int_matmul(const IntMatMulDesc& d, Int8Ref a, Int8Ref b, Int8Ref a_z
 
 void launch_int_conv(const IntConvDesc& d, Int8Ref x, Int8Ref w, Int8Ref x_zp, Int8Ref w_zp,
                      const int32_t* bias, const Requant* rq, void* y, cudaStream_t stream) {
-  const int64_t total = d.batch * d.out_channels * d.out[0] * d.out[1] * d.out[2];
+  const int64_t total =
+      d.batch * d.out_channels * d.window.out[0] * d.window.out[1] * d.window.out[2];
   if (total == 0) return;
   int_conv_kernel<<<any_blocks(total), kAnyThreads, 0, stream>>>(
       d, x, w, x_zp, w_zp, bias, rq != nullptr, rq ? *rq : Requant{}, y);

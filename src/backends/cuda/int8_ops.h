@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backends/cuda/launch.h"
+#include "backends/cuda/window_ops.h"
 
 namespace lumen::cuda {
 
@@ -53,8 +54,7 @@ void launch_int_matmul(const IntMatMulDesc& d, Int8Ref a, Int8Ref b, Int8Ref a_z
 // point is per tensor (padding adds nothing); w's per tensor or per output channel (w_zp_count).
 struct IntConvDesc {
   int64_t batch = 1, channels = 1, out_channels = 1, group = 1;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad_begin[3] = {0, 0, 0};
+  WindowDesc window;
   int64_t w_zp_count = 0;
   bool has_x_zp = false;
 };

@@ -132,24 +132,7 @@ std::unique_ptr<Kernel> make_mvn(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   std::vector<bool> reduced(x.rank(), false);
   for (int64_t a : ctx.attr_ints("axes", {0, 2, 3})) reduced[normalize_axis(a, x.rank())] = true;
-  ReduceDesc d;
-  int64_t stride = 1;
-  std::vector<int64_t> strides(x.rank(), 1);
-  for (int k = x.rank() - 1; k >= 0; --k) {
-    strides[k] = stride;
-    stride *= x[k];
-  }
-  for (int k = 0; k < x.rank(); ++k) {
-    if (reduced[k]) {
-      d.red_dims[d.red_rank] = x[k];
-      d.red_strides[d.red_rank++] = strides[k];
-      d.red_n *= x[k];
-    } else {
-      d.out_dims[d.out_rank] = x[k];
-      d.out_strides[d.out_rank++] = strides[k];
-      d.out_n *= x[k];
-    }
-  }
+  const ReduceDesc d = reduce_desc(x, reduced);
   const Storage st = storage_of(ctx.input_dtype(0));
   return launch(
       ctx, [=](const KernelContext& k, cudaStream_t s) { launch_mvn(st, d, in(k, 0), out(k), s); });

@@ -12,6 +12,21 @@
 #include "graph/schemas/sampling.h"
 
 namespace lumen::cuda {
+
+WindowDesc window_desc(const ConvGeometry& g) {
+  WindowDesc d;
+  for (int i = 0; i < g.spatial; ++i) {
+    const int a = 3 - g.spatial + i;
+    d.in[a] = g.in[i];
+    d.out[a] = g.out[i];
+    d.k[a] = g.kernel[i];
+    d.stride[a] = g.strides[i];
+    d.dilation[a] = g.dilations[i];
+    d.pad_begin[a] = g.pad_begin[i];
+  }
+  return d;
+}
+
 namespace {
 
 // float16, bfloat16, float32 or float64 data and static shapes.
@@ -33,21 +48,12 @@ std::unique_ptr<Kernel> make_lp_pool(const NodeContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const ConvGeometry g =
       window_geometry(ctx, x, ctx.attr_ints("kernel_shape"), ctx.attr_int("ceil_mode", 0) != 0);
-  WindowDesc d;
-  d.planes = x[0] * x[1];
-  for (int i = 0; i < g.spatial; ++i) {
-    const int a = 3 - g.spatial + i;
-    d.in[a] = g.in[i];
-    d.out[a] = g.out[i];
-    d.k[a] = g.kernel[i];
-    d.stride[a] = g.strides[i];
-    d.dilation[a] = g.dilations[i];
-    d.pad_begin[a] = g.pad_begin[i];
-  }
+  const WindowDesc d = window_desc(g);
+  const int64_t planes = x[0] * x[1];
   const float p = ctx.attr_float("p", 2.0f);
   const Elem e = *elem_of(ctx.input_dtype(0));
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_lp_pool(e, d, p, in(k, 0), out(k), s);
+    launch_lp_pool(e, d, planes, p, in(k, 0), out(k), s);
   });
 }
 
@@ -186,14 +192,7 @@ std::unique_ptr<Kernel> make_deform_conv(const NodeContext& ctx) {
   d.out_channels = w[0];
   d.group = ctx.attr_int("group", 1);
   d.offset_group = ctx.attr_int("offset_group", 1);
-  for (int i = 0; i < g.spatial; ++i) {
-    d.in[i] = g.in[i];
-    d.out[i] = g.out[i];
-    d.k[i] = g.kernel[i];
-    d.stride[i] = g.strides[i];
-    d.dilation[i] = g.dilations[i];
-    d.pad_begin[i] = g.pad_begin[i];
-  }
+  d.window = window_desc(g);
   const bool is_double = ctx.input_dtype(0) == DType::kFloat64;
   const bool has_bias = ctx.has_input(3), has_mask = ctx.has_input(4);
   return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {

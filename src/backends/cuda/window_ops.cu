@@ -42,9 +42,9 @@ __device__ __forceinline__ C lp_root(C s, C p) {
 }
 
 template <typename T>
-__global__ void lp_pool_kernel(WindowDesc d, sum_t<T> p, const T* x, T* y) {
+__global__ void lp_pool_kernel(WindowDesc d, int64_t planes, sum_t<T> p, const T* x, T* y) {
   using C = sum_t<T>;
-  const int64_t total = d.planes * d.out[0] * d.out[1] * d.out[2];
+  const int64_t total = planes * d.out[0] * d.out[1] * d.out[2];
   ANY_GRID_LOOP(i, total) {
     const int64_t ow = i % d.out[2], oh = (i / d.out[2]) % d.out[1];
     const int64_t od = (i / (d.out[2] * d.out[1])) % d.out[0];
@@ -142,12 +142,13 @@ __global__ void col2im_kernel(Col2ImDesc d, const T* x, T* y) {
 template <typename T>
 __global__ void deform_conv_kernel(DeformConvDesc d, const T* x, const T* w, const T* offset,
                                    const T* bias, const T* mask, T* y) {
-  const int sp = d.spatial, corners = 1 << sp;
+  // Spatial axis i (of sp) is window axis lead + i.
+  const int sp = d.spatial, corners = 1 << sp, lead = 3 - sp;
   int64_t in_size = 1, out_size = 1, taps = 1;
   for (int i = 0; i < sp; ++i) {
-    in_size *= d.in[i];
-    out_size *= d.out[i];
-    taps *= d.k[i];
+    in_size *= d.window.in[lead + i];
+    out_size *= d.window.out[lead + i];
+    taps *= d.window.k[lead + i];
   }
   const int64_t cg = d.channels / d.group, og = d.out_channels / d.group;
   const int64_t per_offset_group = d.channels / d.offset_group;
@@ -156,8 +157,8 @@ __global__ void deform_conv_kernel(DeformConvDesc d, const T* x, const T* w, con
     const int64_t n = j / (out_size * d.out_channels), g = m / og;
     int64_t oidx[3] = {0, 0, 0};
     for (int64_t i = sp - 1, rest = p; i >= 0; --i) {
-      oidx[i] = rest % d.out[i];
-      rest /= d.out[i];
+      oidx[i] = rest % d.window.out[lead + i];
+      rest /= d.window.out[lead + i];
     }
     T acc = bias != nullptr ? bias[m] : T(0);
     for (int64_t cl = 0; cl < cg; ++cl) {
@@ -168,8 +169,8 @@ __global__ void deform_conv_kernel(DeformConvDesc d, const T* x, const T* w, con
         int64_t kidx[3] = {0, 0, 0};
         int64_t rest = k;
         for (int i = sp - 1; i >= 0; --i) {
-          kidx[i] = rest % d.k[i];
-          rest /= d.k[i];
+          kidx[i] = rest % d.window.k[lead + i];
+          rest /= d.window.k[lead + i];
         }
         const int64_t gk = ogrp * taps + k;
         const T* off = offset + (n * d.offset_group * taps + gk) * sp * out_size;
@@ -177,12 +178,15 @@ __global__ void deform_conv_kernel(DeformConvDesc d, const T* x, const T* w, con
         T frac[3] = {0, 0, 0};
         bool is_nan = false;
         for (int i = 0; i < sp; ++i) {
-          T pos = static_cast<T>(oidx[i] * d.stride[i] - d.pad_begin[i] + kidx[i] * d.dilation[i]) +
-                  off[i * out_size + p];
+          T pos =
+              static_cast<T>(oidx[i] * d.window.stride[lead + i] - d.window.pad_begin[lead + i] +
+                             kidx[i] * d.window.dilation[lead + i]) +
+              off[i * out_size + p];
           is_nan = is_nan || pos != pos;
-          pos = pos < T(-2)
-                    ? T(-2)
-                    : (pos > static_cast<T>(d.in[i] + 1) ? static_cast<T>(d.in[i] + 1) : pos);
+          pos = pos < T(-2) ? T(-2)
+                            : (pos > static_cast<T>(d.window.in[lead + i] + 1)
+                                   ? static_cast<T>(d.window.in[lead + i] + 1)
+                                   : pos);
           const T fl = floor(pos);
           low[i] = is_nan ? 0 : static_cast<int64_t>(fl);
           frac[i] = pos - fl;
@@ -200,9 +204,9 @@ __global__ void deform_conv_kernel(DeformConvDesc d, const T* x, const T* w, con
             for (int i = 0; i < sp; ++i) {
               const int bit = (q >> (sp - 1 - i)) & 1;
               const int64_t at = low[i] + bit;
-              inside = inside && at >= 0 && at < d.in[i];
+              inside = inside && at >= 0 && at < d.window.in[lead + i];
               wq *= bit ? frac[i] : T(1) - frac[i];
-              flat = flat * d.in[i] + at;
+              flat = flat * d.window.in[lead + i] + at;
             }
             if (inside) v += wq * plane[flat];
           }
@@ -297,14 +301,14 @@ void with_float_elem(Elem t, F&& f) {
 
 }  // namespace
 
-void launch_lp_pool(Elem t, const WindowDesc& desc, float p, const void* x, void* y,
+void launch_lp_pool(Elem t, const WindowDesc& desc, int64_t planes, float p, const void* x, void* y,
                     cudaStream_t stream) {
-  const int64_t total = desc.planes * desc.out[0] * desc.out[1] * desc.out[2];
+  const int64_t total = planes * desc.out[0] * desc.out[1] * desc.out[2];
   if (total == 0) return;
   with_float_elem(t, [&](auto v) {
     using T = decltype(v);
     lp_pool_kernel<T><<<any_blocks(total), kAnyThreads, 0, stream>>>(
-        desc, static_cast<sum_t<T>>(p), static_cast<const T*>(x), static_cast<T*>(y));
+        desc, planes, static_cast<sum_t<T>>(p), static_cast<const T*>(x), static_cast<T*>(y));
   });
 }
 
@@ -322,21 +326,11 @@ void launch_max_unpool(int elem_bytes, const UnpoolDesc& desc, const void* x, co
                        int64_t n, void* y, const IndexCheck& check, cudaStream_t stream) {
   cudaMemsetAsync(y, 0, static_cast<size_t>(desc.out_n) * elem_bytes, stream);
   if (n == 0) return;
-  auto go = [&](auto v) {
+  with_word(elem_bytes, [&](auto v) {
     using U = decltype(v);
     max_unpool_kernel<U><<<any_blocks(n), kAnyThreads, 0, stream>>>(
         desc, static_cast<const U*>(x), idx, n, static_cast<U*>(y), check);
-  };
-  switch (elem_bytes) {
-    case 1:
-      return go(uint8_t{});
-    case 2:
-      return go(uint16_t{});
-    case 4:
-      return go(uint32_t{});
-    default:
-      return go(uint64_t{});
-  }
+  });
 }
 
 void launch_col2im(Elem t, const Col2ImDesc& desc, const void* x, void* y, cudaStream_t stream) {
@@ -362,8 +356,7 @@ void launch_roi_align(const RoiAlignDesc& desc, const float* x, const float* roi
 void launch_deform_conv(bool is_double, const DeformConvDesc& desc, const void* x, const void* w,
                         const void* offset, const void* bias, const void* mask, void* y,
                         cudaStream_t stream) {
-  int64_t out_size = 1;
-  for (int i = 0; i < desc.spatial; ++i) out_size *= desc.out[i];
+  const int64_t out_size = desc.window.out[0] * desc.window.out[1] * desc.window.out[2];
   const int64_t total = desc.batch * desc.out_channels * out_size;
   if (total == 0) return;
   auto go = [&](auto v) {

@@ -12,18 +12,24 @@
 #include "backends/cuda/any_launch.h"
 #include "backends/cuda/index_check.h"
 
+namespace lumen {
+struct ConvGeometry;
+}  // namespace lumen
+
 namespace lumen::cuda {
 
-// A window over up to three spatial axes; missing leading axes are size-1 axes (in = out = k = 1).
+// A window over up to three spatial axes, right-aligned: missing leading axes are size-1 axes
+// (in = out = k = 1).
 struct WindowDesc {
-  int64_t planes = 0;  // batch * channels
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
   int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad_begin[3] = {0, 0, 0};
 };
+// The window of a pooling or convolution geometry (graph/schemas/conv_geometry.h).
+WindowDesc window_desc(const ConvGeometry& g);
 
-// LpPool: y = (sum over the window of |x|^p)^(1/p), padding counting as zeros; one thread per
-// output element.
-void launch_lp_pool(Elem t, const WindowDesc& desc, float p, const void* x, void* y,
+// LpPool over `planes` (batch * channels) planes: y = (sum over the window of |x|^p)^(1/p),
+// padding counting as zeros; one thread per output element.
+void launch_lp_pool(Elem t, const WindowDesc& desc, int64_t planes, float p, const void* x, void* y,
                     cudaStream_t stream);
 
 // GlobalLpPool over `rows` contiguous rows of n: y[r] = (sum |x|^p)^(1/p); a block per row.
@@ -69,12 +75,11 @@ void launch_roi_align(const RoiAlignDesc& desc, const float* x, const float* roi
 // DeformConv (float32 or float64, `is_double`): y[n, m, p] = bias[m] + sum over the group's
 // channels c and kernel taps k of w[m, c, k] times x[n, c] sampled multilinearly at tap k's
 // window position plus its learned offset (offset group of c), times the mask. Corners outside x
-// weigh nothing; a NaN offset gives NaN. `spatial` 1 to 3 axes in their own order.
+// weigh nothing; a NaN offset gives NaN. `spatial` 1 to 3 axes.
 struct DeformConvDesc {
   int spatial = 2;
   int64_t batch = 1, channels = 1, out_channels = 1, group = 1, offset_group = 1;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad_begin[3] = {0, 0, 0};
+  WindowDesc window;
 };
 void launch_deform_conv(bool is_double, const DeformConvDesc& desc, const void* x, const void* w,
                         const void* offset, const void* bias, const void* mask, void* y,

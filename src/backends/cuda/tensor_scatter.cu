@@ -1,10 +1,10 @@
-// CUDA kernels of TensorScatter and CenterCropPad (region_copy.h): a thread per element written,
-// moving its bits as an unsigned integer of the element's size.
+// CUDA kernel of TensorScatter (tensor_scatter.h): a thread per element written, moving its bits
+// as an unsigned integer of the element's size.
 #include <cstdint>
 
 #include "backends/cuda/any_types.cuh"
 #include "backends/cuda/index_check.cuh"
-#include "backends/cuda/region_copy.h"
+#include "backends/cuda/tensor_scatter.h"
 
 namespace lumen::cuda {
 namespace {
@@ -26,36 +26,6 @@ __global__ void tensor_scatter_kernel(TensorScatterDesc d, const U* update, cons
   }
 }
 
-template <typename U>
-__global__ void center_crop_pad_kernel(CropPadDesc d, const U* x, U* y, int64_t n) {
-  ANY_GRID_LOOP(i, n) {
-    int64_t rest = i, src = 0, stride = 1;
-    bool inside = true;
-    for (int a = d.rank - 1; a >= 0; --a) {
-      const int64_t c = rest % d.out_dims[a] + d.shift[a];
-      rest /= d.out_dims[a];
-      inside = inside && c >= 0 && c < d.in_dims[a];
-      src += c * stride;
-      stride *= d.in_dims[a];
-    }
-    y[i] = inside ? x[src] : U(0);
-  }
-}
-
-template <typename F>
-void with_bits(int elem_bytes, F&& f) {
-  switch (elem_bytes) {
-    case 1:
-      return f(uint8_t{});
-    case 2:
-      return f(uint16_t{});
-    case 4:
-      return f(uint32_t{});
-    default:
-      return f(uint64_t{});
-  }
-}
-
 }  // namespace
 
 void launch_tensor_scatter(int elem_bytes, const TensorScatterDesc& desc, const void* update,
@@ -63,20 +33,10 @@ void launch_tensor_scatter(int elem_bytes, const TensorScatterDesc& desc, const 
                            cudaStream_t stream) {
   const int64_t n = desc.prefix * desc.seq * desc.inner;
   if (n == 0 || desc.max_seq == 0) return;
-  with_bits(elem_bytes, [&](auto v) {
+  with_word(elem_bytes, [&](auto v) {
     using U = decltype(v);
     tensor_scatter_kernel<U><<<any_blocks(n), kAnyThreads, 0, stream>>>(
         desc, static_cast<const U*>(update), write, static_cast<U*>(out), check);
-  });
-}
-
-void launch_center_crop_pad(int elem_bytes, const CropPadDesc& desc, const void* x, void* y,
-                            int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  with_bits(elem_bytes, [&](auto v) {
-    using U = decltype(v);
-    center_crop_pad_kernel<U><<<any_blocks(n), kAnyThreads, 0, stream>>>(
-        desc, static_cast<const U*>(x), static_cast<U*>(y), n);
   });
 }
 

@@ -1,13 +1,13 @@
-// CUDA kernel classes of TensorScatter and CenterCropPad (region_copy.cu's kernels). TensorScatter
-// may run in place on its cache (the planner gives the output the cache's memory when the cache
-// dies there, as a KV cache does between decode steps): only the update rows move then.
+// CUDA kernel class of TensorScatter (tensor_scatter.cu's kernel). It may run in place on its
+// cache (the planner gives the output the cache's memory when the cache dies there, as a KV cache
+// does between decode steps): only the update rows move then.
 #include <memory>
 #include <string>
 
 #include "backends/cuda/any_ops.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/region_copy.h"
+#include "backends/cuda/tensor_scatter.h"
 
 namespace lumen::cuda {
 namespace {
@@ -63,34 +63,8 @@ std::unique_ptr<Kernel> make_tensor_scatter(const NodeContext& ctx) {
   return std::make_unique<TensorScatterKernel>(ctx);
 }
 
-// ---- CenterCropPad ----
-
-std::string check_center_crop_pad(const NodeContext& ctx) {
-  std::string why = check_gpu_data(ctx, 0);
-  if (!why.empty()) return why;
-  return check_static_shapes(ctx);
-}
-
-std::unique_ptr<Kernel> make_center_crop_pad(const NodeContext& ctx) {
-  const Shape& x = ctx.input_shape(0);
-  const Shape& y = ctx.output(0).shape;
-  CropPadDesc d;
-  d.rank = x.rank();
-  for (int a = 0; a < d.rank; ++a) {
-    d.in_dims[a] = x[a];
-    d.out_dims[a] = y[a];
-    d.shift[a] = (x[a] - y[a]) / 2;
-  }
-  const int64_t n = y.numel();
-  const int bytes = element_bytes(ctx.input_dtype(0));
-  return closure(ctx, [=](const KernelContext& k, cudaStream_t s) {
-    launch_center_crop_pad(bytes, d, in(k, 0), out(k), n, s);
-  });
-}
-
 }  // namespace
 
 LUMEN_REGISTER_CUDA_KERNEL(TensorScatter, &make_tensor_scatter, &check_tensor_scatter);
-LUMEN_REGISTER_CUDA_KERNEL(CenterCropPad, &make_center_crop_pad, &check_center_crop_pad);
 
 }  // namespace lumen::cuda

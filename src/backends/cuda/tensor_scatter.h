@@ -1,7 +1,6 @@
-// Launchers of the CUDA kernels that copy a region of one tensor into another (region_copy.cu):
-// TensorScatter (a KV cache's update rows at each batch's write position) and CenterCropPad.
-// Plain C++ types, so the kernel classes (region_copy.cc) need no CUDA C++. Any element size of 1,
-// 2, 4 or 8 bytes: the copies move bits.
+// Launcher of the CUDA kernel of TensorScatter (tensor_scatter.cu): a KV cache's update rows at
+// each batch's write position. Plain C++ types, so the kernel class (tensor_scatter.cc) needs no
+// CUDA C++. Any element size of 1, 2, 4 or 8 bytes: the copies move bits.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,7 +8,6 @@
 #include <cstdint>
 
 #include "backends/cuda/index_check.h"
-#include "backends/cuda/launch.h"
 
 namespace lumen::cuda {
 
@@ -25,16 +23,5 @@ struct TensorScatterDesc {
 void launch_tensor_scatter(int elem_bytes, const TensorScatterDesc& desc, const void* update,
                            const int64_t* write, void* out, const IndexCheck& check,
                            cudaStream_t stream);
-
-// CenterCropPad: y (out_dims) at coordinate o reads x (in_dims, contiguous) at o + shift per
-// dim, zero where that falls outside x.
-struct CropPadDesc {
-  int rank = 0;
-  int64_t in_dims[kMaxRank] = {};
-  int64_t out_dims[kMaxRank] = {};
-  int64_t shift[kMaxRank] = {};
-};
-void launch_center_crop_pad(int elem_bytes, const CropPadDesc& desc, const void* x, void* y,
-                            int64_t n, cudaStream_t stream);
 
 }  // namespace lumen::cuda
