@@ -1,12 +1,13 @@
 // MatMul, Gemm and FusedMatMul through cuBLASLt (LtMatmul), float32 (no TF32 unless asked) or
 // float16, with float32 accumulation. The algorithm is chosen once at compile time by cuBLASLt's
 // heuristic; a bias that is one row is added in the GEMM's epilogue, a FusedMatMul's residual Z as
-// cuBLASLt's C (beta 1), and its activation by one in-place launch. Skinny float32 products (up to
-// kGemvMaxRows rows, decoding) run gemv.cu's kernel instead, with bias, residual and activation in
-// its epilogue. A product of a constant 2-D weight runs at any row count (a shape family's
-// sizes), each new count planned once (RowMatmuls). GroupedMatMul: its members' MatMul kernels,
-// and at the planned row count, where every member qualifies, one launch of the skinny kernel over
-// all of them.
+// cuBLASLt's C (beta 1), and its activation by one in-place launch, or, where measured faster
+// for few rows, the whole epilogue in the launch that sums K's slices (SlicedMatmul). Skinny
+// float32 products (up to kGemvMaxRows rows, decoding) run gemv.cu's kernel instead, with bias,
+// residual and activation in its epilogue. A product of a constant 2-D weight runs at any row count
+// (a shape family's sizes), each new count planned once (RowMatmuls). GroupedMatMul: its members'
+// MatMul kernels, and at the planned row count, where every member qualifies, one launch of the
+// skinny kernel over all of them.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
 #include "backends/cuda/norm_extra.h"
+#include "backends/cuda/sliced_matmul.h"
 #include "backends/matmul_members.h"
 
 namespace lumen::cuda {
@@ -246,6 +248,9 @@ class FusedMatMulKernel final : public Kernel {
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     storage_ = storage_of(ctx.output(0).dtype);
     gemv_ = SkinnyGemv::make(ctx, s);
+    if (!gemv_)
+      sliced_ =
+          SlicedMatmul::make(*matmul_.at(matmul_.shape().m), bias, residual, act_, alpha_, beta_);
   }
 
   void run(KernelContext& ctx) const override {
@@ -258,6 +263,11 @@ class FusedMatMulKernel final : public Kernel {
         gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y, act_,
                    alpha_, beta_))
       return;
+    if (rows == matmul_.shape().m && sliced_) {
+      sliced_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y);
+      check_launch(where_);
+      return;
+    }
     matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
                           1.f, residual_ ? 1.f : 0.f, matmul_.w_parts());
     if (act_ != UnaryOp::kIdentity) {
@@ -267,7 +277,7 @@ class FusedMatMulKernel final : public Kernel {
   }
 
   bool runs_any_shape() const override { return matmul_.any_rows(); }
-  std::string describe() const override { return matmul_.choice(); }
+  std::string describe() const override { return sliced_ ? sliced_->choice() : matmul_.choice(); }
 
  private:
   std::string where_;
@@ -277,6 +287,7 @@ class FusedMatMulKernel final : public Kernel {
   float alpha_ = 0.f, beta_ = 0.f;
   Storage storage_ = Storage::kFloat32;
   std::unique_ptr<SkinnyGemv> gemv_;
+  std::unique_ptr<SlicedMatmul> sliced_;  // at the planned rows, where measured faster
 };
 
 int64_t batch_numel(const Shape& s) {

@@ -96,6 +96,13 @@ struct ConvEpilogue {
 void launch_conv_epilogue(Storage st, void* y, int64_t outer, int64_t channels, int64_t inner,
                           const ConvEpilogue& epilogue, cudaStream_t stream);
 
+// y = op(sum of the `slices` float32 partial results + bias[c] + residual), y (outer, channels,
+// inner) float32 and each partial shaped like it, packed one after another (slices * y's
+// elements): the epilogue of a product whose inner dimension ran as `slices` products. The
+// slices are summed in order.
+void launch_slice_sum(const float* partials, int slices, float* y, int64_t outer, int64_t channels,
+                      int64_t inner, const ConvEpilogue& epilogue, cudaStream_t stream);
+
 // The geometry of a 2-D convolution over NCHW input (symmetric padding).
 struct Conv2dDesc {
   int64_t batch = 0, in_channels = 0, multiplier = 1;  // multiplier: depthwise only

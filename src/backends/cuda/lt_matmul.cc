@@ -94,6 +94,11 @@ LtMatmul::LtMatmul(std::string where, const GemmShape& s, bool bias, Storage sto
   if (!plan(measure)) throw UnsupportedOp(where_ + ": cuBLASLt has no algorithm for this product");
 }
 
+std::unique_ptr<LtMatmul> LtMatmul::unbiased(const LtMatmul& like, const GemmShape& shape) {
+  return std::unique_ptr<LtMatmul>(
+      new LtMatmul(like.where_, shape, false, like.storage_, like.compute_, true));
+}
+
 namespace {
 // Rows from which a float32 product is timed as 3xTF32 too: below, TF32's gain over float32 SIMT
 // is under 3x (H200, 128 x 768 x 3072: 0.0224 ms float32, 0.0102 ms TF32).

@@ -53,6 +53,10 @@ class LtMatmul {
   // another row count, planned at run time, so by the heuristic alone (or the process's earlier
   // choice for that geometry). Throws UnsupportedOp when cuBLASLt has no algorithm for it.
   LtMatmul(const LtMatmul& like, const GemmShape& shape);
+  // A product of `shape` with like's node, storage and precision, no bias, its algorithm timed
+  // among cuBLASLt's candidates, never 3xTF32 (SlicedMatmul's batched product of K's slices).
+  // Throws UnsupportedOp when cuBLASLt has no algorithm for it.
+  static std::unique_ptr<LtMatmul> unbiased(const LtMatmul& like, const GemmShape& shape);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -69,6 +73,7 @@ class LtMatmul {
   Tensor split_weight(const Tensor& w) const;
 
   const GemmShape& shape() const { return s_; }
+  Storage storage() const { return storage_; }
   // Bytes of the backend's workspace run() uses, from its start.
   size_t workspace_size() const { return split_ ? split_total_ : workspace_; }
   // How the algorithm was chosen: the candidate taken and the times measured ("" where the

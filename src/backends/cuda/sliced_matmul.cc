@@ -1,0 +1,163 @@
+#include "backends/cuda/sliced_matmul.h"
+
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+
+namespace lumen::cuda {
+
+namespace {
+
+constexpr int kSliceCounts[] = {2, 3, 4, 6, 8, 12, 16};
+// No slicing where the partial results would take more than this of the workspace.
+constexpr size_t kMaxPartialBytes = size_t{64} << 20;
+// A slicing is kept where it takes at most this share of the plain way's time.
+constexpr float kMaxShare = 0.97f;
+
+size_t round256(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// The batched product of `whole`'s K in `slices` parts: part j reads X's columns and W's rows
+// j * k / slices onwards and writes partial result j (packed, m * n apart).
+GemmShape slices_of(const GemmShape& whole, int slices) {
+  GemmShape s = whole;
+  const int64_t ks = whole.k / slices;
+  s.k = ks;
+  s.batch = slices;
+  s.ld_x = whole.ld_x > 0 ? whole.ld_x : whole.k;
+  s.stride_x = ks;
+  if (whole.trans_w) {
+    s.ld_w = whole.ld_w > 0 ? whole.ld_w : whole.k;
+    s.stride_w = ks;
+  } else {
+    s.ld_w = whole.ld_w > 0 ? whole.ld_w : whole.n;
+    s.stride_w = ks * s.ld_w;
+  }
+  s.ld_y = 0;
+  s.stride_y = whole.m * whole.n;
+  s.constant_w = false;
+  // Every slice starts ks floats after the one before: the largest power of two dividing that,
+  // within what the whole product's pointers are known to have.
+  int align = whole.align > 0 ? whole.align : 256;
+  while (align > 4 && (ks * 4) % align != 0) align /= 2;
+  s.align = align;
+  return s;
+}
+
+bool qualifies(const LtMatmul& plain) {
+  const GemmShape& s = plain.shape();
+  return plain.storage() == Storage::kFloat32 && !plain.split_tf32() && s.batch == 1 &&
+         !s.trans_x && s.ld_y == 0 && s.m > 0 && s.m <= SlicedMatmul::kMaxRows && s.n > 0 &&
+         s.k >= 2 * SlicedMatmul::kMinSliceK;
+}
+
+}  // namespace
+
+SlicedMatmul::SlicedMatmul(std::unique_ptr<LtMatmul> parts, int slices, const GemmShape& whole,
+                           UnaryOp op, float alpha, float beta)
+    : parts_(std::move(parts)),
+      slices_(slices),
+      whole_(whole),
+      op_(op),
+      alpha_(alpha),
+      beta_(beta),
+      partials_offset_(round256(parts_->workspace_size())) {
+  require_cuda_backend().workspace().reserve(
+      partials_offset_ + sizeof(float) * static_cast<size_t>(slices * whole.m * whole.n));
+}
+
+std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bias, bool residual,
+                                                 UnaryOp op, float alpha, float beta) {
+  if (!qualifies(plain)) return nullptr;
+  const GemmShape& s = plain.shape();
+  CudaBackend& be = require_cuda_backend();
+  char key[256];
+  std::snprintf(key, sizeof(key), "%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%d,%d",
+                static_cast<long long>(s.m), static_cast<long long>(s.n),
+                static_cast<long long>(s.k), static_cast<long long>(s.ld_x),
+                static_cast<long long>(s.ld_w), s.trans_w ? 1 : 0, s.align, bias ? 1 : 0,
+                residual ? 1 : 0, static_cast<int>(op));
+  static MeasuredPairs measured;
+  // (the best slice count, 0 for none; its time over the plain way's)
+  const std::pair<float, float> best = measured.get(key, [&] {
+    const Device dev = Device::cuda();
+    const int64_t x_elems = (s.ld_x > 0 ? s.ld_x : s.k) * (s.m - 1) + s.k;
+    const int64_t w_rows = s.trans_w ? s.n : s.k, w_cols = s.trans_w ? s.k : s.n;
+    const int64_t w_elems = (s.ld_w > 0 ? s.ld_w : w_cols) * (w_rows - 1) + w_cols;
+    const Tensor x = Tensor::zeros(Shape{x_elems}, DType::kFloat32, dev);
+    const Tensor w = Tensor::zeros(Shape{w_elems}, DType::kFloat32, dev);
+    const Tensor y = Tensor::zeros(Shape{s.m * s.n}, DType::kFloat32, dev);
+    const Tensor z = Tensor::zeros(Shape{residual ? s.m * s.n : 1}, DType::kFloat32, dev);
+    const Tensor b = Tensor::zeros(Shape{bias ? s.n : 1}, DType::kFloat32, dev);
+    const void* bp = bias ? b.raw_data() : nullptr;
+    const void* zp = residual ? z.raw_data() : nullptr;
+    check(cudaStreamSynchronize(be.stream().handle()), "SlicedMatmul");  // the scratch zeros
+    TimingStream own("SlicedMatmul");
+    const float plain_ms = time_on_stream(
+        own.handle,
+        [&] {
+          plain.run(own.handle, x.raw_data(), w.raw_data(), zp, bp, y.raw_data(), 1.f,
+                    residual ? 1.f : 0.f);
+          if (op != UnaryOp::kIdentity)
+            launch_unary(Storage::kFloat32, op, alpha, beta, y.raw_data(), y.raw_data(), s.m * s.n,
+                         own.handle);
+        },
+        "SlicedMatmul");
+    float best_ms = plain_ms;
+    int best_slices = 0;
+    for (int slices : kSliceCounts) {
+      if (s.k % slices != 0 || s.k / slices < kMinSliceK ||
+          sizeof(float) * static_cast<size_t>(slices * s.m * s.n) > kMaxPartialBytes)
+        continue;
+      std::unique_ptr<SlicedMatmul> candidate;
+      try {
+        candidate.reset(new SlicedMatmul(LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s,
+                                         op, alpha, beta));
+      } catch (const UnsupportedOp&) {
+        continue;  // cuBLASLt has no algorithm for this slicing
+      }
+      const float ms = time_on_stream(
+          own.handle,
+          [&] { candidate->run(own.handle, x.raw_data(), w.raw_data(), bp, zp, y.raw_data()); },
+          "SlicedMatmul");
+      if (ms < best_ms) {
+        best_ms = ms;
+        best_slices = slices;
+      }
+    }
+    check(cudaStreamSynchronize(own.handle), "SlicedMatmul");
+    return std::make_pair(
+        static_cast<float>(best_slices),
+        best_slices > 0 && best_ms <= kMaxShare * plain_ms ? best_ms / plain_ms : 1.f);
+  });
+  const int slices = static_cast<int>(best.first);
+  if (slices == 0 || best.second > kMaxShare) return nullptr;
+  std::unique_ptr<SlicedMatmul> made(new SlicedMatmul(
+      LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s, op, alpha, beta));
+  char text[128];
+  std::snprintf(text, sizeof(text), "k in %d slices, summed with the epilogue: %.2fx the time of ",
+                slices, static_cast<double>(best.second));
+  made->choice_ = text + plain.choice();
+  return made;
+}
+
+void SlicedMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* bias,
+                       const void* z, void* y) const {
+  CudaBackend& be = require_cuda_backend();
+  auto* partials =
+      reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + partials_offset_);
+  parts_->run(stream, x, w, nullptr, nullptr, partials, 1.f, 0.f);
+  ConvEpilogue e;
+  e.bias = bias;
+  e.residual = z;
+  e.op = op_;
+  e.alpha = alpha_;
+  e.beta = beta_;
+  launch_slice_sum(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, 1, e, stream);
+}
+
+}  // namespace lumen::cuda

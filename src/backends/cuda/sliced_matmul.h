@@ -1,0 +1,51 @@
+// A float32 product of few rows, Y = act(X W + bias + Z), whose K runs as `slices` equal parts:
+// one strided-batched cuBLASLt product of the parts into float32 partial results in the backend's
+// workspace, then one kernel (launch_slice_sum) that sums them and applies the whole epilogue.
+// cuBLASLt splits K of such products itself (BERT's at 128 rows: 4 to 20 parts), but then sums the
+// parts in a launch of its own and leaves an activation it has no form for (the erf GELU) to a
+// further launch; here one launch does both. FusedMatMul takes it where measured faster.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backends/cuda/launch.h"
+#include "backends/cuda/lt_matmul.h"
+
+namespace lumen::cuda {
+
+class SlicedMatmul {
+ public:
+  // The fastest slicing of `plain`'s product with this epilogue (bias: a row of N; residual: a Z
+  // shaped like Y; op, alpha, beta: the activation), each timed at build time against `plain`
+  // run as FusedMatMul runs it (its product, then the activation launch); null where none is
+  // faster or the product does not qualify: float32 (not 3xTF32), one batch, X not transposed,
+  // Y packed, at most kMaxRows rows, K a multiple of the slice count with kMinSliceK or more each.
+  static std::unique_ptr<SlicedMatmul> make(const LtMatmul& plain, bool bias, bool residual,
+                                            UnaryOp op, float alpha, float beta);
+
+  // Enqueues Y = act(X W + bias + Z) on `stream` (bias and z null where the product has none).
+  void run(cudaStream_t stream, const void* x, const void* w, const void* bias, const void* z,
+           void* y) const;
+  // The slicing and the times measured, for `lumen plan`.
+  const std::string& choice() const { return choice_; }
+
+  static constexpr int64_t kMaxRows = 512;
+  static constexpr int64_t kMinSliceK = 64;
+
+ private:
+  SlicedMatmul(std::unique_ptr<LtMatmul> parts, int slices, const GemmShape& whole, UnaryOp op,
+               float alpha, float beta);
+
+  std::unique_ptr<LtMatmul> parts_;  // the batched product of the slices
+  int slices_;
+  GemmShape whole_;
+  UnaryOp op_;
+  float alpha_, beta_;
+  size_t partials_offset_;  // where the partial results start in the backend's workspace
+  std::string choice_;
+};
+
+}  // namespace lumen::cuda
