@@ -75,8 +75,10 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
   if (!qualifies(plain)) return nullptr;
   const GemmShape& s = plain.shape();
   CudaBackend& be = require_cuda_backend();
+  int device = 0;
+  check(cudaGetDevice(&device), "SlicedMatmul");
   char key[256];
-  std::snprintf(key, sizeof(key), "%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%d,%d",
+  std::snprintf(key, sizeof(key), "%d:%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%d,%d", device,
                 static_cast<long long>(s.m), static_cast<long long>(s.n),
                 static_cast<long long>(s.k), static_cast<long long>(s.ld_x),
                 static_cast<long long>(s.ld_w), s.trans_w ? 1 : 0, s.align, bias ? 1 : 0,
