@@ -1,6 +1,8 @@
 #include "backends/cuda/sliced_matmul.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -65,10 +67,7 @@ SlicedMatmul::SlicedMatmul(std::unique_ptr<LtMatmul> parts, int slices, const Ge
       op_(op),
       alpha_(alpha),
       beta_(beta),
-      partials_offset_(round256(parts_->workspace_size())) {
-  require_cuda_backend().workspace().reserve(
-      partials_offset_ + sizeof(float) * static_cast<size_t>(slices * whole.m * whole.n));
-}
+      partials_offset_(round256(parts_->workspace_size())) {}
 
 std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bias, bool residual,
                                                  UnaryOp op, float alpha, float beta) {
@@ -95,6 +94,11 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
     const Tensor y = Tensor::zeros(Shape{s.m * s.n}, DType::kFloat32, dev);
     const Tensor z = Tensor::zeros(Shape{residual ? s.m * s.n : 1}, DType::kFloat32, dev);
     const Tensor b = Tensor::zeros(Shape{bias ? s.n : 1}, DType::kFloat32, dev);
+    // The candidates' partial results, in scratch memory: the workspace grows only for the
+    // slicing taken.
+    const int64_t most_partials = std::min(static_cast<int64_t>(kMaxPartialBytes / sizeof(float)),
+                                           kSliceCounts[std::size(kSliceCounts) - 1] * s.m * s.n);
+    const Tensor partials = Tensor::empty(Shape{most_partials}, DType::kFloat32, dev);
     const void* bp = bias ? b.raw_data() : nullptr;
     const void* zp = residual ? z.raw_data() : nullptr;
     check(cudaStreamSynchronize(be.stream().handle()), "SlicedMatmul");  // the scratch zeros
@@ -124,7 +128,10 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
       }
       const float ms = time_on_stream(
           own.handle,
-          [&] { candidate->run(own.handle, x.raw_data(), w.raw_data(), bp, zp, y.raw_data()); },
+          [&] {
+            candidate->run_into(own.handle, x.raw_data(), w.raw_data(), bp, zp, y.raw_data(),
+                                static_cast<float*>(partials.raw_data()));
+          },
           "SlicedMatmul");
       if (ms < best_ms) {
         best_ms = ms;
@@ -144,22 +151,22 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
   std::snprintf(text, sizeof(text), "k in %d slices, summed with the epilogue: %.2fx the time of ",
                 slices, static_cast<double>(best.second));
   made->choice_ = text + plain.choice();
+  be.workspace().reserve(made->partials_offset_ +
+                         sizeof(float) * static_cast<size_t>(slices * s.m * s.n));
   return made;
 }
 
 void SlicedMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* bias,
                        const void* z, void* y) const {
-  CudaBackend& be = require_cuda_backend();
-  auto* partials =
-      reinterpret_cast<float*>(static_cast<char*>(be.workspace().ptr()) + partials_offset_);
+  char* workspace = static_cast<char*>(require_cuda_backend().workspace().ptr());
+  run_into(stream, x, w, bias, z, y, reinterpret_cast<float*>(workspace + partials_offset_));
+}
+
+void SlicedMatmul::run_into(cudaStream_t stream, const void* x, const void* w, const void* bias,
+                            const void* z, void* y, float* partials) const {
   parts_->run(stream, x, w, nullptr, nullptr, partials, 1.f, 0.f);
-  ConvEpilogue e;
-  e.bias = bias;
-  e.residual = z;
-  e.op = op_;
-  e.alpha = alpha_;
-  e.beta = beta_;
-  launch_slice_sum(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, 1, e, stream);
+  launch_slice_sum(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, 1,
+                   ConvEpilogue{bias, z, op_, alpha_, beta_}, stream);
 }
 
 }  // namespace lumen::cuda

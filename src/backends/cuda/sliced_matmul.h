@@ -38,13 +38,17 @@ class SlicedMatmul {
  private:
   SlicedMatmul(std::unique_ptr<LtMatmul> parts, int slices, const GemmShape& whole, UnaryOp op,
                float alpha, float beta);
+  // run() with the partial results at `partials` (slices * M * N floats) instead of the
+  // workspace, where make() times the candidates.
+  void run_into(cudaStream_t stream, const void* x, const void* w, const void* bias, const void* z,
+                void* y, float* partials) const;
 
   std::unique_ptr<LtMatmul> parts_;  // the batched product of the slices
   int slices_;
   GemmShape whole_;
   UnaryOp op_;
   float alpha_, beta_;
-  size_t partials_offset_;  // where the partial results start in the backend's workspace
+  size_t partials_offset_;  // where run()'s partial results start in the backend's workspace
   std::string choice_;
 };
 
