@@ -81,9 +81,10 @@ class FuseMatMulPass : public Pass {
   // C absent, or beta 1 and C a row [N] / [1, N]) -> activation: one FusedMatMul.
   static bool fuse_activation(Graph& graph, int mm_id) {
     const Node& mm = graph.node(mm_id);
-    const bool ok = fusible_matmul(graph, mm) ||
-                    (mm.op == OpKind::kFusedMatMul && !has_activation(mm)) ||
-                    gemm_fits_fused_matmul(graph, mm);
+    const bool ok =
+        fusible_matmul(graph, mm) ||
+        (mm.op == OpKind::kFusedMatMul && !has_activation(mm) && !fused_matmul_has_norm(mm)) ||
+        gemm_fits_fused_matmul(graph, mm);
     if (!ok) return false;
     int act_id = sole_reader(graph, mm_id);
     if (act_id < 0) return false;

@@ -33,19 +33,6 @@ bool empty_activation(const Node& conv) {
   return act == conv.attrs.end() || act->second.as_string().empty();
 }
 
-// `y` followed back through Reshapes whose outputs only the next one reads: the value the first
-// of them reshapes (y itself when no Reshape makes it).
-int before_reshapes(const Graph& graph, int y) {
-  for (;;) {
-    const Value& v = graph.value(y);
-    if (v.producer < 0 || v.is_output || v.consumers.size() != 1 || !v.type.shape.is_static())
-      return y;
-    const Node& n = graph.node(v.producer);
-    if (n.op != OpKind::kReshape) return y;
-    y = n.inputs[0];
-  }
-}
-
 // The convolution or product whose output `y` is, when it can take a residual input.
 int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residual) {
   const Value& v = graph.value(y);

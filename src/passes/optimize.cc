@@ -28,6 +28,9 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   // Every backend's FusedConv has Swish and HardSwish epilogues (the CPU and CUDA; Vulkan runs the
   // gated forms as they are).
   bool gated_activations = true;
+  // The CPU's and CUDA's FusedMatMul normalize rows (Vulkan's does not). Only CUDA gains (a launch
+  // per norm), so the norm fuses where CUDA is among the backends.
+  bool matmul_norm = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     strided_attention = strided_attention && (b == "cpu" || b == "vulkan" || b == "cuda");
@@ -36,7 +39,9 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
     rotary = rotary && (b == "cpu" || b == "cuda");
     grouped_matmul = grouped_matmul && (b == "cpu" || b == "cuda");
     gated_activations = gated_activations && (b == "cpu" || b == "cuda");
+    matmul_norm = matmul_norm && (b == "cpu" || b == "cuda");
   }
+  matmul_norm = matmul_norm && with_cuda;
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
   if (cpu_only) manager.add(make_fuse_qdq_pass());
@@ -61,6 +66,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_fuse_channel_scale_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());
   manager.add(make_fuse_residual_pass(cpu_only, matmul_residual));
+  if (matmul_norm) manager.add(make_fuse_matmul_norm_pass());
   manager.add(make_dead_code_pass());
   std::vector<PassStats> stats = manager.run(*this);
   // Element-wise trees fuse once the passes above have reached their fixed point: inside their

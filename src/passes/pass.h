@@ -63,6 +63,12 @@ std::unique_ptr<Pass> make_fuse_channel_scale_pass();
 // any 2-D convolution does (the CUDA kernel's epilogue). With `matmul_residual` (always with
 // `cpu_only`) a FusedMatMul without activation takes z too.
 std::unique_ptr<Pass> make_fuse_residual_pass(bool cpu_only = true, bool matmul_residual = false);
+// LayerNormalization over the last axis of a FusedMatMul's output, reached directly or through
+// Reshapes only it reads (the product of [S N, E] rows seen as [S, N, E]), with its statistics
+// outputs unused, becomes that FusedMatMul's norm epilogue (inputs 4 and 5, `norm_epsilon`): one
+// launch on CUDA sums the product's K slices and normalizes each row. For graphs whose every
+// backend has the epilogue (the CPU and CUDA).
+std::unique_ptr<Pass> make_fuse_matmul_norm_pass();
 // BatchNormalization with constant parameters that no convolution absorbed becomes a per-channel
 // Mul and Add (so it joins channels-last regions and element-wise fusion).
 std::unique_ptr<Pass> make_bn_to_affine_pass();

@@ -206,6 +206,21 @@ void gemm_to_fused_matmul(Graph& graph, int id) {
   graph.node(id).op = OpKind::kFusedMatMul;
 }
 
+int before_reshapes(const Graph& graph, int y) {
+  for (;;) {
+    const Value& v = graph.value(y);
+    if (v.producer < 0 || v.is_output || v.consumers.size() != 1 || !v.type.shape.is_static())
+      return y;
+    const Node& n = graph.node(v.producer);
+    if (n.op != OpKind::kReshape) return y;
+    y = n.inputs[0];
+  }
+}
+
+bool fused_matmul_has_norm(const Node& n) {
+  return n.op == OpKind::kFusedMatMul && n.inputs.size() > 4 && n.inputs[4] >= 0;
+}
+
 bool activation_attributes(const Graph& graph, const Node& act, Attributes* attrs) {
   auto param = [&](int k, float fallback, float* out) {
     if (k >= static_cast<int>(act.inputs.size()) || act.inputs[k] < 0) {

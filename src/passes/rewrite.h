@@ -44,6 +44,14 @@ void set_input(Graph& graph, int id, int k, int to);
 // its output.
 int add_reshape(Graph& graph, int v, const Shape& shape, const std::string& name);
 
+// `y` followed back through Reshapes of static shape whose outputs only the next one reads and
+// that are not graph outputs: the value the first of them reshapes (y itself when no Reshape
+// makes it).
+int before_reshapes(const Graph& graph, int y);
+
+// Whether FusedMatMul node `n` normalizes its rows (its optional input 4, the norm scale, is set).
+bool fused_matmul_has_norm(const Node& n);
+
 // Whether two attributes hold the same value (tensor attributes compare dtype, shape and bytes;
 // subgraph attributes compare by identity).
 bool attributes_equal(const Attribute& a, const Attribute& b);

@@ -317,6 +317,34 @@ TEST(CudaKernels, FusedMatMul) {
       {random_tensor(Shape{96, 1536}, 74), constant(random_tensor(Shape{384, 1536}, 75)),
        constant(random_tensor(Shape{384}, 76)), random_tensor(Shape{96, 384}, 77)},
       {{"trans_b", 1}, {"activation", "Relu"}}, 2e-4, 2e-4);
+  // A norm epilogue (inputs 4 and 5): BERT's post-LN output projection and linear2, where K may
+  // run in slices summed and normalized in one launch; rows of 30 (not a multiple of 4); a batched
+  // product (LayerNormalization's launch after the product); an activation before the norm.
+  expect_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{128, 3072}, 78), constant(random_tensor(Shape{3072, 768}, 79)),
+       constant(random_tensor(Shape{768}, 80)), random_tensor(Shape{128, 768}, 81),
+       constant(random_tensor(Shape{768}, 82, 0.5f, 1.5f)),
+       constant(random_tensor(Shape{768}, 83))},
+      {{"norm_epsilon", 1e-12f}}, 2e-4, 2e-4);
+  expect_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{128, 768}, 84), constant(random_tensor(Shape{768, 768}, 85)),
+       constant(random_tensor(Shape{768}, 86)), random_tensor(Shape{128, 768}, 87),
+       constant(random_tensor(Shape{768}, 88, 0.5f, 1.5f)),
+       constant(random_tensor(Shape{768}, 89))},
+      {{"norm_epsilon", 1e-5f}}, 2e-4, 2e-4);
+  expect_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{64, 512}, 90), constant(random_tensor(Shape{512, 30}, 91)),
+       constant(random_tensor(Shape{30}, 92)), omitted(),
+       constant(random_tensor(Shape{30}, 93, 0.5f, 1.5f))},
+      {{"activation", "Relu"}}, 2e-4, 2e-4);
+  expect_matches_cpu(
+      "FusedMatMul",
+      {random_tensor(Shape{3, 7, 9}, 94), random_tensor(Shape{3, 9, 11}, 95), omitted(), omitted(),
+       constant(random_tensor(Shape{11}, 96, 0.5f, 1.5f)), constant(random_tensor(Shape{11}, 97))},
+      {{"activation", "Tanh"}, {"norm_epsilon", 1e-3f}});
 }
 
 // The sum of a product's K slices with its epilogue (launch_slice_sum), four elements a thread
@@ -344,6 +372,46 @@ TEST(CudaKernels, SliceSum) {
       want[i] = v > 0 ? v : 0.1 * v;
     }
     expect_close(y.to(Device::cpu()), {n}, want, 1e-6, 1e-5);
+  }
+}
+
+// The sum of K slices with the epilogue and a LayerNormalization of each row
+// (launch_slice_sum_norm): rows of 768 and 1000 four elements a lane, 30 and 1024 one, against a
+// double reference.
+TEST(CudaKernels, SliceSumNorm) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 180;
+  for (const auto& [rows, n] : {std::array<int64_t, 2>{5, 768}, {3, 1000}, {4, 30}, {2, 1023}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << n);
+    const int slices = 4;
+    Tensor parts = random_tensor(Shape{slices, rows, n}, seed++);
+    Tensor b = random_tensor(Shape{n}, seed++), z = random_tensor(Shape{rows, n}, seed++);
+    Tensor scale = random_tensor(Shape{n}, seed++, 0.5f, 1.5f),
+           shift = random_tensor(Shape{n}, seed++);
+    Tensor pd = parts.to(Device::cuda()), bd = b.to(Device::cuda()), zd = z.to(Device::cuda());
+    Tensor sd = scale.to(Device::cuda()), hd = shift.to(Device::cuda());
+    Tensor y = Tensor::empty(Shape{rows, n}, DType::kFloat32, Device::cuda());
+    cuda::launch_slice_sum_norm(
+        static_cast<const float*>(pd.raw_data()), slices, static_cast<float*>(y.raw_data()), rows,
+        n, cuda::ConvEpilogue{bd.raw_data(), zd.raw_data(), cuda::UnaryOp::kRelu, 0.f, 0.f},
+        cuda::RowNorm{sd.raw_data(), hd.raw_data(), 1e-5f}, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<double> pv = to_doubles(parts), bv = to_doubles(b), zv = to_doubles(z);
+    std::vector<double> sv = to_doubles(scale), hv = to_doubles(shift), want(rows * n);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double v = bv[j] + zv[r * n + j];
+        for (int s = 0; s < slices; ++s) v += pv[(s * rows + r) * n + j];
+        want[r * n + j] = v > 0 ? v : 0;
+        mean += want[r * n + j] / static_cast<double>(n);
+      }
+      for (int64_t j = 0; j < n; ++j)
+        var += (want[r * n + j] - mean) * (want[r * n + j] - mean) / static_cast<double>(n);
+      for (int64_t j = 0; j < n; ++j)
+        want[r * n + j] = (want[r * n + j] - mean) / std::sqrt(var + 1e-5) * sv[j] + hv[j];
+    }
+    expect_close(y.to(Device::cpu()), {rows, n}, want, 1e-5, 1e-4);
   }
 }
 

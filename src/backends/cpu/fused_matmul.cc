@@ -2,6 +2,8 @@
 // bias as the primitive's bias, the residual Z as a sum post-op and the activation as an eltwise
 // post-op, applied while each output tile
 // is written; op() (trans_a / trans_b) is a stride swap in the memory descriptor, never a copy.
+// A norm epilogue (inputs 4 and 5) normalizes each row of Y afterwards, as LayerNormalization does
+// (norm_math.h), while the product's rows are still in cache.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "backends/cpu/gemv.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/norm_math.h"
 #include "backends/cpu/packed_gemm.h"
 
 namespace lumen::cpu {
@@ -102,6 +105,10 @@ class FusedMatMulKernel final : public Kernel {
     }
     has_bias_ = ctx.has_input(2);
     residual_ = ctx.num_inputs() > 3 && ctx.has_input(3);
+    norm_ = ctx.num_inputs() > 4 && ctx.has_input(4);
+    norm_bias_ = ctx.num_inputs() > 5 && ctx.has_input(5);
+    norm_epsilon_ = ctx.attr_float("norm_epsilon", 1e-5f);
+    columns_ = n;
     out_numel_ = batch * m * n;
     if (out_numel_ == 0) {
       mode_ = Mode::kEmpty;
@@ -227,6 +234,23 @@ class FusedMatMulKernel final : public Kernel {
   }
 
   void run(KernelContext& ctx) const override {
+    run_product(ctx);
+    if (!norm_ || ctx.outputs[0].numel() == 0) return;
+    float* y = ctx.outputs[0].data<float>();
+    const float* scale = ctx.inputs[4].data<float>();
+    const float* bias = norm_bias_ ? ctx.inputs[5].data<float>() : nullptr;
+    const int64_t n = columns_, rows = ctx.outputs[0].numel() / n;
+    const float eps = norm_epsilon_;
+    const auto row = [&](int64_t r) {
+      layer_norm_row(y + r * n, y + r * n, n, scale, bias, eps, nullptr, nullptr);
+    };
+#pragma omp parallel for schedule(static) if (rows * n > kNormParallelWork)
+    for (int64_t r = 0; r < rows; ++r) isa_call(row, r);
+  }
+
+ private:
+  // Y = activation(op(A) x op(B) + bias + Z): everything but the norm.
+  void run_product(KernelContext& ctx) const {
     float* y = ctx.outputs[0].data<float>();
     if (mode_ == Mode::kEmpty) return;
     const int64_t out_numel = ctx.outputs[0].numel();
@@ -267,7 +291,6 @@ class FusedMatMulKernel final : public Kernel {
     });
   }
 
- private:
   // y = activation(A b + bias + Z) for `rows` rows of A, Z as copied into y already.
   void run_vector(int64_t rows, const float* a, const float* b, const float* bias, float* y) const {
     GemmEpilogue e = epilogue_;
@@ -289,7 +312,11 @@ class FusedMatMulKernel final : public Kernel {
   std::string where_;
   Mode mode_ = Mode::kEmpty;
   bool has_bias_ = false;
-  bool residual_ = false;  // input 3, Z, added before the activation
+  bool residual_ = false;   // input 3, Z, added before the activation
+  bool norm_ = false;       // input 4, the norm scale: each row of Y normalized last
+  bool norm_bias_ = false;  // input 5, the norm bias
+  float norm_epsilon_ = 1e-5f;
+  int64_t columns_ = 0;  // N, Y's last dimension
   int64_t out_numel_ = 0;
   int64_t rows_ = 0, n_ = 0;  // kZeroK, kPacked, kRows: the output seen as [rows_, n_]
   int64_t k_ = 0;             // kPacked, kVector: A's columns

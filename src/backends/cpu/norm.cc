@@ -123,26 +123,8 @@ class LayerNormKernel final : public Kernel {
     const float eps = epsilon_;
     const bool parallel = rows * n > kNormParallelWork;
     const auto row = [&](int64_t r) {
-      const float* in = x + r * n;
-      float* out = y + r * n;
-      // n == 0 gives NaN statistics (0/0), as a mean over nothing should.
-      const double dn = static_cast<double>(n);
-      const float guess = static_cast<float>(sum_floats(in, n) / dn);
-      double sum_d = 0.0, sum_d2 = 0.0;
-      sum_deviations(in, n, guess, &sum_d, &sum_d2);
-      const float mean = static_cast<float>(guess + sum_d / dn);
-      double var = (sum_d2 - sum_d * sum_d / dn) / dn;
-      var = var < 0.0 ? 0.0 : var;  // rounding can leave a tiny negative; NaN (n == 0) stays
-      const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-      if (bias != nullptr) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i];
-      }
-      if (mean_out) mean_out[r] = mean;
-      if (inv_out) inv_out[r] = inv;
+      layer_norm_row(x + r * n, y + r * n, n, scale, bias, eps, mean_out ? mean_out + r : nullptr,
+                     inv_out ? inv_out + r : nullptr);
     };
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t r = 0; r < rows; ++r) isa_call(row, r);

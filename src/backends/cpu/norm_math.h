@@ -133,4 +133,29 @@ inline void sum_deviations(const float* p, int64_t n, float mean, double* sum_d,
   *sum_d2 = total2;
 }
 
+// One LayerNormalization row: out = (in - mean) / sqrt(var + eps) * scale (+ bias, when not null)
+// over n contiguous floats (out may equal in), the mean and variance by the corrected two-pass
+// method above; the row's mean and 1 / sqrt(var + eps) go to *mean_out and *inv_out when not null.
+// n == 0 gives NaN statistics (0/0), as a mean over nothing should.
+inline void layer_norm_row(const float* in, float* out, int64_t n, const float* scale,
+                           const float* bias, float eps, float* mean_out, float* inv_out) {
+  const double dn = static_cast<double>(n);
+  const float guess = static_cast<float>(sum_floats(in, n) / dn);
+  double sum_d = 0.0, sum_d2 = 0.0;
+  sum_deviations(in, n, guess, &sum_d, &sum_d2);
+  const float mean = static_cast<float>(guess + sum_d / dn);
+  double var = (sum_d2 - sum_d * sum_d / dn) / dn;
+  var = var < 0.0 ? 0.0 : var;  // rounding can leave a tiny negative; NaN (n == 0) stays
+  const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+  if (bias != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i] + bias[i];
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mean) * inv * scale[i];
+  }
+  if (mean_out != nullptr) *mean_out = mean;
+  if (inv_out != nullptr) *inv_out = inv;
+}
+
 }  // namespace lumen::cpu

@@ -239,18 +239,27 @@ std::unique_ptr<Kernel> make_matmul(const NodeContext& ctx) {
 }
 
 // FusedMatMul: Y = act(op(A) op(B) + bias + Z), each operand's batch either full or broadcast; the
-// residual Z (input 3) is shaped like Y.
+// residual Z (input 3) is shaped like Y; with a norm scale (input 4), each row of Y then
+// normalized: in the launch that sums K's slices where SlicedMatmul is taken, else a launch of
+// launch_layer_norm over Y in place.
 class FusedMatMulKernel final : public Kernel {
  public:
   FusedMatMulKernel(const NodeContext& ctx, const GemmShape& s, bool bias, bool residual)
-      : where_(ctx.where()), matmul_(ctx, s, bias), bias_(bias), residual_(residual) {
+      : where_(ctx.where()),
+        matmul_(ctx, s, bias),
+        bias_(bias),
+        residual_(residual),
+        norm_(ctx.num_inputs() > 4 && ctx.has_input(4)),
+        norm_bias_(ctx.num_inputs() > 5 && ctx.has_input(5)),
+        epsilon_(ctx.attr_float("norm_epsilon", 1e-5f)),
+        columns_(s.n) {
     if (!fused_activation(ctx, &act_, &alpha_, &beta_))
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     storage_ = storage_of(ctx.output(0).dtype);
     gemv_ = SkinnyGemv::make(ctx, s);
     if (!gemv_)
-      sliced_ =
-          SlicedMatmul::make(*matmul_.at(matmul_.shape().m), bias, residual, act_, alpha_, beta_);
+      sliced_ = SlicedMatmul::make(*matmul_.at(matmul_.shape().m), bias, residual, act_, alpha_,
+                                   beta_, norm_, epsilon_);
   }
 
   void run(KernelContext& ctx) const override {
@@ -258,20 +267,29 @@ class FusedMatMulKernel final : public Kernel {
     void* y = ctx.outputs[0].raw_data();
     const void* bias = bias_ ? ctx.inputs[2].raw_data() : nullptr;
     const void* z = residual_ ? ctx.inputs[3].raw_data() : nullptr;
+    const void* norm_scale = norm_ ? ctx.inputs[4].raw_data() : nullptr;
+    const void* norm_bias = norm_bias_ ? ctx.inputs[5].raw_data() : nullptr;
     const int64_t rows = matmul_.rows(ctx);
-    if (rows == matmul_.shape().m && gemv_ &&
-        gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y, act_,
-                   alpha_, beta_))
-      return;
     if (rows == matmul_.shape().m && sliced_) {
-      sliced_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y);
+      sliced_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias, z, y,
+                   norm_scale, norm_bias);
       check_launch(where_);
       return;
     }
-    matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
-                          1.f, residual_ ? 1.f : 0.f, matmul_.w_parts());
-    if (act_ != UnaryOp::kIdentity) {
-      launch_unary(storage_, act_, alpha_, beta_, y, y, ctx.outputs[0].numel(), stream);
+    const bool done = rows == matmul_.shape().m && gemv_ &&
+                      gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias,
+                                 z, y, act_, alpha_, beta_);
+    if (!done) {
+      matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
+                            1.f, residual_ ? 1.f : 0.f, matmul_.w_parts());
+      if (act_ != UnaryOp::kIdentity) {
+        launch_unary(storage_, act_, alpha_, beta_, y, y, ctx.outputs[0].numel(), stream);
+        check_launch(where_);
+      }
+    }
+    if (norm_) {
+      launch_layer_norm(storage_, y, norm_scale, norm_bias, y, ctx.outputs[0].numel() / columns_,
+                        columns_, epsilon_, stream);
       check_launch(where_);
     }
   }
@@ -283,6 +301,9 @@ class FusedMatMulKernel final : public Kernel {
   std::string where_;
   RowMatmuls matmul_;
   bool bias_, residual_;
+  bool norm_, norm_bias_;  // inputs 4 and 5: each row of Y normalized last
+  float epsilon_;
+  int64_t columns_;  // N, the rows' length
   UnaryOp act_ = UnaryOp::kIdentity;
   float alpha_ = 0.f, beta_ = 0.f;
   Storage storage_ = Storage::kFloat32;

@@ -103,6 +103,22 @@ void launch_conv_epilogue(Storage st, void* y, int64_t outer, int64_t channels, 
 void launch_slice_sum(const float* partials, int slices, float* y, int64_t outer, int64_t channels,
                       int64_t inner, const ConvEpilogue& epilogue, cudaStream_t stream);
 
+// A LayerNormalization of each row after an epilogue: y = (v - mean) / sqrt(var + epsilon) *
+// scale + bias over the row's n values (scale and bias float32 [n]; bias may be null).
+struct RowNorm {
+  const void* scale = nullptr;
+  const void* bias = nullptr;
+  float epsilon = 1e-5f;
+};
+
+// The largest row launch_slice_sum_norm takes.
+inline constexpr int64_t kSliceNormMaxColumns = 1024;
+
+// launch_slice_sum for y [rows, n] (the bias over n), then `norm` of each row: a block per row,
+// the row in registers. n at most kSliceNormMaxColumns.
+void launch_slice_sum_norm(const float* partials, int slices, float* y, int64_t rows, int64_t n,
+                           const ConvEpilogue& epilogue, const RowNorm& norm, cudaStream_t stream);
+
 // The geometry of a 2-D convolution over NCHW input (symmetric padding).
 struct Conv2dDesc {
   int64_t batch = 0, in_channels = 0, multiplier = 1;  // multiplier: depthwise only

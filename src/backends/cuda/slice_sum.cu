@@ -1,9 +1,11 @@
-// launch_slice_sum's kernels (launch.h): the sum of a product's K slices with its epilogue
-// (SlicedMatmul, sliced_matmul.h).
+// launch_slice_sum's and launch_slice_sum_norm's kernels (launch.h): the sum of a product's K
+// slices with its epilogue, and with a LayerNormalization of each row after it (SlicedMatmul,
+// sliced_matmul.h).
 #include <cstdint>
 
 #include "backends/cuda/any_types.cuh"
 #include "backends/cuda/launch.h"
+#include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/unary_math.cuh"
 
 namespace lumen::cuda {
@@ -59,7 +61,117 @@ __global__ void slice_sum_kernel(const float* __restrict__ partials, int slices,
   }
 }
 
+// W consecutive floats at p (16-byte aligned where W is 4).
+template <int W>
+__device__ __forceinline__ void load_floats(const float* p, float* v) {
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  } else {
+    v[0] = *p;
+  }
+}
+
+template <int W>
+__device__ __forceinline__ void store_floats(float* p, const float* v) {
+  if constexpr (W == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    *p = v[0];
+}
+
+// The sum of v over the block (at most 32 warps), in every thread; `partial` holds one value a
+// warp and is not read again before the next barrier (each call takes its own).
+__device__ __forceinline__ float block_sum(float v, float* partial) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < warps; ++w) total += partial[w];
+  return total;
+}
+
+// One block per row, one W-wide group of the row a thread (n <= W * 1024): the thread sums the
+// slices into its group in slice order, adds residual and bias, applies the activation; the block
+// then normalizes the row with its mean and centred variance (block sums through shared memory).
+// BERT-base's 128 rows of 768 take 192 threads a row: 768 warps loading, where a warp a row left
+// the loads of four slices one after another.
+template <int W>
+__global__ void slice_sum_norm_kernel(const float* __restrict__ partials, int slices, int64_t rows,
+                                      int n, ConvEpilogue e, RowNorm norm, float* __restrict__ y) {
+  __shared__ float sums[2][32];
+  const int g = threadIdx.x;
+  const bool active = g < n / W;
+  const size_t plane = static_cast<size_t>(rows) * n;
+  const size_t at = static_cast<size_t>(blockIdx.x) * n + static_cast<size_t>(g) * W;
+  float v[W];
+#pragma unroll
+  for (int c = 0; c < W; ++c) v[c] = 0.f;
+  float sum = 0.f;
+  if (active) {
+    load_floats<W>(partials + at, v);
+#pragma unroll 4
+    for (int s = 1; s < slices; ++s) {
+      float p[W];
+      load_floats<W>(partials + s * plane + at, p);
+#pragma unroll
+      for (int c = 0; c < W; ++c) v[c] += p[c];
+    }
+    float z[W], b[W];
+#pragma unroll
+    for (int c = 0; c < W; ++c) z[c] = b[c] = 0.f;
+    if (e.residual != nullptr) load_floats<W>(static_cast<const float*>(e.residual) + at, z);
+    if (e.bias != nullptr) load_floats<W>(static_cast<const float*>(e.bias) + g * W, b);
+#pragma unroll
+    for (int c = 0; c < W; ++c) {
+      v[c] = apply_unary(e.op, v[c] + z[c] + b[c], e.alpha, e.beta);
+      sum += v[c];
+    }
+  }
+  const float mean = block_sum(sum, sums[0]) / static_cast<float>(n);
+  float q = 0.f;
+  if (active) {
+#pragma unroll
+    for (int c = 0; c < W; ++c) q += (v[c] - mean) * (v[c] - mean);
+  }
+  const float inv = rsqrtf(block_sum(q, sums[1]) / static_cast<float>(n) + norm.epsilon);
+  if (!active) return;
+  float w[W], b[W], out[W];
+#pragma unroll
+  for (int c = 0; c < W; ++c) b[c] = 0.f;
+  load_floats<W>(static_cast<const float*>(norm.scale) + g * W, w);
+  if (norm.bias != nullptr) load_floats<W>(static_cast<const float*>(norm.bias) + g * W, b);
+#pragma unroll
+  for (int c = 0; c < W; ++c) out[c] = (v[c] - mean) * inv * w[c] + b[c];
+  store_floats<W>(y + at, out);
+}
+
+template <int W>
+void launch_norm_rows(const float* partials, int slices, float* y, int64_t rows, int64_t n,
+                      const ConvEpilogue& e, const RowNorm& norm, cudaStream_t stream) {
+  const int64_t threads = (n / W + 31) / 32 * 32;
+  slice_sum_norm_kernel<W>
+      <<<static_cast<unsigned>(rows), static_cast<unsigned>(threads), 0, stream>>>(
+          partials, slices, rows, static_cast<int>(n), e, norm, y);
+}
+
 }  // namespace
+
+void launch_slice_sum_norm(const float* partials, int slices, float* y, int64_t rows, int64_t n,
+                           const ConvEpilogue& epilogue, const RowNorm& norm, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return;
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const bool by4 = n % 4 == 0 && aligned(partials) && aligned(y) && aligned(epilogue.residual) &&
+                   aligned(epilogue.bias) && aligned(norm.scale) && aligned(norm.bias);
+  if (by4)
+    launch_norm_rows<4>(partials, slices, y, rows, n, epilogue, norm, stream);
+  else
+    launch_norm_rows<1>(partials, slices, y, rows, n, epilogue, norm, stream);
+}
 
 void launch_slice_sum(const float* partials, int slices, float* y, int64_t outer, int64_t channels,
                       int64_t inner, const ConvEpilogue& epilogue, cudaStream_t stream) {

@@ -50,38 +50,41 @@ GemmShape slices_of(const GemmShape& whole, int slices) {
   return s;
 }
 
-bool qualifies(const LtMatmul& plain) {
+bool qualifies(const LtMatmul& plain, bool norm) {
   const GemmShape& s = plain.shape();
   return plain.storage() == Storage::kFloat32 && !plain.split_tf32() && s.batch == 1 &&
          !s.trans_x && s.ld_y == 0 && s.m > 0 && s.m <= SlicedMatmul::kMaxRows && s.n > 0 &&
-         s.k >= 2 * SlicedMatmul::kMinSliceK;
+         s.k >= 2 * SlicedMatmul::kMinSliceK && (!norm || s.n <= kSliceNormMaxColumns);
 }
 
 }  // namespace
 
 SlicedMatmul::SlicedMatmul(std::unique_ptr<LtMatmul> parts, int slices, const GemmShape& whole,
-                           UnaryOp op, float alpha, float beta)
+                           UnaryOp op, float alpha, float beta, bool norm, float epsilon)
     : parts_(std::move(parts)),
       slices_(slices),
       whole_(whole),
       op_(op),
       alpha_(alpha),
       beta_(beta),
+      norm_(norm),
+      epsilon_(epsilon),
       partials_offset_(round256(parts_->workspace_size())) {}
 
 std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bias, bool residual,
-                                                 UnaryOp op, float alpha, float beta) {
-  if (!qualifies(plain)) return nullptr;
+                                                 UnaryOp op, float alpha, float beta, bool norm,
+                                                 float epsilon) {
+  if (!qualifies(plain, norm)) return nullptr;
   const GemmShape& s = plain.shape();
   CudaBackend& be = require_cuda_backend();
   int device = 0;
   check(cudaGetDevice(&device), "SlicedMatmul");
   char key[256];
-  std::snprintf(key, sizeof(key), "%d:%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%d,%d", device,
+  std::snprintf(key, sizeof(key), "%d:%lld,%lld,%lld,%lld,%lld,%d,%d,%d,%d,%d,%d", device,
                 static_cast<long long>(s.m), static_cast<long long>(s.n),
                 static_cast<long long>(s.k), static_cast<long long>(s.ld_x),
                 static_cast<long long>(s.ld_w), s.trans_w ? 1 : 0, s.align, bias ? 1 : 0,
-                residual ? 1 : 0, static_cast<int>(op));
+                residual ? 1 : 0, static_cast<int>(op), norm ? 1 : 0);
   static MeasuredPairs measured;
   // (the best slice count, 0 for none; its time over the plain way's)
   const std::pair<float, float> best = measured.get(key, [&] {
@@ -94,6 +97,7 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
     const Tensor y = Tensor::zeros(Shape{s.m * s.n}, DType::kFloat32, dev);
     const Tensor z = Tensor::zeros(Shape{residual ? s.m * s.n : 1}, DType::kFloat32, dev);
     const Tensor b = Tensor::zeros(Shape{bias ? s.n : 1}, DType::kFloat32, dev);
+    const Tensor scale = Tensor::zeros(Shape{norm ? s.n : 1}, DType::kFloat32, dev);
     // The candidates' partial results, in scratch memory: the workspace grows only for the
     // slicing taken.
     const int64_t most_partials = std::min(static_cast<int64_t>(kMaxPartialBytes / sizeof(float)),
@@ -101,6 +105,7 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
     const Tensor partials = Tensor::empty(Shape{most_partials}, DType::kFloat32, dev);
     const void* bp = bias ? b.raw_data() : nullptr;
     const void* zp = residual ? z.raw_data() : nullptr;
+    const void* sp = norm ? scale.raw_data() : nullptr;
     check(cudaStreamSynchronize(be.stream().handle()), "SlicedMatmul");  // the scratch zeros
     TimingStream own("SlicedMatmul");
     const float plain_ms = time_on_stream(
@@ -111,6 +116,9 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
           if (op != UnaryOp::kIdentity)
             launch_unary(Storage::kFloat32, op, alpha, beta, y.raw_data(), y.raw_data(), s.m * s.n,
                          own.handle);
+          if (norm)
+            launch_layer_norm(Storage::kFloat32, y.raw_data(), sp, bp, y.raw_data(), s.m, s.n,
+                              epsilon, own.handle);
         },
         "SlicedMatmul");
     float best_ms = plain_ms;
@@ -122,15 +130,15 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
       std::unique_ptr<SlicedMatmul> candidate;
       try {
         candidate.reset(new SlicedMatmul(LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s,
-                                         op, alpha, beta));
+                                         op, alpha, beta, norm, epsilon));
       } catch (const UnsupportedOp&) {
         continue;  // cuBLASLt has no algorithm for this slicing
       }
       const float ms = time_on_stream(
           own.handle,
           [&] {
-            candidate->run_into(own.handle, x.raw_data(), w.raw_data(), bp, zp, y.raw_data(),
-                                static_cast<float*>(partials.raw_data()));
+            candidate->run_into(own.handle, x.raw_data(), w.raw_data(), bp, zp, y.raw_data(), sp,
+                                bp, static_cast<float*>(partials.raw_data()));
           },
           "SlicedMatmul");
       if (ms < best_ms) {
@@ -146,10 +154,11 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
   const int slices = static_cast<int>(best.first);
   if (slices == 0 || best.second > kMaxShare) return nullptr;
   std::unique_ptr<SlicedMatmul> made(new SlicedMatmul(
-      LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s, op, alpha, beta));
+      LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s, op, alpha, beta, norm, epsilon));
   char text[128];
-  std::snprintf(text, sizeof(text), "k in %d slices, summed with the epilogue: %.2fx the time of ",
-                slices, static_cast<double>(best.second));
+  std::snprintf(text, sizeof(text),
+                "k in %d slices, summed with the epilogue%s: %.2fx the time of ", slices,
+                norm ? " and row norm" : "", static_cast<double>(best.second));
   made->choice_ = text + plain.choice();
   be.workspace().reserve(made->partials_offset_ +
                          sizeof(float) * static_cast<size_t>(slices * s.m * s.n));
@@ -157,16 +166,24 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
 }
 
 void SlicedMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* bias,
-                       const void* z, void* y) const {
+                       const void* z, void* y, const void* norm_scale,
+                       const void* norm_bias) const {
   char* workspace = static_cast<char*>(require_cuda_backend().workspace().ptr());
-  run_into(stream, x, w, bias, z, y, reinterpret_cast<float*>(workspace + partials_offset_));
+  run_into(stream, x, w, bias, z, y, norm_scale, norm_bias,
+           reinterpret_cast<float*>(workspace + partials_offset_));
 }
 
 void SlicedMatmul::run_into(cudaStream_t stream, const void* x, const void* w, const void* bias,
-                            const void* z, void* y, float* partials) const {
+                            const void* z, void* y, const void* norm_scale, const void* norm_bias,
+                            float* partials) const {
   parts_->run(stream, x, w, nullptr, nullptr, partials, 1.f, 0.f);
-  launch_slice_sum(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, 1,
-                   ConvEpilogue{bias, z, op_, alpha_, beta_}, stream);
+  const ConvEpilogue epilogue{bias, z, op_, alpha_, beta_};
+  if (norm_)
+    launch_slice_sum_norm(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, epilogue,
+                          RowNorm{norm_scale, norm_bias, epsilon_}, stream);
+  else
+    launch_slice_sum(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, 1, epilogue,
+                     stream);
 }
 
 }  // namespace lumen::cuda

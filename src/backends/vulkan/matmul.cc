@@ -175,6 +175,7 @@ std::unique_ptr<Kernel> make_gemm(const NodeContext& ctx) {
 
 std::string check_fused_matmul(const NodeContext& ctx) {
   if (activation_code(ctx.attr_string("activation", "")) < 0) return "unknown activation";
+  if (ctx.num_inputs() > 4 && ctx.has_input(4)) return "no norm epilogue";
   return check_product(ctx, ctx.attr_int("trans_a", 0) != 0, ctx.attr_int("trans_b", 0) != 0);
 }
 

@@ -3,7 +3,10 @@
 // swaps the last two dimensions of an operand when its trans_a / trans_b attribute is 1 and bias
 // is an optional 1-D [N] added to every row. An optional fourth input Z (the fuse-residual pass,
 // where every backend of the graph adds it), shaped like Y, is added before the activation:
-// Y = activation(op(A) x op(B) + bias + Z).
+// Y = activation(op(A) x op(B) + bias + Z). Optional inputs 4 and 5 (the fuse-matmul-norm pass,
+// where every backend of the graph has the norm epilogue), a scale and a bias [N], then normalize
+// each row of Y as LayerNormalization over the last axis with epsilon `norm_epsilon` does:
+// Y = LayerNorm(activation(op(A) x op(B) + bias + Z)) * scale + norm_bias.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -66,18 +69,28 @@ void infer_fused_matmul(InferContext& ctx) {
   if (ctx.num_inputs() > 3 && ctx.has_input(3) && ctx.input_shape(3) != Shape(out))
     ctx.fail_shape("the residual input Z must be " + Shape(out).to_string() + " like Y, got " +
                    ctx.input_shape(3).to_string());
+  const bool norm = ctx.num_inputs() > 4 && ctx.has_input(4);
+  if (ctx.num_inputs() > 5 && ctx.has_input(5) && !norm)
+    ctx.fail_model("the norm bias (input 5) needs the norm scale (input 4)");
+  for (int i = 4; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && (ctx.input_shape(i).rank() != 1 || ctx.input_shape(i)[0] != b[-1]))
+      ctx.fail_shape("norm " + std::string(i == 4 ? "scale" : "bias") + " must be [" +
+                     std::to_string(b[-1]) + "], got " + ctx.input_shape(i).to_string());
+  if (norm && !(ctx.attr_float("norm_epsilon", 1e-5f) >= 0.f))
+    ctx.fail_model("norm_epsilon must be 0 or more");
   ctx.set_output(0, t, Shape(out));
 }
 
 }  // namespace
 
 LUMEN_REGISTER_SCHEMA(FusedMatMul, {.min_inputs = 2,
-                                    .max_inputs = 4,
+                                    .max_inputs = 6,
                                     .attrs = {{"trans_a", AttrType::kInt},
                                               {"trans_b", AttrType::kInt},
                                               {"activation", AttrType::kString},
                                               {"activation_alpha", AttrType::kFloat},
-                                              {"activation_beta", AttrType::kFloat}},
+                                              {"activation_beta", AttrType::kFloat},
+                                              {"norm_epsilon", AttrType::kFloat}},
                                     .infer = &infer_fused_matmul});
 
 }  // namespace lumen
