@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "backends/cuda/launch.h"
+#include "backends/cuda/pointwise_conv.h"
 #include "core/device_ops.h"
 #include "core/half.h"
 #include "cuda/cuda_test_util.h"
@@ -413,6 +414,43 @@ TEST(CudaKernels, SliceSumNorm) {
     }
     expect_close(y.to(Device::cpu()), {rows, n}, want, 1e-5, 1e-4);
   }
+}
+
+// Pointwise convolutions in one launch with the epilogue (pointwise_conv.h), both tile shapes, over
+// partial tiles, several images and a cin past two staged chunks, against a double reference.
+TEST(CudaKernels, PointwiseConv) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 190;
+  for (const auto& [batch, cout, cin, hw] :
+       {std::array<int64_t, 4>{2, 40, 70, 49}, {1, 96, 16, 300}, {1, 5, 3, 7}, {3, 130, 33, 196}})
+    for (cuda::PointwiseTile tile : {cuda::PointwiseTile::kWide, cuda::PointwiseTile::kTall}) {
+      SCOPED_TRACE(::testing::Message()
+                   << batch << "x" << cout << "x" << cin << "x" << hw
+                   << (tile == cuda::PointwiseTile::kWide ? " wide" : " tall"));
+      Tensor x = random_tensor(Shape{batch, cin, hw}, seed++);
+      Tensor w = random_tensor(Shape{cout, cin}, seed++);
+      Tensor b = random_tensor(Shape{cout}, seed++);
+      Tensor z = random_tensor(Shape{batch, cout, hw}, seed++);
+      Tensor xd = x.to(Device::cuda()), wd = w.to(Device::cuda()), bd = b.to(Device::cuda());
+      Tensor zd = z.to(Device::cuda());
+      Tensor y = Tensor::empty(Shape{batch, cout, hw}, DType::kFloat32, Device::cuda());
+      cuda::launch_pointwise_conv(
+          tile, static_cast<const float*>(xd.raw_data()), static_cast<const float*>(wd.raw_data()),
+          static_cast<float*>(y.raw_data()), batch, cout, cin, hw,
+          cuda::ConvEpilogue{bd.raw_data(), zd.raw_data(), cuda::UnaryOp::kClip, 0.f, 1.5f},
+          nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<double> xv = to_doubles(x), wv = to_doubles(w), bv = to_doubles(b);
+      std::vector<double> zv = to_doubles(z), want(batch * cout * hw);
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t c = 0; c < cout; ++c)
+          for (int64_t p = 0; p < hw; ++p) {
+            double v = bv[c] + zv[(i * cout + c) * hw + p];
+            for (int64_t k = 0; k < cin; ++k) v += wv[c * cin + k] * xv[(i * cin + k) * hw + p];
+            want[(i * cout + c) * hw + p] = std::min(std::max(v, 0.0), 1.5);
+          }
+      expect_close(y.to(Device::cpu()), {batch, cout, hw}, want, 1e-5, 1e-5);
+    }
 }
 
 // Row copies in one launch per 32 (row_copy.cu): 40 copies of rows with their own pitches, wide
@@ -944,6 +982,19 @@ TEST(CudaKernels, Conv) {
                       random_tensor(Shape{2, 40, 5, 6}, 52)},
                      {{"activation", "Relu"}}, 1e-4);
   expect_matches_cpu("Conv", {px, constant(pw)}, {}, 1e-4);
+  // MobileNet-V2's last 7x7 pointwise convolutions at batch 1, 960 -> 160 with a bias (a long K:
+  // possibly in slices summed with the epilogue) and 160 -> 960 with ReLU6 (possibly our kernel).
+  // Sums of 960 products of values in [-1, 1]: up to about 2e-4 apart in another order.
+  expect_matches_cpu(
+      "FusedConv",
+      {random_tensor(Shape{1, 960, 7, 7}, 53), constant(random_tensor(Shape{160, 960, 1, 1}, 54)),
+       constant(random_tensor(Shape{160}, 55)), random_tensor(Shape{1, 160, 7, 7}, 56)},
+      {}, 2e-4, 2e-4);
+  expect_matches_cpu(
+      "FusedConv",
+      {random_tensor(Shape{1, 160, 7, 7}, 57), constant(random_tensor(Shape{960, 160, 1, 1}, 58)),
+       constant(random_tensor(Shape{960}, 59))},
+      {{"activation", "Clip"}, {"activation_alpha", 0.f}, {"activation_beta", 6.f}}, 1e-4);
   Tensor dz = random_tensor(Shape{1, 8, 8, 7}, 47);
   expect_matches_cpu("FusedConv", {x, constant(dw), constant(random_tensor(Shape{8}, 48)), dz},
                      {{"group", 8},

@@ -11,7 +11,12 @@
 //   - our direct depthwise kernel (group == input channels) with the epilogue fused;
 //   - for pointwise convolutions (1x1, stride 1, no padding, one group), a cuBLASLt GEMM per image
 //     (W[Cout, Cin] x X[Cin, H*W]) and then the epilogue;
-//   - for other one-group convolutions, im2col into the workspace, that GEMM, the epilogue.
+//   - for other one-group convolutions, im2col into the workspace, that GEMM, the epilogue;
+//   - for float32 pointwise convolutions, our tiled GEMM with the epilogue in the same launch
+//     (pointwise_conv.h), in two tile shapes; and at batch 1 with a long input-channel axis, the
+//     GEMM's K in 2, 4, 8 or 16 slices as one batched cuBLASLt product whose partial results one
+//     launch sums with the epilogue (sliced_matmul.h): a 7x7 image's 960 -> 160 channels keep
+//     few blocks busy as one product.
 // Each way is timed as a CUDA graph replay, as the Executable runs it, so host launch costs
 // (large for cuDNN's calls) do not count. Measured on an H100, the fused cuDNN call is much slower
 // than conv + epilogue on some shapes (1x1 convolutions at batch 1) and faster on others, and
@@ -24,12 +29,15 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "backends/cuda/conv_nd.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
+#include "backends/cuda/pointwise_conv.h"
+#include "backends/cuda/sliced_matmul.h"
 #include "graph/schemas/conv_geometry.h"
 
 namespace lumen::cuda {
@@ -38,14 +46,24 @@ namespace {
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 constexpr size_t kMaxColumnBytes = size_t{64} << 20;
 
-enum class ConvPath { kCudnnThenEpilogue, kCudnnFused, kDepthwise, kPointwiseGemm, kIm2colGemm };
+enum class ConvPath {
+  kCudnnThenEpilogue,
+  kCudnnFused,
+  kDepthwise,
+  kPointwiseGemm,
+  kIm2colGemm,
+  kPointwiseWide,
+  kPointwiseTall,
+  kPointwiseSliced
+};
 
-// One way to run a convolution: the path, cuDNN's algorithm (for the cuDNN paths) and the
-// workspace it needs.
+// One way to run a convolution: the path, cuDNN's algorithm (for the cuDNN paths), the workspace
+// it needs and, for kPointwiseSliced, its slice count.
 struct ConvWay {
   ConvPath path;
   cudnnConvolutionFwdAlgo_t algo;
   size_t workspace;
+  int slices = 0;
 };
 
 class ConvKernel final : public Kernel {
@@ -204,12 +222,29 @@ class ConvKernel final : public Kernel {
         gemm_.reset();
       }
     }
+    if (pointwise && storage_ == Storage::kFloat32 && batch_ < 65536) {
+      candidates.push_back({ConvPath::kPointwiseWide, algo_, 0});
+      candidates.push_back({ConvPath::kPointwiseTall, algo_, 0});
+    }
+    if (pointwise && gemm_) {
+      for (int slices : {2, 4, 8, 16}) {
+        std::unique_ptr<SlicedMatmul> sliced =
+            SlicedMatmul::with_slices(*gemm_, slices, true, act_.op, act_.alpha, act_.beta);
+        if (!sliced) continue;
+        candidates.push_back(
+            {ConvPath::kPointwiseSliced, algo_, sliced->workspace_bytes(), slices});
+        sliced_.push_back(std::move(sliced));
+      }
+    }
     if (candidates.empty()) ctx.fail_unsupported("CUDA: cuDNN found no algorithm");
     size_t most = 0;
     for (const ConvWay& c : candidates) most = std::max(most, c.workspace);
     be.workspace().reserve(most);
     use(candidates.size() == 1 ? candidates.front() : fastest(be, candidates, x, w, y));
     if (path_ != ConvPath::kPointwiseGemm && path_ != ConvPath::kIm2colGemm) gemm_.reset();
+    // Only the slicing taken stays.
+    std::erase_if(sliced_,
+                  [&](const std::unique_ptr<SlicedMatmul>& m) { return m.get() != slicing_; });
   }
 
   ~ConvKernel() override {
@@ -223,13 +258,13 @@ class ConvKernel final : public Kernel {
 
   // The way chosen, then every way measured (graph-replay time per run).
   std::string describe() const override {
-    std::string out = path_name(path_, algo_);
+    std::string out = path_name(path_, algo_, slicing_ != nullptr ? slicing_->slices() : 0);
     if (measured_.size() > 1) {
       out += "; measured:";
       for (const Measured& m : measured_) {
         char ms[32];
         std::snprintf(ms, sizeof ms, " %.4f ms", m.ms);
-        out += " " + path_name(m.path, m.algo) + ms + ",";
+        out += " " + path_name(m.path, m.algo, m.slices) + ms + ",";
       }
       out.pop_back();
     }
@@ -289,7 +324,7 @@ class ConvKernel final : public Kernel {
         }
         cudaGetLastError();
       }
-      measured_.push_back({candidates[k].path, candidates[k].algo, ms});
+      measured_.push_back({candidates[k].path, candidates[k].algo, ms, candidates[k].slices});
       if (ms < measured_[chosen].ms) chosen = k;
     }
     if (!(measured_[chosen].ms < std::numeric_limits<float>::infinity()))
@@ -304,6 +339,9 @@ class ConvKernel final : public Kernel {
     path_ = way.path;
     algo_ = way.algo;
     workspace_ = way.workspace;
+    slicing_ = nullptr;
+    for (const std::unique_ptr<SlicedMatmul>& m : sliced_)
+      if (way.path == ConvPath::kPointwiseSliced && m->slices() == way.slices) slicing_ = m.get();
   }
 
   void launch(CudaBackend& be, cudaStream_t stream, const void* x, const void* w, const void* bias,
@@ -313,6 +351,18 @@ class ConvKernel final : public Kernel {
     switch (path_) {
       case ConvPath::kDepthwise:
         launch_depthwise_conv(storage_, geo_, x, w, y, e, stream);
+        check_launch(where_);
+        return;
+      case ConvPath::kPointwiseSliced:
+        slicing_->run(stream, w, x, bias, residual, y);
+        check_launch(where_);
+        return;
+      case ConvPath::kPointwiseWide:
+      case ConvPath::kPointwiseTall:
+        launch_pointwise_conv(
+            path_ == ConvPath::kPointwiseWide ? PointwiseTile::kWide : PointwiseTile::kTall,
+            static_cast<const float*>(x), static_cast<const float*>(w), static_cast<float*>(y),
+            batch_, channels_, geo_.in_channels, spatial_, e, stream);
         check_launch(where_);
         return;
       case ConvPath::kCudnnFused: {
@@ -360,7 +410,7 @@ class ConvKernel final : public Kernel {
     }
   }
 
-  static std::string path_name(ConvPath path, cudnnConvolutionFwdAlgo_t algo) {
+  static std::string path_name(ConvPath path, cudnnConvolutionFwdAlgo_t algo, int slices) {
     static const char* const kAlgos[] = {
         "implicit-gemm", "implicit-precomp-gemm", "gemm", "direct", "fft", "fft-tiling",
         "winograd",      "winograd-nonfused"};
@@ -378,6 +428,12 @@ class ConvKernel final : public Kernel {
         return "cublasLt gemm + epilogue";
       case ConvPath::kIm2colGemm:
         return "im2col + cublasLt gemm + epilogue";
+      case ConvPath::kPointwiseWide:
+        return "pointwise kernel 32x64";
+      case ConvPath::kPointwiseTall:
+        return "pointwise kernel 64x16";
+      case ConvPath::kPointwiseSliced:
+        return "cublasLt gemm in " + std::to_string(slices) + " k slices + summing epilogue";
     }
     return "";
   }
@@ -386,6 +442,7 @@ class ConvKernel final : public Kernel {
     ConvPath path;
     cudnnConvolutionFwdAlgo_t algo;
     float ms;
+    int slices;
   };
 
   struct Activation {
@@ -409,7 +466,9 @@ class ConvKernel final : public Kernel {
   size_t workspace_ = 0;
   Tensor zero_bias_;  // for the fused cuDNN call when the node has no bias
   std::vector<Measured> measured_;
-  std::unique_ptr<LtMatmul> gemm_;  // pointwise convolutions: the GEMM candidate
+  std::unique_ptr<LtMatmul> gemm_;                     // pointwise convolutions: the GEMM candidate
+  std::vector<std::unique_ptr<SlicedMatmul>> sliced_;  // its slicings (the one taken, once chosen)
+  const SlicedMatmul* slicing_ = nullptr;              // kPointwiseSliced: the one in use
 };
 
 std::string check_conv(const NodeContext& ctx) {

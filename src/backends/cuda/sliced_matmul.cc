@@ -50,11 +50,18 @@ GemmShape slices_of(const GemmShape& whole, int slices) {
   return s;
 }
 
-bool qualifies(const LtMatmul& plain, bool norm) {
+// Whether `plain` may run sliced (any row count where `any_rows`).
+bool qualifies(const LtMatmul& plain, bool norm, bool any_rows = false) {
   const GemmShape& s = plain.shape();
   return plain.storage() == Storage::kFloat32 && !plain.split_tf32() && s.batch == 1 &&
-         !s.trans_x && s.ld_y == 0 && s.m > 0 && s.m <= SlicedMatmul::kMaxRows && s.n > 0 &&
-         s.k >= 2 * SlicedMatmul::kMinSliceK && (!norm || s.n <= kSliceNormMaxColumns);
+         !s.trans_x && s.ld_y == 0 && s.m > 0 && (any_rows || s.m <= SlicedMatmul::kMaxRows) &&
+         s.n > 0 && s.k >= 2 * SlicedMatmul::kMinSliceK && (!norm || s.n <= kSliceNormMaxColumns);
+}
+
+// Whether K splits into `slices` parts of kMinSliceK or more whose partial results fit.
+bool slicing_fits(const GemmShape& s, int slices) {
+  return s.k % slices == 0 && s.k / slices >= SlicedMatmul::kMinSliceK &&
+         sizeof(float) * static_cast<size_t>(slices * s.m * s.n) <= kMaxPartialBytes;
 }
 
 }  // namespace
@@ -124,9 +131,7 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
     float best_ms = plain_ms;
     int best_slices = 0;
     for (int slices : kSliceCounts) {
-      if (s.k % slices != 0 || s.k / slices < kMinSliceK ||
-          sizeof(float) * static_cast<size_t>(slices * s.m * s.n) > kMaxPartialBytes)
-        continue;
+      if (!slicing_fits(s, slices)) continue;
       std::unique_ptr<SlicedMatmul> candidate;
       try {
         candidate.reset(new SlicedMatmul(LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s,
@@ -160,9 +165,31 @@ std::unique_ptr<SlicedMatmul> SlicedMatmul::make(const LtMatmul& plain, bool bia
                 "k in %d slices, summed with the epilogue%s: %.2fx the time of ", slices,
                 norm ? " and row norm" : "", static_cast<double>(best.second));
   made->choice_ = text + plain.choice();
-  be.workspace().reserve(made->partials_offset_ +
-                         sizeof(float) * static_cast<size_t>(slices * s.m * s.n));
+  be.workspace().reserve(made->workspace_bytes());
   return made;
+}
+
+std::unique_ptr<SlicedMatmul> SlicedMatmul::with_slices(const LtMatmul& plain, int slices,
+                                                        bool bias_per_row, UnaryOp op, float alpha,
+                                                        float beta) {
+  const GemmShape& s = plain.shape();
+  if (!qualifies(plain, false, true) || !slicing_fits(s, slices)) return nullptr;
+  std::unique_ptr<SlicedMatmul> made;
+  try {
+    made.reset(new SlicedMatmul(LtMatmul::unbiased(plain, slices_of(s, slices)), slices, s, op,
+                                alpha, beta, false, 0.f));
+  } catch (const UnsupportedOp&) {
+    return nullptr;  // cuBLASLt has no algorithm for this slicing
+  }
+  made->bias_per_row_ = bias_per_row;
+  char text[96];
+  std::snprintf(text, sizeof(text), "k in %d slices, summed with the epilogue", slices);
+  made->choice_ = text;
+  return made;
+}
+
+size_t SlicedMatmul::workspace_bytes() const {
+  return partials_offset_ + sizeof(float) * static_cast<size_t>(slices_ * whole_.m * whole_.n);
 }
 
 void SlicedMatmul::run(cudaStream_t stream, const void* x, const void* w, const void* bias,
@@ -181,6 +208,9 @@ void SlicedMatmul::run_into(cudaStream_t stream, const void* x, const void* w, c
   if (norm_)
     launch_slice_sum_norm(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, epilogue,
                           RowNorm{norm_scale, norm_bias, epsilon_}, stream);
+  else if (bias_per_row_)
+    launch_slice_sum(partials, slices_, static_cast<float*>(y), 1, whole_.m, whole_.n, epilogue,
+                     stream);
   else
     launch_slice_sum(partials, slices_, static_cast<float*>(y), whole_.m, whole_.n, 1, epilogue,
                      stream);

@@ -30,12 +30,24 @@ class SlicedMatmul {
                                             UnaryOp op, float alpha, float beta, bool norm = false,
                                             float epsilon = 0.f);
 
+  // `plain`'s product in exactly `slices` slices with this epilogue, untimed, for a caller that
+  // times its own ways (a pointwise convolution, conv.cc): Y = W_conv X_conv, whose bias runs
+  // along Y's rows (`bias_per_row`: a channel per row) rather than its columns. Null where the
+  // product or the slicing does not qualify (as make(), but any row count) or cuBLASLt has no
+  // algorithm for it. run() then needs workspace_bytes() of the backend's workspace, which the
+  // caller reserves.
+  static std::unique_ptr<SlicedMatmul> with_slices(const LtMatmul& plain, int slices,
+                                                   bool bias_per_row, UnaryOp op, float alpha,
+                                                   float beta);
+  size_t workspace_bytes() const;
+
   // Enqueues Y = act(X W + bias + Z) on `stream` (bias and z null where the product has none),
   // each row then normalized with norm_scale and norm_bias (null where none) when made with norm.
   void run(cudaStream_t stream, const void* x, const void* w, const void* bias, const void* z,
            void* y, const void* norm_scale = nullptr, const void* norm_bias = nullptr) const;
   // The slicing and the times measured, for `lumen plan`.
   const std::string& choice() const { return choice_; }
+  int slices() const { return slices_; }
 
   static constexpr int64_t kMaxRows = 512;
   static constexpr int64_t kMinSliceK = 64;
@@ -55,6 +67,7 @@ class SlicedMatmul {
   float alpha_, beta_;
   bool norm_;
   float epsilon_;
+  bool bias_per_row_ = false;
   size_t partials_offset_;  // where run()'s partial results start in the backend's workspace
   std::string choice_;
 };
