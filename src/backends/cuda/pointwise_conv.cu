@@ -1,22 +1,27 @@
 // launch_pointwise_conv's kernel (pointwise_conv.h): a tiled float32 GEMM per image with the
 // convolution's epilogue applied as the outputs leave the registers.
 #include "backends/cuda/pointwise_conv.h"
+
+#include <cstdint>
+
 #include "backends/cuda/unary_math.cuh"
 
 namespace lumen::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kChunk = 32;  // input channels staged per step
 
 // A block computes a kM x kN tile of one image's output, each thread kTm channels x kTn pixels,
 // over the input channels in chunks of kChunk staged in shared memory; the next chunk is read into
 // registers while the current one is used. W is stored k-major in shared memory with a padded row
-// (its global reads run along k, so the transposing store would otherwise hit one bank).
-template <int kM, int kN, int kTm, int kTn>
+// (its global reads run along k, so the transposing store would otherwise hit one bank). With
+// `by4` (kTn 4, hw a multiple of 4, y and the residual 16-byte aligned) a thread's four pixels
+// are read and written as one vector.
+template <int kM, int kN, int kTm, int kTn, int kChunk>
 __global__ void __launch_bounds__(kThreads)
     pointwise_conv_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                          float* __restrict__ y, int cout, int cin, int hw, ConvEpilogue e) {
+                          float* __restrict__ y, int cout, int cin, int hw, ConvEpilogue e,
+                          bool by4) {
   static_assert((kM / kTm) * (kN / kTn) == kThreads, "one output tile per thread");
   constexpr int kWLoads = kM * kChunk / kThreads;
   constexpr int kXLoads = kChunk * kN / kThreads;
@@ -82,6 +87,20 @@ __global__ void __launch_bounds__(kThreads)
     const int m = m0 + ty * kTm + i;
     if (m >= cout) continue;
     const float b = bias != nullptr ? bias[m] : 0.f;
+    if constexpr (kTn == 4) {
+      const int n = n0 + tx * 4;
+      if (by4 && n + 3 < hw) {
+        const size_t at = out + static_cast<size_t>(m) * hw + n;
+        float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (residual != nullptr) z = *reinterpret_cast<const float4*>(residual + at);
+        *reinterpret_cast<float4*>(y + at) =
+            make_float4(apply_unary(e.op, acc[i][0] + b + z.x, e.alpha, e.beta),
+                        apply_unary(e.op, acc[i][1] + b + z.y, e.alpha, e.beta),
+                        apply_unary(e.op, acc[i][2] + b + z.z, e.alpha, e.beta),
+                        apply_unary(e.op, acc[i][3] + b + z.w, e.alpha, e.beta));
+        continue;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < kTn; ++j) {
       const int n = n0 + tx * kTn + j;
@@ -94,13 +113,21 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Chunks of 16 input channels where there are no more (MobileNet's first expansion), else 32.
 template <int kM, int kN, int kTm, int kTn>
 void launch_tiles(const float* x, const float* w, float* y, int64_t batch, int64_t cout,
                   int64_t cin, int64_t hw, const ConvEpilogue& e, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((hw + kN - 1) / kN),
                   static_cast<unsigned>((cout + kM - 1) / kM), static_cast<unsigned>(batch));
-  pointwise_conv_kernel<kM, kN, kTm, kTn><<<grid, kThreads, 0, stream>>>(
-      x, w, y, static_cast<int>(cout), static_cast<int>(cin), static_cast<int>(hw), e);
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const bool by4 = hw % 4 == 0 && aligned(y) && aligned(e.residual);
+  const int c = static_cast<int>(cout), k = static_cast<int>(cin), n = static_cast<int>(hw);
+  if (cin <= 16)
+    pointwise_conv_kernel<kM, kN, kTm, kTn, 16>
+        <<<grid, kThreads, 0, stream>>>(x, w, y, c, k, n, e, by4);
+  else
+    pointwise_conv_kernel<kM, kN, kTm, kTn, 32>
+        <<<grid, kThreads, 0, stream>>>(x, w, y, c, k, n, e, by4);
 }
 
 }  // namespace
