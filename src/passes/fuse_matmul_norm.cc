@@ -74,11 +74,10 @@ class FuseMatMulNormPass : public Pass {
     auto eps = ln.attrs.find("epsilon");
     const float epsilon = eps == ln.attrs.end() ? 1e-5f : eps->second.as_float();
     Node& fused = graph.node(mm_id);
-    if (fused.inputs.size() < 6) fused.inputs.resize(6, -1);
+    fused.inputs.resize(bias < 0 ? 5 : 6, -1);  // a FusedMatMul without a norm has at most 4
     fused.attrs["norm_epsilon"] = epsilon;
     set_input(graph, mm_id, 4, scale);
-    set_input(graph, mm_id, 5, bias);
-    if (bias < 0) graph.node(mm_id).inputs.resize(5);
+    if (bias >= 0) set_input(graph, mm_id, 5, bias);
     replace_uses(graph, out, x);
     remove_node(graph, ln_id);
     graph.infer_node(mm_id);

@@ -251,8 +251,7 @@ class FusedMatMulKernel final : public Kernel {
         residual_(residual),
         norm_(ctx.num_inputs() > 4 && ctx.has_input(4)),
         norm_bias_(ctx.num_inputs() > 5 && ctx.has_input(5)),
-        epsilon_(ctx.attr_float("norm_epsilon", 1e-5f)),
-        columns_(s.n) {
+        epsilon_(ctx.attr_float("norm_epsilon", 1e-5f)) {
     if (!fused_activation(ctx, &act_, &alpha_, &beta_))
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     storage_ = storage_of(ctx.output(0).dtype);
@@ -288,8 +287,9 @@ class FusedMatMulKernel final : public Kernel {
       }
     }
     if (norm_) {
-      launch_layer_norm(storage_, y, norm_scale, norm_bias, y, ctx.outputs[0].numel() / columns_,
-                        columns_, epsilon_, stream);
+      const int64_t n = matmul_.shape().n;
+      launch_layer_norm(storage_, y, norm_scale, norm_bias, y, ctx.outputs[0].numel() / n, n,
+                        epsilon_, stream);
       check_launch(where_);
     }
   }
@@ -303,7 +303,6 @@ class FusedMatMulKernel final : public Kernel {
   bool bias_, residual_;
   bool norm_, norm_bias_;  // inputs 4 and 5: each row of Y normalized last
   float epsilon_;
-  int64_t columns_;  // N, the rows' length
   UnaryOp act_ = UnaryOp::kIdentity;
   float alpha_ = 0.f, beta_ = 0.f;
   Storage storage_ = Storage::kFloat32;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cuda/any_types.cuh"
+#include "backends/cuda/block_reduce.cuh"
 #include "backends/cuda/index_check.cuh"
 #include "backends/cuda/norm_extra.h"
 #include "backends/cuda/storage.cuh"
@@ -19,25 +20,6 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 int blocks_for(int64_t n) {
   int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<int>(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// The sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-// `shared` holds 32 floats.
-__device__ float block_sum(float v, float* shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  float total = lane < warps ? shared[lane] : 0.f;
-  total = warp_sum(total);
-  __syncthreads();  // shared may be reused right after
-  return total;
 }
 
 // ---- RMSNormalization ----

@@ -4,17 +4,9 @@
 
 #include <cmath>
 
+#include "backends/cuda/block_reduce.cuh"
+
 namespace lumen::cuda {
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Folds one tile of scores (one per lane, -inf for a lane without a live key) into a warp's running
 // maximum m and sum l and rescales its output accumulator; returns this lane's weight

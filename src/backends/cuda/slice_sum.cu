@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "backends/cuda/any_types.cuh"
+#include "backends/cuda/block_reduce.cuh"
 #include "backends/cuda/launch.h"
-#include "backends/cuda/online_softmax.cuh"
 #include "backends/cuda/unary_math.cuh"
 
 namespace lumen::cuda {
@@ -83,18 +83,6 @@ __device__ __forceinline__ void store_floats(float* p, const float* v) {
     *p = v[0];
 }
 
-// The sum of v over the block (at most 32 warps), in every thread; `partial` holds one value a
-// warp and is not read again before the next barrier (each call takes its own).
-__device__ __forceinline__ float block_sum(float v, float* partial) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < warps; ++w) total += partial[w];
-  return total;
-}
-
 // One block per row, one W-wide group of the row a thread (n <= W * 1024): the thread sums the
 // slices into its group in slice order, adds residual and bias, applies the activation; the block
 // then normalizes the row with its mean and centred variance (block sums through shared memory).
@@ -103,7 +91,7 @@ __device__ __forceinline__ float block_sum(float v, float* partial) {
 template <int W>
 __global__ void slice_sum_norm_kernel(const float* __restrict__ partials, int slices, int64_t rows,
                                       int n, ConvEpilogue e, RowNorm norm, float* __restrict__ y) {
-  __shared__ float sums[2][32];
+  __shared__ float sums[32];
   const int g = threadIdx.x;
   const bool active = g < n / W;
   const size_t plane = static_cast<size_t>(rows) * n;
@@ -132,13 +120,13 @@ __global__ void slice_sum_norm_kernel(const float* __restrict__ partials, int sl
       sum += v[c];
     }
   }
-  const float mean = block_sum(sum, sums[0]) / static_cast<float>(n);
+  const float mean = block_sum(sum, sums) / static_cast<float>(n);
   float q = 0.f;
   if (active) {
 #pragma unroll
     for (int c = 0; c < W; ++c) q += (v[c] - mean) * (v[c] - mean);
   }
-  const float inv = rsqrtf(block_sum(q, sums[1]) / static_cast<float>(n) + norm.epsilon);
+  const float inv = rsqrtf(block_sum(q, sums) / static_cast<float>(n) + norm.epsilon);
   if (!active) return;
   float w[W], b[W], out[W];
 #pragma unroll
