@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 
+#include "backends/cuda/depthwise_staged.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/pointwise_conv.h"
 #include "core/device_ops.h"
@@ -1042,7 +1043,9 @@ std::vector<double> depthwise_reference(const Tensor& x, const Tensor& w, const 
 // The depthwise, im2col and epilogue kernels, launched directly (the conv kernel picks
 // among cuDNN and these by timing, so the graph-level tests may not reach them): every kernel
 // size it specialises (3x3, 5x5) and the general one, strides, dilation, a channel multiplier,
-// and planes wider and taller than one tile of the tiled 3x3 and 5x5 kernel.
+// and planes wider and taller than one tile of the tiled 3x3 and 5x5 kernel; and the kernel that
+// stages its input in shared memory (depthwise_staged.h) on every case it takes (3x3, 5x5, 7x7 at
+// stride 1), among them a 7x7 plane of several tiles each way.
 TEST(CudaKernels, ConvLaunchers) {
   SKIP_WITHOUT_CUDA();
   struct Case {
@@ -1051,7 +1054,8 @@ TEST(CudaKernels, ConvLaunchers) {
   const Case cases[] = {
       {6, 1, 11, 9, 3, 3, 1, 1, 1},  {6, 2, 11, 9, 3, 3, 2, 1, 2},  {4, 1, 13, 12, 5, 5, 2, 2, 1},
       {3, 3, 9, 10, 7, 7, 1, 3, 1},  {5, 1, 8, 6, 2, 2, 1, 0, 1},   {5, 1, 37, 70, 3, 3, 1, 1, 1},
-      {4, 1, 40, 33, 3, 3, 2, 1, 1}, {3, 2, 21, 50, 5, 5, 1, 2, 1}, {7, 1, 7, 7, 3, 3, 1, 1, 1}};
+      {4, 1, 40, 33, 3, 3, 2, 1, 1}, {3, 2, 21, 50, 5, 5, 1, 2, 1}, {7, 1, 7, 7, 3, 3, 1, 1, 1},
+      {3, 1, 45, 70, 7, 7, 1, 3, 1}, {5, 1, 6, 5, 7, 7, 1, 2, 1}};
   uint64_t seed = 60;
   for (const Case& t : cases) {
     SCOPED_TRACE(std::to_string(t.k_h) + "x" + std::to_string(t.k_w) + " stride " +
@@ -1081,8 +1085,17 @@ TEST(CudaKernels, ConvLaunchers) {
     cuda::ConvEpilogue e{dev(bd), dev(zd), cuda::UnaryOp::kClip, -0.5f, 0.75f};
     cuda::launch_depthwise_conv(cuda::Storage::kFloat32, d, dev(xd), dev(wdv), dev(y), e, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    expect_close(y.to(Device::cpu()), z.shape(),
-                 depthwise_reference(x, w, b, z, t.stride, t.pad, t.dil, -0.5, 0.75), 1e-5, 1e-4);
+    const std::vector<double> want =
+        depthwise_reference(x, w, b, z, t.stride, t.pad, t.dil, -0.5, 0.75);
+    expect_close(y.to(Device::cpu()), z.shape(), want, 1e-5, 1e-4);
+    if (cuda::depthwise_staged_supports(d)) {
+      SCOPED_TRACE("staged in shared memory");
+      Tensor ys = Tensor::empty(z.shape(), DType::kFloat32, Device::cuda());
+      cuda::launch_depthwise_staged(cuda::Storage::kFloat32, d, dev(xd), dev(wdv), dev(ys), e,
+                                    nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_close(ys.to(Device::cpu()), z.shape(), want, 1e-5, 1e-4);
+    }
     // The same geometry's patches as columns (im2col), against a direct gather.
     d.multiplier = 1;
     const int64_t rows = t.c * t.k_h * t.k_w, cols = oh * ow;

@@ -8,7 +8,9 @@
 //   - cudnnConvolutionBiasActivationForward, which applies bias, residual and ReLU (or nothing) in
 //     the same call, with the found algorithm or implicit-precomp GEMM (the only one it takes
 //     without an activation);
-//   - our direct depthwise kernel (group == input channels) with the epilogue fused;
+//   - our direct depthwise kernel (group == input channels) with the epilogue fused, and for
+//     3x3, 5x5 and 7x7 windows at stride 1 another that stages each block's input tile in shared
+//     memory first (depthwise_staged.h; ConvNeXt's 7x7);
 //   - for pointwise convolutions (1x1, stride 1, no padding, one group), a cuBLASLt GEMM per image
 //     (W[Cout, Cin] x X[Cin, H*W]) and then the epilogue;
 //   - for other one-group convolutions, im2col into the workspace, that GEMM, the epilogue;
@@ -34,6 +36,7 @@
 #include "backends/cuda/conv_nd.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/depthwise_staged.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/lt_matmul.h"
 #include "backends/cuda/pointwise_conv.h"
@@ -50,6 +53,7 @@ enum class ConvPath {
   kCudnnThenEpilogue,
   kCudnnFused,
   kDepthwise,
+  kDepthwiseStaged,
   kPointwiseGemm,
   kIm2colGemm,
   kPointwiseWide,
@@ -182,6 +186,8 @@ class ConvKernel final : public Kernel {
       }
     }
     if (depthwise) candidates.push_back({ConvPath::kDepthwise, algo_, 0});
+    if (depthwise && depthwise_staged_supports(geo_))
+      candidates.push_back({ConvPath::kDepthwiseStaged, algo_, 0});
     // One-group convolutions as one GEMM per image, Y[Cout, HW] = W[Cout, C*KH*KW] X'[C*KH*KW, HW]:
     // pointwise ones read X itself; the others read its patches as columns (im2col) in the
     // workspace after the GEMM's own, while those stay within kMaxColumnBytes. Grouped ones
@@ -353,6 +359,10 @@ class ConvKernel final : public Kernel {
         launch_depthwise_conv(storage_, geo_, x, w, y, e, stream);
         check_launch(where_);
         return;
+      case ConvPath::kDepthwiseStaged:
+        launch_depthwise_staged(storage_, geo_, x, w, y, e, stream);
+        check_launch(where_);
+        return;
       case ConvPath::kPointwiseSliced:
         slicing_->run(stream, w, x, bias, residual, y);
         check_launch(where_);
@@ -424,6 +434,8 @@ class ConvKernel final : public Kernel {
         return cudnn + " fused bias/residual/relu";
       case ConvPath::kDepthwise:
         return "depthwise kernel";
+      case ConvPath::kDepthwiseStaged:
+        return "depthwise kernel staged in shared memory";
       case ConvPath::kPointwiseGemm:
         return "cublasLt gemm + epilogue";
       case ConvPath::kIm2colGemm:
