@@ -100,9 +100,10 @@ std::unique_ptr<LtMatmul> LtMatmul::unbiased(const LtMatmul& like, const GemmSha
 }
 
 namespace {
-// Rows from which a float32 product is timed as 3xTF32 too: below, TF32's gain over float32 SIMT
-// is under 3x (H200, 128 x 768 x 3072: 0.0224 ms float32, 0.0102 ms TF32).
-constexpr int64_t kSplitMinRows = 512;
+// Rows from which a float32 product is timed as 3xTF32 too (the timing decides). From 192: ViT-B's
+// 197 rows took it on all four of its product shapes (H200, 197 x 768 x 3072: 0.0207 ms 3xTF32,
+// 0.0349 ms float32). Below, not measured yet (TF32 alone gained 2.2x at 128 x 768 x 3072).
+constexpr int64_t kSplitMinRows = 192;
 // The 3xTF32 path is kept where it takes at most this share of the float32 product's time.
 constexpr float kSplitMaxShare = 0.9f;
 
