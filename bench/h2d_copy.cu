@@ -3,10 +3,9 @@
 // driver's own staging, a copy from pinned memory alone, and the pinned staging CudaBackend does
 // (src/backends/cuda/async_copy.cc) filled with memcpy and with non-temporal stores by 1 to 16
 // threads. On the GPU machine, from the repository root:
-//   nvcc -O2 -arch=sm_90 -Xcompiler -fopenmp bench/h2d_copy.cu -o /tmp/h2d_copy -lgomp
+//   nvcc -O2 -arch=sm_90 -Isrc -Xcompiler -fopenmp bench/h2d_copy.cu -o /tmp/h2d_copy -lgomp
 //   /tmp/h2d_copy [bytes]
 #include <cuda_runtime.h>
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -18,26 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/stream_copy.h"
+
 namespace {
 
 __global__ void touch(float* p) {
   if (threadIdx.x == 0) p[0] += 1.f;
-}
-
-void stream_copy(char* dst, const char* src, size_t n) {
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const auto* s = reinterpret_cast<const __m128i*>(src + i);
-    auto* d = reinterpret_cast<__m128i*>(dst + i);
-    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
-    const __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-  std::memcpy(dst + i, src + i, n - i);
-  _mm_sfence();
 }
 
 // dst (page-aligned) = src by `threads` threads, a page-aligned block each.
@@ -49,7 +34,7 @@ void fill(char* dst, const char* src, size_t n, int threads, bool streaming) {
   for (int b = 0; b < blocks; ++b) {
     const size_t at = static_cast<size_t>(b) * block, len = std::min(block, n - at);
     if (streaming)
-      stream_copy(dst + at, src + at, len);
+      lumen::cuda::stream_copy(dst + at, src + at, len);
     else
       std::memcpy(dst + at, src + at, len);
   }

@@ -2,9 +2,6 @@
 // with the backend's stream by events, so that neither the host nor the device waits for work
 // that the copy does not need. A copy to the device is staged in pinned memory by the process's
 // CPU threads, chunk by chunk, each chunk sent while the next is staged.
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +11,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/stream_copy.h"
 #include "lumen/threads.h"
 
 namespace lumen::cuda {
@@ -78,33 +76,6 @@ constexpr size_t kSendChunk = size_t{2} << 20;
 constexpr size_t kParallelFillBytes = size_t{128} << 10;
 // Each thread copies one block of the chunk, of at least this many bytes.
 constexpr size_t kMinFillBlock = size_t{32} << 10;
-
-// memcpy(dst, src, bytes) with stores that bypass the CPU's caches where the CPU has them (x86-64's
-// non-temporal stores), for staging that only the copy engine reads next: a DMA read of lines the
-// CPU just wrote, still dirty in its caches, is much slower. On the H200 machine's Xeon, 602 KB
-// (an image input) staged by 16 threads and sent: 49 us with memcpy, 33 us with these stores
-// (bench/h2d_copy.cu; the pinned copy alone took 21 us).
-void stream_copy(char* dst, const char* src, size_t bytes) {
-#if defined(__x86_64__)
-  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= bytes; i += 64) {
-    const auto* s = reinterpret_cast<const __m128i*>(src + i);
-    auto* d = reinterpret_cast<__m128i*>(dst + i);
-    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
-    const __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-  std::memcpy(dst + i, src + i, bytes - i);
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, bytes);
-#endif
-}
 
 // How fill() writes: through the caches (a destination the CPU reads next) or around them
 // (pinned staging that the copy engine reads next).
