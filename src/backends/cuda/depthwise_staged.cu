@@ -9,7 +9,7 @@
 namespace lumen::cuda {
 namespace {
 
-// Output rows per thread: the rows of a thread share all but one row of their windows.
+// Output rows per thread (a taller tile per block: less halo staged per output).
 constexpr int kRows = 2;
 
 // A block computes a blockDim.x-wide, kRows * blockDim.y-tall tile of one output plane

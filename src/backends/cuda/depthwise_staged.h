@@ -16,7 +16,8 @@ namespace lumen::cuda {
 bool depthwise_staged_supports(const Conv2dDesc& desc);
 
 // y = op(depthwise conv(x, w) + bias[c] + residual), as launch_depthwise_conv computes it (the
-// same sums in the same order), for a desc that depthwise_staged_supports.
+// same sums in the same order; taps over the padding add a zero product where that kernel skips
+// them), for a desc that depthwise_staged_supports.
 void launch_depthwise_staged(Storage st, const Conv2dDesc& desc, const void* x, const void* w,
                              void* y, const ConvEpilogue& epilogue, cudaStream_t stream);
 

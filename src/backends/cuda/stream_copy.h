@@ -17,8 +17,8 @@ namespace lumen::cuda {
 // memcpy(dst, src, bytes) with stores that bypass the CPU's caches where the CPU has them (x86-64's
 // non-temporal stores), for staging that only the copy engine reads next: a DMA read of lines the
 // CPU just wrote, still dirty in its caches, is much slower. On the H200 machine's Xeon, 602 KB
-// (an image input) staged by 16 threads and sent: 49 us with memcpy, 33 us with these stores
-// (bench/h2d_copy.cu; the pinned copy alone took 21 us).
+// (an image input) staged by 16 threads and sent, then a kernel and a sync: 41.0 us with memcpy,
+// 31.5 us with these stores (bench/h2d_copy.cu; sent from pinned memory alone, 22.9 us).
 inline void stream_copy(char* dst, const char* src, size_t bytes) {
 #if defined(__x86_64__)
   const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
