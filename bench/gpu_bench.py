@@ -284,7 +284,7 @@ def main():
         f"{ms(am)} | {ar:.1e} | {'-' if hm is None else f'{hm / am:.2f}'} | {ms(bm)} | {br:.1e} |\n"
         for n, s, st, r, rt, lm, e, g, c, b, tm, tr, hm, hr, am, ar, bm, br in rows)
     text = (f"## GPU: Lumen CUDA backend vs PyTorch {torch.__version__} ({gpu})\n\n"
-            f"float32, TF32 off in both (Lumen's float32 products of 512 rows or more run as "
+            f"float32, TF32 off in both (Lumen's float32 products of 192 rows or more run as "
             f"3xTF32 where measured faster: three TF32 tensor-core products of split operands, "
             f"src/backends/cuda/lt_matmul.h; the max rel columns show what that does); median of "
             f"{REPEAT} runs, each host input -> device -> "

@@ -86,4 +86,22 @@ inline int ew_immediate(int operand) {
 std::vector<EwInstr> decode_ew_program(const std::vector<int64_t>& code, size_t num_consts,
                                        int num_inputs, std::string* error);
 
+// The optional `perms` attribute: for each input in order, a permutation of its rank dims, the
+// input read as Transpose(input, perm) before it is broadcast (the fold-layout-transposes pass
+// reads a transposed tensor in place that way). Sets (*perms)[k] to input k's permutation, empty
+// where it is the identity or `flat` is empty. On a malformed list (wrong length, not a
+// permutation) returns false and sets *error; never reads outside `flat`.
+bool decode_ew_perms(const std::vector<int64_t>& flat, const std::vector<int>& ranks,
+                     std::vector<std::vector<int64_t>>* perms, std::string* error);
+
+// Input `in`'s shape once permuted by `perm` (empty: the identity).
+std::vector<int64_t> ew_permuted_dims(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& perm);
+
+// The element strides, along each of `out`'s dims, of a contiguous input of dims `in` read
+// through `perm` (empty: the identity) and broadcast to `out` (0 along broadcast dims).
+std::vector<int64_t> ew_input_strides(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& perm,
+                                      const std::vector<int64_t>& out);
+
 }  // namespace lumen

@@ -31,6 +31,11 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   // The CPU's and CUDA's FusedMatMul normalize rows (Vulkan's does not). Only CUDA gains (a launch
   // per norm), so the norm fuses where CUDA is among the backends.
   bool matmul_norm = true;
+  // The CPU and CUDA have a ChannelShuffle kernel (one copy where the chain made four or five).
+  bool channel_shuffle = true;
+  // The CPU and CUDA read transposed inputs in place (AxisLayerNorm, FusedElementwise `perms`);
+  // only CUDA gains (a launch and a copy per Transpose; the CPU keeps its channels-last regions).
+  bool layout_transposes = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
     strided_attention = strided_attention && (b == "cpu" || b == "vulkan" || b == "cuda");
@@ -40,7 +45,10 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
     grouped_matmul = grouped_matmul && (b == "cpu" || b == "cuda");
     gated_activations = gated_activations && (b == "cpu" || b == "cuda");
     matmul_norm = matmul_norm && (b == "cpu" || b == "cuda");
+    channel_shuffle = channel_shuffle && (b == "cpu" || b == "cuda");
+    layout_transposes = layout_transposes && (b == "cpu" || b == "cuda");
   }
+  layout_transposes = layout_transposes && with_cuda;
   matmul_norm = matmul_norm && with_cuda;
   PassManager manager;
   manager.add(make_fuse_block_dequant_pass());
@@ -61,7 +69,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_fuse_matmul_pass());
   if (strided_attention) manager.add(make_attention_views_pass(with_cuda));
   manager.add(make_fold_kv_group_pass());
-  if (cpu_only) manager.add(make_fuse_channel_shuffle_pass());
+  if (channel_shuffle) manager.add(make_fuse_channel_shuffle_pass());
   if (cpu_only) manager.add(make_channels_last_pass());
   if (cpu_only) manager.add(make_fuse_channel_scale_pass());
   if (cpu_only) manager.add(make_fuse_concat_pass());
@@ -76,6 +84,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   PassManager last;
   if (grouped_matmul && with_cuda) last.add(make_group_matmuls_pass());
   last.add(make_fuse_elementwise_pass());
+  if (layout_transposes) last.add(make_fold_layout_transposes_pass());
   const int rounds = stats.empty() ? 0 : stats.back().round;
   for (PassStats& s : last.run(*this)) {
     s.round += rounds;

@@ -94,6 +94,11 @@ std::unique_ptr<Pass> make_fuse_matmul_pass();
 // A Transpose swapping the last two dimensions of a MatMul/FusedMatMul operand is dropped; the
 // product reads that operand transposed (FusedMatMul trans_a / trans_b, strided, no copy).
 std::unique_ptr<Pass> make_fold_transpose_pass();
+// ConvNeXt's layout Transposes: LayerNormalization over the last axis of a Transpose that moved
+// one axis last becomes AxisLayerNorm (writing channels-last, or the input's layout where the
+// inverse Transpose follows it, which goes too); a FusedElementwise input made by a Transpose
+// only it reads is read through it in place (`perms`). Where CUDA is among the backends.
+std::unique_ptr<Pass> make_fold_layout_transposes_pass();
 // ShuffleNet's channel shuffle ([Concat] -> Reshape -> Transpose -> Reshape [-> equal Slices or
 // Split] along one axis) becomes one ChannelShuffle: a single copy instead of four or five.
 std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();

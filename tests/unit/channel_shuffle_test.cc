@@ -237,6 +237,24 @@ TEST(FuseChannelShuffle, OtherPatternsAreLeftAlone) {
       {{"ChannelShuffle", 1}, {"Slice", 2}});
 }
 
+// The pass runs where every backend of the compile has a ChannelShuffle kernel (the CPU and
+// CUDA), and not where one lacks it (Vulkan).
+TEST(FuseChannelShuffle, RunsWhereEveryBackendHasTheKernel) {
+  Cut halves = [](Graph& g, Value* y) {
+    return std::vector<Value*>{channel_slice(g, y, 0, 4), channel_slice(g, y, 4, 8)};
+  };
+  Graph cuda = shuffle_graph(4, {0, 2, 1, 3, 4}, halves);
+  cuda.optimize({"cuda", "cpu"});
+  std::map<std::string, int> ops = histogram(cuda);
+  EXPECT_EQ(ops["ChannelShuffle"], 1);
+  EXPECT_EQ(ops["Slice"] + ops["Transpose"] + ops["Concat"], 0);
+  Graph vulkan = shuffle_graph(4, {0, 2, 1, 3, 4}, halves);
+  vulkan.optimize({"vulkan", "cpu"});
+  ops = histogram(vulkan);
+  EXPECT_EQ(ops["ChannelShuffle"], 0);
+  EXPECT_EQ(ops["Transpose"], 1);
+}
+
 // Between two convolutions the shuffle joins their channels-last region: no Transpose but the
 // region's way in and out, and the numbers of the graph as built.
 TEST(FuseChannelShuffle, JoinsChannelsLastRegion) {

@@ -119,10 +119,19 @@ class FusedElementwiseKernel final : public Kernel {
     std::string error;
     program_ = decode_ew_program(ctx.attr_ints("code"), consts_.size(), ctx.num_inputs(), &error);
     if (program_.empty()) ctx.fail_model(error);
+    std::vector<int> ranks;
+    for (int k = 0; k < ctx.num_inputs(); ++k) ranks.push_back(ctx.input_shape(k).rank());
+    std::vector<std::vector<int64_t>> perms;
+    if (!decode_ew_perms(ctx.attr_ints("perms", {}), ranks, &perms, &error)) ctx.fail_model(error);
     for (int k = 0; k < ctx.num_inputs(); ++k) {
       const Shape& s = ctx.input_shape(k);
       Input in;
-      if (s == out_shape_) {
+      if (!perms[k].empty()) {
+        // Read through a transpose: gathered along the output's dims.
+        in.source = Source::kGather;
+        in.dims = out_shape_.dims();
+        in.strides = ew_input_strides(s.dims(), perms[k], out_shape_.dims());
+      } else if (s == out_shape_) {
         in.source = Source::kDirect;
       } else if (s.numel() == 1) {
         in.source = Source::kScalar;
@@ -221,10 +230,11 @@ class FusedElementwiseKernel final : public Kernel {
   }
 
   // Input elements under output elements [start, start + n), walked row by row of the plan's
-  // innermost merged dimension (stride 1: a copy, stride 0: one value repeated). A block inside
-  // one row of a repeated value (a per-channel [1, C, 1, 1] operand over NCHW) is that value
-  // block_ times; *filled remembers which element the buffer holds that way (-1: none), so the
-  // blocks after it in the same row reuse the buffer as it is.
+  // innermost merged dimension (stride 1: a copy, stride 0: one value repeated, another stride:
+  // an input read through a transpose). A block inside one row of a repeated value (a
+  // per-channel [1, C, 1, 1] operand over NCHW) is that value block_ times; *filled remembers
+  // which element the buffer holds that way (-1: none), so the blocks after it in the same row
+  // reuse the buffer as it is.
   static void gather(const Input& in, const float* x, int64_t start, int n, int block, float* dst,
                      int64_t* filled) {
     const int rank = static_cast<int>(in.dims.size());
@@ -251,8 +261,11 @@ class FusedElementwiseKernel final : public Kernel {
       const int len = static_cast<int>(std::min<int64_t>(inner - pos, n - done));
       if (step == 0) {
         std::fill_n(dst + done, len, x[off]);
-      } else {
+      } else if (step == 1) {
         std::copy_n(x + off + pos, len, dst + done);
+      } else {  // read through a transpose (`perms`)
+        const float* src = x + off + pos * step;
+        for (int j = 0; j < len; ++j) dst[done + j] = src[j * step];
       }
       done += len;
     }

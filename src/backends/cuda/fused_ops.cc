@@ -50,9 +50,17 @@ class FusedElementwiseKernel final : public Kernel {
     d_.num_code = static_cast<int>(program.size());
     d_.rank = y.rank();
     for (int j = 0; j < y.rank(); ++j) d_.dims[j] = y[j];
+    std::vector<int> ranks;
+    for (int k = 0; k < d_.num_inputs; ++k) ranks.push_back(ctx.input_shape(k).rank());
+    std::vector<std::vector<int64_t>> perms;
+    if (!decode_ew_perms(ctx.attr_ints("perms", {}), ranks, &perms, &error)) ctx.fail_model(error);
     for (int k = 0; k < d_.num_inputs; ++k) {
       const Shape& s = ctx.input_shape(k);
-      if (s == y) {
+      if (!perms[k].empty()) {  // read through a transpose, in place
+        d_.mode[k] = 2;
+        const std::vector<int64_t> strides = ew_input_strides(s.dims(), perms[k], y.dims());
+        for (int j = 0; j < y.rank(); ++j) d_.strides[k][j] = strides[j];
+      } else if (s == y) {
         d_.mode[k] = 0;
       } else if (s.numel() == 1) {
         d_.mode[k] = 1;
@@ -61,6 +69,7 @@ class FusedElementwiseKernel final : public Kernel {
         broadcast_strides(s, y, d_.strides[k]);
       }
     }
+    compact_dims();
     for (size_t c = 0; c < program.size(); ++c) {
       const EwInstr& in = program[c];
       d_.code[c] = {static_cast<int8_t>(in.op), static_cast<int8_t>(in.dst),
@@ -85,6 +94,28 @@ class FusedElementwiseKernel final : public Kernel {
   }
 
  private:
+  // Drops the output's size-1 dims and merges each dim into the one before it where every strided
+  // input reads the two as one evenly strided run (a per-channel operand over (H, W), a transposed
+  // input's (H, W)): fewer divisions per element and input in the kernel.
+  void compact_dims() {
+    int r = 0;
+    for (int j = 0; j < d_.rank; ++j) {
+      if (d_.dims[j] == 1) continue;
+      bool merge = r > 0;
+      for (int k = 0; merge && k < d_.num_inputs; ++k)
+        merge = d_.mode[k] != 2 || d_.strides[k][r - 1] == d_.strides[k][j] * d_.dims[j];
+      const int to = merge ? r - 1 : r;
+      d_.dims[to] = merge ? d_.dims[to] * d_.dims[j] : d_.dims[j];
+      for (int k = 0; k < d_.num_inputs; ++k) d_.strides[k][to] = d_.strides[k][j];
+      if (!merge) ++r;
+    }
+    if (r == 0) {  // one element
+      d_.dims[0] = 1;
+      r = 1;
+    }
+    d_.rank = r;
+  }
+
   std::string where_;
   EwDesc d_;
   int64_t n_ = 0;

@@ -298,6 +298,7 @@ std::string check_fused_elementwise(const NodeContext& ctx) {
   if (!why.empty()) return why;
   if (ctx.num_inputs() > kMaxFusedInputs) return "more than 8 inputs";
   if (!ctx.output(0).shape.is_static()) return "shapes known only at run time";
+  if (!ctx.attr_ints("perms", {}).empty()) return "inputs read through a transpose ('perms')";
   std::string error;
   const std::vector<EwInstr> program = decode_ew_program(
       ctx.attr_ints("code"), ctx.attr_floats("consts", {}).size(), ctx.num_inputs(), &error);

@@ -106,6 +106,63 @@ std::vector<EwInstr> decode_ew_program(const std::vector<int64_t>& code, size_t 
   return program;
 }
 
+bool decode_ew_perms(const std::vector<int64_t>& flat, const std::vector<int>& ranks,
+                     std::vector<std::vector<int64_t>>* perms, std::string* error) {
+  perms->assign(ranks.size(), {});
+  if (flat.empty()) return true;
+  size_t want = 0;
+  for (int r : ranks) want += static_cast<size_t>(r);
+  if (flat.size() != want) {
+    *error = "'perms' must hold " + std::to_string(want) +
+             " integers (a permutation of each input's dims), got " + std::to_string(flat.size());
+    return false;
+  }
+  size_t at = 0;
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    const int rank = ranks[k];
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    std::vector<int64_t> perm(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                              flat.begin() + static_cast<std::ptrdiff_t>(at + rank));
+    at += static_cast<size_t>(rank);
+    bool identity = true;
+    for (int d = 0; d < rank; ++d) {
+      const int64_t p = perm[static_cast<size_t>(d)];
+      if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) {
+        *error = "'perms' of input " + std::to_string(k) + " is not a permutation of its " +
+                 std::to_string(rank) + " dims";
+        return false;
+      }
+      seen[static_cast<size_t>(p)] = true;
+      identity = identity && p == d;
+    }
+    if (!identity) (*perms)[k] = std::move(perm);
+  }
+  return true;
+}
+
+std::vector<int64_t> ew_permuted_dims(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& perm) {
+  if (perm.empty()) return in;
+  std::vector<int64_t> out(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) out[d] = in[static_cast<size_t>(perm[d])];
+  return out;
+}
+
+std::vector<int64_t> ew_input_strides(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& perm,
+                                      const std::vector<int64_t>& out) {
+  std::vector<int64_t> contiguous(in.size(), 1);
+  for (size_t d = in.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * in[d];
+  const std::vector<int64_t> dims = ew_permuted_dims(in, perm);
+  std::vector<int64_t> strides(out.size(), 0);
+  const size_t lead = out.size() - dims.size();  // right-aligned, as NumPy broadcasts
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const size_t src = perm.empty() ? d : static_cast<size_t>(perm[d]);
+    strides[lead + d] = dims[d] == 1 && out[lead + d] != 1 ? 0 : contiguous[src];
+  }
+  return strides;
+}
+
 namespace {
 
 void infer_fused_elementwise(InferContext& ctx) {
@@ -118,15 +175,30 @@ void infer_fused_elementwise(InferContext& ctx) {
   std::vector<float> consts = ctx.attr_floats("consts", {});
   if (decode_ew_program(ctx.attr_ints("code"), consts.size(), ctx.num_inputs(), &error).empty())
     ctx.fail_model(error);
-  ctx.set_output(0, DType::kFloat32, broadcast_inputs(ctx, ins));
+  std::vector<int> ranks;
+  for (int i : ins) ranks.push_back(ctx.input_shape(i).rank());
+  std::vector<std::vector<int64_t>> perms;
+  if (!decode_ew_perms(ctx.attr_ints("perms", {}), ranks, &perms, &error)) ctx.fail_model(error);
+  Shape out;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const Shape in(ew_permuted_dims(ctx.input_shape(ins[k]).dims(), perms[k]));
+    try {
+      out = k == 0 ? in : broadcast_shapes(out, in);
+    } catch (const ShapeError&) {
+      ctx.fail_shape("input " + std::to_string(k) + " (" + in.to_string() +
+                     " as read) does not broadcast with " + out.to_string());
+    }
+  }
+  ctx.set_output(0, DType::kFloat32, out);
 }
 
 }  // namespace
 
-LUMEN_REGISTER_SCHEMA(FusedElementwise,
-                      {.min_inputs = 1,
-                       .max_inputs = kEwMaxRegisters - 1,
-                       .attrs = {{"code", AttrType::kInts, true}, {"consts", AttrType::kFloats}},
-                       .infer = &infer_fused_elementwise});
+LUMEN_REGISTER_SCHEMA(FusedElementwise, {.min_inputs = 1,
+                                         .max_inputs = kEwMaxRegisters - 1,
+                                         .attrs = {{"code", AttrType::kInts, true},
+                                                   {"consts", AttrType::kFloats},
+                                                   {"perms", AttrType::kInts}},
+                                         .infer = &infer_fused_elementwise});
 
 }  // namespace lumen
