@@ -101,6 +101,7 @@ bool fold_norm(Graph& graph, int ln_id) {
 bool fold_elementwise(Graph& graph, int id) {
   const Node& n = graph.node(id);
   std::vector<int> ranks;
+  ranks.reserve(n.inputs.size());
   for (int v : n.inputs) ranks.push_back(graph.value(v).type.shape.rank());
   std::vector<std::vector<int64_t>> perms;
   std::string error;

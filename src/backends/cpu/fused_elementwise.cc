@@ -120,6 +120,7 @@ class FusedElementwiseKernel final : public Kernel {
     program_ = decode_ew_program(ctx.attr_ints("code"), consts_.size(), ctx.num_inputs(), &error);
     if (program_.empty()) ctx.fail_model(error);
     std::vector<int> ranks;
+    ranks.reserve(static_cast<size_t>(ctx.num_inputs()));
     for (int k = 0; k < ctx.num_inputs(); ++k) ranks.push_back(ctx.input_shape(k).rank());
     std::vector<std::vector<int64_t>> perms;
     if (!decode_ew_perms(ctx.attr_ints("perms", {}), ranks, &perms, &error)) ctx.fail_model(error);

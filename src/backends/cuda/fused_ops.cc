@@ -51,6 +51,7 @@ class FusedElementwiseKernel final : public Kernel {
     d_.rank = y.rank();
     for (int j = 0; j < y.rank(); ++j) d_.dims[j] = y[j];
     std::vector<int> ranks;
+    ranks.reserve(static_cast<size_t>(d_.num_inputs));
     for (int k = 0; k < d_.num_inputs; ++k) ranks.push_back(ctx.input_shape(k).rank());
     std::vector<std::vector<int64_t>> perms;
     if (!decode_ew_perms(ctx.attr_ints("perms", {}), ranks, &perms, &error)) ctx.fail_model(error);

@@ -176,6 +176,7 @@ void infer_fused_elementwise(InferContext& ctx) {
   if (decode_ew_program(ctx.attr_ints("code"), consts.size(), ctx.num_inputs(), &error).empty())
     ctx.fail_model(error);
   std::vector<int> ranks;
+  ranks.reserve(ins.size());
   for (int i : ins) ranks.push_back(ctx.input_shape(i).rank());
   std::vector<std::vector<int64_t>> perms;
   if (!decode_ew_perms(ctx.attr_ints("perms", {}), ranks, &perms, &error)) ctx.fail_model(error);
