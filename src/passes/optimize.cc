@@ -35,6 +35,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   bool channel_shuffle = true;
   // The CPU and CUDA read transposed inputs in place (AxisLayerNorm, FusedElementwise `perms`);
   // only CUDA gains (a launch and a copy per Transpose; the CPU keeps its channels-last regions).
+  // The same holds for sibling convolutions merged into one (fewer launches, more multiply-adds).
   bool layout_transposes = true;
   for (const std::string& b : names) {
     cpu_only = cpu_only && b == "cpu";
@@ -64,6 +65,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   manager.add(make_fuse_attention_pass());
   manager.add(make_conv_bn_fold_pass());
   manager.add(make_fuse_activation_pass(cpu_only, gated_activations));
+  if (layout_transposes) manager.add(make_fuse_sibling_convs_pass());
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());

@@ -99,6 +99,11 @@ std::unique_ptr<Pass> make_fold_transpose_pass();
 // inverse Transpose follows it, which goes too); a FusedElementwise input made by a Transpose
 // only it reads is read through it in place (`perms`). Where CUDA is among the backends.
 std::unique_ptr<Pass> make_fold_layout_transposes_pass();
+// Convolutions of one input whose outputs only a channel Concat reads, in order (SqueezeNet's
+// expand 1x1 and 3x3), become one convolution with each weight centred in the largest kernel, where
+// that at most doubles their multiply-adds. Where CUDA is among the backends (a launch and the
+// Concat's copy saved; on the CPU the extra multiply-adds cost more).
+std::unique_ptr<Pass> make_fuse_sibling_convs_pass();
 // ShuffleNet's channel shuffle ([Concat] -> Reshape -> Transpose -> Reshape [-> equal Slices or
 // Split] along one axis) becomes one ChannelShuffle: a single copy instead of four or five.
 std::unique_ptr<Pass> make_fuse_channel_shuffle_pass();
