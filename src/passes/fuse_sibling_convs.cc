@@ -21,12 +21,6 @@ namespace {
 // The most the merged convolution may multiply the siblings' multiply-adds by.
 constexpr double kMaxWorkRatio = 2.0;
 
-std::vector<int64_t> ints_or(const Node& n, const char* name,
-                             const std::vector<int64_t>& fallback) {
-  auto it = n.attrs.find(name);
-  return it == n.attrs.end() ? fallback : it->second.as_ints();
-}
-
 // A plain 2-D float32 convolution of constant weights (and bias), one group, no auto_pad, no
 // residual, not channels-last.
 bool mergeable(const Graph& graph, const Node& n) {
@@ -68,13 +62,14 @@ bool fuse(Graph& graph, int concat_id) {
   }
   const Node& first = graph.node(convs[0]);
   const int x = first.inputs[0];
-  const std::vector<int64_t> strides = ints_or(first, "strides", {1, 1});
+  const std::vector<int64_t> strides = NodeContext(graph, first).attr_ints("strides", {1, 1});
   const Attributes act = epilogue(first);
   int64_t kh = 1, kw = 1, cout = 0;
   for (int c : convs) {
     const Node& n = graph.node(c);
-    if (n.inputs[0] != x || ints_or(n, "strides", {1, 1}) != strides ||
-        ints_or(n, "dilations", {1, 1}) != std::vector<int64_t>{1, 1} ||
+    const NodeContext ctx(graph, n);
+    if (n.inputs[0] != x || ctx.attr_ints("strides", {1, 1}) != strides ||
+        ctx.attr_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1} ||
         !attributes_equal(epilogue(n), act))
       return false;
     const Shape& w = graph.value(n.inputs[1]).type.shape;
@@ -90,7 +85,7 @@ bool fuse(Graph& graph, int concat_id) {
     const Shape& w = graph.value(n.inputs[1]).type.shape;
     if ((kh - w[2]) % 2 != 0 || (kw - w[3]) % 2 != 0) return false;
     const int64_t dy = (kh - w[2]) / 2, dx = (kw - w[3]) / 2;
-    std::vector<int64_t> p = ints_or(n, "pads", {0, 0, 0, 0});
+    std::vector<int64_t> p = NodeContext(graph, n).attr_ints("pads", {0, 0, 0, 0});
     if (p.size() != 4) return false;
     const std::vector<int64_t> centred = {p[0] + dy, p[1] + dx, p[2] + dy, p[3] + dx};
     if (pads.empty()) pads = centred;
