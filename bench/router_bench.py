@@ -61,7 +61,11 @@ def method_text(rounds, cpu_repeat):
 
 def write_section(rows, gpu, method, work):
     """The markdown section for `rows` (dicts of COLUMNS), printed and written to work."""
-    def f(x, spec=".3f"):
+    def f(x, spec=None):
+        # Times below 1 ms to four decimals (`lumen run` prints them so): a 20 us plan read to
+        # 0.5%, so the auto / best column is not a ratio of rounded times.
+        if spec is None:
+            spec = ".4f" if x is not None and x < 1 else ".3f"
         return "-" if x is None else format(x, spec)
     builds = any(r.get("build") for r in rows)
     head = ("| model | input | threads | cpu ms | cuda,cpu ms | auto ms | auto / best | auto plan "

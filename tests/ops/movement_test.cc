@@ -204,6 +204,11 @@ const std::vector<SliceCase>& slice_cases() {
       {{2, 3, 4, 5}, {1, 3}, {4, 0}, {3, 2}, {1, -1}},     // unordered axes
       {{7}, {-2}, {kMax}, {}, {}},
       {{64, 64, 64}, {0, 1, 63}, {64, 64, kMin}, {}, {2, 2, -2}},  // large: parallel path
+      // One contiguous run (CUDA: a view where it starts 256 bytes past another).
+      {{4, 128}, {2}, {3}, {0}, {}},
+      {{1, 512}, {64}, {320}, {1}, {}},
+      {{1, 3, 64}, {1}, {2}, {1}, {}},
+      {{1, 1000}, {0}, {24}, {1}, {}},
   };
   return kCases;
 }

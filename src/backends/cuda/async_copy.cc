@@ -125,8 +125,10 @@ void send_staged(PinnedStaging::Buffer& buf, void* dst, const void* src, size_t 
 // A copy to the host moves through pinned memory in chunks of this many bytes, two in flight.
 constexpr size_t kReceiveChunk = size_t{2} << 20;
 // From this many bytes a copy between pageable host memory and the device is staged by the
-// process's threads; on one thread only from kStagingBytes (below it the driver's own staging,
-// which overlaps its copy through pinned memory with the transfer, is as fast). On the H200
+// process's threads; on one thread only from kStagingBytes (below it a copy to the device goes
+// through the driver's own staging, which overlaps its copy through pinned memory with the
+// transfer and is as fast; a copy to the host goes through pinned memory at every size, copied
+// out by the calling thread below these sizes). On the H200
 // machine at 16 threads, host input to host output: MobileNet-V2's replay with its 602 KB input
 // 0.416-0.430 ms through the driver, 0.396-0.415 ms staged by the threads; GPT-2's with its 25.7 MB
 // of logits 3.44-3.75 ms through the driver, 2.55-2.65 ms received by the threads.
@@ -147,7 +149,9 @@ void receive_from_device(void* dst, const void* src, size_t bytes, Stream& on,
   auto* staged = static_cast<char*>(buf.ptr);
   auto* out = static_cast<char*>(dst);
   const auto* in = static_cast<const char*>(src);
-  const int threads = std::max(1, num_threads());
+  // Below stage_on_host_threads' sizes the calling thread copies out alone (a team's start-up
+  // costs more than such a copy).
+  const int threads = stage_on_host_threads(bytes) ? std::max(1, num_threads()) : 1;
   // The buffer's two events mark the arrival of the chunk in each half.
   Event* arrived[2] = {buf.queued.get(), buf.read.get()};
   auto half_of = [chunk](size_t at) { return static_cast<int>((at / chunk) % 2); };
@@ -208,14 +212,7 @@ Tensor CudaBackend::move(const Tensor& src, Device to, Event* ready) {
     }
     copy_stream_->wait(*ready);
     const std::string where = "copy " + src.device().to_string() + " -> host";
-    if (stage_on_host_threads(bytes)) {
-      receive_from_device(dst.raw_data(), src.raw_data(), bytes, *copy_stream_, where);
-    } else {
-      check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToHost,
-                            copy_stream_->handle()),
-            where);
-      copy_stream_->synchronize();
-    }
+    receive_from_device(dst.raw_data(), src.raw_data(), bytes, *copy_stream_, where);
     // The work the copy waited for has finished: raise an index its kernels found out of range.
     index_errors_->raise_pending(stream_->handle());
     return dst;

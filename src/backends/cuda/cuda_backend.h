@@ -203,7 +203,8 @@ void send_to_device(void* dst, const void* src, size_t bytes, Stream& on, const 
 
 // Copies `bytes` bytes of device memory at `src` to host memory at `dst` after the work queued on
 // `on`, and returns when they are there: the copy engine writes chunks into pinned memory, two
-// in flight, while the process's CPU threads copy the one before out to `dst` (async_copy.cc).
+// in flight, while the CPU copies the one before out to `dst` (the process's threads where
+// stage_on_host_threads(bytes), else the calling thread; async_copy.cc).
 void receive_from_device(void* dst, const void* src, size_t bytes, Stream& on,
                          const std::string& where);
 

@@ -334,7 +334,8 @@ std::unique_ptr<Kernel> make_transpose(const NodeContext& ctx) {
   });
 }
 
-// Slice: one strided copy, every start, end, axis and step known at compile time.
+// Slice: one strided copy, every start, end, axis and step known at compile time; a view where the
+// slice is one contiguous run of the input.
 std::string check_slice(const NodeContext& ctx) {
   std::string why = check_float_rank(ctx);
   if (!why.empty()) return why;
@@ -342,6 +343,19 @@ std::string check_slice(const NodeContext& ctx) {
     if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
       return "input " + std::to_string(i) + " must be known at build time";
   return "";
+}
+
+// Whether the slice `spec` of `x` is one contiguous run of x's elements: every step 1, and some
+// axis with every axis after it whole and every axis before it of extent 1 in the output.
+bool contiguous_slice(const Shape& x, const SliceSpec& spec) {
+  const int rank = x.rank();
+  for (int d = 0; d < rank; ++d)
+    if (spec.steps[d] != 1) return false;
+  int a = rank - 1;  // the first axis from which on every axis is whole
+  while (a >= 0 && spec.output[a] == x[a]) --a;
+  for (int d = 0; d < a; ++d)
+    if (spec.output[d] != 1) return false;
+  return true;
 }
 
 std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
@@ -359,6 +373,19 @@ std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
   }
   const int es = static_cast<int>(dtype_size(ctx.input_dtype(0)));
   const int64_t n = spec.output.numel();
+  // One contiguous run (the first columns of a single row: a wide-and-deep model's dense
+  // features) is a view of the input, no launch, where it starts 256 bytes past another (the
+  // alignment cuBLASLt assumes of operands), as Split's blocks.
+  if (n > 0 && contiguous_slice(x, spec) && (offset * es) % 256 == 0) {
+    const Shape flat{x.numel()};
+    const Shape out = spec.output;
+    return std::make_unique<LaunchKernel>(
+        ctx.where(),
+        [=](const KernelContext& k, cudaStream_t) {
+          k.outputs[0] = k.inputs[0].reshape(flat).narrow(offset, n).reshape(out);
+        },
+        true);
+  }
   return launch(ctx, [=](const KernelContext& k, cudaStream_t s) {
     launch_permute(static_cast<const char*>(k.inputs[0].raw_data()) + offset * es,
                    k.outputs[0].raw_data(), es, rank, dims.data(), strides.data(), n, s);
