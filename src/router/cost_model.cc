@@ -153,7 +153,7 @@ std::vector<std::string> CostModel::outliers(const std::string& backend, double 
     std::vector<double> rates;
     for (const auto& [other_key, o] : b->second)
       if (other_key != key && o.flops > 0 && o.us > 0) rates.push_back(o.flops / o.us);
-    if (rates.size() < 3) continue;
+    if (rates.empty()) continue;
     std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
     const double expected = s.flops / rates[rates.size() / 2];
     if (s.us > kLoneOutlierFactor * factor * expected && s.us > expected + kOutlierMinUs)

@@ -121,9 +121,10 @@ class CostModel {
   // Keys of `backend`'s measured samples (eager times) that their op's other samples contradict:
   // more than `factor` times, and kOutlierMinUs more than, the time interpolated by work from at
   // least two other samples of the same op; for an op with fewer, more than kLoneOutlierFactor x
-  // `factor` times the time of its flops at the median rate of at least three other samples that
-  // do arithmetic. A kernel that took 3.9 ms among neighbours that predict 20 us was timed while
-  // something else held the machine: it is measured again (a false alarm costs only that).
+  // `factor` times the time of its flops at the median rate of the other samples that do
+  // arithmetic (one is enough: a four-node model's 5 ms product among two of 7 and 1 us). A
+  // kernel that took 3.9 ms among neighbours that predict 20 us was timed while something else
+  // held the machine: it is measured again (a false alarm costs only that).
   std::vector<std::string> outliers(const std::string& backend, double factor = 10) const;
 
   // The plan a graph was given after its candidate plans were run and timed (choice.h), by the

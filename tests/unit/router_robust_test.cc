@@ -49,6 +49,19 @@ TEST(Outliers, AKernelOrdersOfMagnitudeAboveItsNeighboursIsFlagged) {
   EXPECT_TRUE(model.outliers("cpu").empty());
 }
 
+TEST(Outliers, ALoneProductOfASmallModelIsHeldToItsFewNeighbours) {
+  // A wide-and-deep model of four nodes at 16 threads (issue 31): the 65536-wide product timed at
+  // 5.0 ms beside one other product (0.26 MFLOP in 6.9 us) and a Gemm of 1 kFLOP in 1.1 us.
+  router::CostModel model;
+  model.add_kernel("cpu", "deep0", sample("FusedMatMul", 0.26e6, 6.9));
+  model.add_kernel("cpu", "deep1", sample("Gemm", 1e3, 1.1));
+  model.add_kernel("cpu", "wide", sample("FusedMatMul", 0.13e6, 5006));
+  EXPECT_EQ(model.outliers("cpu"), std::vector<std::string>{"wide"});
+  // At its true time it is not.
+  model.add_kernel("cpu", "wide", sample("FusedMatMul", 0.13e6, 9));
+  EXPECT_TRUE(model.outliers("cpu").empty());
+}
+
 // Three MatMuls of different sizes and a Relu, on the host.
 Graph matmul_chain() {
   Graph g;
