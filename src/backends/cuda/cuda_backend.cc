@@ -414,11 +414,11 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
 // once, when this build's version is the loading core's.
 extern "C" __attribute__((visibility("default"))) const char* lumen_plugin_register(
     const char* core_version) {
-  static const std::string mismatch = std::string("built for Lumen ") + LUMEN_VERSION;
+  static const std::string kMismatch = std::string("built for Lumen ") + LUMEN_VERSION;
   if (core_version == nullptr || std::string(core_version) != LUMEN_VERSION)
-    return mismatch.c_str();
-  static const bool registered = (lumen::register_backend(&lumen::cuda::probe_cuda),
-                                  lumen::cuda::register_cuda_device_ops(), true);
-  (void)registered;
+    return kMismatch.c_str();
+  static const bool kRegistered = (lumen::register_backend(&lumen::cuda::probe_cuda),
+                                   lumen::cuda::register_cuda_device_ops(), true);
+  (void)kRegistered;
   return nullptr;
 }

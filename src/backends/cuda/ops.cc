@@ -116,7 +116,7 @@ UnaryOp unary_op(OpKind op) {
 std::string check_unary(const NodeContext& ctx) {
   std::string why = require_float_static(ctx);
   if (why.empty()) return why;
-  const std::string generic = check_any_unary(ctx);
+  std::string generic = check_any_unary(ctx);
   if (generic == "no generic CUDA kernel") return why;
   return generic;
 }
