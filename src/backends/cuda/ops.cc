@@ -345,6 +345,15 @@ std::string check_slice(const NodeContext& ctx) {
   return "";
 }
 
+// The alignment in bytes cuBLASLt assumes of operands: a block of a tensor starting a multiple of
+// it past the tensor's start may be handed on as a view.
+constexpr size_t kViewAlignment = 256;
+
+// The `shape.numel()` elements of x from element `at`, as a view shaped `shape`.
+Tensor run_view(const Tensor& x, int64_t at, const Shape& shape) {
+  return x.reshape(Shape{x.numel()}).narrow(at, shape.numel()).reshape(shape);
+}
+
 // Whether the slice `spec` of `x` is one contiguous run of x's elements: every step 1, and some
 // axis with every axis after it whole and every axis before it of extent 1 in the output.
 bool contiguous_slice(const Shape& x, const SliceSpec& spec) {
@@ -376,13 +385,13 @@ std::unique_ptr<Kernel> make_slice(const NodeContext& ctx) {
   // One contiguous run (the first columns of a single row: a wide-and-deep model's dense
   // features) is a view of the input, no launch, where it starts 256 bytes past another (the
   // alignment cuBLASLt assumes of operands), as Split's blocks.
-  if (n > 0 && contiguous_slice(x, spec) && (offset * es) % 256 == 0) {
-    const Shape flat{x.numel()};
+  if (n > 0 && contiguous_slice(x, spec) &&
+      static_cast<size_t>(offset * es) % kViewAlignment == 0) {
     const Shape out = spec.output;
     return std::make_unique<LaunchKernel>(
         ctx.where(),
         [=](const KernelContext& k, cudaStream_t) {
-          k.outputs[0] = k.inputs[0].reshape(flat).narrow(offset, n).reshape(out);
+          k.outputs[0] = run_view(k.inputs[0], offset, out);
         },
         true);
   }
@@ -406,18 +415,16 @@ std::unique_ptr<Kernel> make_split(const NodeContext& ctx) {
   size_t at = 0;
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     shapes.push_back(ctx.output(i).shape);
-    aligned = aligned && at % 256 == 0;
+    aligned = aligned && at % kViewAlignment == 0;
     at += static_cast<size_t>(shapes.back().numel()) * dtype_size(ctx.input_dtype(0));
   }
   if (outer == 1 && aligned) {
-    const Shape flat{x.numel()};
     return std::make_unique<LaunchKernel>(
         ctx.where(),
         [=](const KernelContext& k, cudaStream_t) {
           int64_t at = 0;
           for (size_t i = 0; i < shapes.size(); ++i) {
-            k.outputs[i] =
-                k.inputs[0].reshape(flat).narrow(at, shapes[i].numel()).reshape(shapes[i]);
+            k.outputs[i] = run_view(k.inputs[0], at, shapes[i]);
             at += shapes[i].numel();
           }
         },
