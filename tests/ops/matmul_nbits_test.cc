@@ -11,6 +11,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/half.h"
@@ -389,14 +390,23 @@ TEST(MatMulNBitsTest, Cuda) {
   if (std::find(have.begin(), have.end(), "cuda") == have.end()) GTEST_SKIP() << "no CUDA backend";
   uint64_t seed = 500;
   for (Precision precision : {Precision::kFloat32, Precision::kFloat16})
-    for (int bits : {4, 8})
+    // K, block and bits: K ending inside a block, whole 16-byte chunks per column (the
+    // decoding kernel's chunked path, with 4-bit blocks of 16 two per chunk) or not (4-bit blocks
+    // of 16 in an odd count: its word path), and a K of whole blocks.
+    for (auto [k, block, bits] : {std::tuple<int64_t, int64_t, int>{300, 32, 4},
+                                  {320, 16, 4},
+                                  {300, 16, 4},
+                                  {768, 128, 4},
+                                  {300, 64, 8},
+                                  {768, 16, 8}})
       for (Zp zp : {Zp::kNone, Zp::kPacked, Zp::kFloat})
         for (int64_t m : {1, 3, 8, 64}) {
           const bool half = precision == Precision::kFloat16;
           SCOPED_TRACE(std::string("cuda") + (half ? " float16" : "") + " bits " +
-                       std::to_string(bits) + " zp " + std::to_string(static_cast<int>(zp)) +
+                       std::to_string(bits) + " K " + std::to_string(k) + " block " +
+                       std::to_string(block) + " zp " + std::to_string(static_cast<int>(zp)) +
                        " M " + std::to_string(m));
-          const int64_t k = 300, n = 100, block = bits == 4 ? 32 : 64;
+          const int64_t n = 100;
           NBitsCase c = make_case(k, n, block, bits, zp, (seed & 1) != 0, ++seed);
           const Tensor a = random_tensor({m, k}, ++seed);
           CompileOptions options;

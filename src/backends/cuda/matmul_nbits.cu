@@ -1,10 +1,12 @@
 // CUDA kernels of MatMulNBits: Y = A x W (+ bias), W (K x N) 4- or 8-bit, block-quantized along
 // K in MatMulNBits' layout (graph/matmul_nbits.h: column n's packed values are contiguous).
 //
-// Few rows (decode): one warp per output column; lane l reads words l, l + 32, ... of the
-// column's packed values (coalesced: a warp reads 128 bytes of 4-bit or 256 of 8-bit weights per
-// step), dequantizes 8 values per word and multiplies them with the (cached) rows of A; the warp
-// sums its lanes. The weights are read once: the kernel runs at the speed memory delivers them.
+// Few rows (decode): 32 to 128 threads per output column (a warp for K up to 1024, a block of
+// four warps for K above 2048), each reading 4-byte words of the column's packed values
+// (coalesced: a warp reads 128 bytes of 4-bit or 256 of 8-bit weights per step), four words'
+// loads (with their scales) issued before any is used: a decoding step's product costs about one
+// round trip to memory. Each thread dequantizes 8 values per word and multiplies them with the
+// (cached) rows of A; the column's threads sum through shuffles and shared memory.
 // More rows (prefill): 64 x 64 output tiles; per step of 32 along K a block stages A's 64 x 32
 // tile and the dequantized 32 x 64 weight tile in shared memory, and each thread accumulates
 // 4 x 4 outputs.
@@ -17,9 +19,9 @@ namespace lumen::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kGemvWarps = 4;  // columns per block of the matrix-vector kernel
-constexpr int kTile = 64;      // output rows and columns per block of the tiled kernel
-constexpr int kTileK = 32;     // K per shared-memory step
+constexpr int kGemvThreads = 128;  // threads per block of the matrix-vector kernel
+constexpr int kTile = 64;          // output rows and columns per block of the tiled kernel
+constexpr int kTileK = 32;         // K per shared-memory step
 constexpr int kTileThreads = 256;
 
 // The zero point of block blk of column n (float zero points in the activations' storage T).
@@ -37,15 +39,21 @@ __device__ __forceinline__ float zero_point(const NBitsDesc& d, const void* zp, 
   return static_cast<float>(1 << (kBits - 1));
 }
 
-// The 8 quantized values of unit u (values 8u .. 8u + 7) of a column's packed bytes.
+// The packed bytes of unit u (values 8u .. 8u + 7) of a column: 4 bytes of 4-bit values (in .x),
+// 8 of 8-bit ones.
 template <int kBits>
-__device__ __forceinline__ void load_unit(const uint8_t* col, int64_t u, float* q) {
+__device__ __forceinline__ uint2 load_unit(const uint8_t* col, int64_t u) {
+  if (kBits == 4) return make_uint2(__ldg(reinterpret_cast<const uint32_t*>(col) + u), 0u);
+  return __ldg(reinterpret_cast<const uint2*>(col) + u);
+}
+
+// A unit's 8 quantized values as floats.
+template <int kBits>
+__device__ __forceinline__ void unpack_unit(uint2 w, float* q) {
   if (kBits == 4) {
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(col + u * 4);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = static_cast<float>((w >> (4 * i)) & 0xF);
+    for (int i = 0; i < 8; ++i) q[i] = static_cast<float>((w.x >> (4 * i)) & 0xF);
   } else {
-    const uint2 w = *reinterpret_cast<const uint2*>(col + u * 8);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       q[i] = static_cast<float>((w.x >> (8 * i)) & 0xFF);
@@ -72,50 +80,80 @@ __device__ __forceinline__ void load8(const T* x, bool vec, float* out) {
 }
 
 template <typename T, int kBits, int kRows>
-__global__ void __launch_bounds__(kGemvWarps* kWarp)
+__global__ void __launch_bounds__(kGemvThreads)
     nbits_gemv_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
                       const uint8_t* __restrict__ b, const T* __restrict__ scales,
-                      const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
-  if (n >= d.n) return;
+                      const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y,
+                      int per_col) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int t = static_cast<int>(threadIdx.x) % per_col;  // this thread's place in its column
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvThreads / per_col) +
+                    static_cast<int>(threadIdx.x) / per_col;
+  const bool active = n < d.n;
   const int64_t blocks = (d.k + d.block_size - 1) / d.block_size;
   const int64_t blob = d.block_size * kBits / 8;
+  const int block_shift = __ffsll(d.block_size) - 1;  // block_size is a power of 2
   const uint8_t* col = b + n * blocks * blob;
-  const int64_t units = blocks * d.block_size / 8;
+  const int64_t units = active ? blocks * d.block_size / 8 : 0;
   // Rows of A start 16-byte aligned when K is a multiple of 4 and A is.
   const bool vec = d.k % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0;
   float acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
-  for (int64_t u = lane; u < units; u += kWarp) {
-    const int64_t k0 = u * 8, blk = k0 / d.block_size;
-    const float s = to_float(scales[n * blocks + blk]);
-    const float z = zero_point<T, kBits>(d, zp, n, blk, blocks);
-    float w[8];
-    load_unit<kBits>(col, u, w);
+  // kUnroll units per thread at a time: their weights, scales and zero points are all requested
+  // before any is used, so a column's few steps cost one round trip to memory, not one each.
+  constexpr int kUnroll = 4;
+  for (int64_t u0 = t; u0 < units; u0 += kUnroll * per_col) {
+    uint2 packed[kUnroll];
+    float s[kUnroll], z[kUnroll];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = (w[i] - z) * s;
-    if (k0 + 8 <= d.k) {
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t u = u0 + j * per_col;
+      if (u >= units) break;
+      const int64_t blk = (u * 8) >> block_shift;
+      packed[j] = load_unit<kBits>(col, u);
+      s[j] = to_float(scales[n * blocks + blk]);
+      z[j] = zero_point<T, kBits>(d, zp, n, blk, blocks);
+    }
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        float x[8];
-        load8(a + r * d.k + k0, vec, x);
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t u = u0 + j * per_col, k0 = u * 8;
+      if (u >= units) break;
+      float w[8];
+      unpack_unit<kBits>(packed[j], w);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[r] = fmaf(x[i], w[i], acc[r]);
+      for (int i = 0; i < 8; ++i) w[i] = (w[i] - z[j]) * s[j];
+      if (k0 + 8 <= d.k) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          float x[8];
+          load8(a + r * d.k + k0, vec, x);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[r] = fmaf(x[i], w[i], acc[r]);
+        }
+      } else {
+        for (int r = 0; r < kRows; ++r)
+          for (int i = 0; i < 8 && k0 + i < d.k; ++i)
+            acc[r] = fmaf(to_float(a[r * d.k + k0 + i]), w[i], acc[r]);
       }
-    } else {
-      for (int r = 0; r < kRows; ++r)
-        for (int i = 0; i < 8 && k0 + i < d.k; ++i)
-          acc[r] = fmaf(to_float(a[r * d.k + k0 + i]), w[i], acc[r]);
     }
   }
+  // Each warp's sums, then the first thread of a column adds its warps'.
+  __shared__ float part[kRows][kGemvThreads / kWarp];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     float v = acc[r];
 #pragma unroll
     for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-    if (lane == 0) y[r * d.n + n] = from_float<T>(v + (bias ? to_float(bias[n]) : 0.f));
+    if (lane == 0) part[r][warp] = v;
+  }
+  __syncthreads();
+  if (!active || t != 0) return;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float v = 0.f;
+    for (int w = 0; w < per_col / kWarp; ++w) v += part[r][warp + w];
+    y[r * d.n + n] = from_float<T>(v + (bias ? to_float(bias[n]) : 0.f));
   }
 }
 
@@ -179,12 +217,18 @@ template <typename T, int kBits>
 void launch_bits(const NBitsDesc& d, const T* a, const uint8_t* b, const T* scales, const void* zp,
                  const T* bias, T* y, cudaStream_t stream) {
   if (d.m <= kNBitsGemvRows) {
-    const dim3 grid(static_cast<unsigned>((d.n + kGemvWarps - 1) / kGemvWarps));
-    const dim3 block(kGemvWarps * kWarp);
+    // Threads per column: a warp, or as many as keep each at most 4 units of 8 values (one
+    // unrolled step), up to a block (K above 2048).
+    const int64_t units = (d.k + d.block_size - 1) / d.block_size * d.block_size / 8;
+    const int per_col = units <= 4 * kWarp ? kWarp : units <= 8 * kWarp ? 2 * kWarp : kGemvThreads;
+    const int64_t cols = kGemvThreads / per_col;
+    const dim3 grid(static_cast<unsigned>((d.n + cols - 1) / cols));
+    const dim3 block(kGemvThreads);
     switch (d.m) {
-#define LUMEN_NBITS_ROWS(R)                                                                   \
-  case R:                                                                                     \
-    nbits_gemv_kernel<T, kBits, R><<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y); \
+#define LUMEN_NBITS_ROWS(R)                                                  \
+  case R:                                                                    \
+    nbits_gemv_kernel<T, kBits, R>                                           \
+        <<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y, per_col); \
     break;
       LUMEN_NBITS_ROWS(1)
       LUMEN_NBITS_ROWS(2)
