@@ -7,6 +7,10 @@
 // N * n_blocks, column-major by block: scales[n * n_blocks + b]), zero_points (optional: uint8
 // packed like B along the blocks, [N, ceil(n_blocks * bits / 8)], or float32 [N * n_blocks];
 // default 2^(bits - 1)), g_idx (optional, deprecated: refused), bias (optional float32 [N]).
+// Lumen's epilogue, made by its passes (fuse-matmul, fuse-residual) as for FusedMatMul: a
+// residual (optional input 6, Y's type and shape) added, then the attribute "activation" (with
+// "activation_alpha", "activation_beta") applied as each output is written:
+// Y = activation(A x W + bias + residual).
 // W[k, n] = (q(n, k) - zero_point(n, k / block_size)) * scale(n, k / block_size).
 #pragma once
 
@@ -21,6 +25,7 @@ inline constexpr int kNBitsScales = 2;
 inline constexpr int kNBitsZeroPoints = 3;
 inline constexpr int kNBitsGroupIndex = 4;
 inline constexpr int kNBitsBias = 5;
+inline constexpr int kNBitsResidual = 6;
 
 // The sizes of one MatMulNBits weight, from its attributes.
 struct NBitsLayout {

@@ -1,6 +1,9 @@
 // MatMul/Gemm epilogue fusion: MatMul -> Add(bias) -> activation (Gelu included) and Gemm ->
 // activation become one FusedMatMul, whose kernel adds the bias and applies the activation as each
-// output is written (a oneDNN matmul with bias and an eltwise post-op on the CPU).
+// output is written (a oneDNN matmul with bias and an eltwise post-op on the CPU). A MatMulNBits
+// takes its activation the same way (Lumen's epilogue of graph/matmul_nbits.h): a decoder's FFN
+// with 4-bit weights is then one launch fewer per layer on CUDA.
+#include "graph/matmul_nbits.h"
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -81,8 +84,9 @@ class FuseMatMulPass : public Pass {
   // C absent, or beta 1 and C a row [N] / [1, N]) -> activation: one FusedMatMul.
   static bool fuse_activation(Graph& graph, int mm_id) {
     const Node& mm = graph.node(mm_id);
+    const bool nbits = mm.op == OpKind::kMatMulNBits && !has_activation(mm);
     const bool ok =
-        fusible_matmul(graph, mm) ||
+        nbits || fusible_matmul(graph, mm) ||
         (mm.op == OpKind::kFusedMatMul && !has_activation(mm) && !fused_matmul_has_norm(mm)) ||
         gemm_fits_fused_matmul(graph, mm);
     if (!ok) return false;
@@ -104,7 +108,7 @@ class FuseMatMulPass : public Pass {
     std::vector<int> act_inputs = act.inputs;
     if (mm.op == OpKind::kGemm) gemm_to_fused_matmul(graph, mm_id);
     Node& node = graph.node(mm_id);
-    node.op = OpKind::kFusedMatMul;
+    if (!nbits) node.op = OpKind::kFusedMatMul;
     for (auto& [key, value] : extra) node.attrs[key] = value;
     replace_uses(graph, act_out, y);
     remove_node(graph, act_id);

@@ -11,7 +11,10 @@
 // There the product may also be a Gemm FusedMatMul can express or a float32 MatMul without a bias
 // (Llama's projections; both converted), and may reach the Add
 // through Reshapes that only it reads (a [S, N, E] layer's output projection is computed as
-// [S N, E]): z is then reshaped to the product's shape, a view.
+// [S N, E]): z is then reshaped to the product's shape, a view. A MatMulNBits without an
+// activation takes z as its input 6 (Lumen's epilogue of graph/matmul_nbits.h), every backend
+// that runs it adding z as it writes the output.
+#include "graph/matmul_nbits.h"
 #include "graph/op_kind.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
@@ -41,6 +44,9 @@ int residual_target(const Graph& graph, int y, bool cpu_only, bool matmul_residu
   if (matmul_residual && conv.op == OpKind::kGemm && gemm_fits_fused_matmul(graph, conv))
     return v.producer;
   if (matmul_residual && plain_matmul(graph, conv)) return v.producer;
+  if (conv.op == OpKind::kMatMulNBits && empty_activation(conv) &&
+      (conv.inputs.size() <= kNBitsResidual || conv.inputs[kNBitsResidual] < 0))
+    return v.producer;
   auto layout = conv.attrs.find("channels_last");
   const bool channels_last = layout != conv.attrs.end() && layout->second.as_int() == 1;
   if (!cpu_only && conv.op == OpKind::kConv && conv.inputs.size() <= 3 &&
@@ -84,6 +90,15 @@ class FuseResidualPass : public Pass {
         if (made != y)
           z = add_reshape(graph, z, graph.value(made).type.shape,
                           graph.value(z).name + "/as_product");
+        if (graph.node(conv_id).op == OpKind::kMatMulNBits) {
+          graph.node(conv_id).inputs.resize(kNBitsResidual + 1, -1);
+          set_input(graph, conv_id, kNBitsResidual, z);
+          replace_uses(graph, out, y);
+          remove_node(graph, id);
+          graph.infer_node(conv_id);
+          changed = true;
+          break;
+        }
         if (graph.node(conv_id).op == OpKind::kGemm) gemm_to_fused_matmul(graph, conv_id);
         Node& conv = graph.node(conv_id);
         if (conv.op == OpKind::kMatMul) conv.op = OpKind::kFusedMatMul;

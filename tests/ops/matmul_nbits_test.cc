@@ -143,6 +143,17 @@ std::vector<test::OpInput> nbits_inputs(const NBitsCase& c, const Tensor& a) {
   return in;
 }
 
+// The same inputs as graph values: A, then constants (the bias at slot 5 after an omitted g_idx).
+std::vector<Value*> nbits_graph_inputs(Graph& g, const NBitsCase& c, Value* a) {
+  std::vector<Value*> in = {a, g.add_constant("B", c.b), g.add_constant("S", c.scales)};
+  in.push_back(c.zp == Zp::kNone ? nullptr : g.add_constant("zp", c.zero_points));
+  if (c.bias) {
+    in.push_back(nullptr);
+    in.push_back(g.add_constant("bias", c.bias_t));
+  }
+  return in;
+}
+
 // Every case of MatchesReference, with the kernel variant the CPU picks (AVX-512 where it has it)
 // or with the AVX2 code forced.
 void check_against_reference(uint64_t seed) {
@@ -342,8 +353,9 @@ TEST(MatMulNBitsTest, BlockDequantFusion) {
       }
 }
 
-// An imported MatMulNBits followed by a bias Add takes the bias; an Add of a non-constant or of a
-// tensor that is not a row bias stays.
+// An imported MatMulNBits followed by a bias Add takes the bias; an Add of a tensor of Y's shape
+// that is not a row bias becomes its residual (Lumen's epilogue); an Add of a row of the graph's
+// inputs (broadcast: not Y's shape) stays.
 TEST(MatMulNBitsTest, BiasFusion) {
   NBitsCase c = make_case(96, 48, 32, 4, Zp::kPacked, false, 600);
   for (int variant = 0; variant < 3; ++variant) {
@@ -358,7 +370,7 @@ TEST(MatMulNBitsTest, BiasFusion) {
     g.mark_output(g.add_op("Add", {bv, y}, {}, "add"));
     g.optimize({"cpu"});
     const auto ops = op_histogram(g);
-    EXPECT_EQ(ops.count("Add"), variant == 0 ? 0u : 1u) << "variant " << variant;
+    EXPECT_EQ(ops.count("Add"), variant == 1 ? 1u : 0u) << "variant " << variant;
     const Tensor x = random_tensor({3, 96}, 602);
     Runtime rt;
     CompileOptions options;
@@ -370,6 +382,57 @@ TEST(MatMulNBitsTest, BiasFusion) {
     for (size_t i = 0; i < want.size(); ++i) want[i] += b.data<float>()[variant == 2 ? i : i % 48];
     expect_close(got, Shape{3, 48}, want, 5e-4, 1e-4);
   }
+}
+
+// Lumen's epilogue: a MatMulNBits followed by an activation (Gelu in both forms, Relu), by a
+// residual Add, or by both (the activation applies after the residual) takes them
+// (graph/matmul_nbits.h). On the CPU and, where present, on CUDA; every output against the
+// reference in double.
+TEST(MatMulNBitsTest, EpilogueFusion) {
+  Runtime rt;
+  std::vector<std::vector<std::string>> lists = {{"cpu"}};
+  const std::vector<std::string> have = rt.backends();
+  if (std::find(have.begin(), have.end(), "cuda") != have.end()) lists.push_back({"cuda", "cpu"});
+  uint64_t seed = 700;
+  for (const auto& backends : lists)
+    for (int variant = 0; variant < 5; ++variant)
+      for (int64_t m : {1, 3, 8, 64}) {
+        SCOPED_TRACE(backends[0] + " variant " + std::to_string(variant) + " M " +
+                     std::to_string(m));
+        const int64_t k = 200, n = 72;
+        NBitsCase c = make_case(k, n, 32, 4, Zp::kNone, true, ++seed);
+        Graph g;
+        Value* a = g.add_input("a", Shape{m, k});
+        Value* z = g.add_input("z", Shape{m, n});
+        Value* y = g.add_op("MatMulNBits", nbits_graph_inputs(g, c, a), nbits_attrs(c), "nbits");
+        if (variant == 0) y = g.add_op("Gelu", {y}, {}, "gelu");
+        if (variant == 1) y = g.add_op("Gelu", {y}, {{"approximate", std::string("tanh")}}, "gelu");
+        if (variant == 2) y = g.add_op("Relu", {y}, {}, "relu");
+        if (variant >= 3) y = g.add_op("Add", {y, z}, {}, "residual");
+        if (variant == 4) y = g.add_op("Relu", {y}, {}, "relu");
+        g.mark_output(y);
+        g.optimize(backends);
+        const auto ops = op_histogram(g);
+        EXPECT_EQ(ops.count("Gelu") + ops.count("Add") + ops.count("Relu"), 0u);
+        CompileOptions options;
+        options.backends = backends;
+        const Tensor x = random_tensor({m, k}, ++seed), zt = random_tensor({m, n}, ++seed);
+        Executable* exe = g.compile(&rt, options);
+        EXPECT_NE(exe->summary().find("(MatMulNBits) @" + backends[0]), std::string::npos)
+            << exe->summary();
+        const Tensor got = exe->execute(std::vector<Tensor>{x, zt})[0].to(Device::cpu());
+        std::vector<double> want = reference(c, x);
+        for (size_t i = 0; i < want.size(); ++i) {
+          double v = want[i];
+          if (variant >= 3) v += zt.data<float>()[i];
+          if (variant == 0) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+          if (variant == 1)
+            v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+          if (variant == 2 || variant == 4) v = std::max(v, 0.0);
+          want[i] = v;
+        }
+        expect_close(got, Shape{m, n}, want, 5e-4, 1e-4);
+      }
 }
 
 // Blocks that MatMulNBits cannot hold (block_size 8, along N) stay a DequantizeLinear and MatMul.
@@ -390,15 +453,17 @@ TEST(MatMulNBitsTest, Cuda) {
   if (std::find(have.begin(), have.end(), "cuda") == have.end()) GTEST_SKIP() << "no CUDA backend";
   uint64_t seed = 500;
   for (Precision precision : {Precision::kFloat32, Precision::kFloat16})
-    // K, block and bits: K ending inside a block, whole 16-byte chunks per column (the
-    // decoding kernel's chunked path, with 4-bit blocks of 16 two per chunk) or not (4-bit blocks
-    // of 16 in an odd count: its word path), and a K of whole blocks.
+    // K, block and bits: K ending inside a block (4-bit blocks of 32 and 16, 8-bit of 64), K of
+    // whole blocks (4-bit blocks of 128, 8-bit of 16), and K above 1024 and 2048 (two warps and
+    // a block of threads per column in the decoding kernel).
     for (auto [k, block, bits] : {std::tuple<int64_t, int64_t, int>{300, 32, 4},
                                   {320, 16, 4},
                                   {300, 16, 4},
                                   {768, 128, 4},
                                   {300, 64, 8},
-                                  {768, 16, 8}})
+                                  {768, 16, 8},
+                                  {1100, 16, 8},
+                                  {2080, 32, 4}})
       for (Zp zp : {Zp::kNone, Zp::kPacked, Zp::kFloat})
         for (int64_t m : {1, 3, 8, 64}) {
           const bool half = precision == Precision::kFloat16;

@@ -7,7 +7,8 @@
 //  - more rows (prefill): each thread dequantizes a chunk of K x 64 columns into a buffer that
 //    stays in cache and runs a register-blocked float micro-kernel over it for every row of A.
 // float16 / bfloat16 A, bias and Y are converted to and from float32 around the same kernels.
-// AVX2 + FMA code, and AVX-512 code, chosen by the CPU level in use when the kernel is built
+// Lumen's epilogue (a residual, then an activation: graph/matmul_nbits.h) is one pass over Y after
+// them. AVX2 + FMA code, and AVX-512 code, chosen by the CPU level in use when the kernel is built
 // (plain loops below AVX2). Threads split N
 // (and the rows too where N has fewer 64-column tiles than threads).
 //
@@ -27,6 +28,7 @@
 #include "backends/cpu/float_rows.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel_registry.h"
+#include "backends/cpu/packed_gemm.h"
 #include "graph/matmul_nbits.h"
 
 #if LUMEN_X86
@@ -105,9 +107,9 @@ PackedNBits pack_weights(const NBitsLayout& l, const uint8_t* b, const float* sc
 
 // Scratch buffer `which` of the calling thread, at least `n` floats, kept between runs (OpenMP's
 // threads persist), so a run neither allocates nor faults in fresh pages. 0 and 1: the kernels'
-// own; 2, 3 and 4: 16-bit A, Y and bias as float32 (MatMulNBitsKernel::run).
+// own; 2, 3, 4 and 5: 16-bit A, Y, bias and residual as float32 (MatMulNBitsKernel::run).
 float* scratch(int which, int64_t n) {
-  thread_local std::vector<float> buffers[5];
+  thread_local std::vector<float> buffers[6];
   std::vector<float>& b = buffers[which];
   if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
   return b.data();
@@ -618,8 +620,12 @@ void run_tiled(const PackedNBits& w, const float* a, int64_t m, float* y, const 
 
 class MatMulNBitsKernel final : public Kernel {
  public:
-  MatMulNBitsKernel(PackedNBits w, bool has_bias)
-      : w_(std::move(w)), has_bias_(has_bias), isa_(isa_level()) {}
+  MatMulNBitsKernel(PackedNBits w, bool has_bias, bool has_residual, GemmEpilogue activation)
+      : w_(std::move(w)),
+        has_bias_(has_bias),
+        has_residual_(has_residual),
+        activation_(activation),
+        isa_(isa_level()) {}
 
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.inputs[kNBitsA];
@@ -636,10 +642,24 @@ class MatMulNBitsKernel final : public Kernel {
       dispatch<4>(x, m, y, bias);
     else
       dispatch<8>(x, m, y, bias);
+    if (has_residual_ || activation_.activation != GemmActivation::kNone) {
+      const float* residual =
+          has_residual_ ? FloatRows(ctx.inputs[kNBitsResidual]).view(0, m * n, scratch(5, m * n))
+                        : nullptr;
+#pragma omp parallel for schedule(static) if (m * n >= kParallelEpilogue)
+      for (int64_t r = 0; r < m; ++r) {
+        float* row = y + r * n;
+        if (residual != nullptr)
+          for (int64_t j = 0; j < n; ++j) row[j] += residual[r * n + j];
+        finish_row(row, n, 0, activation_);
+      }
+    }
     if (y16) y_rows.write(y, m * n, 0);
   }
 
-  bool reads_input(int k) const override { return k == kNBitsA || k == kNBitsBias; }
+  bool reads_input(int k) const override {
+    return k == kNBitsA || k == kNBitsBias || k == kNBitsResidual;
+  }
 
   std::string describe() const override {
     return std::string(cpu_isa_name(isa_)) + " " + std::to_string(w_.layout.bits) + "-bit, block " +
@@ -661,15 +681,30 @@ class MatMulNBitsKernel final : public Kernel {
     run_baseline<kBits>(w_, x, m, y, bias);
   }
 
+  // Outputs from which the residual and activation pass runs on every thread.
+  static constexpr int64_t kParallelEpilogue = int64_t{1} << 16;
+
   PackedNBits w_;
   bool has_bias_;
-  CpuIsa isa_;  // the level in use when the kernel was built
+  bool has_residual_;
+  GemmEpilogue activation_;  // Lumen's epilogue activation (no bias: that is added above)
+  CpuIsa isa_;               // the level in use when the kernel was built
 };
+
+// The epilogue activation of the node's attributes, or false where it is unknown.
+bool read_activation(const NodeContext& ctx, GemmEpilogue* out) {
+  return parse_gemm_epilogue(ctx.attr_string("activation", ""),
+                             ctx.attr_float("activation_alpha", 0.0f),
+                             ctx.attr_float("activation_beta", 0.0f), out);
+}
 
 std::string check_matmul_nbits(const NodeContext& ctx) {
   for (int i : {kNBitsB, kNBitsScales, kNBitsZeroPoints})
     if (ctx.has_input(i) && ctx.input_value(i) == nullptr)
       return "B, scales and zero_points must be constants (known when the graph is built)";
+  GemmEpilogue activation;
+  if (!read_activation(ctx, &activation))
+    return "no activation '" + ctx.attr_string("activation", "") + "'";
   return "";
 }
 
@@ -694,7 +729,10 @@ std::unique_ptr<Kernel> make_matmul_nbits(const NodeContext& ctx) {
   if (zp && !zp_u8) zp_f = as_floats(*zp);
   PackedNBits w = pack_weights(l, ctx.input_value(kNBitsB)->data<uint8_t>(), scales.data(), zp_u8,
                                zp_f.empty() ? nullptr : zp_f.data());
-  return std::make_unique<MatMulNBitsKernel>(std::move(w), ctx.has_input(kNBitsBias));
+  GemmEpilogue activation;
+  read_activation(ctx, &activation);
+  return std::make_unique<MatMulNBitsKernel>(std::move(w), ctx.has_input(kNBitsBias),
+                                             ctx.has_input(kNBitsResidual), activation);
 }
 
 }  // namespace

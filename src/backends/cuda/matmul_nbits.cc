@@ -16,7 +16,7 @@ namespace {
 std::string check_matmul_nbits(const NodeContext& ctx) {
   const DType t = ctx.input_dtype(kNBitsA);
   if (!is_gpu_float(t)) return std::string("A is ") + dtype_name(t);
-  for (int i : {kNBitsScales, kNBitsZeroPoints, kNBitsBias})
+  for (int i : {kNBitsScales, kNBitsZeroPoints, kNBitsBias, kNBitsResidual})
     if (ctx.has_input(i) && ctx.input_dtype(i) != t && ctx.input_dtype(i) != DType::kUInt8)
       return std::string("input ") + std::to_string(i) + " is " + dtype_name(ctx.input_dtype(i)) +
              " and A " + dtype_name(t);
@@ -24,6 +24,10 @@ std::string check_matmul_nbits(const NodeContext& ctx) {
     if (ctx.has_input(i) && !ctx.input_shape(i).is_static())
       return "input " + std::to_string(i) + "'s shape is known only at run time";
   if (!ctx.output(0).shape.is_static()) return "the output shape is known only at run time";
+  UnaryOp op = UnaryOp::kIdentity;
+  float alpha = 0.f, beta = 0.f;
+  if (!fused_activation(ctx, &op, &alpha, &beta))
+    return "no activation '" + ctx.attr_string("activation", "") + "'";
   return "";
 }
 
@@ -40,6 +44,8 @@ class MatMulNBitsKernel final : public Kernel {
                                                                           : NBitsZeroPoints::kFloat;
     d_.storage = storage_of(ctx.input_dtype(kNBitsA));
     has_bias_ = ctx.has_input(kNBitsBias);
+    has_residual_ = ctx.has_input(kNBitsResidual);
+    fused_activation(ctx, &d_.act, &d_.alpha, &d_.beta);
   }
 
   void run(KernelContext& ctx) const override {
@@ -50,6 +56,7 @@ class MatMulNBitsKernel final : public Kernel {
                         static_cast<const uint8_t*>(ctx.inputs[kNBitsB].raw_data()),
                         ctx.inputs[kNBitsScales].raw_data(), zp,
                         has_bias_ ? ctx.inputs[kNBitsBias].raw_data() : nullptr,
+                        has_residual_ ? ctx.inputs[kNBitsResidual].raw_data() : nullptr,
                         ctx.outputs[0].raw_data(), stream_of(ctx));
     check_launch(where_);
   }
@@ -58,6 +65,7 @@ class MatMulNBitsKernel final : public Kernel {
   std::string where_;
   NBitsDesc d_;
   bool has_bias_ = false;
+  bool has_residual_ = false;
 };
 
 std::unique_ptr<Kernel> make_matmul_nbits(const NodeContext& ctx) {

@@ -1,5 +1,6 @@
-// CUDA kernels of MatMulNBits: Y = A x W (+ bias), W (K x N) 4- or 8-bit, block-quantized along
-// K in MatMulNBits' layout (graph/matmul_nbits.h: column n's packed values are contiguous).
+// CUDA kernels of MatMulNBits: Y = act(A x W (+ bias) (+ residual)), W (K x N) 4- or 8-bit,
+// block-quantized along K in MatMulNBits' layout (graph/matmul_nbits.h: column n's packed values
+// are contiguous); the bias, residual and activation applied as each output is stored.
 //
 // Few rows (decode): 32 to 128 threads per output column (a warp for K up to 1024, a block of
 // four warps for K above 2048), each reading 4-byte words of the column's packed values
@@ -12,6 +13,7 @@
 // 4 x 4 outputs.
 #include "backends/cuda/matmul_nbits.h"
 #include "backends/cuda/storage.cuh"
+#include "backends/cuda/unary_math.cuh"
 
 #include <type_traits>
 
@@ -47,18 +49,17 @@ __device__ __forceinline__ uint2 load_unit(const uint8_t* col, int64_t u) {
   return __ldg(reinterpret_cast<const uint2*>(col) + u);
 }
 
-// A unit's 8 quantized values as floats.
+// A unit's 8 quantized values as exact floats: each integer is put in the mantissa of 2^23 and
+// 2^23 subtracted (a logic op and an add, where a conversion runs at a quarter of the rate).
 template <int kBits>
 __device__ __forceinline__ void unpack_unit(uint2 w, float* q) {
-  if (kBits == 4) {
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  constexpr int kPerWord = 32 / kBits;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = static_cast<float>((w.x >> (4 * i)) & 0xF);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      q[i] = static_cast<float>((w.x >> (8 * i)) & 0xFF);
-      q[4 + i] = static_cast<float>((w.y >> (8 * i)) & 0xFF);
-    }
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t word = i < kPerWord ? w.x : w.y;
+    const uint32_t v = (word >> (kBits * (i % kPerWord))) & kMask;
+    q[i] = __uint_as_float(0x4B000000u | v) - 8388608.f;
   }
 }
 
@@ -79,12 +80,21 @@ __device__ __forceinline__ void load8(const T* x, bool vec, float* out) {
   for (int i = 0; i < 8; ++i) out[i] = to_float(x[i]);
 }
 
+// The epilogue of output (row, n): bias, residual, activation; stored in T.
+template <typename T>
+__device__ __forceinline__ void store_output(const NBitsDesc& d, float v, int64_t row, int64_t n,
+                                             const T* bias, const T* residual, T* y) {
+  if (bias) v += to_float(bias[n]);
+  if (residual) v += to_float(residual[row * d.n + n]);
+  y[row * d.n + n] = from_float<T>(apply_unary(d.act, v, d.alpha, d.beta));
+}
+
 template <typename T, int kBits, int kRows>
 __global__ void __launch_bounds__(kGemvThreads)
     nbits_gemv_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
                       const uint8_t* __restrict__ b, const T* __restrict__ scales,
-                      const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y,
-                      int per_col) {
+                      const void* __restrict__ zp, const T* __restrict__ bias,
+                      const T* __restrict__ residual, T* __restrict__ y, int per_col) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int t = static_cast<int>(threadIdx.x) % per_col;  // this thread's place in its column
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvThreads / per_col) +
@@ -121,8 +131,9 @@ __global__ void __launch_bounds__(kGemvThreads)
       if (u >= units) break;
       float w[8];
       unpack_unit<kBits>(packed[j], w);
+      const float zs = -z[j] * s[j];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) w[i] = (w[i] - z[j]) * s[j];
+      for (int i = 0; i < 8; ++i) w[i] = fmaf(w[i], s[j], zs);
       if (k0 + 8 <= d.k) {
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
@@ -153,7 +164,7 @@ __global__ void __launch_bounds__(kGemvThreads)
   for (int r = 0; r < kRows; ++r) {
     float v = 0.f;
     for (int w = 0; w < per_col / kWarp; ++w) v += part[r][warp + w];
-    y[r * d.n + n] = from_float<T>(v + (bias ? to_float(bias[n]) : 0.f));
+    store_output(d, v, r, n, bias, residual, y);
   }
 }
 
@@ -161,7 +172,8 @@ template <typename T, int kBits>
 __global__ void __launch_bounds__(kTileThreads)
     nbits_tiled_kernel(const __grid_constant__ NBitsDesc d, const T* __restrict__ a,
                        const uint8_t* __restrict__ b, const T* __restrict__ scales,
-                       const void* __restrict__ zp, const T* __restrict__ bias, T* __restrict__ y) {
+                       const void* __restrict__ zp, const T* __restrict__ bias,
+                       const T* __restrict__ residual, T* __restrict__ y) {
   __shared__ float as[kTileK][kTile + 1];
   __shared__ float ws[kTileK][kTile + 1];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -208,14 +220,14 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t n = n0 + tx * 4 + j;
-      if (n < d.n) y[m * d.n + n] = from_float<T>(acc[i][j] + (bias ? to_float(bias[n]) : 0.f));
+      if (n < d.n) store_output(d, acc[i][j], m, n, bias, residual, y);
     }
   }
 }
 
 template <typename T, int kBits>
 void launch_bits(const NBitsDesc& d, const T* a, const uint8_t* b, const T* scales, const void* zp,
-                 const T* bias, T* y, cudaStream_t stream) {
+                 const T* bias, const T* residual, T* y, cudaStream_t stream) {
   if (d.m <= kNBitsGemvRows) {
     // Threads per column: a warp, or as many as keep each at most 4 units of 8 values (one
     // unrolled step), up to a block (K above 2048).
@@ -225,10 +237,10 @@ void launch_bits(const NBitsDesc& d, const T* a, const uint8_t* b, const T* scal
     const dim3 grid(static_cast<unsigned>((d.n + cols - 1) / cols));
     const dim3 block(kGemvThreads);
     switch (d.m) {
-#define LUMEN_NBITS_ROWS(R)                                                  \
-  case R:                                                                    \
-    nbits_gemv_kernel<T, kBits, R>                                           \
-        <<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, y, per_col); \
+#define LUMEN_NBITS_ROWS(R)                                                            \
+  case R:                                                                              \
+    nbits_gemv_kernel<T, kBits, R>                                                     \
+        <<<grid, block, 0, stream>>>(d, a, b, scales, zp, bias, residual, y, per_col); \
     break;
       LUMEN_NBITS_ROWS(1)
       LUMEN_NBITS_ROWS(2)
@@ -246,24 +258,27 @@ void launch_bits(const NBitsDesc& d, const T* a, const uint8_t* b, const T* scal
   }
   const dim3 grid(static_cast<unsigned>((d.n + kTile - 1) / kTile),
                   static_cast<unsigned>((d.m + kTile - 1) / kTile));
-  nbits_tiled_kernel<T, kBits><<<grid, kTileThreads, 0, stream>>>(d, a, b, scales, zp, bias, y);
+  nbits_tiled_kernel<T, kBits>
+      <<<grid, kTileThreads, 0, stream>>>(d, a, b, scales, zp, bias, residual, y);
 }
 
 }  // namespace
 
 void launch_matmul_nbits(const NBitsDesc& d, const void* a, const uint8_t* b, const void* scales,
-                         const void* zero_points, const void* bias, void* y, cudaStream_t stream) {
+                         const void* zero_points, const void* bias, const void* residual, void* y,
+                         cudaStream_t stream) {
   if (d.m == 0 || d.n == 0) return;
   with_storage(d.storage, [&](auto t) {
     using T = decltype(t);
     const auto* at = static_cast<const T*>(a);
     const auto* st = static_cast<const T*>(scales);
     const auto* bt = static_cast<const T*>(bias);
+    const auto* rt = static_cast<const T*>(residual);
     auto* yt = static_cast<T*>(y);
     if (d.bits == 4)
-      launch_bits<T, 4>(d, at, b, st, zero_points, bt, yt, stream);
+      launch_bits<T, 4>(d, at, b, st, zero_points, bt, rt, yt, stream);
     else
-      launch_bits<T, 8>(d, at, b, st, zero_points, bt, yt, stream);
+      launch_bits<T, 8>(d, at, b, st, zero_points, bt, rt, yt, stream);
   });
 }
 

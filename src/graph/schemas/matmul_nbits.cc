@@ -1,7 +1,8 @@
 // Schema of MatMulNBits (com.microsoft; also made by the fuse-block-dequant pass): the weight
 // layout is in graph/matmul_nbits.h. Lumen runs bits 4 and 8; A, scales, bias and Y float32,
 // float16 or bfloat16 (one type); uint8 or float zero points. accuracy_level is accepted and
-// ignored: A is never quantized, the product is computed in float32.
+// ignored: A is never quantized, the product is computed in float32. Lumen's epilogue (a residual
+// input and an activation, graph/matmul_nbits.h) is checked here too.
 #include <string>
 
 #include "graph/matmul_nbits.h"
@@ -97,19 +98,28 @@ void infer_matmul_nbits(InferContext& ctx) {
   }
   std::vector<int64_t> out(a.dims().begin(), a.dims().end());
   out.back() = l.n;
+  if (ctx.has_input(kNBitsResidual)) {
+    require_type_of_a(ctx, kNBitsResidual, "residual");
+    if (ctx.input_shape(kNBitsResidual) != Shape(out))
+      ctx.fail_shape("residual " + ctx.input_shape(kNBitsResidual).to_string() + " must be Y's " +
+                     Shape(out).to_string());
+  }
   ctx.set_output(0, t, Shape(out));
 }
 
 }  // namespace
 
 LUMEN_REGISTER_SCHEMA(MatMulNBits, {.min_inputs = 3,
-                                    .max_inputs = 6,
+                                    .max_inputs = 7,
                                     .attrs = {{"K", AttrType::kInt, true},
                                               {"N", AttrType::kInt, true},
                                               {"bits", AttrType::kInt},
                                               {"block_size", AttrType::kInt, true},
                                               {"accuracy_level", AttrType::kInt},
-                                              {"weight_prepacked", AttrType::kInt}},
+                                              {"weight_prepacked", AttrType::kInt},
+                                              {"activation", AttrType::kString},
+                                              {"activation_alpha", AttrType::kFloat},
+                                              {"activation_beta", AttrType::kFloat}},
                                     .infer = &infer_matmul_nbits,
                                     .foldable = false});
 
