@@ -191,9 +191,11 @@ int generate(const std::vector<std::string>& args) {
     where += (where.empty() ? "" : ", ") + std::to_string(n) + " on " + backend;
   std::printf("step plan: %s (%s)\n", summary.substr(0, summary.find('\n')).c_str(), where.c_str());
   std::printf(
-      "cache: %lld slots per sequence (static); plans: %zu, compiled in %.1f ms before "
+      "cache: %lld slots per sequence (static, %s); plans: %zu, compiled in %.1f ms before "
       "the prompt ran\n",
-      static_cast<long long>(s.cache_length), gen.session().num_plans(), s.compile_seconds * 1e3);
+      static_cast<long long>(s.cache_length),
+      s.cache_in_place ? "written in place" : "new slots copied in", gen.session().num_plans(),
+      s.compile_seconds * 1e3);
   return 0;
 }
 

@@ -31,12 +31,13 @@ struct GenerateOptions {
 // What one generation did and how fast.
 struct GenerateStats {
   int64_t batch = 0;
-  int64_t prompt_tokens = 0;   // the longest prompt
-  int64_t new_tokens = 0;      // decoding steps taken (the first token comes from the prefill)
-  double prefill_seconds = 0;  // the prompt's run, including the first token's choice
-  double decode_seconds = 0;   // every later step
-  int64_t cache_length = 0;    // key/value slots per sequence (the static cache's size)
-  double compile_seconds = 0;  // building the prompt's and the step's plans, where they were new
+  int64_t prompt_tokens = 0;    // the longest prompt
+  int64_t new_tokens = 0;       // decoding steps taken (the first token comes from the prefill)
+  double prefill_seconds = 0;   // the prompt's run, including the first token's choice
+  double decode_seconds = 0;    // every later step
+  int64_t cache_length = 0;     // key/value slots per sequence (the static cache's size)
+  bool cache_in_place = false;  // decoding steps write the cache in place (Generator)
+  double compile_seconds = 0;   // building the prompt's and the step's plans, where they were new
   // Tokens per second, counting every sequence of the batch.
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;
@@ -81,7 +82,10 @@ class Generation {
 // kv slots for its prompt plus max_new_tokens (rounded up to a multiple of kCacheStep), masks the
 // unused ones through attention_mask and feeds positions through position_ids, so every decoding
 // step runs one compiled plan (the prompt another) and plans are reused across generations of the
-// same size class. Thread-safe: several generations may run at once.
+// same size class. Where the model's presents are Concat(past, new) (every exporter's form), the
+// decoding step writes each new key and value into the cache in place and attends over the cache
+// where it lies (onnx/cache_in_place.h); otherwise it makes each present whole and the new slot is
+// copied into the cache. Thread-safe: several generations may run at once.
 class Generator {
  public:
   // Cache lengths and prompt lengths are rounded up to multiples of these (fewer distinct plans).
@@ -110,8 +114,9 @@ class Generator {
       const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
       const std::function<void(const std::vector<int64_t>&)>& on_step = {},
       GenerateStats* stats = nullptr);
-  // The compiled plan of one decoding step at this batch and cache length (compiled now if new):
-  // for tools that show where the step runs (Executable::summary).
+  // The compiled plan of one decoding step at this batch and cache length (compiled now if new;
+  // the in-place form where the model allows it): for tools that show where the step runs
+  // (Executable::summary).
   Executable* step_plan(int64_t batch, int64_t cache_length);
   // The longest prompt plus new tokens a generation may hold; 0 (the default) for no limit but
   // the model's own (a position beyond its table fails in the model, naming the node).
@@ -124,6 +129,9 @@ class Generator {
  private:
   // The plan for calls of new_len tokens over a cache of `capacity` slots.
   Executable* plan(int64_t batch, int64_t new_len, int64_t capacity);
+  // The decoding step over a cache of `capacity` slots that writes it in place, or null where the
+  // model's form does not allow it.
+  Executable* in_place_plan(int64_t batch, int64_t capacity);
   Device cache_device_;
   std::unique_ptr<OnnxSession> session_;
   DecoderLayout layout_;

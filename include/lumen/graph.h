@@ -55,8 +55,9 @@ struct Value {
   std::optional<Tensor> data;  // weights, constants, and values folded at build time
   bool is_input = false;
   bool is_output = false;
-  bool user_weight = false;  // added by add_weight(): data may still change, so never folded
-                             // at build time
+  bool user_weight = false;       // added by add_weight(): data may still change, so never folded
+                                  // at build time
+  bool written_in_place = false;  // an input a run may write (Graph::mark_input_written)
   bool is_weight() const { return data.has_value() && producer < 0; }
 };
 
@@ -112,6 +113,15 @@ class Graph {
                              int num_outputs, const Attributes& attrs = {},
                              const std::string& name = "");
   void mark_output(Value* value);
+  // Lets a run write graph input `input`'s memory: the step that reads it, when its kernel runs
+  // in place (Kernel::in_place_input, e.g. TensorScatter into a key/value cache), writes the
+  // caller's tensor instead of a copy, and after each execute the caller's tensor holds what that
+  // step wrote (copied back where the step ran on another device than the tensor). That step must
+  // be the input's only reader. Throws InvalidArgument for a value that is not a graph input.
+  void mark_input_written(Value* input);
+  // Stops value `id` being a graph output (its producer stays, for other readers). Throws
+  // InvalidArgument when it is not an output.
+  void remove_output(int id);
 
   // Rewrites the graph for speed (the optimizer: dead code, no-op nodes, common subexpressions,
   // Conv+BatchNormalization, constant folding), running its passes until none changes anything.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -183,6 +184,13 @@ class OnnxSession {
   Executable* plan_for(const std::map<std::string, Tensor>& inputs);
   // The same by input shapes alone, for a model without value inputs (InvalidArgument otherwise).
   Executable* plan_for(const std::map<std::string, Shape>& shapes);
+  // A plan for these input shapes (a model without value inputs) whose optimized graph `edit`
+  // rewrites before it compiles: a caller's own form of the model, such as a decoding step that
+  // writes its key/value cache in place (Generator). Cached apart from plan_for's plans under
+  // `edit_key`, never made from a shape family. Null where `edit` returns false (it does not
+  // apply to this model; the refusal is cached too).
+  Executable* plan_edited(const std::map<std::string, Shape>& shapes, const std::string& edit_key,
+                          const std::function<bool(Graph&)>& edit);
   // How many plans are cached.
   size_t num_plans() const;
   // The most plans kept; at least 1. Lowering it evicts the least recently used at once.
@@ -201,9 +209,14 @@ class OnnxSession {
   // have no family or it was refused, and the plan is compiled for the shapes alone.
   bool plan_from_family_locked(const std::map<std::string, Shape>& shapes,
                                const OnnxLoadOptions& options, const std::shared_ptr<Plan>& plan);
+  // A plan edited before it compiles (plan_edited).
+  struct Edit {
+    std::string key;
+    const std::function<bool(Graph&)>* apply = nullptr;
+  };
   std::shared_ptr<Plan> acquire(const std::map<std::string, Tensor>& inputs,
                                 const std::map<std::string, Shape>& shapes,
-                                const Lists* lists = nullptr);
+                                const Lists* lists = nullptr, const Edit* edit = nullptr);
   void evict_locked();
   std::string path_;
   std::unique_ptr<Weights> weights_;  // the file's weights, read once and shared by every plan
@@ -214,6 +227,7 @@ class OnnxSession {
   size_t max_plans_ = kDefaultMaxPlans;
   uint64_t clock_ = 0;                                  // advances on every use of a plan
   std::map<std::string, std::shared_ptr<Plan>> plans_;  // key: input shapes and values as text
+  std::set<std::string> refused_edits_;                 // plan_edited keys whose edit refused
   // key: input shapes with each symbolic dim of size 2 or more as "*"
   std::map<std::string, std::shared_ptr<Family>> families_;
   Stats stats_;

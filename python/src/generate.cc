@@ -14,6 +14,7 @@ py::dict stats_dict(const GenerateStats& s) {
   d["decode_s"] = s.decode_seconds;
   d["compile_s"] = s.compile_seconds;
   d["cache_length"] = s.cache_length;
+  d["cache_in_place"] = s.cache_in_place;
   d["prefill_tokens_per_s"] = s.prefill_tokens_per_second();
   d["decode_tokens_per_s"] = s.decode_tokens_per_second();
   return d;

@@ -1,6 +1,7 @@
 // Graph construction, lookup and per-node type inference.
 #include "lumen/graph.h"
 
+#include <algorithm>
 #include <functional>
 #include <queue>
 
@@ -254,6 +255,20 @@ void Graph::mark_output(Value* value) {
     value->is_output = true;
     outputs_.push_back(value->id);
   }
+}
+
+void Graph::mark_input_written(Value* input) {
+  if (input == nullptr || input->id < 0 || input->id >= num_values() ||
+      &values_[input->id] != input || !input->is_input)
+    throw InvalidArgument("mark_input_written: not an input of this graph");
+  input->written_in_place = true;
+}
+
+void Graph::remove_output(int id) {
+  Value& v = value(id);
+  if (!v.is_output) throw InvalidArgument("remove_output: '" + v.name + "' is not a graph output");
+  outputs_.erase(std::remove(outputs_.begin(), outputs_.end(), id), outputs_.end());
+  v.is_output = false;
 }
 
 void Graph::replace_output(int old_id, int new_id) {

@@ -6,8 +6,10 @@
 // and padding slots are zeros, masked out through attention_mask, and position_ids carries each
 // token's true position, so attention sees exactly the keys it would with a growing cache (its
 // result does not depend on where in the past a key sits). Every decoding step then has one shape
-// (one compiled plan, reused by later generations of the same size class), and after each step
-// only the new slot of each present output is copied into the cache.
+// (one compiled plan, reused by later generations of the same size class). Where the model allows
+// it the decoding step is rewritten to write its new slot into the cache in place
+// (cache_in_place.h); otherwise, and after the prompt, the new slots of each present output are
+// copied into the cache.
 #include "lumen/generate.h"
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "backends/backend.h"
 #include "core/device_ops.h"
 #include "lumen/error.h"
+#include "onnx/cache_in_place.h"
 
 namespace lumen {
 namespace {
@@ -174,6 +177,11 @@ struct Generation::State {
   std::vector<int> present_key_out;  // per layer: index of present.N.key among the outputs
   std::vector<int> present_value_out;
   int logits_out = 0;
+  // The decoding step that writes the cache in place (cache_in_place.h), or null: each step then
+  // makes the presents whole and store() copies their new slot into the cache. Its logits output's
+  // index among its outputs.
+  Executable* in_place = nullptr;
+  int in_place_logits = 0;
   bool float32_logits = false;  // the model declares logits float32
   GenerateOptions options;
   std::vector<std::vector<int64_t>> prompts;
@@ -203,7 +211,9 @@ struct Generation::State {
   // next step before it reads this one's tokens and the device never waits for the host.
   struct OnDevice {
     Tensor ids, mask, positions;  // the bound inputs
+    Tensor write_index;           // and, for the in-place step, the cache slot it writes
     Tensor position_table;        // [steps + 1, batch]: the positions of each later step
+    Tensor slot_table;            // [steps + 1, batch]: the in-place step's later slots
     Tensor one;                   // one mask value of 1
     Tensor chosen;                // [2, batch] int64: the choices of the last two steps
     int64_t steps = 0;            // steps enqueued
@@ -223,6 +233,38 @@ struct Generation::State {
       in[past_name(l, false)] = cache[2 * l + 1];
     }
     return in;
+  }
+
+  // The decoding step's attention_mask columns: the in-place step's mask covers the cache alone
+  // (the new token in slot `filled`), the other one the cache and the new token after it.
+  int64_t mask_columns() const { return in_place ? capacity : capacity + 1; }
+
+  // The in-place step's write_index: slot `filled` for every sequence.
+  Tensor write_index() const {
+    Tensor t = Tensor::empty(Shape{batch}, DType::kInt64);
+    std::fill(t.data<int64_t>(), t.data<int64_t>() + batch, filled);
+    return t;
+  }
+
+  // The in-place step's inputs.
+  std::map<std::string, Tensor> in_place_feeds(const Tensor& ids, const std::vector<int64_t>& mask,
+                                               const Tensor& positions) const {
+    std::map<std::string, Tensor> in;
+    in[kInputIds] = ids;
+    in[kAttentionMask] = index_tensor(mask_dtype, batch, capacity, mask);
+    in[kPositionIds] = positions;
+    in[kCacheWriteIndex] = write_index();
+    for (int64_t l = 0; l < layout.layers; ++l) {
+      in[past_name(l, true)] = cache[2 * l];
+      in[past_name(l, false)] = cache[2 * l + 1];
+    }
+    return in;
+  }
+
+  // After an in-place step: its slot holds each sequence's new token.
+  void filled_in_place() {
+    for (int64_t b = 0; b < batch; ++b) slot_valid[b * capacity + filled] = 1;
+    ++filled;
   }
 
   // Whether pick() chooses on the cache's device (greedy over float32 logits): its wait for the
@@ -245,13 +287,17 @@ struct Generation::State {
   void make_on_device(std::map<std::string, Tensor>& bound) {
     auto od = std::make_unique<OnDevice>();
     od->ids = Tensor::empty(Shape{batch, 1}, ids_dtype, device);
-    od->mask = Tensor::empty(Shape{batch, capacity + 1}, mask_dtype, device);
+    od->mask = Tensor::empty(Shape{batch, mask_columns()}, mask_dtype, device);
     od->positions = Tensor::empty(Shape{batch, 1}, position_dtype, device);
     od->chosen = Tensor::empty(Shape{2, batch}, DType::kInt64, device);
     od->one = index_tensor(mask_dtype, 1, 1, {1}).to(device);
     bound[kInputIds] = od->ids;
     bound[kAttentionMask] = od->mask;
     bound[kPositionIds] = od->positions;
+    if (in_place) {
+      od->write_index = Tensor::empty(Shape{batch}, DType::kInt64, device);
+      bound[kCacheWriteIndex] = od->write_index;
+    }
     on_device = std::move(od);
   }
 
@@ -264,13 +310,20 @@ struct Generation::State {
       ops.copy(dst.raw_data(), device, host.raw_data(), Device::cpu(), host.nbytes());
     };
     upload(index_tensor(ids_dtype, batch, 1, last), od.ids);
-    upload(index_tensor(mask_dtype, batch, capacity + 1, mask), od.mask);
+    upload(index_tensor(mask_dtype, batch, mask_columns(), mask), od.mask);
     const int64_t steps = std::max<int64_t>(options.max_new_tokens, 1);
     std::vector<int64_t> table(static_cast<size_t>((steps + 1) * batch));
     for (int64_t k = 0; k <= steps; ++k)
       for (int64_t b = 0; b < batch; ++b) table[k * batch + b] = position[b] + k;
     od.position_table = index_tensor(position_dtype, steps + 1, batch, table).to(device);
     upload(index_tensor(position_dtype, batch, 1, position), od.positions);
+    if (in_place) {
+      for (int64_t k = 0; k <= steps; ++k)
+        for (int64_t b = 0; b < batch; ++b)
+          table[k * batch + b] = std::min(filled + k, capacity - 1);
+      od.slot_table = index_tensor(DType::kInt64, steps + 1, batch, table).to(device);
+      upload(write_index(), od.write_index);
+    }
   }
 
   // Enqueues one decoding step on the device: the replay, the cache copies, the choice (into the
@@ -280,16 +333,21 @@ struct Generation::State {
     const DeviceOps& ops = device_ops(device);
     std::vector<Tensor> outs = bound_step->run({}, false);
     const int64_t slot = filled;
-    store(outs, 1, std::vector<int64_t>(static_cast<size_t>(batch), 1), false);
-    const Tensor& logits = outs[logits_out];
+    if (in_place)
+      filled_in_place();
+    else
+      store(outs, 1, std::vector<int64_t>(static_cast<size_t>(batch), 1), false);
+    const Tensor& logits = outs[in_place ? in_place_logits : logits_out];
     const int64_t vocab = logits.shape()[2];
     ops.argmax_rows_into(static_cast<const float*>(logits.raw_data()), batch, vocab, vocab, device,
                          od.ids.raw_data(), ids_dtype == DType::kInt32,
                          static_cast<int64_t*>(od.chosen.raw_data()) + (od.steps % 2) * batch);
     ++od.steps;
     const size_t mask_bytes = dtype_size(mask_dtype), pos_bytes = dtype_size(position_dtype);
-    RowCopy slot_valid_copy{static_cast<char*>(od.mask.raw_data()) + slot * mask_bytes,
-                            static_cast<size_t>(capacity + 1) * mask_bytes,
+    // The slot this step wrote stays unmasked; the in-place step's next slot is unmasked now.
+    const int64_t unmask = in_place ? std::min(slot + 1, capacity - 1) : slot;
+    RowCopy slot_valid_copy{static_cast<char*>(od.mask.raw_data()) + unmask * mask_bytes,
+                            static_cast<size_t>(mask_columns()) * mask_bytes,
                             od.one.raw_data(),
                             0,
                             mask_bytes,
@@ -302,8 +360,13 @@ struct Generation::State {
                            0,
                            static_cast<size_t>(batch) * pos_bytes,
                            1};
-    const RowCopy copies[] = {slot_valid_copy, positions_copy};
-    ops.copy_rows(copies, 2, device, false);
+    std::vector<RowCopy> copies = {slot_valid_copy, positions_copy};
+    if (in_place)
+      copies.push_back({od.write_index.raw_data(), 0,
+                        static_cast<const char*>(od.slot_table.raw_data()) +
+                            static_cast<size_t>(row * batch) * sizeof(int64_t),
+                        0, static_cast<size_t>(batch) * sizeof(int64_t), 1});
+    ops.copy_rows(copies.data(), copies.size(), device, false);
     for (int64_t b = 0; b < batch; ++b) ++position[b];
     od.pending_mark = ops.mark(device);
     od.pending = true;
@@ -473,14 +536,15 @@ struct Generation::State {
     *tokens = next;
   }
 
-  // A decoding step's attention_mask [batch, capacity + 1]: the cache slots filled so far, and the
-  // step's own token.
+  // A decoding step's attention_mask [batch, mask_columns()]: the cache slots filled so far, and
+  // the step's own token (in slot `filled` for the in-place step, else after the cache).
   std::vector<int64_t> step_mask() const {
-    std::vector<int64_t> mask(static_cast<size_t>(batch * (capacity + 1)), 0);
+    const int64_t cols = mask_columns();
+    std::vector<int64_t> mask(static_cast<size_t>(batch * cols), 0);
     for (int64_t b = 0; b < batch; ++b) {
       std::copy(slot_valid.begin() + b * capacity, slot_valid.begin() + (b + 1) * capacity,
-                mask.begin() + b * (capacity + 1));
-      mask[b * (capacity + 1) + capacity] = 1;
+                mask.begin() + b * cols);
+      mask[b * cols + (in_place ? filled : capacity)] = 1;
     }
     return mask;
   }
@@ -500,15 +564,27 @@ struct Generation::State {
       // Where pick() waits on the device, the step and the cache copies are only enqueued: one
       // wait per token instead of three.
       const bool wait = !picks_on_device();
-      outs = bound_step->run({{kInputIds, ids},
-                              {kAttentionMask, index_tensor(mask_dtype, batch, capacity + 1, mask)},
-                              {kPositionIds, positions}},
-                             wait);
-      store(outs, 1, valid, wait);
+      std::map<std::string, Tensor> in = {
+          {kInputIds, ids},
+          {kAttentionMask, index_tensor(mask_dtype, batch, mask_columns(), mask)},
+          {kPositionIds, positions}};
+      if (in_place) in[kCacheWriteIndex] = write_index();
+      outs = bound_step->run(in, wait);
+      if (in_place)
+        filled_in_place();
+      else
+        store(outs, 1, valid, wait);
     } else {
-      const std::map<std::string, Tensor> in = feeds(ids, mask, 1, positions);
-      outs = session->run(in, OutputPlace::kDevice);
-      store(outs, 1, valid);
+      Executable* plan = in_place;
+      if (in_place) {
+        outs = in_place->execute(in_place_feeds(ids, mask, positions), OutputPlace::kDevice);
+        filled_in_place();
+      } else {
+        const std::map<std::string, Tensor> in = feeds(ids, mask, 1, positions);
+        outs = session->run(in, OutputPlace::kDevice);
+        store(outs, 1, valid);
+        plan = session->plan_for(in);
+      }
       if (!bind_tried && device.type != DeviceType::kCPU) {
         bind_tried = true;
         std::map<std::string, Tensor> cache_inputs;
@@ -516,7 +592,6 @@ struct Generation::State {
           cache_inputs[past_name(l, true)] = cache[2 * l];
           cache_inputs[past_name(l, false)] = cache[2 * l + 1];
         }
-        Executable* plan = session->plan_for(in);
         if (can_stay_on_device()) {
           std::map<std::string, Tensor> all_inputs = cache_inputs;
           make_on_device(all_inputs);
@@ -527,7 +602,7 @@ struct Generation::State {
       }
     }
     for (int64_t b = 0; b < batch; ++b) ++position[b];
-    std::vector<int64_t> next = pick(outs[logits_out], 1);
+    std::vector<int64_t> next = pick(outs[in_place ? in_place_logits : logits_out], 1);
     accept(next);
     *tokens = next;
     if (on_device && !on_device->position_table.defined()) start_on_device(step_mask());
@@ -652,10 +727,29 @@ Executable* Generator::plan(int64_t batch, int64_t new_len, int64_t capacity) {
   return session_->plan_for(shapes);
 }
 
+Executable* Generator::in_place_plan(int64_t batch, int64_t capacity) {
+  if (capacity < 2) return nullptr;
+  // Pasts one slot short of the cache, so that every size the model derives from past + 1 is
+  // the cache's; the rewrite then gives them the cache's length.
+  const Shape past{batch, layout_.kv_heads, capacity - 1, layout_.head_dim};
+  std::map<std::string, Shape> shapes;
+  shapes[kInputIds] = Shape{batch, 1};
+  shapes[kPositionIds] = Shape{batch, 1};
+  shapes[kAttentionMask] = Shape{batch, capacity};
+  for (int64_t l = 0; l < layout_.layers; ++l) {
+    shapes[past_name(l, true)] = past;
+    shapes[past_name(l, false)] = past;
+  }
+  const int64_t layers = layout_.layers;
+  return session_->plan_edited(shapes, "cache in place",
+                               [layers](Graph& g) { return write_cache_in_place(g, layers); });
+}
+
 Executable* Generator::step_plan(int64_t batch, int64_t cache_length) {
   if (batch < 1 || cache_length < 1)
     throw InvalidArgument("generate: step_plan needs a positive batch and cache length");
-  return plan(batch, 1, cache_length);
+  Executable* in_place = in_place_plan(batch, cache_length);
+  return in_place != nullptr ? in_place : plan(batch, 1, cache_length);
 }
 
 void Generator::set_max_length(int64_t n) {
@@ -733,7 +827,15 @@ Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
   s->stats.cache_length = s->capacity;
   const auto compile_start = std::chrono::steady_clock::now();
   plan(s->batch, s->chunk, s->capacity);
-  plan(s->batch, 1, s->capacity);
+  s->in_place = in_place_plan(s->batch, s->capacity);
+  s->stats.cache_in_place = s->in_place != nullptr;
+  if (s->in_place != nullptr) {
+    const auto& outs = s->in_place->outputs();
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (outs[k].name == kLogits) s->in_place_logits = static_cast<int>(k);
+  } else {
+    plan(s->batch, 1, s->capacity);
+  }
   s->stats.compile_seconds = seconds_since(compile_start);
   return Generation(std::move(s));
 }

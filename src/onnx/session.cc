@@ -91,8 +91,8 @@ OnnxSession::~OnnxSession() = default;
 
 std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::string, Tensor>& inputs,
                                                         const std::map<std::string, Shape>& shapes,
-                                                        const Lists* lists) {
-  std::string key;
+                                                        const Lists* lists, const Edit* edit) {
+  std::string key = edit != nullptr ? "edit " + edit->key + ":" : "";
   for (const auto& [name, shape] : shapes) key += name + "=" + shape.to_string() + ";";
   if (lists != nullptr) {
     for (const auto& [name, elements] : lists->sequence_shapes) {
@@ -115,6 +115,7 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::stri
     it->second->last_used = ++clock_;
     return it->second;
   }
+  if (refused_edits_.count(key)) return std::make_shared<Plan>();
   OnnxLoadOptions options = options_;
   options.input_shapes = shapes;
   if (lists != nullptr) {
@@ -131,8 +132,8 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::stri
   }
   if (!values_said.empty()) values_said += ")";
   auto plan = std::make_shared<Plan>();
-  if (lists == nullptr && info_.value_inputs.empty() && !options_.plan_per_shape &&
-      plan_from_family_locked(shapes, options, plan)) {
+  if (lists == nullptr && edit == nullptr && info_.value_inputs.empty() &&
+      !options_.plan_per_shape && plan_from_family_locked(shapes, options, plan)) {
     plan->last_used = ++clock_;
     plans_.emplace(key, plan);
     evict_locked();
@@ -147,6 +148,10 @@ std::shared_ptr<OnnxSession::Plan> OnnxSession::acquire(const std::map<std::stri
     // Outputs that are all empty sequences or optionals leave nothing to compute.
     if (!plan->graph.outputs().empty()) {
       plan->graph.optimize(compile_.is_auto() ? std::vector<std::string>{} : compile_.backends);
+      if (edit != nullptr && !(*edit->apply)(plan->graph)) {
+        refused_edits_.insert(key);  // not tried again
+        return std::make_shared<Plan>();
+      }
       plan->executable = plan->graph.compile(&plan->runtime, compile_);
     }
   } catch (const Error& e) {
@@ -195,6 +200,17 @@ Executable* OnnxSession::plan_for(const std::map<std::string, Shape>& shapes) {
     throw InvalidArgument("OnnxSession::plan_for: input '" + info_.value_inputs.front() +
                           "' decides shapes by its value; pass the input tensors");
   return acquire({}, shapes)->executable;
+}
+
+Executable* OnnxSession::plan_edited(const std::map<std::string, Shape>& shapes,
+                                     const std::string& edit_key,
+                                     const std::function<bool(Graph&)>& edit) {
+  refuse_lists(info_, "OnnxSession::plan_edited");
+  if (!info_.value_inputs.empty())
+    throw InvalidArgument("OnnxSession::plan_edited: input '" + info_.value_inputs.front() +
+                          "' decides shapes by its value");
+  const Edit e{edit_key, &edit};
+  return acquire({}, shapes, nullptr, &e)->executable;
 }
 
 std::vector<Tensor> OnnxSession::run(const std::map<std::string, Tensor>& inputs) {

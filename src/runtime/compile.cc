@@ -105,6 +105,26 @@ std::vector<Backend*> candidate_backends(const CompileOptions& options, bool* ho
   return out;
 }
 
+// Steps that run in place over a graph input the run may write (Graph::mark_input_written), read
+// directly or through its copy onto the step's device: their output is that tensor itself.
+void mark_written_inputs(Executable::Impl& impl, const Graph& graph) {
+  for (Step& step : impl.steps) {
+    const int k = step.kernel->in_place_input();
+    if (k < 0 || step.kernel->makes_outputs() || static_cast<size_t>(k) >= step.inputs.size() ||
+        step.outputs.empty())
+      continue;
+    int s = step.inputs[k];
+    for (const Step& copy : impl.steps)
+      if (copy.input_copy && !copy.outputs.empty() && copy.outputs[0] == s) s = copy.inputs[0];
+    for (size_t i = 0; i < impl.input_slots.size(); ++i)
+      if (impl.input_slots[i] == s && graph.value(graph.inputs()[i]).written_in_place &&
+          step.output_types[0] == impl.inputs[i].type) {
+        step.alias_input = k;
+        impl.written_inputs.emplace_back(static_cast<int>(i), step.outputs[0]);
+      }
+  }
+}
+
 // Lays every intermediate out in one arena: not inputs, constants or graph outputs (the caller
 // keeps those), nor what kernels make themselves (views, data-dependent shapes). The arena is the
 // host's, or, for a plan recorded as one CUDA graph, the device's: a recording then holds the
@@ -136,6 +156,7 @@ void plan_memory(Executable::Impl& impl, const std::unordered_map<int, int>& slo
   }
   for (int s : impl.input_slots) in_arena[s] = false;
   for (int s : impl.output_slots) in_arena[s] = false;
+  for (const auto& written : impl.written_inputs) in_arena[written.second] = false;
   for (size_t s = 0; s < num_slots; ++s)
     if (impl.constants[s].defined()) in_arena[s] = false;
   impl.layout = plan_steps(uses, bytes, in_arena, impl.output_slots, kAlignment);
@@ -349,6 +370,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
     impl->output_slots.push_back(slot(out));
     impl->outputs.push_back({values_[out].name, values_[out].type});
   }
+  mark_written_inputs(*impl, *this);
   // Record-and-replay (CUDA graphs) when every step runs on one device stream that can record,
   // apart from copies of graph inputs onto it, which a replay binds instead of running.
   Stream* record = nullptr;
@@ -388,6 +410,7 @@ Executable* Graph::compile(Runtime* runtime, const CompileOptions& options) {
   }
   std::vector<bool> keep(impl->constants.size(), false);
   for (int o : impl->output_slots) keep[o] = true;
+  for (const auto& written : impl->written_inputs) keep[written.second] = true;
   for (size_t k = 0; k < keep.size(); ++k)
     if (impl->constants[k].defined()) keep[k] = true;
   for (size_t k = 0; k < last_use.size(); ++k)

@@ -1,6 +1,7 @@
 // Executable::execute: bind inputs, run the steps, hand back the outputs.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <sstream>
 
 #include "core/device_ops.h"
@@ -159,7 +160,9 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
     step_inputs.clear();
     for (int s : step.inputs) step_inputs.push_back(s < 0 ? Tensor() : slots[s]);
     step_outputs.assign(step.outputs.size(), Tensor());
-    if (!step.kernel->makes_outputs())
+    if (step.alias_input >= 0) {
+      step_outputs[0] = step_inputs[step.alias_input];
+    } else if (!step.kernel->makes_outputs()) {
       for (size_t k = 0; k < step_outputs.size(); ++k) {
         const TensorType& type = step.output_types[k];
         size_t offset = impl.layout.slot_offset[step.outputs[k]];
@@ -167,6 +170,7 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
                               ? Tensor::empty(type.shape, type.dtype, step.backend->device())
                               : Tensor(arena, offset, type.shape, type.dtype);
       }
+    }
     KernelContext ctx{step_inputs, step_outputs, &step.backend->default_stream()};
     ctx.output_types = step.output_types;
     if (step.wait >= 0) ctx.ready = events[step.wait].get();
@@ -211,6 +215,34 @@ void run_steps(Executable::Impl& impl, std::vector<Tensor>& slots, ArenaLease& l
       for (int s : step.release) slots[s] = Tensor();
   }
   if (!timings.empty()) fill_device_times(impl, timings, *profile, run_start);
+}
+
+// Whether two tensors are the same memory.
+bool same_memory(const Tensor& a, const Tensor& b) {
+  return a.raw_data() == b.raw_data() && a.device() == b.device();
+}
+
+// Copies what the in-place steps wrote (in `slots`) into the caller's inputs where they wrote a
+// copy of them (an input moved to the step's device, or a replay's own input tensor), on
+// `recorder`'s stream when given (after the replay), else at once (the device work is done).
+void write_back(const Executable::Impl& impl, const std::vector<Tensor>& slots,
+                const std::vector<Tensor>& inputs, RecordingStream* recorder) {
+  for (const auto& [i, s] : impl.written_inputs) {
+    const Tensor& made = slots[s];
+    const Tensor& into = inputs[i];
+    if (!made.defined() || same_memory(made, into) || into.nbytes() == 0) continue;
+    if (recorder != nullptr) {
+      recorder->copy(made, into);
+      continue;
+    }
+    const Device device = into.device().type != DeviceType::kCPU ? into.device() : made.device();
+    if (device.type == DeviceType::kCPU) {
+      std::memcpy(into.raw_data(), made.raw_data(), into.nbytes());
+    } else {
+      device_ops(device).copy(into.raw_data(), into.device(), made.raw_data(), made.device(),
+                              into.nbytes());
+    }
+  }
 }
 
 // Records the whole run on the device stream once (after one ordinary run has warmed up library
@@ -269,6 +301,7 @@ std::vector<Tensor> replay(Executable::Impl& impl, RecordedRun& rec,
     impl.recorder->copy(inputs[i], into);
   }
   rec.work->replay();
+  write_back(impl, rec.slots, inputs, impl.recorder);
   std::vector<Tensor> outputs;
   std::vector<RowCopy> device_copies;
   Device copies_on = Device::cpu();
@@ -441,6 +474,7 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, RunProfil
   // comes from the run that made it. A replay raises it when its outputs are copied back
   // (RecordingStream::copy synchronizes).
   for (Stream* stream : impl.device_streams) stream->synchronize();
+  write_back(impl, slots, inputs, nullptr);
   // An output that is a constant, or a view into the arena (which the next run reuses), is copied;
   // one on a device comes back to the host.
   std::vector<Tensor> outputs;

@@ -26,6 +26,9 @@ struct Step {
   bool input_copy = false;   // a copy of a graph input to the device (bound, not run, in a replay)
   int signal = -1;  // >= 0: record run event `signal` on its stream after it (a copy reads it)
   int wait = -1;    // >= 0: a copy to the host, given run event `wait` as KernelContext::ready
+  // >= 0: output 0 is input `alias_input`'s tensor itself (a kernel running in place over a graph
+  // input the run may write, Graph::mark_input_written), not memory of its own.
+  int alias_input = -1;
 };
 
 // A whole run recorded once as device work (a CUDA graph) and replayed: every slot tensor of the
@@ -58,6 +61,9 @@ struct Executable::Impl {
   std::vector<Tensor> constants;  // one per slot: set for constant slots, undefined otherwise
   std::vector<int> input_slots;
   std::vector<int> output_slots;
+  // Per graph input written in place: (its index, the slot its in-place step's output takes),
+  // what a run copies back to the caller's tensor where that step wrote a copy of it.
+  std::vector<std::pair<int, int>> written_inputs;
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;
   // Every intermediate lives at a fixed offset of one arena (memory/liveness.h): on the host, or

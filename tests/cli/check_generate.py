@@ -34,7 +34,10 @@ def check_model(build, folder, name, device):
     assert ids_of(out) == [greedy[:24]], (out, greedy[:24])
     assert re.search(r"^prefill: \d+ tokens x 1 in [\d.]+ ms \([\d.]+ tokens/s\)$", out, re.M), out
     assert re.search(r"^decode: 23 tokens x 1 in [\d.]+ ms \([\d.]+ tokens/s", out, re.M), out
-    assert "cache: 64 slots per sequence (static); plans: 2" in out, out
+    # The exporters' decoders write the cache in place; the opset-23 Attention form (its presents
+    # made inside the op) copies the new slots in.
+    how = "new slots copied in" if "attention23" in name else "written in place"
+    assert f"cache: 64 slots per sequence (static, {how}); plans: 2" in out, out
 
     out = lumen(build, "generate", path, "--ids", ids, "--max-new-tokens", "8", "--batch", "3",
                 "--device", device)

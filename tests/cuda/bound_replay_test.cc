@@ -108,6 +108,66 @@ TEST(BoundReplay, OutlivesItsExecutable) {
   expect_step(step->run({{"x", x}}), past, w, x);
 }
 
+// A graph input written in place (Graph::mark_input_written) by a CUDA TensorScatter: the
+// caller's cache holds each step's new slot after the first run (which runs step by step, then
+// records and replays), after a replay of the plan's own recording (whose copy of the input is
+// written back), through a bound replay (which writes the bound tensor itself), and when the cache
+// is a host tensor (written back to the host).
+TEST(BoundReplay, WritesAWrittenInputInPlace) {
+  SKIP_WITHOUT_CUDA();
+  constexpr int64_t kB = 2, kH = 3, kSlots = 8, kD = 4;
+  Runtime rt;
+  Graph g;
+  Value* cache_in = g.add_input("cache", Shape{kB, kH, kSlots, kD});
+  Value* update_in = g.add_input("update", Shape{kB, kH, 1, kD});
+  Value* index_in = g.add_input("index", Shape{kB}, DType::kInt64);
+  Value* s = g.add_op("TensorScatter", {cache_in, update_in, index_in}, 1, {{"axis", int64_t{2}}},
+                      "scatter")[0];
+  g.mark_output(g.add_op("Mul", {s, s}, 1, {}, "square")[0]);
+  g.mark_input_written(cache_in);
+  CompileOptions options;
+  options.backends = {"cuda"};
+  Executable* exe = g.compile(&rt, options);
+  const Tensor start = random_tensor({kB, kH, kSlots, kD}, 40);
+  std::vector<double> want = to_doubles(start);
+  const Tensor device_cache = start.to(Device::cuda());
+  const Tensor host_cache = start.clone();
+  std::vector<double> want_host = want;
+  std::unique_ptr<BoundReplay> bound;
+  for (int64_t round = 0; round < 6; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const Tensor update = random_tensor({kB, kH, 1, kD}, 50 + round);
+    Tensor index = Tensor::empty(Shape{kB}, DType::kInt64);
+    index.data<int64_t>()[0] = round;
+    index.data<int64_t>()[1] = kSlots - 1 - round;
+    for (int64_t b = 0; b < kB; ++b)
+      for (int64_t h = 0; h < kH; ++h)
+        for (int64_t d = 0; d < kD; ++d)
+          want[((b * kH + h) * kSlots + index.data<int64_t>()[b]) * kD + d] =
+              update.data<float>()[(b * kH + h) * kD + d];
+    std::vector<Tensor> outs;
+    if (round < 3) {
+      outs = exe->execute({{"cache", device_cache}, {"update", update}, {"index", index}});
+    } else {
+      if (!bound) bound = exe->bind({{"cache", device_cache}});
+      ASSERT_NE(bound, nullptr);
+      outs = bound->run({{"update", update}, {"index", index}});
+    }
+    expect_close(device_cache.to(Device::cpu()), {kB, kH, kSlots, kD}, want, 0, 0);
+    std::vector<double> squares = want;
+    for (double& v : squares) v *= v;
+    expect_close(outs[0].to(Device::cpu()), {kB, kH, kSlots, kD}, squares, 1e-6, 1e-6);
+    // The same step on a host cache.
+    for (int64_t b = 0; b < kB; ++b)
+      for (int64_t h = 0; h < kH; ++h)
+        for (int64_t d = 0; d < kD; ++d)
+          want_host[((b * kH + h) * kSlots + index.data<int64_t>()[b]) * kD + d] =
+              update.data<float>()[(b * kH + h) * kD + d];
+    exe->execute({{"cache", host_cache}, {"update", update}, {"index", index}});
+    expect_close(host_cache, {kB, kH, kSlots, kD}, want_host, 0, 0);
+  }
+}
+
 TEST(BoundReplay, HostPlansDoNotBind) {
   Runtime rt;
   Graph g;
