@@ -177,10 +177,12 @@ struct Generation::State {
   std::vector<int> present_key_out;  // per layer: index of present.N.key among the outputs
   std::vector<int> present_value_out;
   int logits_out = 0;
-  // The decoding step that writes the cache in place (cache_in_place.h), or null: each step then
-  // makes the presents whole and store() copies their new slot into the cache. Its logits output's
-  // index among its outputs.
-  Executable* in_place = nullptr;
+  // Whether the decoding step writes the cache in place (cache_in_place.h); else each step makes
+  // the presents whole and store() copies their new slot into the cache. The in-place step's plan
+  // (looked up at each unbound step: the session may have evicted and recompiled it) and its
+  // logits output's index among its outputs.
+  bool in_place = false;
+  std::function<Executable*()> in_place_step;
   int in_place_logits = 0;
   bool float32_logits = false;  // the model declares logits float32
   GenerateOptions options;
@@ -575,9 +577,12 @@ struct Generation::State {
       else
         store(outs, 1, valid, wait);
     } else {
-      Executable* plan = in_place;
+      Executable* plan = nullptr;
       if (in_place) {
-        outs = in_place->execute(in_place_feeds(ids, mask, positions), OutputPlace::kDevice);
+        plan = in_place_step();
+        if (plan == nullptr)  // the rewrite applied when the generation started
+          throw InvalidModel("generate: the in-place decoding step could not be rebuilt");
+        outs = plan->execute(in_place_feeds(ids, mask, positions), OutputPlace::kDevice);
         filled_in_place();
       } else {
         const std::map<std::string, Tensor> in = feeds(ids, mask, 1, positions);
@@ -827,10 +832,14 @@ Generation Generator::start(const std::vector<std::vector<int64_t>>& prompts,
   s->stats.cache_length = s->capacity;
   const auto compile_start = std::chrono::steady_clock::now();
   plan(s->batch, s->chunk, s->capacity);
-  s->in_place = in_place_plan(s->batch, s->capacity);
-  s->stats.cache_in_place = s->in_place != nullptr;
-  if (s->in_place != nullptr) {
-    const auto& outs = s->in_place->outputs();
+  Executable* in_place = in_place_plan(s->batch, s->capacity);
+  s->in_place = in_place != nullptr;
+  s->stats.cache_in_place = s->in_place;
+  if (in_place != nullptr) {
+    s->in_place_step = [this, batch = s->batch, capacity = s->capacity] {
+      return in_place_plan(batch, capacity);
+    };
+    const auto& outs = in_place->outputs();
     for (size_t k = 0; k < outs.size(); ++k)
       if (outs[k].name == kLogits) s->in_place_logits = static_cast<int>(k);
   } else {
