@@ -746,8 +746,14 @@ Executable* Generator::in_place_plan(int64_t batch, int64_t capacity) {
     shapes[past_name(l, false)] = past;
   }
   const int64_t layers = layout_.layers;
-  return session_->plan_edited(shapes, "cache in place",
-                               [layers](Graph& g) { return write_cache_in_place(g, layers); });
+  // A step that fails to compile in this form leaves the one that copies the new slots in, which
+  // ran before this form existed.
+  try {
+    return session_->plan_edited(shapes, "cache in place",
+                                 [layers](Graph& g) { return write_cache_in_place(g, layers); });
+  } catch (const Error&) {
+    return nullptr;
+  }
 }
 
 Executable* Generator::step_plan(int64_t batch, int64_t cache_length) {

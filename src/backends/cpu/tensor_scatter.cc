@@ -52,7 +52,8 @@ class TensorScatterKernel final : public Kernel {
     }
     const int64_t row = inner_ * elem_;  // bytes of one sequence position
     const int64_t total = prefix_ * max_seq_ * row;
-    const bool parallel = total > kParallelBytes;
+    // In place only the update moves (a decoding step's new key: a few KB), not the cache.
+    const bool parallel = (out != cache ? total : prefix_ * seq_ * row) > kParallelBytes;
     if (out != cache) {
       const int64_t chunk = max_seq_ * row;
 #pragma omp parallel for schedule(static) if (parallel)
