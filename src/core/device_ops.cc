@@ -1,6 +1,8 @@
 #include "core/device_ops.h"
 
 #include <array>
+#include <cstring>
+#include <string>
 
 #include "core/plugins.h"
 #include "lumen/error.h"
@@ -31,6 +33,26 @@ const DeviceOps& device_ops(Device device) {
                       " (its plugin is not next to liblumen or did not load" + plugins + ")");
   }
   return ops;
+}
+
+void copy_rows_on(Device device, const RowCopy* copies, size_t count, bool wait) {
+  if (device.type != DeviceType::kCPU) {
+    const DeviceOps& ops = device_ops(device);
+    if (ops.copy_rows == nullptr)
+      throw DeviceError(device.to_string() + " cannot copy strided rows");
+    ops.copy_rows(copies, count, device, wait);
+    return;
+  }
+  for (size_t k = 0; k < count; ++k) {
+    const RowCopy& c = copies[k];
+    for (size_t r = 0; r < c.rows; ++r) {
+      auto* to = static_cast<char*>(c.dst) + r * c.dst_pitch;
+      if (c.src == nullptr)
+        std::memset(to, 0, c.width);
+      else
+        std::memcpy(to, static_cast<const char*>(c.src) + r * c.src_pitch, c.width);
+    }
+  }
 }
 
 }  // namespace lumen

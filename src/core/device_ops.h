@@ -63,5 +63,9 @@ bool register_device_ops(DeviceType type, DeviceOps ops);
 // The ops of a device type; throws DeviceError naming the device when no backend in this build
 // provides it.
 const DeviceOps& device_ops(Device device);
+// Runs strided copies whose sides both live on `device`: host loops on the CPU, else the device's
+// copy_rows (complete on return with `wait`, else only enqueued). Throws DeviceError where the
+// device has no copy_rows.
+void copy_rows_on(Device device, const RowCopy* copies, size_t count, bool wait);
 
 }  // namespace lumen

@@ -14,14 +14,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstring>
 #include <random>
 
 #include "backends/backend.h"
 #include "core/device_ops.h"
 #include "lumen/error.h"
 #include "onnx/cache_in_place.h"
+#include "onnx/token_choice.h"
 
 namespace lumen {
 namespace {
@@ -62,31 +61,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// A uniform double in [0, 1) from 53 random bits: the same on every platform for a seed.
-double uniform01(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-// Runs strided copies where both sides live on `device` (host loops, or the device's own ops,
-// complete on return with `wait`, else only enqueued).
-void copy_rows(Device device, const std::vector<RowCopy>& copies, bool wait) {
-  if (device.type != DeviceType::kCPU) {
-    const DeviceOps& ops = device_ops(device);
-    if (ops.copy_rows == nullptr)
-      throw DeviceError("generate: " + device.to_string() + " cannot copy cache rows");
-    ops.copy_rows(copies.data(), copies.size(), device, wait);
-    return;
-  }
-  for (const RowCopy& c : copies)
-    for (size_t r = 0; r < c.rows; ++r) {
-      auto* to = static_cast<char*>(c.dst) + r * c.dst_pitch;
-      if (c.src == nullptr)
-        std::memset(to, 0, c.width);
-      else
-        std::memcpy(to, static_cast<const char*>(c.src) + r * c.src_pitch, c.width);
-    }
-}
-
 // Where the cache lives: on the GPU when the compile options use CUDA and it is present (the
 // decoder's attention runs there, so present outputs come from there), else on the host.
 Device cache_device_for(const CompileOptions& compile) {
@@ -94,63 +68,6 @@ Device cache_device_for(const CompileOptions& compile) {
   bool uses = b.empty() || compile.is_auto() || std::find(b.begin(), b.end(), "cuda") != b.end();
   Backend* cuda = uses ? find_backend("cuda") : nullptr;  // a CPU run loads no GPU plugin
   return cuda != nullptr ? cuda->device() : Device::cpu();
-}
-
-void check_options(const GenerateOptions& o) {
-  if (o.max_new_tokens < 1)
-    throw InvalidArgument("generate: max_new_tokens must be at least 1, got " +
-                          std::to_string(o.max_new_tokens));
-  if (o.do_sample && !(o.temperature > 0.0f && std::isfinite(o.temperature)))
-    throw InvalidArgument("generate: temperature must be a positive number, got " +
-                          std::to_string(o.temperature));
-  if (o.top_k < 0)
-    throw InvalidArgument("generate: top_k must be 0 (no limit) or positive, got " +
-                          std::to_string(o.top_k));
-  if (!(o.top_p > 0.0f && o.top_p <= 1.0f))
-    throw InvalidArgument("generate: top_p must be in (0, 1], got " + std::to_string(o.top_p));
-  if (o.pad_token_id < 0)
-    throw InvalidArgument("generate: pad_token_id must not be negative, got " +
-                          std::to_string(o.pad_token_id));
-}
-
-// The next token from one row of logits: greedy (first maximum) or sampled as GenerateOptions says.
-int64_t choose_token(const float* logits, int64_t vocab, const GenerateOptions& o,
-                     std::mt19937_64& rng, std::vector<std::pair<float, int64_t>>& scratch) {
-  if (!o.do_sample || o.top_k == 1) return std::max_element(logits, logits + vocab) - logits;
-  const float inv_t = 1.0f / o.temperature;
-  scratch.resize(static_cast<size_t>(vocab));
-  for (int64_t i = 0; i < vocab; ++i) scratch[i] = {logits[i] * inv_t, i};
-  auto larger = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  int64_t keep = o.top_k > 0 ? std::min(o.top_k, vocab) : vocab;
-  const bool sorted = keep < vocab || o.top_p < 1.0f;
-  if (keep < vocab) {
-    std::nth_element(scratch.begin(), scratch.begin() + keep, scratch.end(), larger);
-    scratch.resize(static_cast<size_t>(keep));
-  }
-  if (sorted) std::sort(scratch.begin(), scratch.end(), larger);
-  float top = -INFINITY;
-  for (const auto& s : scratch) top = std::max(top, s.first);
-  double total = 0;
-  for (auto& s : scratch) {
-    s.first = std::exp(s.first - top);
-    total += s.first;
-  }
-  if (o.top_p < 1.0f) {
-    // The smallest most-likely prefix whose probability reaches top_p.
-    double cum = 0;
-    size_t n = 0;
-    while (n < scratch.size() && cum < o.top_p * total) cum += scratch[n++].first;
-    scratch.resize(std::max<size_t>(n, 1));
-    total = cum > 0 ? cum : scratch[0].first;
-  }
-  double u = uniform01(rng) * total;
-  for (const auto& s : scratch) {
-    u -= s.first;
-    if (u < 0) return s.second;
-  }
-  return scratch.back().second;
 }
 
 }  // namespace
@@ -362,13 +279,16 @@ struct Generation::State {
                            0,
                            static_cast<size_t>(batch) * pos_bytes,
                            1};
-    std::vector<RowCopy> copies = {slot_valid_copy, positions_copy};
+    RowCopy copies[3] = {slot_valid_copy, positions_copy, {}};
     if (in_place)
-      copies.push_back({od.write_index.raw_data(), 0,
-                        static_cast<const char*>(od.slot_table.raw_data()) +
-                            static_cast<size_t>(row * batch) * sizeof(int64_t),
-                        0, static_cast<size_t>(batch) * sizeof(int64_t), 1});
-    ops.copy_rows(copies.data(), copies.size(), device, false);
+      copies[2] = {od.write_index.raw_data(),
+                   0,
+                   static_cast<const char*>(od.slot_table.raw_data()) +
+                       static_cast<size_t>(row * batch) * sizeof(int64_t),
+                   0,
+                   static_cast<size_t>(batch) * sizeof(int64_t),
+                   1};
+    ops.copy_rows(copies, in_place ? 3 : 2, device, false);
     for (int64_t b = 0; b < batch; ++b) ++position[b];
     od.pending_mark = ops.mark(device);
     od.pending = true;
@@ -452,7 +372,7 @@ struct Generation::State {
             j = end;
           }
       }
-    copy_rows(device, copies, wait);
+    copy_rows_on(device, copies.data(), copies.size(), wait);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < count; ++j)
         slot_valid[b * capacity + filled + j] = valid[b * count + j];

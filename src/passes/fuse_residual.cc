@@ -90,21 +90,15 @@ class FuseResidualPass : public Pass {
         if (made != y)
           z = add_reshape(graph, z, graph.value(made).type.shape,
                           graph.value(z).name + "/as_product");
-        if (graph.node(conv_id).op == OpKind::kMatMulNBits) {
-          graph.node(conv_id).inputs.resize(kNBitsResidual + 1, -1);
-          set_input(graph, conv_id, kNBitsResidual, z);
-          replace_uses(graph, out, y);
-          remove_node(graph, id);
-          graph.infer_node(conv_id);
-          changed = true;
-          break;
-        }
         if (graph.node(conv_id).op == OpKind::kGemm) gemm_to_fused_matmul(graph, conv_id);
         Node& conv = graph.node(conv_id);
+        // FusedMatMul's and FusedConv's residual is input 3 (bias may be omitted).
+        const int slot = conv.op == OpKind::kMatMulNBits ? kNBitsResidual : 3;
         if (conv.op == OpKind::kMatMul) conv.op = OpKind::kFusedMatMul;
-        if (conv.op != OpKind::kFusedMatMul) conv.op = OpKind::kFusedConv;
-        if (conv.inputs.size() < 4) conv.inputs.resize(4, -1);  // bias may be omitted
-        set_input(graph, conv_id, 3, z);
+        if (conv.op != OpKind::kFusedMatMul && conv.op != OpKind::kMatMulNBits)
+          conv.op = OpKind::kFusedConv;
+        if (static_cast<int>(conv.inputs.size()) <= slot) conv.inputs.resize(slot + 1, -1);
+        set_input(graph, conv_id, slot, z);
         replace_uses(graph, out, y);
         remove_node(graph, id);
         graph.infer_node(conv_id);
