@@ -69,6 +69,7 @@ std::vector<PassStats> Graph::optimize(const std::vector<std::string>& backends)
   if (cpu_only) manager.add(make_bn_to_affine_pass());
   manager.add(make_fold_transpose_pass());
   manager.add(make_fuse_matmul_pass());
+  if (layout_transposes) manager.add(make_fold_channels_last_mlp_pass());
   if (strided_attention) manager.add(make_attention_views_pass(with_cuda));
   manager.add(make_fold_kv_group_pass());
   if (channel_shuffle) manager.add(make_fuse_channel_shuffle_pass());

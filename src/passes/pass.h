@@ -99,6 +99,11 @@ std::unique_ptr<Pass> make_fold_transpose_pass();
 // inverse Transpose follows it, which goes too); a FusedElementwise input made by a Transpose
 // only it reads is read through it in place (`perms`). Where CUDA is among the backends.
 std::unique_ptr<Pass> make_fold_layout_transposes_pass();
+// ConvNeXt's channels-last MLP (Transpose -> LayerNorm -> FusedMatMul -> FusedMatMul -> Transpose
+// back [-> layer-scale Mul]) as AxisLayerNorm over the channel axis and two 1x1 convolutions in
+// the input's own layout, the layer scale folded into the second; its residual Add then fuses into
+// that convolution. Where CUDA is among the backends.
+std::unique_ptr<Pass> make_fold_channels_last_mlp_pass();
 // Convolutions of one input whose outputs only a channel Concat reads, in order (SqueezeNet's
 // expand 1x1 and 3x3), become one convolution with each weight centred in the largest kernel, where
 // that at most doubles their multiply-adds. Where CUDA is among the backends (a launch and the

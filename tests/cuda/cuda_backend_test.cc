@@ -616,6 +616,78 @@ TEST(CudaKernels, SkinnyProducts) {
                                      random_tensor(Shape{9, 48}, seed++)});
 }
 
+// The skinny kernel above eight rows (groups of eight, one grid layer each: BERT-tiny's 32-token
+// products), with bias, residual, an activation and the LayerNormalization epilogue (with and
+// without its bias), K split over blocks and not, a last group of fewer rows; launched twice, so
+// the counters must be back at zero. Every output against a double reference.
+TEST(CudaKernels, SkinnyProductsWide) {
+  SKIP_WITHOUT_CUDA();
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  struct Case {
+    int64_t m, n, k;
+    cuda::UnaryOp act;
+    bool residual, norm, norm_bias;
+  };
+  uint64_t seed = 900;
+  for (const Case& c : {Case{32, 256, 1024, cuda::UnaryOp::kIdentity, true, true, true},
+                        Case{32, 768, 256, cuda::UnaryOp::kIdentity, false, false, false},
+                        Case{20, 256, 256, cuda::UnaryOp::kGelu, false, false, false},
+                        Case{13, 132, 40, cuda::UnaryOp::kRelu, true, true, false},
+                        Case{9, 64, 2048, cuda::UnaryOp::kIdentity, true, true, true}}) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k));
+    const cuda::GemvPlan plan = cuda::gemv_plan(c.m, c.n, c.k, sms);
+    ASSERT_GT(plan.splits, 0);
+    EXPECT_EQ(plan.groups, (c.m + 7) / 8);
+    Tensor x = random_tensor(Shape{c.m, c.k}, seed++), w = random_tensor(Shape{c.k, c.n}, seed++);
+    Tensor b = random_tensor(Shape{c.n}, seed++), z = random_tensor(Shape{c.m, c.n}, seed++);
+    Tensor g = random_tensor(Shape{c.n}, seed++, 0.5f, 1.5f),
+           gb = random_tensor(Shape{c.n}, seed++);
+    Tensor xd = x.to(Device::cuda()), wd = w.to(Device::cuda()), bd = b.to(Device::cuda());
+    Tensor zd = z.to(Device::cuda()), gd = g.to(Device::cuda()), gbd = gb.to(Device::cuda());
+    Tensor y = Tensor::empty(Shape{c.m, c.n}, DType::kFloat32, Device::cuda());
+    Tensor scratch =
+        Tensor::empty(Shape{static_cast<int64_t>(cuda::gemv_scratch_bytes(plan, c.m) / 4 + 1)},
+                      DType::kFloat32, Device::cuda());
+    Tensor counters = Tensor::zeros(Shape{static_cast<int64_t>(cuda::gemv_counters(plan))},
+                                    DType::kInt32, Device::cuda());
+    const cuda::GemvLayerNorm ln{c.norm ? static_cast<const float*>(gd.raw_data()) : nullptr,
+                                 c.norm_bias ? static_cast<const float*>(gbd.raw_data()) : nullptr,
+                                 1e-5f};
+    for (int launch = 0; launch < 2; ++launch)
+      cuda::launch_gemv(
+          plan, c.m, c.n, c.k, static_cast<const float*>(xd.raw_data()),
+          static_cast<const float*>(wd.raw_data()), static_cast<const float*>(bd.raw_data()),
+          c.residual ? static_cast<const float*>(zd.raw_data()) : nullptr, c.act, 0.f, 0.f,
+          static_cast<float*>(y.raw_data()), static_cast<float*>(scratch.raw_data()),
+          static_cast<unsigned*>(counters.raw_data()), nullptr, ln);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<double> xv = to_doubles(x), wv = to_doubles(w), bv = to_doubles(b);
+    const std::vector<double> zv = to_doubles(z), gv = to_doubles(g), gbv = to_doubles(gb);
+    std::vector<double> want(static_cast<size_t>(c.m * c.n));
+    for (int64_t r = 0; r < c.m; ++r) {
+      double* row = &want[static_cast<size_t>(r * c.n)];
+      for (int64_t j = 0; j < c.n; ++j) {
+        double v = bv[j] + (c.residual ? zv[r * c.n + j] : 0.0);
+        for (int64_t i = 0; i < c.k; ++i) v += xv[r * c.k + i] * wv[i * c.n + j];
+        if (c.act == cuda::UnaryOp::kRelu) v = std::max(v, 0.0);
+        if (c.act == cuda::UnaryOp::kGelu) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        row[j] = v;
+      }
+      if (!c.norm) continue;
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < c.n; ++j) mean += row[j];
+      mean /= static_cast<double>(c.n);
+      for (int64_t j = 0; j < c.n; ++j) var += (row[j] - mean) * (row[j] - mean);
+      const double rstd = 1.0 / std::sqrt(var / static_cast<double>(c.n) + 1e-5);
+      for (int64_t j = 0; j < c.n; ++j)
+        row[j] = (row[j] - mean) * rstd * gv[j] + (c.norm_bias ? gbv[j] : 0.0);
+    }
+    expect_close(y.to(Device::cpu()), {c.m, c.n}, want, 2e-4, 2e-4);
+  }
+}
+
 // Every opcode of a FusedElementwise program, each after a prologue that reads the four kinds of
 // input (same shape, a row, a scalar, a strided column).
 TEST(CudaKernels, FusedElementwise) {

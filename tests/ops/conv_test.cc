@@ -155,6 +155,36 @@ TEST(Conv, OnePixelImages) {
   }
 }
 
+// FusedConv with Gelu in both forms (fold-channels-last-mlp makes ConvNeXt's first MLP layer a
+// 1x1 FusedConv with GeluErf): pointwise with a residual, and a 3x3 one without.
+TEST(Conv, GeluActivations) {
+  uint64_t seed = 40;
+  for (const char* act : {"GeluErf", "GeluTanh"}) {
+    SCOPED_TRACE(act);
+    for (const bool pointwise : {true, false}) {
+      const int64_t kk = pointwise ? 1 : 3;
+      Tensor x = random_tensor({1, 12, 7, 9}, seed++), w = random_tensor({20, 12, kk, kk}, seed++);
+      Tensor b = random_tensor({20}, seed++), z = random_tensor({1, 20, 7, 9}, seed++);
+      Attributes attrs = {{"activation", act}};
+      if (!pointwise) attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+      std::vector<OpInput> in = {x, constant(w), constant(b)};
+      if (pointwise) in.emplace_back(z);
+      Tensor y = run_op("FusedConv", in, attrs)[0];
+      std::vector<double> want =
+          ref_conv(x, w, &b, pointwise ? geo(2) : geo(2, {}, {}, {1, 1}), {1, 20, 7, 9});
+      const std::vector<double> zs = test::to_doubles(z);
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double v = want[i] + (pointwise ? zs[i] : 0.0);
+        want[i] =
+            std::string(act) == "GeluErf"
+                ? 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))
+                : 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+      }
+      expect_close(y, {1, 20, 7, 9}, want, 1e-5, 1e-4);
+    }
+  }
+}
+
 TEST(Conv, Stride2Pad1) {
   check_conv({{1, 3, 7, 7},
               {5, 3, 3, 3},

@@ -1,7 +1,8 @@
 // AxisLayerNorm and FusedElementwise's `perms` (the kernels, against double-precision references
-// written here on random data) and the fold-layout-transposes pass (ConvNeXt's block and its
-// downsampling norm: no Transpose left where CUDA is among the backends, the same numbers as the
-// graph as built, nothing folded for the CPU alone).
+// written here on random data) and the fold-layout-transposes and fold-channels-last-mlp passes
+// (ConvNeXt's block and its downsampling norm: no Transpose left where CUDA is among the
+// backends, the MLP as two 1x1 convolutions, the same numbers as the graph as built, nothing
+// folded for the CPU alone).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -216,13 +217,24 @@ TEST(FoldLayoutTransposes, ConvNeXtBlockHasNoTransposeLeft) {
   EXPECT_EQ(ops["Transpose"], 0);
   EXPECT_EQ(ops["AxisLayerNorm"], 2);
   EXPECT_EQ(ops["LayerNormalization"], 0);
-  int with_perms = 0;
+  EXPECT_EQ(ops["MatMul"] + ops["FusedMatMul"], 0);
+  EXPECT_EQ(ops["FusedElementwise"], 0);
+  // fold-channels-last-mlp: the MLP as a 1x1 FusedConv with the Gelu, then a 1x1 FusedConv with
+  // the layer scale in its weights and the residual Add as its fourth input.
+  int with_gelu = 0, with_residual = 0;
   for (int id : folded.topological_order()) {
     const Node& n = folded.node(id);
-    if (n.op == OpKind::kAxisLayerNorm) EXPECT_EQ(n.attrs.at("axis").as_int(), 1);
-    if (n.op == OpKind::kFusedElementwise && n.attrs.count("perms") != 0) ++with_perms;
+    if (n.op == OpKind::kAxisLayerNorm) {
+      EXPECT_EQ(n.attrs.at("axis").as_int(), 1);
+      EXPECT_EQ(n.attrs.at("axis_last").as_int(), 0);
+    }
+    if (n.op != OpKind::kFusedConv) continue;
+    auto act = n.attrs.find("activation");
+    if (act != n.attrs.end() && act->second.as_string() == "GeluErf") ++with_gelu;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0) ++with_residual;
   }
-  EXPECT_EQ(with_perms, 1);
+  EXPECT_EQ(with_gelu, 1);
+  EXPECT_EQ(with_residual, 1);
   // The folded graph computes what the graph as built computes (here on the CPU's kernels).
   Tensor x = test::random_tensor({1, c, h, w}, 7);
   Runtime rt;

@@ -126,6 +126,10 @@ dnnl::post_ops activation_post_ops(const NodeContext& ctx, bool residual) {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
   } else if (act == "Swish") {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+  } else if (act == "GeluErf") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+  } else if (act == "GeluTanh") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
   } else if (!act.empty()) {
     ctx.fail_unsupported("activation '" + act + "' has no oneDNN post-op");
   }

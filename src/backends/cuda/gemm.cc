@@ -4,11 +4,14 @@
 // cuBLASLt's C (beta 1), and its activation by one in-place launch, or, where measured faster
 // for few rows, the whole epilogue in the launch that sums K's slices (SlicedMatmul). Skinny
 // float32 products (up to kGemvMaxRows rows, decoding) run gemv.cu's kernel instead, with bias,
-// residual and activation in its epilogue. A product of a constant 2-D weight runs at any row count
-// (a shape family's sizes), each new count planned once (RowMatmuls). GroupedMatMul: its members'
-// MatMul kernels, and at the planned row count, where every member qualifies, one launch of the
-// skinny kernel over all of them.
+// residual and activation in its epilogue; a FusedMatMul of up to kGemvWideRows rows (a short
+// sequence's) takes it too, with its row norm in the same launch, where measured faster. A product
+// of a constant 2-D weight runs at any row count (a shape family's sizes), each new count planned
+// once (RowMatmuls). GroupedMatMul: its members' MatMul kernels, and at the planned row count,
+// where every member qualifies, one launch of the skinny kernel over all of them.
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,13 +28,15 @@ namespace lumen::cuda {
 namespace {
 
 // gemv.cu's kernel for one node's product, where its shape qualifies: float32, one batch, neither
-// operand transposed, at most kGemvMaxRows rows, N a multiple of 4. Owns the column ranges'
-// counters; its partial rows go to the backend's workspace.
+// operand transposed, at most `max_rows` rows (kGemvMaxRows or kGemvWideRows), N a multiple of 4.
+// Owns the column ranges' counters; its partial rows go to the backend's workspace.
 class SkinnyGemv {
  public:
   // Null where the shape does not qualify.
-  static std::unique_ptr<SkinnyGemv> make(const NodeContext& ctx, const GemmShape& s) {
-    if (ctx.input_dtype(0) != DType::kFloat32 || s.batch != 1 || s.trans_x || s.trans_w)
+  static std::unique_ptr<SkinnyGemv> make(const NodeContext& ctx, const GemmShape& s,
+                                          int64_t max_rows = kGemvMaxRows) {
+    if (ctx.input_dtype(0) != DType::kFloat32 || s.batch != 1 || s.trans_x || s.trans_w ||
+        s.m > max_rows)
       return nullptr;
     int device = 0, sms = 0;
     check(cudaGetDevice(&device), ctx.where());
@@ -44,26 +49,29 @@ class SkinnyGemv {
   SkinnyGemv(const SkinnyGemv&) = delete;
   SkinnyGemv& operator=(const SkinnyGemv&) = delete;
 
-  // Enqueues Y = act(X W + bias + residual) (bias and residual may be null); false (nothing
-  // enqueued) when a pointer is not 16-byte aligned.
+  // Enqueues Y = act(X W + bias + residual) (bias and residual may be null), each row then
+  // normalized where ln.scale is set; false (nothing enqueued) when a pointer is not 16-byte
+  // aligned.
   bool run(cudaStream_t stream, const void* x, const void* w, const void* bias,
-           const void* residual, void* y, UnaryOp act, float alpha, float beta) const {
+           const void* residual, void* y, UnaryOp act, float alpha, float beta,
+           const GemvLayerNorm& ln = {}) const {
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (!aligned(w) || !aligned(y) || !aligned(bias) || !aligned(residual)) return false;
     auto* scratch = static_cast<float*>(
         scratch_bytes_ > 0 ? require_cuda_backend().workspace().ptr() : nullptr);
     launch_gemv(plan_, s_.m, s_.n, s_.k, static_cast<const float*>(x), static_cast<const float*>(w),
                 static_cast<const float*>(bias), static_cast<const float*>(residual), act, alpha,
-                beta, static_cast<float*>(y), scratch, counters_, stream);
+                beta, static_cast<float*>(y), scratch, counters_, stream, ln);
     check_launch(where_);
     return true;
   }
+  const GemmShape& shape() const { return s_; }
 
  private:
   SkinnyGemv(const NodeContext& ctx, const GemmShape& s, const GemvPlan& plan)
       : where_(ctx.where()), s_(s), plan_(plan), scratch_bytes_(gemv_scratch_bytes(plan, s.m)) {
     if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
-    const size_t bytes = sizeof(unsigned) * static_cast<size_t>(plan.col_tiles);
+    const size_t bytes = sizeof(unsigned) * gemv_counters(plan);
     check(cudaMalloc(&counters_, bytes), where_);
     check(cudaMemset(counters_, 0, bytes), where_);
   }
@@ -256,9 +264,14 @@ class FusedMatMulKernel final : public Kernel {
       ctx.fail_unsupported("CUDA: activation '" + ctx.attr_string("activation", "") + "'");
     storage_ = storage_of(ctx.output(0).dtype);
     gemv_ = SkinnyGemv::make(ctx, s);
-    if (!gemv_)
-      sliced_ = SlicedMatmul::make(*matmul_.at(matmul_.shape().m), bias, residual, act_, alpha_,
-                                   beta_, norm_, epsilon_);
+    if (gemv_) return;
+    sliced_ = SlicedMatmul::make(*matmul_.at(matmul_.shape().m), bias, residual, act_, alpha_,
+                                 beta_, norm_, epsilon_);
+    auto wide = SkinnyGemv::make(ctx, s, kGemvWideRows);
+    if (wide && wide_gemv_wins(*wide)) {
+      gemv_ = std::move(wide);
+      sliced_.reset();
+    }
   }
 
   void run(KernelContext& ctx) const override {
@@ -275,16 +288,17 @@ class FusedMatMulKernel final : public Kernel {
       check_launch(where_);
       return;
     }
+    const GemvLayerNorm ln{static_cast<const float*>(norm_scale),
+                           static_cast<const float*>(norm_bias), epsilon_};
     const bool done = rows == matmul_.shape().m && gemv_ &&
                       gemv_->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), bias,
-                                 z, y, act_, alpha_, beta_);
-    if (!done) {
-      matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
-                            1.f, residual_ ? 1.f : 0.f, matmul_.w_parts());
-      if (act_ != UnaryOp::kIdentity) {
-        launch_unary(storage_, act_, alpha_, beta_, y, y, ctx.outputs[0].numel(), stream);
-        check_launch(where_);
-      }
+                                 z, y, act_, alpha_, beta_, ln);
+    if (done) return;  // with the row norm, where there is one
+    matmul_.at(rows)->run(stream, ctx.inputs[0].raw_data(), ctx.inputs[1].raw_data(), z, bias, y,
+                          1.f, residual_ ? 1.f : 0.f, matmul_.w_parts());
+    if (act_ != UnaryOp::kIdentity) {
+      launch_unary(storage_, act_, alpha_, beta_, y, y, ctx.outputs[0].numel(), stream);
+      check_launch(where_);
     }
     if (norm_) {
       const int64_t n = matmul_.shape().n;
@@ -295,9 +309,86 @@ class FusedMatMulKernel final : public Kernel {
   }
 
   bool runs_any_shape() const override { return matmul_.any_rows(); }
-  std::string describe() const override { return sliced_ ? sliced_->choice() : matmul_.choice(); }
+  std::string describe() const override {
+    if (gemv_ && !wide_choice_.empty()) return wide_choice_;
+    const std::string way = sliced_ ? sliced_->choice() : matmul_.choice();
+    return wide_choice_.empty() ? way : way + "; " + wide_choice_;
+  }
 
  private:
+  // Times `wide` (gemv.cu's kernel over groups of rows, with the whole epilogue and the row norm)
+  // against the way this node runs without it (sliced_, else the product, then its activation and
+  // norm launches), on operands of zeros, the best of three; true where it takes at most
+  // kWideShare of that time. The outcome is kept per shape and epilogue for the process.
+  bool wide_gemv_wins(const SkinnyGemv& wide) {
+    constexpr float kWideShare = 0.95f;
+    const GemmShape& s = wide.shape();
+    int device = 0;
+    check(cudaGetDevice(&device), where_);
+    char key[160];
+    std::snprintf(key, sizeof(key), "%d:%lld,%lld,%lld,%d,%d,%d,%d,%d", device,
+                  static_cast<long long>(s.m), static_cast<long long>(s.n),
+                  static_cast<long long>(s.k), bias_ ? 1 : 0, residual_ ? 1 : 0,
+                  static_cast<int>(act_), norm_ ? 1 : 0, norm_bias_ ? 1 : 0);
+    static MeasuredPairs measured;
+    const std::pair<float, float> times = measured.get(key, [&] {
+      const Device dev = Device::cuda();
+      const Tensor x = Tensor::zeros(Shape{s.m * s.k}, DType::kFloat32, dev);
+      const Tensor w = Tensor::zeros(Shape{s.k * s.n}, DType::kFloat32, dev);
+      const Tensor y = Tensor::zeros(Shape{s.m * s.n}, DType::kFloat32, dev);
+      const Tensor z = Tensor::zeros(Shape{s.m * s.n}, DType::kFloat32, dev);
+      const Tensor row = Tensor::zeros(Shape{s.n}, DType::kFloat32, dev);
+      const float* bp = bias_ ? static_cast<const float*>(row.raw_data()) : nullptr;
+      const float* zp = residual_ ? static_cast<const float*>(z.raw_data()) : nullptr;
+      const float* sp = norm_ ? static_cast<const float*>(row.raw_data()) : nullptr;
+      const float* nb = norm_bias_ ? static_cast<const float*>(row.raw_data()) : nullptr;
+      check(cudaStreamSynchronize(require_cuda_backend().stream().handle()), where_);
+      TimingStream own(where_);
+      float other_ms = 1e30f, wide_ms = 1e30f;
+      for (int round = 0; round < 3; ++round) {
+        other_ms = std::min(other_ms,
+                            time_on_stream(
+                                own.handle,
+                                [&] {
+                                  if (sliced_) {
+                                    sliced_->run(own.handle, x.raw_data(), w.raw_data(), bp, zp,
+                                                 y.raw_data(), sp, nb);
+                                    return;
+                                  }
+                                  matmul_.at(s.m)->run(own.handle, x.raw_data(), w.raw_data(), zp,
+                                                       bp, y.raw_data(), 1.f, residual_ ? 1.f : 0.f,
+                                                       matmul_.w_parts());
+                                  if (act_ != UnaryOp::kIdentity)
+                                    launch_unary(storage_, act_, alpha_, beta_, y.raw_data(),
+                                                 y.raw_data(), s.m * s.n, own.handle);
+                                  if (norm_)
+                                    launch_layer_norm(storage_, y.raw_data(), sp, nb, y.raw_data(),
+                                                      s.m, s.n, epsilon_, own.handle);
+                                },
+                                where_.c_str()));
+        wide_ms = std::min(wide_ms, time_on_stream(
+                                        own.handle,
+                                        [&] {
+                                          wide.run(own.handle, x.raw_data(), w.raw_data(), bp, zp,
+                                                   y.raw_data(), act_, alpha_, beta_,
+                                                   GemvLayerNorm{sp, nb, epsilon_});
+                                        },
+                                        where_.c_str()));
+      }
+      check(cudaStreamSynchronize(own.handle), where_);
+      return std::make_pair(wide_ms, other_ms);
+    });
+    const bool wins = times.first <= kWideShare * times.second;
+    char text[200];
+    std::snprintf(text, sizeof(text),
+                  "skinny kernel over %lld rows in groups of %lld%s: %.4f ms against %.4f ms%s",
+                  static_cast<long long>(s.m), static_cast<long long>(kGemvMaxRows),
+                  norm_ ? ", row norm in the same launch" : "", static_cast<double>(times.first),
+                  static_cast<double>(times.second), wins ? "" : ", not taken");
+    wide_choice_ = text;
+    return wins;
+  }
+
   std::string where_;
   RowMatmuls matmul_;
   bool bias_, residual_;
@@ -306,7 +397,8 @@ class FusedMatMulKernel final : public Kernel {
   UnaryOp act_ = UnaryOp::kIdentity;
   float alpha_ = 0.f, beta_ = 0.f;
   Storage storage_ = Storage::kFloat32;
-  std::unique_ptr<SkinnyGemv> gemv_;
+  std::unique_ptr<SkinnyGemv> gemv_;      // up to kGemvMaxRows rows, or more where measured faster
+  std::string wide_choice_;               // why gemv_ runs above kGemvMaxRows rows
   std::unique_ptr<SlicedMatmul> sliced_;  // at the planned rows, where measured faster
 };
 
@@ -381,13 +473,14 @@ class GroupedMatMulKernel final : public Kernel {
     int device = 0, sms = 0;
     check(cudaGetDevice(&device), where_);
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), where_);
+    if (rows_ > kGemvMaxRows) return;
     plan_ = gemv_plan(rows_, n_, k_, sms);
     if (plan_.splits == 0) return;
     products_ = gemv_products(n_);
     products_.norm_epsilon = epsilon_;
     scratch_bytes_ = gemv_scratch_bytes(plan_, rows_);
     if (scratch_bytes_ > 0) require_cuda_backend().workspace().reserve(scratch_bytes_);
-    const size_t bytes = sizeof(unsigned) * static_cast<size_t>(plan_.col_tiles);
+    const size_t bytes = sizeof(unsigned) * gemv_counters(plan_);
     check(cudaMalloc(&counters_, bytes), where_);
     check(cudaMemset(counters_, 0, bytes), where_);
   }

@@ -255,24 +255,35 @@ void launch_row_argmax_into(const float* data, int64_t rows, int64_t cols, int64
                             void* ids, bool ids32, int64_t* chosen, void* scratch,
                             cudaStream_t stream);
 
-// Skinny float32 products, Y[M, N] = act(X[M, K] W[K, N] + bias + Z) with M <= kGemvMaxRows
-// (decoding): X, W, Y and Z row-major, N a multiple of 4, W, bias (a row of N, or null), Z (a
-// residual [M, N], or null) and Y 16-byte aligned.
+// Skinny float32 products, Y[M, N] = act(X[M, K] W[K, N] + bias + Z) with M <= kGemvWideRows
+// (decoding, and short sequences): X, W, Y and Z row-major, N a multiple of 4, W, bias (a row of
+// N, or null), Z (a residual [M, N], or null) and Y 16-byte aligned. Up to kGemvMaxRows rows one
+// launch layer; above, groups of kGemvMaxRows rows, one grid layer each (W read once per group,
+// from L2 after the first): callers take those only where measured faster. With `ln.scale`, each
+// row of Y is then normalized over its N columns (LayerNormalization: scale, optional bias).
 // The plan splits K over blocks (splits 0: the shape does not qualify); the splits' partial rows go
-// to `scratch` (gemv_scratch_bytes), and `counters` (col_tiles zeros, left zero after each launch)
-// tell the last block of each column range to finish it.
+// to `scratch` (gemv_scratch_bytes), and `counters` (gemv_counters(plan) zeros, left zero after
+// each launch) tell the last block of each column range to finish it.
 inline constexpr int64_t kGemvMaxRows = 8;
+inline constexpr int64_t kGemvWideRows = 32;
 struct GemvPlan {
-  int64_t col_tiles = 0, splits = 0, rows_per_split = 0;
+  int64_t col_tiles = 0, splits = 0, rows_per_split = 0, groups = 1;
+};
+struct GemvLayerNorm {
+  const float* scale = nullptr;  // [N], or null: no normalization
+  const float* bias = nullptr;   // [N], or null
+  float epsilon = 0.f;
 };
 GemvPlan gemv_plan(int64_t m, int64_t n, int64_t k, int multiprocessors);
 size_t gemv_scratch_bytes(const GemvPlan& plan, int64_t m);
+size_t gemv_counters(const GemvPlan& plan);
 void launch_gemv(const GemvPlan& plan, int64_t m, int64_t n, int64_t k, const float* x,
                  const float* w, const float* bias, const float* residual, UnaryOp act, float alpha,
-                 float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream);
-// Up to kGemvMaxProducts products of one X, Y_p = X W_p + bias_p + Z_p (W_p [K, N_p]; no
-// activation), in one launch: the plan for the column counts N_p (each a multiple of 4), the
-// products' pointers filled into gemv_products(N)'s tiles, with the alignment above.
+                 float beta, float* y, float* scratch, unsigned* counters, cudaStream_t stream,
+                 const GemvLayerNorm& ln = {});
+// Up to kGemvMaxProducts products of one X (at most kGemvMaxRows rows), Y_p = X W_p + bias_p + Z_p
+// (W_p [K, N_p]; no activation), in one launch: the plan for the column counts N_p (each a multiple
+// of 4), the products' pointers filled into gemv_products(N)'s tiles, with the alignment above.
 inline constexpr int kGemvMaxProducts = 4;
 struct GemvProducts {
   int count = 0;

@@ -83,17 +83,17 @@ void infer_conv_transpose(InferContext& ctx) {
 }
 
 // FusedConv: a Conv whose output goes through an activation in the same kernel call (made by the
-// optimizer's fuse-activation pass). `activation` names the ONNX op ("" for none; "Swish" is
-// SiLU, y * sigmoid(y)); alpha and beta
-// are its parameters (LeakyRelu's slope; Clip's min and max). With channels_last=1 (the
-// channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...). An optional
-// fourth input Z (the fuse-residual pass), shaped like Y, is added before the activation:
+// optimizer's fuse-activation and fold-channels-last-mlp passes). `activation` names the ONNX op
+// ("" for none; "Swish" is SiLU, y * sigmoid(y); "GeluErf" and "GeluTanh" Gelu's two forms);
+// alpha and beta are its parameters (LeakyRelu's slope; Clip's min and max). With channels_last=1
+// (the channels-last pass) X and Y are (N, spatial..., C) instead of (N, C, spatial...). An
+// optional fourth input Z (the fuse-residual pass), shaped like Y, is added before the activation:
 // Y = activation(conv(X, W) + B + Z). An optional fifth input S (the fuse-channel-scale pass, on
 // channels-last 2-D convolutions), [N or 1, 1, 1, C] for X's C channels, scales X per image and
 // channel before the convolution: Y = activation(conv(X * S, W) + B + Z).
 void infer_fused_conv(InferContext& ctx) {
-  static const char* const kActivations[] = {"Relu", "LeakyRelu", "Clip", "Sigmoid",
-                                             "Tanh", "HardSwish", "Swish"};
+  static const char* const kActivations[] = {"Relu",      "LeakyRelu", "Clip",    "Sigmoid", "Tanh",
+                                             "HardSwish", "Swish",     "GeluErf", "GeluTanh"};
   std::string act = ctx.attr_string("activation", "");
   bool known = act.empty();
   for (const char* a : kActivations) known = known || act == a;
