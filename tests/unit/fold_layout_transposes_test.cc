@@ -79,6 +79,9 @@ TEST(AxisLayerNormKernel, EveryLayoutAgainstReference) {
   check_axis_norm({3, 200, 9}, 1, true, true, 5);
   check_axis_norm({37, 11}, 0, true, true, 6);
   check_axis_norm({4, 5, 6, 70}, 2, false, true, 7);
+  // Written in x's layout with 4 and 2 columns a block on CUDA (30 x 30 and 12 x 12 planes).
+  check_axis_norm({1, 64, 30, 30}, 1, false, true, 20);
+  check_axis_norm({1, 40, 12, 12}, 1, false, false, 30);
 }
 
 TEST(AxisLayerNormKernel, BadInputsAreErrors) {

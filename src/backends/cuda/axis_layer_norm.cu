@@ -8,6 +8,9 @@
 // Sums are reduced over the lanes of a column by warp shuffles, then over the 8 warps in shared
 // memory. The write goes back in x's layout, or with the axis moved last.
 #include "backends/cuda/axis_layer_norm.h"
+
+#include <type_traits>
+
 #include "backends/cuda/storage.cuh"
 
 namespace lumen::cuda {
@@ -135,14 +138,30 @@ void launch_axis_layer_norm(Storage st, const void* x, const void* scale, const 
                             bool axis_last, cudaStream_t stream) {
   if (outer == 0 || inner == 0 || channels == 0) return;
   // 8 columns a block while that makes two blocks per SM or more (132 SMs on an H100/H200), else
-  // one column a block.
-  const bool wide = (inner + 7) / 8 * outer >= 256;
+  // one column a block. Written in x's layout (strided by the columns: a block of one column
+  // stores each channel's value in a sector of its own), 4 or 2 columns a block where that still
+  // makes about a block per SM or half of one (ConvNeXt's 28 x 28 and 14 x 14 stages).
+  const auto blocks = [&](int64_t cols) { return (inner + cols - 1) / cols * outer; };
+  const int cols = blocks(8) >= 256   ? 8
+                   : axis_last        ? 1
+                   : blocks(4) >= 128 ? 4
+                   : blocks(2) >= 64  ? 2
+                                      : 1;
   with_storage(st, [&](auto tag) {
     using T = decltype(tag);
-    if (wide)
-      launch_columns<T, 8>(outer, x, scale, bias, y, channels, inner, epsilon, axis_last, stream);
+    auto run = [&](auto cols_tag) {
+      constexpr int kCols = decltype(cols_tag)::value;
+      launch_columns<T, kCols>(outer, x, scale, bias, y, channels, inner, epsilon, axis_last,
+                               stream);
+    };
+    if (cols == 8)
+      run(std::integral_constant<int, 8>{});
+    else if (cols == 4)
+      run(std::integral_constant<int, 4>{});
+    else if (cols == 2)
+      run(std::integral_constant<int, 2>{});
     else
-      launch_columns<T, 1>(outer, x, scale, bias, y, channels, inner, epsilon, axis_last, stream);
+      run(std::integral_constant<int, 1>{});
   });
 }
 
